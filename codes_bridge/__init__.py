@@ -1,0 +1,1 @@
+"""codes_bridge."""

@@ -1,0 +1,82 @@
+"""The Backend interface: what the controller loop (``hybridsim.runner``) sees of a simulator.
+
+A backend simulates a scenario and reports, as the simulation runs, :class:`~hybridsim.records.IterationRecord`\\ s
+and :class:`~hybridsim.records.PortSamples` blocks. The embedded engine also takes a :class:`Director` that decides,
+per job and iteration, whether the job is simulated packet by packet (``SIMULATE``) or advanced by predicted
+iteration times (``PREDICT``). Backends know nothing of surrogates; the director knows nothing of packets.
+
+Switching protocol (DESIGN.md section 3):
+
+* ``director.mode_for(job_id, iteration)`` is called once per (job, iteration), when the first rank of the job is
+  ready to start that iteration. The answer holds for every rank of the job for that iteration.
+* For a ``PREDICT`` iteration the engine parks the job's ranks as they become ready; when all ranks of the job are
+  ready it calls ``director.predict(job_id, iteration, ranks, starts)`` once and ends rank ``r``'s iteration at
+  ``starts[r] + durations[r]``, injecting no packets. Records of predicted iterations are emitted with
+  ``simulated=False``.
+* ``director.keep_background`` (bool): while a job is predicted, keep its last measured per-link utilisation as
+  background load on the links it used (their capacity is reduced accordingly for the simulated jobs).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, runtime_checkable
+
+import numpy as np
+
+from .records import IterationRecord, PortSamples
+
+
+class Mode(str, enum.Enum):
+    SIMULATE = "simulate"
+    PREDICT = "predict"
+
+
+@runtime_checkable
+class Director(Protocol):
+    keep_background: bool
+
+    def mode_for(self, job_id: int, iteration: int) -> Mode: ...
+
+    def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Predicted durations (ns, float64, one per rank in ``ranks``) of ``iteration``."""
+        ...
+
+
+class AlwaysSimulate:
+    """The director of a pure simulation."""
+
+    keep_background = False
+
+    def mode_for(self, job_id: int, iteration: int) -> Mode:
+        return Mode.SIMULATE
+
+    def predict(self, job_id, iteration, ranks, starts):  # pragma: no cover - never called
+        raise RuntimeError("AlwaysSimulate never predicts")
+
+
+#: ``on_record(record, simulated)``; ``on_samples(block)`` with one or more sampling windows.
+RecordCallback = Callable[[IterationRecord, bool], None]
+SamplesCallback = Callable[[PortSamples], None]
+
+
+@dataclass
+class SimulationResult:
+    """What a finished (or stopped) backend run returns."""
+
+    records: list[IterationRecord]
+    simulated: list[bool]
+    ports: PortSamples | None
+    events: int
+    end_time: float
+    job_end: dict[str, float]
+    wall_s: float
+    partial: bool = False
+    link_totals: dict | None = None
+    stats: dict = field(default_factory=dict)
+
+
+class BackendProtocol(Protocol):
+    def run(self, director: Director | None = None, on_record: RecordCallback | None = None,
+            on_samples: SamplesCallback | None = None) -> SimulationResult: ...

@@ -1,0 +1,150 @@
+"""``hybridsim`` command line.
+
+The core commands (``validate``, ``topology``, ``run``) live here; every other layer adds its own commands from its own
+package through a ``register(subparsers)`` function in one of :data:`COMMAND_MODULES`, so the CLI grows without one
+file owning every layer. Exit status: 0 success, 1 run failure, 2 bad input (scenario, files, arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+
+#: modules that contribute subcommands (each defines ``register(subparsers)``); missing modules are skipped
+COMMAND_MODULES = (
+    "hybridsim.cli_run",
+    "codes_bridge.cli",
+    "surrogate.cli",
+    "controllers.cli",
+    "hybridsim.energy.cli",
+    "hybridsim.service.cli",
+)
+
+
+class CliError(Exception):
+    """A user-facing error: message printed, exit status ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_BAD_INPUT):
+        super().__init__(message)
+        self.code = code
+
+
+def _err(msg: str) -> None:
+    print(f"hybridsim: error: {msg}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------------------------------ validate
+def cmd_validate(args) -> int:
+    from .scenario import ScenarioError, load_scenario
+
+    bad = 0
+    for f in args.files:
+        try:
+            sc = load_scenario(f)
+        except ScenarioError as exc:
+            bad += 1
+            print(str(exc), file=sys.stderr)
+            continue
+        ranks = sum(j.ranks for j in sc.jobs)
+        print(f"{f}: ok ({len(sc.jobs)} jobs, {ranks} ranks on {sc.topology.n_terminals} terminals, "
+              f"backend {sc.backend.kind})")
+    return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------------------ topology
+def cmd_topology(args) -> int:
+    from .scenario import ScenarioError, load_scenario
+
+    try:
+        sc = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
+    topo = sc.build_topology()
+    info = topo.summary()
+    if args.write_graph:
+        out = Path(args.write_graph)
+        out.mkdir(parents=True, exist_ok=True)
+        write_port_graph(topo, out)
+        info["graph_dir"] = str(out)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        width = max(len(k) for k in info)
+        for k, v in info.items():
+            print(f"{k:<{width}}  {v}")
+    return EXIT_OK
+
+
+def write_port_graph(topo, out: Path) -> None:
+    """``ports.csv`` (port id, router, group, port, class, peer) and ``edges.csv`` (SMART's port graph)."""
+    from .topology import LINK_CLASS_NAMES
+
+    with open(out / "ports.csv", "w") as fh:
+        fh.write("port_id,router,group,port,class,peer_router,peer_port\n")
+        for pid in range(topo.n_ports):
+            r, k = divmod(pid, topo.radix)
+            fh.write(f"{pid},{r},{r // topo.a},{k},{LINK_CLASS_NAMES[topo.port_class[pid]]},"
+                     f"{topo.peer_router[pid]},{topo.peer_port[pid]}\n")
+    edges = topo.port_graph_edges()
+    with open(out / "edges.csv", "w") as fh:
+        fh.write("src,dst\n")
+        for s, d in edges.T.tolist():
+            fh.write(f"{s},{d}\n")
+
+
+# ------------------------------------------------------------------------------------------------------ main
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hybridsim",
+                                     description="Hybrid PDES-surrogate simulator for Dragonfly HPC interconnects.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"hybridsim {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("validate", help="check scenario files without running them")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("topology", help="describe a scenario's Dragonfly (counts, radix, diameter)")
+    p.add_argument("scenario", metavar="SCENARIO")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--write-graph", metavar="DIR", help="write the SMART port graph (ports.csv, edges.csv)")
+    p.set_defaults(func=cmd_topology)
+
+    for modname in COMMAND_MODULES:
+        if importlib.util.find_spec(modname.rsplit(".", 1)[0]) is None:
+            continue
+        try:
+            spec = importlib.util.find_spec(modname)
+        except ModuleNotFoundError:
+            spec = None
+        if spec is None:
+            continue
+        importlib.import_module(modname).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        _err(str(exc))
+        return exc.code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Job placement: which terminal each rank of each job runs on.
+
+Deterministic for a given seed (``numpy.random.default_rng(seed)``). The result is a list with one int64 array per
+job: ``placement[j][r]`` = terminal id of rank ``r`` of job ``j``. Terminals not used by any job stay idle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .topology import Dragonfly
+
+
+class PlacementError(ValueError):
+    """The placement cannot be made (too few terminals, bad allocation file, overlap)."""
+
+
+def read_alloc_file(path: str | Path) -> list[list[int]]:
+    """CODES allocation file: line j = whitespace-separated terminal ids of job j's ranks (rank order)."""
+    out = []
+    with open(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            toks = line.split()
+            if not toks:
+                continue
+            ids = []
+            for tok in toks:
+                try:
+                    ids.append(int(tok))
+                except ValueError:
+                    raise PlacementError(f"{path}:{lineno}: node id {tok!r} is not an integer") from None
+            out.append(ids)
+    return out
+
+
+def write_alloc_file(placement: list[np.ndarray], path: str | Path) -> None:
+    with open(path, "w") as fh:
+        for arr in placement:
+            fh.write(" ".join(str(int(x)) for x in arr) + " \n")
+
+
+def place(policy: str, ranks: list[int], topo: Dragonfly, seed: int = 0,
+          alloc: list[list[int]] | None = None, source: str = "allocation file") -> list[np.ndarray]:
+    """Place jobs with ``ranks[j]`` ranks each on ``topo``'s terminals."""
+    n = topo.n_terminals
+    need = sum(ranks)
+    if need > n:
+        raise PlacementError(f"jobs need {need} terminals, topology has {n}")
+    rng = np.random.default_rng(seed)
+    if policy == "contiguous":
+        order = np.arange(n)
+    elif policy == "random":
+        order = rng.permutation(n)
+    elif policy == "random-router":
+        routers = rng.permutation(topo.n_routers)
+        order = (routers[:, None] * topo.p + np.arange(topo.p)[None, :]).ravel()
+    elif policy == "random-group":
+        groups = rng.permutation(topo.g)
+        per = topo.a * topo.p
+        order = (groups[:, None] * per + np.arange(per)[None, :]).ravel()
+    elif policy == "file":
+        if alloc is None:
+            raise PlacementError("policy 'file' needs an allocation")
+        if len(alloc) < len(ranks):
+            raise PlacementError(f"{source}: {len(alloc)} job lines for {len(ranks)} jobs")
+        out = []
+        seen: dict[int, int] = {}
+        for j, (r, ids) in enumerate(zip(ranks, alloc)):
+            if len(ids) < r:
+                raise PlacementError(f"{source}: line {j + 1} lists {len(ids)} nodes, job {j} needs {r}")
+            ids = ids[:r]
+            for t in ids:
+                if not 0 <= t < n:
+                    raise PlacementError(f"{source}: line {j + 1}: node {t} outside 0..{n - 1}")
+                if t in seen:
+                    where = "twice on that line" if seen[t] == j else f"also on line {seen[t] + 1}"
+                    raise PlacementError(f"{source}: line {j + 1}: node {t} is {where} (overlapping placement)")
+                seen[t] = j
+            out.append(np.asarray(ids, dtype=np.int64))
+        return out
+    else:
+        raise PlacementError(f"unknown placement policy {policy!r}")
+    out, pos = [], 0
+    for r in ranks:
+        out.append(np.asarray(order[pos:pos + r], dtype=np.int64))
+        pos += r
+    return out
+
+
+def place_jobs(scenario, topo: Dragonfly) -> list[np.ndarray]:
+    """Placement for a :class:`~hybridsim.scenario.Scenario`."""
+    pl = scenario.placement
+    alloc = None
+    source = "allocation file"
+    if pl.policy == "file":
+        path = scenario.resolve(pl.file)
+        source = str(path)
+        if not path.is_file():
+            raise PlacementError(f"allocation file not found: {path}")
+        alloc = read_alloc_file(path)
+    return place(pl.policy, [j.ranks for j in scenario.jobs], topo, scenario.placement_seed, alloc, source)

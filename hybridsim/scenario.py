@@ -1,0 +1,543 @@
+"""The scenario: one YAML file describes a whole simulation.
+
+Sections: ``topology``, ``jobs``, ``placement``, ``backend``, ``sampling``, ``output``, ``seed`` and the sections owned by
+later layers (``surrogate``, ``controller``, ``machine``). Defaults reproduce CODES' 1,056-node dragonfly-dally
+reference system (``../shared/DESIGN.md`` section 4). Every model forbids unknown keys; :func:`load_scenario` turns
+any YAML or schema error into a :class:`ScenarioError` that names the file, line, column and field path.
+
+Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in GiB/s; sizes in bytes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .topology import Dragonfly, DragonflyShape, TopologyError
+from .units import Duration, bytes_to_ns
+
+
+class ScenarioError(ValueError):
+    """A scenario file could not be loaded. ``str()`` is the full human-readable message."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+
+# ---------------------------------------------------------------------------------------------------------- topology
+class PerLinkClass(_Model):
+    """A value per link class: router-router local, router-router global, terminal-router."""
+
+    local: float
+    global_: float = Field(alias="global")
+    terminal: float
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        return (self.local, self.global_, self.terminal)
+
+
+class Bandwidth(PerLinkClass):
+    """Link bandwidth per class in GiB/s (2^30 B/s, as CODES)."""
+
+    local: float = Field(5.25, gt=0)
+    global_: float = Field(4.7, gt=0, alias="global")
+    terminal: float = Field(5.25, gt=0)
+
+
+class Latency(_Model):
+    """Link propagation latency per class in ns; ``null`` = one packet's serialisation time at that link's bandwidth
+    (CODES' default, 726.6 ns at 5.25 GiB/s for 4 KiB)."""
+
+    local: Optional[Duration] = Field(None, ge=0)
+    global_: Optional[Duration] = Field(None, ge=0, alias="global")
+    terminal: Optional[Duration] = Field(None, ge=0)
+
+
+class VcBuffer(_Model):
+    """Bytes per virtual-channel buffer, per link class of the output port."""
+
+    local: int = Field(16384, gt=0)
+    global_: int = Field(16384, gt=0, alias="global")
+    terminal: int = Field(32768, gt=0)
+
+
+class Connections(_Model):
+    """CODES binary connection files (``intra``: int src,dest,type records; ``inter``: int src,dest records).
+    Relative paths are resolved against the scenario file's folder."""
+
+    intra: Path
+    inter: Path
+
+
+class Topology(_Model):
+    """1D Dragonfly (CODES dragonfly-dally)."""
+
+    groups: int = Field(33, ge=1)
+    routers_per_group: int = Field(8, ge=1)
+    terminals_per_router: int = Field(4, ge=1)
+    global_channels_per_router: int = Field(4, ge=1)
+    bandwidth: Bandwidth = Field(default_factory=Bandwidth)
+    latency: Latency = Field(default_factory=Latency)
+    router_delay: Duration = Field(100.0, ge=0)
+    credit_delay: Optional[Duration] = Field(None, ge=0, description="ns; null = 8 B at the local bandwidth (CODES)")
+    vc_buffer: VcBuffer = Field(default_factory=VcBuffer)
+    num_vcs: int = Field(4, ge=1, le=16)
+    packet_size: int = Field(4096, gt=0)
+    routing: Literal["minimal", "nonminimal", "adaptive", "prog-adaptive"] = "prog-adaptive"
+    global_arrangement: Literal["codes"] = "codes"
+    connections: Optional[Connections] = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Topology":
+        small = [f"{name} ({size} B)" for name, size in (("local", self.vc_buffer.local),
+                                                          ("global", self.vc_buffer.global_),
+                                                          ("terminal", self.vc_buffer.terminal))
+                 if size < self.packet_size]
+        if small:
+            raise ValueError(f"VC buffer smaller than one packet ({self.packet_size} B): {', '.join(small)}")
+        if self.routing != "minimal" and self.num_vcs < 4:
+            raise ValueError(f"routing {self.routing!r} needs num_vcs >= 4 for deadlock freedom (got {self.num_vcs})")
+        if self.routing == "minimal" and self.num_vcs < 3:
+            raise ValueError(f"minimal routing needs num_vcs >= 3 for deadlock freedom (got {self.num_vcs})")
+        if self.groups > 1 and self.groups - 1 > self.routers_per_group * self.global_channels_per_router:
+            raise ValueError(
+                f"{self.groups} groups need >= {self.groups - 1} global channels per group, but routers_per_group x "
+                f"global_channels_per_router = {self.routers_per_group * self.global_channels_per_router}")
+        return self
+
+    @property
+    def shape(self) -> DragonflyShape:
+        return DragonflyShape(self.groups, self.routers_per_group, self.terminals_per_router,
+                              self.global_channels_per_router)
+
+    @property
+    def n_terminals(self) -> int:
+        return self.groups * self.routers_per_group * self.terminals_per_router
+
+    def link_latency(self) -> tuple[float, float, float]:
+        """Effective (local, global, terminal) latencies in ns, CODES defaults filled in."""
+        bw = self.bandwidth.as_tuple()
+        lat = (self.latency.local, self.latency.global_, self.latency.terminal)
+        return tuple(l if l is not None else bytes_to_ns(self.packet_size, b) for l, b in zip(lat, bw))
+
+    def effective_credit_delay(self) -> float:
+        return self.credit_delay if self.credit_delay is not None else bytes_to_ns(8, self.bandwidth.local)
+
+    def build(self, base_dir: Path | None = None) -> Dragonfly:
+        """The :class:`Dragonfly` this section describes (connection files read if given)."""
+        if self.connections is None:
+            return Dragonfly(self.shape)
+        intra, inter = self.connections.intra, self.connections.inter
+        if base_dir is not None:
+            intra, inter = base_dir / intra, base_dir / inter
+        for p in (intra, inter):
+            if not Path(p).is_file():
+                raise TopologyError(f"connection file not found: {p}")
+        return Dragonfly.from_codes_files(self.shape, intra, inter)
+
+
+# ---------------------------------------------------------------------------------------------------------- workloads
+class MilcWorkload(_Model):
+    """SWM MILC: per iteration two halo half-steps (Irecv all, Isend all ``msg_size`` B to the 2*D face neighbours
+    over ``dimension_sizes``, compute ``compute_delay`` cycles, Waitall), then two 8-B allreduces."""
+
+    kind: Literal["milc"]
+    dimension_sizes: list[int] = Field(min_length=1)
+    msg_size: int = Field(49152, ge=0)
+    compute_delay: float = Field(100, ge=0, description="CPU cycles per half-iteration (SWM)")
+    max_dimension_distance: int = Field(1, ge=1)
+    cpu_freq: float = Field(4e9, gt=0)
+    allreduce_count: int = Field(2, ge=0)
+    allreduce_size: int = Field(8, ge=0)
+
+
+class LammpsWorkload(_Model):
+    """SWM LAMMPS: 3D domain decomposition, ghost/k-space/FFT exchanges with sizes that vary step to step."""
+
+    kind: Literal["lammps"]
+    num_x_replicas: int = Field(1, ge=1)
+    num_y_replicas: int = Field(1, ge=1)
+    num_z_replicas: int = Field(1, ge=1)
+    router_freq: float = Field(800e6, gt=0)
+    cpu_freq: float = Field(4e9, gt=0)
+    cpu_sim_speedup: float = Field(1e6, gt=0)
+
+
+class NearestNeighborWorkload(_Model):
+    """SWM nearest_neighbor: Irecv+Isend of ``msg_size`` to every neighbour within ``max_dimension_distance``
+    (3 in 3D = 26 neighbours, the 27-point stencil), then one Waitall."""
+
+    kind: Literal["nearest_neighbor", "nn"]
+    dimension_sizes: list[int] = Field(min_length=1)
+    msg_size: int = Field(32768, ge=0)
+    max_dimension_distance: int = Field(1, ge=1)
+    compute_delay: float = Field(0, ge=0, description="CPU cycles per iteration")
+    cpu_freq: float = Field(4e9, gt=0)
+
+
+class UniformRandomWorkload(_Model):
+    """Background traffic (CODES synthetic1): every ``interval`` ns each rank sends ``msg_size`` B to a uniformly
+    drawn other rank of the job, no MPI protocol. Runs until every other job has finished."""
+
+    kind: Literal["uniform_random", "synthetic1"]
+    msg_size: int = Field(4096, gt=0)
+    interval: Duration = Field(4000.0, gt=0)
+
+
+class AllreduceWorkload(_Model):
+    """Allreduce only: ``count`` allreduces of ``size`` bytes per iteration (recursive doubling)."""
+
+    kind: Literal["allreduce"]
+    size: int = Field(8, ge=0)
+    count: int = Field(1, ge=1)
+
+
+class CustomWorkload(_Model):
+    """A user workload: ``function`` = ``module:function`` of a generator of per-iteration operations
+    (see :mod:`hybridsim.workloads`). ``params`` are passed to it as keyword arguments."""
+
+    kind: Literal["custom"]
+    function: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+Workload = Annotated[
+    Union[MilcWorkload, LammpsWorkload, NearestNeighborWorkload, UniformRandomWorkload, AllreduceWorkload,
+          CustomWorkload],
+    Field(discriminator="kind"),
+]
+
+
+class Compute(_Model):
+    """Compute phase added at the start of every iteration of every rank (on top of the workload's own compute).
+    The node model (``machine:``) may replace ``delay`` by kernels."""
+
+    delay: Duration = Field(0.0, ge=0)
+    kernels: Optional[list[dict[str, Any]]] = None
+
+
+class Job(_Model):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    ranks: int = Field(ge=1)
+    iterations: Optional[int] = Field(None, ge=1, description="null only for background (uniform_random) jobs")
+    workload: Workload
+    compute: Compute = Field(default_factory=Compute)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Job":
+        w = self.workload
+        if self.iterations is None and w.kind not in ("uniform_random", "synthetic1"):
+            raise ValueError(f"job {self.name!r}: iterations is required for workload kind {w.kind!r}")
+        if isinstance(w, (MilcWorkload, NearestNeighborWorkload)):
+            prod = 1
+            for d in w.dimension_sizes:
+                if d < 1:
+                    raise ValueError(f"job {self.name!r}: dimension_sizes must be >= 1, got {w.dimension_sizes}")
+                prod *= d
+            if prod != self.ranks:
+                raise ValueError(
+                    f"job {self.name!r}: product of dimension_sizes {w.dimension_sizes} = {prod} != ranks {self.ranks}")
+        return self
+
+    @property
+    def is_background(self) -> bool:
+        return self.workload.kind in ("uniform_random", "synthetic1")
+
+
+# ---------------------------------------------------------------------------------------------------------- placement
+class Placement(_Model):
+    """How ranks map to terminals. ``contiguous`` fills terminals in order, job after job; ``random`` shuffles all
+    terminals; ``random-router`` shuffles whole routers; ``random-group`` shuffles whole groups (each job fills the
+    terminals of its groups in order); ``file`` reads a CODES allocation file (line j = terminal ids of job j).
+    ``seed`` defaults to the scenario seed."""
+
+    policy: Literal["contiguous", "random", "random-router", "random-group", "file"] = "contiguous"
+    seed: Optional[int] = None
+    file: Optional[Path] = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Placement":
+        if self.policy == "file" and self.file is None:
+            raise ValueError("placement policy 'file' needs placement.file (a CODES allocation file)")
+        if self.policy != "file" and self.file is not None:
+            raise ValueError(f"placement.file is only used with policy 'file', not {self.policy!r}")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------------------- backend
+class EmbeddedBackend(_Model):
+    debug: bool = Field(False, description="check invariants (credits, buffers, byte conservation) as it runs")
+    progress: bool = True
+    max_events: Optional[int] = Field(None, ge=1)
+    end_time: Optional[Duration] = Field(None, gt=0, description="stop at this virtual time (ns)")
+
+
+class CodesBackend(_Model):
+    bin_dir: Optional[Path] = Field(None, description="folder with model-net-mpi-replay; default $CODES_BIN_DIR")
+    executable: str = "model-net-mpi-replay"
+    mpirun: str = "mpirun"
+    np: int = Field(1, ge=1)
+    synch: Literal["sequential", "optimistic"] = "sequential"
+    extra_args: list[str] = Field(default_factory=list)
+    timeout: Optional[Duration] = Field(None, gt=0, description="wall-clock seconds x 1e9 (ns) or '30min'-style")
+    sample_count: int = Field(400, ge=1, description="--sample-count: model-stats samples pre-allocated per LP")
+    payload_size: int = Field(4096, gt=0, description="--payload_sz for synthetic background jobs")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CodesBackend":
+        if self.synch == "sequential" and self.np != 1:
+            raise ValueError("backend.codes: sequential synch runs on one MPI rank; set np: 1 or synch: optimistic")
+        return self
+
+
+class Backend(_Model):
+    kind: Literal["embedded", "codes"] = "embedded"
+    embedded: EmbeddedBackend = Field(default_factory=EmbeddedBackend)
+    codes: CodesBackend = Field(default_factory=CodesBackend)
+
+
+class Sampling(_Model):
+    interval: Duration = Field(250_000.0, gt=0, description="port sample window, ns (default 250 us)")
+    ports: bool = Field(True, description="record per-port samples")
+
+
+class Output(_Model):
+    dir: Optional[Path] = Field(None, description="run directory; default results/<scenario file stem>")
+    ports: bool = Field(True, description="write ports.parquet")
+
+
+# ---------------------------------------------------------------------------------------------------------- scenario
+class Scenario(_Model):
+    name: Optional[str] = None
+    description: Optional[str] = None
+    seed: int = Field(1, ge=0)
+    topology: Topology = Field(default_factory=Topology)
+    jobs: list[Job] = Field(min_length=1)
+    placement: Placement = Field(default_factory=Placement)
+    backend: Backend = Field(default_factory=Backend)
+    sampling: Sampling = Field(default_factory=Sampling)
+    output: Output = Field(default_factory=Output)
+    # sections owned by the surrogate, controller and node-model layers; validated there
+    surrogate: Optional[dict[str, Any]] = None
+    controller: Optional[dict[str, Any]] = None
+    machine: Optional[dict[str, Any]] = None
+
+    # where the file came from (not part of the schema)
+    _source: Optional[Path] = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Scenario":
+        names = [j.name for j in self.jobs]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError(f"duplicate job names: {', '.join(dups)}")
+        total = sum(j.ranks for j in self.jobs)
+        if total > self.topology.n_terminals:
+            raise ValueError(
+                f"the jobs need {total} ranks but the topology has only {self.topology.n_terminals} terminals "
+                f"({self.topology.groups} groups x {self.topology.routers_per_group} routers x "
+                f"{self.topology.terminals_per_router} terminals)")
+        return self
+
+    @property
+    def base_dir(self) -> Path:
+        return self._source.parent if self._source is not None else Path.cwd()
+
+    def resolve(self, path: Path | str) -> Path:
+        p = Path(path)
+        return p if p.is_absolute() else self.base_dir / p
+
+    def build_topology(self) -> Dragonfly:
+        return self.topology.build(self.base_dir)
+
+    @property
+    def placement_seed(self) -> int:
+        return self.placement.seed if self.placement.seed is not None else self.seed
+
+    def job_index(self, name: str) -> int:
+        for i, j in enumerate(self.jobs):
+            if j.name == name:
+                return i
+        raise KeyError(name)
+
+
+# ---------------------------------------------------------------------------------------------------------- loading
+def _node_for(root: yaml.Node | None, loc: tuple) -> yaml.Node | None:
+    """Follow a pydantic error location through the composed YAML tree; return the deepest node reached."""
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for k, v in node.value:
+                if k.value == part or (part == "global" and k.value == "global"):
+                    nxt = (k, v)
+                    break
+            if nxt is None:
+                return node
+            node = nxt[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                return node
+            node = node.value[part]
+        else:
+            # discriminated-union tags (e.g. 'milc') and similar are not YAML keys: skip them
+            continue
+    return node
+
+
+def _key_node_for(root: yaml.Node | None, loc: tuple) -> yaml.Node | None:
+    parent = _node_for(root, loc[:-1])
+    if isinstance(parent, yaml.MappingNode):
+        for k, _v in parent.value:
+            if k.value == loc[-1]:
+                return k
+    return parent
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class that owns the field at ``loc`` (for unknown-key suggestions)."""
+    model: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if model is None or not hasattr(model, "model_fields"):
+            return None
+        fld = None
+        for name, f in model.model_fields.items():
+            if name == part or f.alias == part:
+                fld = f
+                break
+        if fld is None:
+            # a discriminator tag such as 'milc'
+            for cand in (MilcWorkload, LammpsWorkload, NearestNeighborWorkload, UniformRandomWorkload,
+                         AllreduceWorkload, CustomWorkload):
+                kinds = cand.model_fields["kind"].annotation.__args__  # type: ignore[union-attr]
+                if part in kinds:
+                    model = cand
+                    break
+            else:
+                return None
+            continue
+        model = _unwrap_model(fld.annotation)
+    return model if hasattr(model, "model_fields") else None
+
+
+def _unwrap_model(annotation: Any) -> Any:
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is None:
+        return annotation
+    for arg in typing.get_args(annotation):
+        inner = _unwrap_model(arg)
+        if hasattr(inner, "model_fields"):
+            return inner
+    return None
+
+
+def _valid_keys(model: type[BaseModel]) -> list[str]:
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def format_validation_error(exc: ValidationError, root: yaml.Node | None, filename: str) -> list[str]:
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        path = ".".join(str(p) for p in loc) or "<top level>"
+        etype = err.get("type", "")
+        if etype == "extra_forbidden":
+            node = _key_node_for(root, loc)
+            model = _model_at(loc)
+            valid = _valid_keys(model) if model else []
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            msg = f"unknown key {loc[-1]!r}{hint} (valid keys: {', '.join(valid)})" if valid else \
+                f"unknown key {loc[-1]!r}"
+        else:
+            node = _node_for(root, loc)
+            msg = err.get("msg", "invalid value")
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            if etype == "missing":
+                msg = "required field is missing"
+            inp = err.get("input")
+            if etype not in ("missing",) and not isinstance(inp, (dict, list)) and inp is not None:
+                msg += f" (got {inp!r})"
+        where = f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node is not None else filename
+        problems.append(f"{where}: {path}: {msg}")
+    return problems
+
+
+def parse_scenario(text: str, filename: str = "<string>") -> Scenario:
+    """Parse and validate scenario YAML text. Raises :class:`ScenarioError`."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
+        problem = getattr(exc, "problem", None) or str(exc)
+        ctx = getattr(exc, "context", None)
+        raise ScenarioError(f"{where}: YAML syntax error: {problem}" + (f" ({ctx})" if ctx else "")) from None
+    if data is None:
+        raise ScenarioError(f"{filename}:1:1: empty scenario file (expected a mapping with at least 'jobs')")
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{filename}:1:1: <top level>: expected a mapping of sections, got {type(data).__name__}")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = format_validation_error(exc, root, filename)
+        raise ScenarioError("\n".join(problems), problems) from None
+    return scenario
+
+
+def load_scenario(path: str | os.PathLike, check_files: bool = True) -> Scenario:
+    """Load a scenario file; with ``check_files`` also build the topology (connection files) and the placement, so
+    every error a run would meet is raised here, before anything is written."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc}") from None
+    scenario = parse_scenario(text, str(path))
+    scenario._source = path.resolve()
+    if check_files:
+        check_scenario_files(scenario, str(path), text)
+    return scenario
+
+
+def check_scenario_files(scenario: Scenario, filename: str, text: str | None = None) -> None:
+    """Build topology and placement; turn their errors into located :class:`ScenarioError`."""
+    from .placement import PlacementError, place_jobs
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader) if text else None
+
+    def where(loc: tuple) -> str:
+        node = _node_for(root, loc) if root is not None else None
+        return f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node is not None else filename
+
+    try:
+        topo = scenario.build_topology()
+    except TopologyError as exc:
+        raise ScenarioError(f"{where(('topology', 'connections'))}: topology.connections: {exc}") from None
+    try:
+        place_jobs(scenario, topo)
+    except PlacementError as exc:
+        raise ScenarioError(f"{where(('placement',))}: placement: {exc}") from None
+
+
+def scenario_to_dict(scenario: Scenario) -> dict:
+    """JSON-able resolved scenario (aliases, paths as strings)."""
+    return scenario.model_dump(mode="json", by_alias=True)
