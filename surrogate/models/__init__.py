@@ -1,0 +1,1 @@
+"""Surrogate models, one per file (history baselines, LSTM, DCRNN, SMART)."""

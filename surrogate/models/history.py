@@ -1,0 +1,128 @@
+"""Models that predict from each rank's own iteration-time history: LAST, MEAN of the last k, EWMA, and ridge
+regression on the last k (CODES' stock ML director predictor)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..base import Context, Surrogate, last_valid
+from ..registry import register
+
+
+@register
+class Last(Surrogate):
+    """ŷ(t+1) = y(t)."""
+
+    name = "last"
+    lookback = 1
+
+    def predict(self, ctx: Context) -> np.ndarray:
+        return last_valid(ctx.history)
+
+
+@register
+class Mean(Surrogate):
+    """ŷ(t+1) = mean of the last k values."""
+
+    name = "mean"
+
+    def __init__(self, k: int = 8):
+        self.k = self.lookback = int(k)
+
+    def config(self) -> dict:
+        return {"k": self.k}
+
+    def predict(self, ctx: Context) -> np.ndarray:
+        h = np.asarray(ctx.history, dtype=np.float64)[:, -self.k:]
+        with np.errstate(invalid="ignore"):
+            return np.nanmean(np.where(np.isnan(h).all(axis=1, keepdims=True), 0.0, h), axis=1)
+
+
+@register
+class Ewma(Surrogate):
+    """Exponentially weighted moving average with smoothing ``alpha`` over the last ``k`` values."""
+
+    name = "ewma"
+
+    def __init__(self, alpha: float = 0.3, k: int = 16):
+        self.alpha = float(alpha)
+        self.k = self.lookback = int(k)
+
+    def config(self) -> dict:
+        return {"alpha": self.alpha, "k": self.k}
+
+    def predict(self, ctx: Context) -> np.ndarray:
+        h = np.asarray(ctx.history, dtype=np.float64)[:, -self.k:]
+        out = np.full(h.shape[0], np.nan)
+        for j in range(h.shape[1]):
+            col = h[:, j]
+            ok = ~np.isnan(col)
+            first = ok & np.isnan(out)
+            out[first] = col[first]
+            upd = ok & ~first
+            out[upd] = self.alpha * col[upd] + (1 - self.alpha) * out[upd]
+        return out
+
+
+@register
+class Ridge(Surrogate):
+    """Ridge regression from the last ``k`` iteration times to the next one, fitted on all (rank, window) pairs of
+    the training history (relative to the window's last value, so one model serves ranks of different scales).
+    CODES' stock director fits the same on the last 4 values. Without a fit it falls back to LAST."""
+
+    name = "ridge"
+
+    def __init__(self, k: int = 4, alpha: float = 1e-3):
+        self.k = self.lookback = int(k)
+        self.alpha = float(alpha)
+        self.coef: np.ndarray | None = None  # (k + 1,) incl. intercept
+
+    def config(self) -> dict:
+        return {"k": self.k, "alpha": self.alpha}
+
+    def fit_series(self, series: list[np.ndarray]) -> int:
+        """Fit on a list of 1-D iteration-time series; returns the number of training windows."""
+        xs, ys = [], []
+        for s in series:
+            s = np.asarray(s, dtype=np.float64)
+            s = s[np.isfinite(s) & (s > 0)]
+            if len(s) <= self.k:
+                continue
+            win = np.lib.stride_tricks.sliding_window_view(s[:-1], self.k)
+            xs.append(win / win[:, -1:])
+            ys.append(s[self.k:] / win[:, -1])
+        if not xs:
+            return 0
+        X = np.concatenate(xs)
+        y = np.concatenate(ys)
+        A = np.hstack([X, np.ones((len(X), 1))])
+        reg = self.alpha * np.eye(A.shape[1])
+        reg[-1, -1] = 0.0
+        self.coef = np.linalg.solve(A.T @ A + reg, A.T @ y)
+        return len(X)
+
+    def fit(self, dataset, train_idx, val_idx=None, **kw) -> dict:
+        y = np.asarray(dataset.y, dtype=np.float64)[:, train_idx]
+        return {"windows": self.fit_series(list(y))}
+
+    def tune(self, dataset, window_idx, **kw) -> dict:
+        return self.fit(dataset, window_idx)
+
+    def predict(self, ctx: Context) -> np.ndarray:
+        h = np.asarray(ctx.history, dtype=np.float64)
+        last = last_valid(h)
+        if self.coef is None or h.shape[1] < self.k:
+            return last
+        x = h[:, -self.k:]
+        bad = np.isnan(x).any(axis=1)
+        rel = x / last[:, None]
+        pred = last * (np.nan_to_num(rel) @ self.coef[:-1] + self.coef[-1])
+        return np.where(bad | ~np.isfinite(pred) | (pred <= 0), last, pred)
+
+    def _state(self) -> dict:
+        return {} if self.coef is None else {"coef": torch.from_numpy(self.coef.copy())}
+
+    def _load_state(self, state: dict) -> None:
+        if "coef" in state:
+            self.coef = state["coef"].numpy().astype(np.float64)

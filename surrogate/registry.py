@@ -1,0 +1,40 @@
+"""Name -> surrogate class. Models register themselves with :func:`register`; ``create(name, **config)``."""
+
+from __future__ import annotations
+
+import importlib
+
+_REGISTRY: dict[str, type] = {}
+
+#: modules imported lazily the first time a name is looked up
+_MODEL_MODULES = ("surrogate.models.history", "surrogate.models.lstm", "surrogate.models.dcrnn",
+                  "surrogate.models.smart")
+
+
+def register(cls):
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_all() -> None:
+    for mod in _MODEL_MODULES:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+
+
+def available() -> list[str]:
+    _load_all()
+    return sorted(_REGISTRY)
+
+
+def create(name: str, **config):
+    from .base import SurrogateError
+
+    if name not in _REGISTRY:
+        _load_all()
+    if name not in _REGISTRY:
+        raise SurrogateError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
+    return _REGISTRY[name](**config)
