@@ -20,6 +20,7 @@ EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 #: modules that contribute subcommands (each defines ``register(subparsers)``); missing modules are skipped
 COMMAND_MODULES = (
     "hybridsim.cli_run",
+    "hybridsim.cli_serve",
     "codes_bridge.cli",
     "surrogate.cli",
     "controllers.cli",
