@@ -148,4 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # re-import so that exception classes are the ones the command modules raise
+    from hybridsim.cli import main as _main
+
+    sys.exit(_main())

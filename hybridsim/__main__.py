@@ -1,0 +1,5 @@
+import sys
+
+from hybridsim.cli import main
+
+sys.exit(main())

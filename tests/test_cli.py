@@ -1,0 +1,39 @@
+"""The CLI contract: exit codes, messages on stderr, nothing written on bad input."""
+
+import json
+import subprocess
+import sys
+
+from hybridsim.cli import main
+
+
+def test_validate_ok_and_bad(tmp_path, capsys, repo):
+    assert main(["validate", str(repo / "examples/quickstart.yaml")]) == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("jobs:\n  - name: a\n    rank: 3\n")
+    assert main(["validate", str(bad), str(repo / "examples/quickstart.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:3:5: jobs.0.rank: unknown key 'rank'; did you mean 'ranks'?" in err
+
+
+def test_topology_json_1056(tmp_path, capsys, repo):
+    assert main(["topology", str(repo / "examples/dragonfly-1056-3jobs.yaml"), "--json",
+                 "--write-graph", str(tmp_path / "g")]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["routers"] == 264 and info["terminals"] == 1056 and info["router_ports"] == 3960
+    assert info["radix"] == 15 and info["diameter"] == 3
+    ports = (tmp_path / "g" / "ports.csv").read_text().splitlines()
+    assert len(ports) == 3961 and ports[1].startswith("0,0,0,0,local")
+    edges = (tmp_path / "g" / "edges.csv").read_text().splitlines()
+    assert len(edges) - 1 == 264 * 15 * 14 + 2 * (924 + 528)
+
+
+def test_run_bad_scenario_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("jobs: [{name: a, ranks: 2, iterations: 1, workload: {kind: allreduce}}]\nseed: -1\n")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(bad), "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "seed" in r.stderr and "greater than or equal to 0" in r.stderr
+    assert not out.exists()
