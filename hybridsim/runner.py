@@ -1,25 +1,179 @@
-"""The controller loop: scenario -> backend (+ director) -> records -> run directory."""
+"""The controller loop: scenario -> backend (+ director) -> records -> run directory.
+
+``run_scenario`` is the one entry point ``hybridsim run`` and ``hybridsim bench`` use. In ``simulate`` mode the
+backend runs the whole scenario packet by packet; in ``hybrid`` mode a :class:`~hybridsim.hybrid.HybridController`
+(policy + surrogate) decides per job and iteration. The run directory is created before the run (manifest
+``running``), tables are written only once complete, and any failure or Ctrl-C marks the manifest ``failed`` with the
+reason.
+"""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+
+import numpy as np
+
+from .backend import SimulationResult
+from .records import IterationRecord
+from .rundir import ITERATIONS, PORTS, SUMMARY, RunDir, write_json_atomic
 
 
 class RunError(RuntimeError):
     """The run started but failed; the run directory's manifest says why."""
 
 
-def default_outdir(scenario, path: str | os.PathLike) -> Path:
+def default_outdir(scenario, path: str | os.PathLike | None) -> Path:
     if scenario.output.dir is not None:
         return scenario.resolve(scenario.output.dir)
-    return Path("results") / Path(path).stem
+    stem = Path(path).stem if path else (scenario.name or "run")
+    return Path("results") / stem
+
+
+def build_controller(scenario, n_iterations: list[int | None] | None = None):
+    """The :class:`HybridController` of a scenario's ``surrogate`` and ``controller`` sections."""
+    from controllers import load_policy
+    from surrogate.base import load_surrogate
+    from surrogate.registry import create
+
+    from .hybrid import HybridController
+
+    sec = scenario.surrogate
+    spec = sec.model
+    p = scenario.resolve(spec)
+    model = load_surrogate(p) if ("/" in spec or p.is_dir()) else create(spec, **sec.config)
+    policy = load_policy(scenario.controller.policy, scenario.controller.params, (scenario.base_dir,))
+    jobs = []
+    for i, j in enumerate(scenario.jobs):
+        n_it = None if j.is_background else (n_iterations[i] if n_iterations else j.iterations)
+        jobs.append((j.name, j.workload.kind, j.ranks, n_it))
+    return HybridController(jobs, policy, model, keep_background=scenario.controller.keep_background,
+                            lookback=sec.lookback, tune=sec.tune, policy_name=scenario.controller.policy)
+
+
+def make_backend(scenario, topology, placement, progress: bool):
+    kind = scenario.backend.kind
+    if kind == "embedded":
+        from .engine import Engine
+
+        return Engine(scenario, topology=topology, placement=placement, progress=progress)
+    raise RunError(f"backend {kind!r} cannot be driven in-process here; use the codes backend through run_codes")
+
+
+def job_summary(scenario, records: list[IterationRecord]) -> dict:
+    out = {}
+    by_job: dict[int, list[IterationRecord]] = {}
+    for r in records:
+        by_job.setdefault(r.job_id, []).append(r)
+    for jid, job in enumerate(scenario.jobs):
+        recs = by_job.get(jid, [])
+        if not recs:
+            out[job.name] = {"ranks": job.ranks, "iterations_recorded": 0, "completion_time_ns": None}
+            continue
+        dur = np.array([r.end - r.start for r in recs])
+        out[job.name] = {
+            "ranks": job.ranks,
+            "workload": job.workload.kind,
+            "iterations_recorded": len(recs),
+            "completion_time_ns": float(max(r.end for r in recs)),
+            "mean_iteration_ns": float(dur.mean()),
+            "std_iteration_ns": float(dur.std()),
+        }
+    return out
+
+
+def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mode: str = "simulate",
+                 progress: bool = True, argv: list[str] | None = None, controller=None,
+                 write_ports: bool | None = None, backend=None) -> tuple[RunDir, SimulationResult, dict]:
+    """Run ``scenario`` into ``outdir``. Returns (run dir, backend result, summary dict).
+
+    ``backend`` overrides the scenario's backend with any object that has the engine's ``run`` signature (tests,
+    the remote engine)."""
+    from .placement import place_jobs
+    from .records import write_iterations, write_ports as _write_ports
+    from .scenario import scenario_to_dict
+
+    if mode not in ("simulate", "hybrid"):
+        raise RunError(f"unknown mode {mode!r}")
+    topology = scenario.build_topology()
+    placement = place_jobs(scenario, topology)
+    rd = RunDir.create(outdir, kind=f"run-{mode}", scenario=scenario_to_dict(scenario), seed=scenario.seed,
+                       force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
+    t0 = time.perf_counter()
+    try:
+        if scenario.backend.kind == "codes":
+            if mode == "hybrid":
+                raise RunError("hybrid mode on the CODES backend runs through CODES' own director: start "
+                               "'hybridsim serve --codes-director' and enable CODES' application surrogate "
+                               "(see docs/codes.md)")
+            from codes_bridge.backend import run_codes
+
+            result = run_codes(scenario, rd.path, progress=progress)
+        else:
+            if mode == "hybrid" and controller is None:
+                controller = build_controller(scenario)
+            if backend is None:
+                backend = make_backend(scenario, topology, placement, progress)
+            on_record = controller.on_record if controller is not None else None
+            result = backend.run(director=controller, on_record=on_record)
+        wall = time.perf_counter() - t0
+        extra = controller.per_iteration_columns(result.records) if controller is not None else None
+        write_iterations(result.records, rd.file(ITERATIONS), extra=extra)
+        ports_on = scenario.output.ports if write_ports is None else write_ports
+        if ports_on and result.ports is not None:
+            _write_ports(result.ports, rd.file(PORTS))
+        summary = {
+            "mode": mode,
+            "backend": scenario.backend.kind,
+            "partial": result.partial,
+            "end_time_ns": result.end_time,
+            "events": result.events,
+            "wall_s": wall,
+            "jobs": job_summary(scenario, result.records),
+            "backend_stats": result.stats,
+        }
+        if controller is not None:
+            hs = controller.summary()
+            summary["hybrid"] = hs
+            summary["wall_split_s"] = {
+                "simulation": max(wall - hs["wall"]["inference"] - hs["wall"]["tuning"], 0.0),
+                "inference": hs["wall"]["inference"], "tuning": hs["wall"]["tuning"]}
+            for name, js in hs["jobs"].items():
+                summary["jobs"].setdefault(name, {}).update(js)
+        else:
+            summary["wall_split_s"] = {"simulation": wall, "inference": 0.0, "tuning": 0.0}
+        energy = _energy_summary(scenario, result)
+        if energy is not None:
+            summary["energy"] = energy
+        write_json_atomic(rd.file(SUMMARY), summary)
+        if result.partial:
+            rd.complete(partial=True, reason="the backend stopped early (end_time / max_events reached)")
+        else:
+            rd.complete()
+        return rd, result, summary
+    except KeyboardInterrupt:
+        rd.fail("interrupted (Ctrl-C)")
+        raise
+    except Exception as exc:
+        rd.fail(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, RunError):
+            raise
+        raise RunError(f"run failed: {type(exc).__name__}: {exc} (run directory {rd.path} marked failed)") from exc
+
+
+def _energy_summary(scenario, result: SimulationResult) -> dict | None:
+    """Time/energy-to-solution when the scenario describes a machine (hybridsim.energy)."""
+    if scenario.machine is None:
+        return None
+    from .energy import energy_report  # noqa: WPS433 - optional layer
+
+    return energy_report(scenario, result.records, link_bytes=(result.link_totals or {}).get("bytes_hops"))
 
 
 def run_scenario_file(path, outdir=None, force=False, mode="simulate", progress=True, argv=None):
-    from .rundir import RunDir
-    from .scenario import load_scenario, scenario_to_dict
+    from .scenario import load_scenario
 
     scenario = load_scenario(path)
     out = Path(outdir) if outdir else default_outdir(scenario, path)
-    raise RunError("no backend yet: the embedded engine has not landed")
+    return run_scenario(scenario, out, force=force, mode=mode, progress=progress, argv=argv)

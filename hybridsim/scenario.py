@@ -183,6 +183,8 @@ class NearestNeighborWorkload(_Model):
     max_dimension_distance: int = Field(1, ge=1)
     compute_delay: float = Field(0, ge=0, description="CPU cycles per iteration")
     cpu_freq: float = Field(4e9, gt=0)
+    iterations_per_sync: int = Field(1, ge=1, description="SWM iterations between Waitalls; one hybridsim "
+                                     "iteration = one such group")
 
 
 class UniformRandomWorkload(_Model):
@@ -316,6 +318,26 @@ class Output(_Model):
     ports: bool = Field(True, description="write ports.parquet")
 
 
+# ---------------------------------------------------------------------------------------------------------- hybrid loop
+class SurrogateSection(_Model):
+    """The surrogate used by ``hybridsim run --mode hybrid``: a registered model name (``ridge``, ``smart``, ...) or
+    a checkpoint folder written by ``hybridsim train``."""
+
+    model: str = "ridge"
+    config: dict[str, Any] = Field(default_factory=dict, description="constructor arguments for a named model")
+    lookback: Optional[int] = Field(None, ge=1, description="history length given to the model (default: its own)")
+    tune: bool = Field(True, description="tune the model online on each truth window")
+
+
+class ControllerSection(_Model):
+    """The switching policy: a built-in name (pdes, surrogate, periodic, error-adaptive, budget), an installed
+    ``hybridsim.policies`` entry point, or ``module:Class``; ``params`` go to its constructor."""
+
+    policy: str = "periodic"
+    params: dict[str, Any] = Field(default_factory=dict)
+    keep_background: bool = Field(True, description="predicted jobs leave their last measured link load behind")
+
+
 # ---------------------------------------------------------------------------------------------------------- scenario
 class Scenario(_Model):
     name: Optional[str] = None
@@ -327,9 +349,9 @@ class Scenario(_Model):
     backend: Backend = Field(default_factory=Backend)
     sampling: Sampling = Field(default_factory=Sampling)
     output: Output = Field(default_factory=Output)
-    # sections owned by the surrogate, controller and node-model layers; validated there
-    surrogate: Optional[dict[str, Any]] = None
-    controller: Optional[dict[str, Any]] = None
+    surrogate: SurrogateSection = Field(default_factory=SurrogateSection)
+    controller: ControllerSection = Field(default_factory=ControllerSection)
+    # the node model (roofline / energy) validates this section itself (hybridsim.energy)
     machine: Optional[dict[str, Any]] = None
 
     # where the file came from (not part of the schema)

@@ -1,4 +1,5 @@
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # examples/ (plug-in policy) importable wherever pytest is started
+    sys.path.insert(0, str(REPO))
 CODES_DATA = REPO.parent / "shared" / "data" / "codes"
 
 

@@ -67,40 +67,43 @@ class Ewma(Surrogate):
 
 @register
 class Ridge(Surrogate):
-    """Ridge regression from the last ``k`` iteration times to the next one, fitted on all (rank, window) pairs of
-    the training history (relative to the window's last value, so one model serves ranks of different scales).
-    CODES' stock director fits the same on the last 4 values. Without a fit it falls back to LAST."""
+    """Ridge regression from the last ``k`` iteration times to the next one (CODES' stock director fits a ridge on the
+    last 4 values). Fitted on all gap-free (rank, window) pairs of the training history, in relative form:
+    features ``x_i / x_last - 1``, target ``y / x_last - 1``, every coefficient (intercept included) penalised by
+    ``alpha`` -- so one model serves ranks of different scales, and strong regularisation shrinks it to LAST, which
+    keeps multi-step (autoregressive) forecasts stable. Without a fit it is LAST."""
 
     name = "ridge"
 
-    def __init__(self, k: int = 4, alpha: float = 1e-3):
+    def __init__(self, k: int = 4, alpha: float = 0.1):
         self.k = self.lookback = int(k)
         self.alpha = float(alpha)
-        self.coef: np.ndarray | None = None  # (k + 1,) incl. intercept
+        self.coef: np.ndarray | None = None  # (k,) : k-1 relative lags + intercept
 
     def config(self) -> dict:
         return {"k": self.k, "alpha": self.alpha}
 
     def fit_series(self, series: list[np.ndarray]) -> int:
         """Fit on a list of 1-D iteration-time series; returns the number of training windows."""
-        xs, ys = [], []
+        wins = []
         for s in series:
             s = np.asarray(s, dtype=np.float64)
-            s = s[np.isfinite(s) & (s > 0)]
+            s = np.where(np.isfinite(s) & (s > 0), s, np.nan)
             if len(s) <= self.k:
                 continue
-            win = np.lib.stride_tricks.sliding_window_view(s[:-1], self.k)
-            xs.append(win / win[:, -1:])
-            ys.append(s[self.k:] / win[:, -1])
-        if not xs:
+            win = np.lib.stride_tricks.sliding_window_view(s, self.k + 1)  # only windows with no gap
+            win = win[~np.isnan(win).any(axis=1)]
+            if len(win):
+                wins.append(win)
+        if not wins:
             return 0
-        X = np.concatenate(xs)
-        y = np.concatenate(ys)
-        A = np.hstack([X, np.ones((len(X), 1))])
-        reg = self.alpha * np.eye(A.shape[1])
-        reg[-1, -1] = 0.0
-        self.coef = np.linalg.solve(A.T @ A + reg, A.T @ y)
-        return len(X)
+        w = np.concatenate(wins)
+        rel = w / w[:, -2:-1] - 1.0
+        A = np.hstack([rel[:, :self.k - 1], np.ones((len(w), 1))])
+        y = rel[:, -1]
+        n = len(w)
+        self.coef = np.linalg.solve(A.T @ A / n + self.alpha * np.eye(A.shape[1]), A.T @ y / n)
+        return n
 
     def fit(self, dataset, train_idx, val_idx=None, **kw) -> dict:
         y = np.asarray(dataset.y, dtype=np.float64)[:, train_idx]
@@ -116,8 +119,8 @@ class Ridge(Surrogate):
             return last
         x = h[:, -self.k:]
         bad = np.isnan(x).any(axis=1)
-        rel = x / last[:, None]
-        pred = last * (np.nan_to_num(rel) @ self.coef[:-1] + self.coef[-1])
+        rel = x[:, :-1] / last[:, None] - 1.0
+        pred = last * (1.0 + np.nan_to_num(rel) @ self.coef[:-1] + self.coef[-1])
         return np.where(bad | ~np.isfinite(pred) | (pred <= 0), last, pred)
 
     def _state(self) -> dict:

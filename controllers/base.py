@@ -1,0 +1,74 @@
+"""The policy interface.
+
+A policy sees a narrow, read-only :class:`JobView` of one job when the job reaches an iteration boundary and returns
+the mode for that iteration: ``"simulate"`` (ground truth from the packet-level backend) or ``"predict"`` (the
+surrogate's iteration times). It never sees packets, models or the engine.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from hybridsim.backend import Mode
+
+
+class PolicyError(RuntimeError):
+    """A policy raised or returned an invalid decision; the run stops with this message."""
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What a policy may look at for one job, at the start of iteration ``iteration``.
+
+    Attributes:
+        job, job_id: the job.
+        iteration: the iteration about to start (0-based); ``n_iterations`` in total (None for open-ended jobs).
+        mode: the mode of the previous iteration (``None`` before the first).
+        modes: mode of every earlier iteration, oldest first.
+        truth: mean-over-ranks true iteration time (ns) of every earlier iteration; ``None`` where not simulated or not
+            yet complete.
+        predicted: mean-over-ranks predicted time (ns) of every earlier iteration; ``None`` where not predicted.
+        errors: list of ``(iteration, mape_percent)`` measured where a prediction was checked against truth (the
+            shadow predictions made inside truth windows).
+        costs: cumulative wall seconds: ``{"simulate": s, "inference": s, "tuning": s}`` and the event count.
+    """
+
+    job: str
+    job_id: int
+    iteration: int
+    n_iterations: int | None
+    mode: Mode | None
+    modes: tuple[Mode, ...]
+    truth: tuple[float | None, ...]
+    predicted: tuple[float | None, ...]
+    errors: tuple[tuple[int, float], ...]
+    costs: dict = field(default_factory=dict)
+
+    @property
+    def last_error(self) -> float | None:
+        return self.errors[-1][1] if self.errors else None
+
+    def run_length(self, mode: Mode) -> int:
+        """How many iterations in a row, ending with the previous one, ran in ``mode``."""
+        n = 0
+        for m in reversed(self.modes):
+            if m != mode:
+                break
+            n += 1
+        return n
+
+
+class Policy(abc.ABC):
+    """Subclass, set ``name``, implement :meth:`decide`. Constructor keyword arguments come from the scenario's
+    ``controller.params``."""
+
+    name: ClassVar[str] = "policy"
+
+    @abc.abstractmethod
+    def decide(self, view: JobView) -> Mode | str:
+        """Mode for ``view.iteration`` of ``view.job``."""
+
+    def describe(self) -> dict:
+        return {"policy": self.name}

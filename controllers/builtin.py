@@ -1,0 +1,155 @@
+"""Built-in policies.
+
+``pdes``            always simulate.
+``surrogate``       simulate a warm-up of ``warmup`` iterations, then always predict.
+``periodic``        SMART's schedule: warm-up ``warmup``, then cycles of ``ft - truth`` predicted iterations followed by
+                    a truth window of ``truth`` simulated iterations (so truth comes back every ``ft`` iterations).
+``error-adaptive``  like periodic, but the predicted stretch doubles (up to ``max_interval``) while the error measured
+                    in the last truth window stays under ``threshold`` %, and halves (down to ``min_interval``) when it
+                    rises above it.
+``budget``          picks the predicted stretch that meets a ``target_speedup`` by Amdahl's law,
+                    speedup = 1 / ((1 - f) + f / s), with ``s`` the measured cost ratio of a simulated to a predicted
+                    iteration (``assumed_ratio`` until measured).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hybridsim.backend import Mode
+
+from .base import JobView, Policy
+
+SIM, PRED = Mode.SIMULATE, Mode.PREDICT
+
+
+def _check_int(name: str, v, lo: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return v
+
+
+class Pdes(Policy):
+    name = "pdes"
+
+    def decide(self, view: JobView) -> Mode:
+        return SIM
+
+
+class SurrogateOnly(Policy):
+    name = "surrogate"
+
+    def __init__(self, warmup: int = 8):
+        self.warmup = _check_int("warmup", warmup, 1)
+
+    def decide(self, view: JobView) -> Mode:
+        return SIM if view.iteration < self.warmup else PRED
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "warmup": self.warmup}
+
+
+class _Cyclic(Policy):
+    """Warm-up, then alternate predicted stretches of ``self.interval(view)`` iterations with truth windows."""
+
+    def __init__(self, warmup: int = 8, truth: int = 1):
+        self.warmup = _check_int("warmup", warmup, 1)
+        self.truth = _check_int("truth", truth, 1)
+
+    def interval(self, view: JobView) -> int:
+        raise NotImplementedError
+
+    def decide(self, view: JobView) -> Mode:
+        if view.iteration < self.warmup:
+            return SIM
+        if view.mode == PRED:
+            return SIM if view.run_length(PRED) >= self.interval(view) else PRED
+        # previous was simulated: finish the truth window, then predict
+        return PRED if view.run_length(SIM) >= self.truth or view.iteration == self.warmup else SIM
+
+
+class Periodic(_Cyclic):
+    name = "periodic"
+
+    def __init__(self, warmup: int = 8, ft: int = 8, truth: int = 1):
+        super().__init__(warmup, truth)
+        self.ft = _check_int("ft", ft, 2)
+        if self.truth >= self.ft:
+            raise ValueError(f"truth window ({truth}) must be shorter than ft ({ft})")
+
+    def interval(self, view: JobView) -> int:
+        return self.ft - self.truth
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "warmup": self.warmup, "ft": self.ft, "truth": self.truth}
+
+
+class ErrorAdaptive(_Cyclic):
+    name = "error-adaptive"
+
+    def __init__(self, warmup: int = 8, truth: int = 1, threshold: float = 2.0, min_interval: int = 2,
+                 max_interval: int = 64, start_interval: int = 8):
+        super().__init__(warmup, truth)
+        self.threshold = float(threshold)
+        self.min_interval = _check_int("min_interval", min_interval, 1)
+        self.max_interval = _check_int("max_interval", max_interval, self.min_interval)
+        self.start_interval = min(max(_check_int("start_interval", start_interval, 1), self.min_interval),
+                                  self.max_interval)
+        self._interval: dict[int, int] = {}
+        self._seen_errors: dict[int, int] = {}
+
+    def interval(self, view: JobView) -> int:
+        cur = self._interval.get(view.job_id, self.start_interval)
+        n = len(view.errors)
+        if n > self._seen_errors.get(view.job_id, 0):
+            self._seen_errors[view.job_id] = n
+            err = view.errors[-1][1]
+            cur = min(cur * 2, self.max_interval) if err <= self.threshold else max(cur // 2, self.min_interval)
+        self._interval[view.job_id] = cur
+        return cur
+
+    def decide(self, view: JobView) -> Mode:
+        self.interval(view)  # fold in new errors as soon as they exist
+        return super().decide(view)
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "warmup": self.warmup, "truth": self.truth, "threshold": self.threshold,
+                "min_interval": self.min_interval, "max_interval": self.max_interval}
+
+
+class Budget(_Cyclic):
+    name = "budget"
+
+    def __init__(self, target_speedup: float = 10.0, warmup: int = 8, truth: int = 1, assumed_ratio: float = 100.0,
+                 max_interval: int = 1024):
+        super().__init__(warmup, truth)
+        if not target_speedup > 1:
+            raise ValueError(f"target_speedup must be > 1, got {target_speedup}")
+        self.target = float(target_speedup)
+        self.assumed_ratio = float(assumed_ratio)
+        self.max_interval = _check_int("max_interval", max_interval, 1)
+
+    def surrogate_fraction(self, s: float) -> float:
+        """f such that 1 / ((1 - f) + f / s) = target (clipped to [0, 1))."""
+        if s <= 1:
+            return 0.999
+        f = (1 - 1 / self.target) / (1 - 1 / s)
+        return min(max(f, 0.0), 0.999)
+
+    def interval(self, view: JobView) -> int:
+        c = view.costs or {}
+        n_sim = max(c.get("simulated_iterations", 0), 1)
+        n_pred = c.get("predicted_iterations", 0)
+        sim_cost = c.get("simulate", 0.0) / n_sim
+        pred_cost = (c.get("inference", 0.0) + c.get("tuning", 0.0)) / n_pred if n_pred else 0.0
+        s = sim_cost / pred_cost if pred_cost > 0 and sim_cost > 0 else self.assumed_ratio
+        f = self.surrogate_fraction(s)
+        # a cycle of k predicted + truth simulated iterations has f = k / (k + truth)
+        k = math.ceil(f * self.truth / (1 - f))
+        return max(1, min(k, self.max_interval))
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "target_speedup": self.target, "warmup": self.warmup, "truth": self.truth}
+
+
+BUILTIN = {cls.name: cls for cls in (Pdes, SurrogateOnly, Periodic, ErrorAdaptive, Budget)}

@@ -1,0 +1,75 @@
+"""Find a policy by name: built-ins, the ``hybridsim.policies`` entry-point group, or ``module:Class``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from importlib.metadata import entry_points
+
+from .base import Policy, PolicyError
+from .builtin import BUILTIN
+
+ENTRY_POINT_GROUP = "hybridsim.policies"
+
+
+def _entry_point_policies() -> dict:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_policies() -> list[str]:
+    return sorted(set(BUILTIN) | set(_entry_point_policies()))
+
+
+def _import(mod: str, search_paths: tuple[str, ...]):
+    """Import ``mod``; if it is not importable as installed, also look in ``search_paths`` (the scenario's folder and
+    the working directory), so a policy file next to the scenario works without packaging."""
+    try:
+        return importlib.import_module(mod)
+    except ModuleNotFoundError as exc:
+        if not (exc.name and mod.startswith(exc.name)):
+            raise
+    added = [p for p in search_paths if p not in sys.path]
+    sys.path[:0] = added
+    try:
+        return importlib.import_module(mod)
+    finally:
+        for p in added:
+            if p in sys.path:
+                sys.path.remove(p)
+
+
+def _resolve(spec: str, search_paths: tuple[str, ...] = ()) -> type:
+    if spec in BUILTIN:
+        return BUILTIN[spec]
+    eps = _entry_point_policies()
+    if spec in eps:
+        try:
+            return eps[spec].load()
+        except Exception as exc:
+            raise PolicyError(f"policy {spec!r}: entry point {eps[spec].value} failed to load: {exc}") from exc
+    if ":" in spec:
+        mod, _, attr = spec.partition(":")
+        try:
+            module = _import(mod, search_paths + (os.getcwd(),))
+        except ImportError as exc:
+            raise PolicyError(f"policy {spec!r}: cannot import module {mod!r}: {exc}") from exc
+        try:
+            return getattr(module, attr)
+        except AttributeError:
+            raise PolicyError(f"policy {spec!r}: module {mod!r} has no attribute {attr!r}") from None
+    raise PolicyError(f"unknown policy {spec!r}; built-in and installed: {', '.join(available_policies())}; "
+                      "or give 'module:Class'")
+
+
+def load_policy(spec: str, params: dict | None = None, search_paths: tuple[str, ...] = ()) -> Policy:
+    """Instantiate the policy named ``spec`` with keyword ``params``."""
+    cls = _resolve(spec, tuple(str(p) for p in search_paths))
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        # duck typing is allowed: any class with decide(view)
+        if not callable(getattr(cls, "decide", None)):
+            raise PolicyError(f"policy {spec!r} is not a Policy (no decide(view) method)")
+    try:
+        return cls(**(params or {}))
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(f"policy {spec!r}: bad parameters {params or {}}: {exc}") from None

@@ -1,0 +1,257 @@
+"""The hybrid controller: the :class:`~hybridsim.backend.Director` that joins a policy and a surrogate.
+
+Per job it keeps the (ranks x iterations) tables of truth (simulated iteration times), predictions and modes. At each
+iteration boundary it builds a :class:`~controllers.base.JobView`, asks the policy for the mode, and validates the
+answer. For predicted iterations it builds each rank's look-back (truth where simulated, the earlier prediction where
+not) and asks the surrogate for the next iteration time of every rank in one batch.
+
+Ground truth and the surrogate meet in three places:
+
+* end of the warm-up (the first switch to PREDICT): ``surrogate.fit`` on every truth so far;
+* inside a truth window (a SIMULATE iteration after predicted ones): once every rank of the job has finished it, the
+  surrogate predicts it from the history *before* it (a shadow prediction), and the error is recorded -- this is what
+  error-driven policies see;
+* end of a truth window: ``surrogate.tune`` on the window (``surrogate.tune`` is told the iteration indices).
+
+Wall time is split into simulation (everything else), inference and tuning.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controllers.base import JobView, Policy, PolicyError
+from surrogate.base import Context, Surrogate
+
+from .backend import Mode
+from .records import IterationRecord
+
+
+class HybridError(RuntimeError):
+    pass
+
+
+@dataclass
+class OnlineSeries:
+    """What ``Surrogate.fit``/``tune`` see during a hybrid run: the job's truth table so far (NaN where an iteration
+    was predicted or has not run). Same field names as ``surrogate.dataset.JobSeries`` for the history part."""
+
+    job: str
+    workload: str
+    y: np.ndarray
+    rank_port: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    x: np.ndarray | None = None
+
+    def context(self, t: int, lookback: int, graph_lookback: int = 0) -> Context:
+        lo = max(0, t - lookback + 1)
+        hist = self.y[:, lo:t + 1]
+        if hist.shape[1] < lookback:
+            pad = np.full((hist.shape[0], lookback - hist.shape[1]), np.nan)
+            hist = np.hstack([pad, hist])
+        return Context(self.job, self.workload, hist, mask=self.mask, rank_port=self.rank_port, iteration=t)
+
+
+@dataclass
+class JobState:
+    job: str
+    job_id: int
+    workload: str
+    n_ranks: int
+    n_iterations: int
+    truth: np.ndarray
+    pred: np.ndarray
+    modes: list = field(default_factory=list)
+    done_count: np.ndarray | None = None
+    errors: list = field(default_factory=list)
+    fitted: bool = False
+    window_start: int | None = None
+
+    @classmethod
+    def new(cls, job: str, job_id: int, workload: str, n_ranks: int, n_iterations: int) -> "JobState":
+        return cls(job, job_id, workload, n_ranks, n_iterations,
+                   truth=np.full((n_ranks, n_iterations), np.nan), pred=np.full((n_ranks, n_iterations), np.nan),
+                   done_count=np.zeros(n_iterations, np.int64))
+
+    def series(self, upto: int) -> np.ndarray:
+        """Truth where known, else prediction, for iterations < upto (R, upto)."""
+        t = self.truth[:, :upto]
+        return np.where(np.isnan(t), self.pred[:, :upto], t)
+
+    def mean_or_none(self, arr: np.ndarray, i: int):
+        col = arr[:, i]
+        return float(np.nanmean(col)) if np.isfinite(col).any() else None
+
+
+class HybridController:
+    """Director for a hybrid run. ``jobs`` = list of (name, workload kind, n_ranks, n_iterations or None)."""
+
+    def __init__(self, jobs, policy: Policy, surrogate: Surrogate, *, keep_background: bool = True,
+                 lookback: int | None = None, tune: bool = True, policy_name: str | None = None):
+        self.policy = policy
+        self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
+        self.surrogate = surrogate
+        self.keep_background = keep_background
+        self.lookback = int(lookback or max(getattr(surrogate, "lookback", 1), 1))
+        self.do_tune = tune
+        self.states: dict[int, JobState | None] = {}
+        for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
+            self.states[jid] = None if n_it is None else JobState.new(name, jid, kind, n_ranks, n_it)
+        self.wall = {"inference": 0.0, "tuning": 0.0}
+        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0}
+
+    # ------------------------------------------------------------------------------------------------ views
+    def view(self, st: JobState, iteration: int) -> JobView:
+        n = iteration
+        modes = tuple(st.modes[:n])
+        return JobView(
+            job=st.job, job_id=st.job_id, iteration=iteration, n_iterations=st.n_iterations,
+            mode=modes[-1] if modes else None, modes=modes,
+            truth=tuple(st.mean_or_none(st.truth, i) for i in range(n)) if n <= 4096 else (),
+            predicted=tuple(st.mean_or_none(st.pred, i) for i in range(n)) if n <= 4096 else (),
+            errors=tuple(st.errors),
+            costs={**self.wall, "simulated_iterations": sum(m == Mode.SIMULATE for m in modes),
+                   "predicted_iterations": sum(m == Mode.PREDICT for m in modes),
+                   "simulate": getattr(self, "sim_wall", 0.0)},
+        )
+
+    # ------------------------------------------------------------------------------------------------ director
+    def mode_for(self, job_id: int, iteration: int) -> Mode:
+        st = self.states.get(job_id)
+        if st is None or iteration >= st.n_iterations:
+            return Mode.SIMULATE
+        if iteration < len(st.modes):
+            return st.modes[iteration]
+        try:
+            raw = self.policy.decide(self.view(st, iteration))
+        except Exception as exc:
+            raise PolicyError(f"policy {self.policy_name!r} raised at job {st.job!r} iteration {iteration}: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        try:
+            mode = Mode(raw.value if isinstance(raw, Mode) else raw)
+        except (ValueError, AttributeError):
+            raise PolicyError(f"policy {self.policy_name!r} returned {raw!r} for job {st.job!r} iteration "
+                              f"{iteration}; expected 'simulate' or 'predict'") from None
+        if mode == Mode.PREDICT and iteration == 0:
+            raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
+                              "no history to predict from; simulate at least one iteration first")
+        if mode == Mode.PREDICT and not st.fitted:
+            self._fit(st, iteration)
+        if mode == Mode.SIMULATE and st.modes and st.modes[-1] == Mode.PREDICT:
+            st.window_start = iteration
+        st.modes.append(mode)
+        return mode
+
+    def _context(self, st: JobState, iteration: int, ranks: np.ndarray) -> Context:
+        lo = max(0, iteration - self.lookback)
+        hist = st.series(iteration)[ranks, lo:iteration]
+        if hist.shape[1] < self.lookback:
+            hist = np.hstack([np.full((len(ranks), self.lookback - hist.shape[1]), np.nan), hist])
+        return Context(st.job, st.workload, hist, iteration=iteration - 1)
+
+    def _predict(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
+        ctx = self._context(st, iteration, ranks)
+        t0 = time.perf_counter()
+        y = np.asarray(self.surrogate.predict(ctx), dtype=np.float64).reshape(-1)
+        self.wall["inference"] += time.perf_counter() - t0
+        self.counts["inference_calls"] += 1
+        if y.shape[0] != len(ranks):
+            raise HybridError(f"surrogate {self.surrogate.name!r} returned {y.shape[0]} predictions for "
+                              f"{len(ranks)} ranks of job {st.job!r}")
+        # a model may fail on a rank (NaN, <= 0): fall back to that rank's last known time
+        last = ctx.history[:, -1]
+        bad = ~np.isfinite(y) | (y <= 0)
+        y[bad] = last[bad]
+        if (~np.isfinite(y) | (y <= 0)).any():
+            raise HybridError(f"surrogate {self.surrogate.name!r} gave no usable prediction for job {st.job!r} "
+                              f"iteration {iteration}")
+        return y
+
+    def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        st = self.states[job_id]
+        ranks = np.asarray(ranks, dtype=np.int64)
+        y = self._predict(st, iteration, ranks)
+        st.pred[ranks, iteration] = y
+        return y
+
+    # ------------------------------------------------------------------------------------------------ truth
+    def on_record(self, rec: IterationRecord, simulated: bool) -> None:
+        st = self.states.get(rec.job_id)
+        if st is None or rec.iteration >= st.n_iterations:
+            return
+        if simulated:
+            st.truth[rec.rank, rec.iteration] = rec.end - rec.start
+        st.done_count[rec.iteration] += 1
+        if st.done_count[rec.iteration] == st.n_ranks and simulated:
+            self._iteration_complete(st, rec.iteration)
+
+    def _iteration_complete(self, st: JobState, it: int) -> None:
+        in_window = st.window_start is not None and it >= st.window_start
+        if in_window and st.fitted:
+            ranks = np.arange(st.n_ranks)
+            shadow = self._predict(st, it, ranks)
+            truth = st.truth[:, it]
+            st.pred[:, it] = shadow
+            st.errors.append((it, float(np.mean(np.abs(shadow - truth) / truth) * 100.0)))
+        # end of the truth window: the next iteration is not simulated or this is the last one
+        nxt = it + 1
+        window_over = in_window and (nxt >= st.n_iterations or (nxt < len(st.modes) and
+                                                                  st.modes[nxt] == Mode.PREDICT))
+        if window_over and self.do_tune:
+            self._tune(st, list(range(max(0, st.window_start - self.lookback), it + 1)))
+            st.window_start = None
+
+    def _series(self, st: JobState) -> OnlineSeries:
+        return OnlineSeries(st.job, st.workload, st.truth.copy())
+
+    def _fit(self, st: JobState, iteration: int) -> None:
+        t0 = time.perf_counter()
+        self.surrogate.fit(self._series(st), list(range(iteration)))
+        self.wall["tuning"] += time.perf_counter() - t0
+        self.counts["fit_calls"] += 1
+        st.fitted = True
+
+    def _tune(self, st: JobState, idx: list[int]) -> None:
+        t0 = time.perf_counter()
+        self.surrogate.tune(self._series(st), idx)
+        self.wall["tuning"] += time.perf_counter() - t0
+        self.counts["tune_calls"] += 1
+
+    # ------------------------------------------------------------------------------------------------ results
+    def per_iteration_columns(self, records: list[IterationRecord]) -> dict[str, list]:
+        """Extra iterations.parquet columns aligned with ``records``: mode, predicted, truth."""
+        mode, pred, truth = [], [], []
+        for r in records:
+            st = self.states.get(r.job_id)
+            if st is None or r.iteration >= st.n_iterations:
+                mode.append(Mode.SIMULATE.value)
+                pred.append(math.nan)
+                truth.append(r.end - r.start)
+                continue
+            m = st.modes[r.iteration] if r.iteration < len(st.modes) else Mode.SIMULATE
+            mode.append(m.value)
+            pred.append(float(st.pred[r.rank, r.iteration]))
+            truth.append(float(st.truth[r.rank, r.iteration]))
+        return {"mode": mode, "predicted": pred, "truth": truth}
+
+    def summary(self) -> dict:
+        jobs = {}
+        for st in self.states.values():
+            if st is None:
+                continue
+            n_pred = sum(m == Mode.PREDICT for m in st.modes)
+            errs = [e for _, e in st.errors]
+            jobs[st.job] = {
+                "simulated_iterations": sum(m == Mode.SIMULATE for m in st.modes),
+                "predicted_iterations": n_pred,
+                "surrogate_fraction": n_pred / max(len(st.modes), 1),
+                "truth_window_mape": float(np.mean(errs)) if errs else None,
+                "truth_window_errors": st.errors,
+            }
+        return {"policy": self.policy_name, "surrogate": self.surrogate.name, "lookback": self.lookback,
+                "keep_background": self.keep_background, "wall": dict(self.wall), "counts": dict(self.counts),
+                "jobs": jobs}

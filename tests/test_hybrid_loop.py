@@ -1,0 +1,155 @@
+"""The controller loop and policies, on a stand-in backend with analytic iteration times (tests/fakes.py)."""
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from controllers import PolicyError, load_policy
+from controllers.base import JobView
+from hybridsim.backend import Mode
+from hybridsim.runner import RunError, build_controller, run_scenario
+from hybridsim.scenario import parse_scenario
+
+from fakes import FakeBackend, duration
+
+SC = """
+topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}
+jobs:
+  - {name: a, ranks: 4, iterations: 40, workload: {kind: allreduce}}
+  - {name: b, ranks: 3, iterations: 40, workload: {kind: allreduce}}
+surrogate: {model: ridge, config: {k: 4}}
+controller: {policy: periodic, params: {warmup: 8, ft: 8, truth: 1}}
+"""
+
+
+def modes_of(backend, jid):
+    return [m for j, _i, m in backend.calls if j == jid]
+
+
+def test_periodic_schedule_and_records(tmp_path):
+    sc = parse_scenario(SC)
+    fb = FakeBackend(sc)
+    rd, res, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False, backend=fb)
+    m = modes_of(fb, 0)
+    # warm-up of 8 simulated, then 7 predicted + 1 simulated, repeatedly
+    assert m[:8] == [Mode.SIMULATE] * 8
+    assert m[8:16] == [Mode.PREDICT] * 7 + [Mode.SIMULATE]
+    assert m[16:24] == [Mode.PREDICT] * 7 + [Mode.SIMULATE]
+    t = {k: np.asarray(v) for k, v in pq.read_table(rd.path / "iterations.parquet").to_pydict().items()}
+    a = t["job"] == "a"
+    assert a.sum() == 4 * 40
+    pred = a & (t["mode"] == "predict")
+    assert np.isnan(t["truth"][pred]).all() and np.isfinite(t["predicted"][pred]).all()
+    # truth-window rows carry both the truth and the shadow prediction
+    win = a & (t["mode"] == "simulate") & (t["iteration"] >= 8)
+    assert np.isfinite(t["truth"][win]).all() and np.isfinite(t["predicted"][win]).all()
+    # predicted durations in the table are the predictions
+    assert np.allclose(t["end"][pred] - t["start"][pred], t["predicted"][pred])
+    js = summary["jobs"]["a"]
+    assert js["predicted_iterations"] == 28 and js["simulated_iterations"] == 12
+    assert js["surrogate_fraction"] == pytest.approx(28 / 40)
+    assert len(js["truth_window_errors"]) == 4
+    man = json.loads((rd.path / "manifest.json").read_text())
+    assert man["status"] == "completed"
+    assert set(summary["wall_split_s"]) == {"simulation", "inference", "tuning"}
+
+
+def test_shadow_prediction_error_is_exact_for_last(tmp_path):
+    """With LAST, the shadow prediction of truth-window iteration 15 is the truth of iteration 7 carried through the
+    7 predicted iterations, so its error is |d(7) - d(15)| / d(15) averaged over ranks."""
+    sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", "model: last"))
+    _, _, s = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False, backend=FakeBackend(sc))
+    errs = dict(s["jobs"]["a"]["truth_window_errors"])
+    for it in (15, 23, 31, 39):
+        exp = np.mean([abs(duration(0, r, it - 8) - duration(0, r, it)) / duration(0, r, it) for r in range(4)])
+        assert errs[it] == pytest.approx(exp * 100, rel=1e-9)
+
+
+def test_pdes_policy_matches_pure_simulation(tmp_path):
+    sc = parse_scenario(SC.replace("policy: periodic, params: {warmup: 8, ft: 8, truth: 1}", "policy: pdes"))
+    _, res, s = run_scenario(sc, tmp_path / "h", mode="hybrid", progress=False, backend=FakeBackend(sc))
+    _, res2, s2 = run_scenario(sc, tmp_path / "p", mode="simulate", progress=False, backend=FakeBackend(sc))
+    assert [r.end for r in res.records] == [r.end for r in res2.records]
+    assert s["jobs"]["a"]["completion_time_ns"] == s2["jobs"]["a"]["completion_time_ns"]
+
+
+def test_surrogate_policy_completion_time_analytic(tmp_path):
+    """warm-up 10 then LAST for 30 iterations: rank r ends at sum_{i<10} d(r, i) + 30 d(r, 9)."""
+    sc = parse_scenario(SC.replace("policy: periodic, params: {warmup: 8, ft: 8, truth: 1}",
+                                   "policy: surrogate, params: {warmup: 10}").replace("model: ridge, config: {k: 4}",
+                                                                                       "model: last"))
+    fb = FakeBackend(sc)
+    _, _, s = run_scenario(sc, tmp_path / "h", mode="hybrid", progress=False, backend=fb)
+    exp = max(sum(duration(0, r, i) for i in range(10)) + 30 * duration(0, r, 9) for r in range(4))
+    assert s["jobs"]["a"]["completion_time_ns"] == pytest.approx(exp, rel=1e-12)
+    assert s["jobs"]["a"]["predicted_iterations"] == 30
+    # predicted iterations cost no events: only 10 of 40 iterations of each job were simulated
+    assert s["events"] == 100 * (4 + 3) * 10
+
+
+class Raises:
+    name = "raiser"
+
+    def decide(self, view):
+        if view.iteration == 5:
+            raise ZeroDivisionError("boom")
+        return "simulate"
+
+
+class Invalid:
+    def decide(self, view):
+        return "maybe" if view.iteration == 3 else "simulate"
+
+
+@pytest.mark.parametrize("cls,frag", [("Raises", "raised at job 'a' iteration 5: ZeroDivisionError: boom"),
+                                      ("Invalid", "returned 'maybe' for job 'a' iteration 3")])
+def test_bad_policy_stops_run_and_marks_manifest(tmp_path, cls, frag):
+    sc = parse_scenario(SC.replace("policy: periodic, params: {warmup: 8, ft: 8, truth: 1}",
+                                   f"policy: 'test_hybrid_loop:{cls}'"))
+    with pytest.raises(RunError) as ei:
+        run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, backend=FakeBackend(sc))
+    assert frag in str(ei.value)
+    man = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert man["status"] == "failed" and frag in man["reason"]
+    assert not (tmp_path / "r" / "iterations.parquet").exists()
+
+
+def test_predicting_iteration_zero_rejected(tmp_path):
+    sc = parse_scenario(SC.replace("policy: periodic, params: {warmup: 8, ft: 8, truth: 1}",
+                                   "policy: 'test_hybrid_loop:Invalid'"))
+    with pytest.raises(PolicyError):
+        load_policy("nope")
+
+
+def view(it, modes, errors=(), costs=None):
+    return JobView("a", 0, it, 100, modes[-1] if modes else None, tuple(modes), (), (), tuple(errors), costs or {})
+
+
+def test_error_adaptive_grows_and_shrinks():
+    p = load_policy("error-adaptive", {"warmup": 2, "threshold": 2.0, "start_interval": 4, "min_interval": 2,
+                                       "max_interval": 16})
+    S, P = Mode.SIMULATE, Mode.PREDICT
+    assert p.interval(view(10, [S] * 10)) == 4
+    assert p.interval(view(11, [S] * 10, errors=[(9, 1.0)])) == 8       # low error: double
+    assert p.interval(view(12, [S] * 10, errors=[(9, 1.0), (11, 0.5)])) == 16
+    assert p.interval(view(13, [S] * 10, errors=[(9, 1.0), (11, 0.5), (12, 0.1)])) == 16  # capped
+    assert p.interval(view(14, [S] * 10, errors=[(9, 1.0), (11, 0.5), (12, 0.1), (13, 9.0)])) == 8  # halve
+
+
+def test_budget_meets_amdahl_target():
+    p = load_policy("budget", {"target_speedup": 10, "truth": 1, "assumed_ratio": 1000})
+    f = p.surrogate_fraction(1000)
+    assert 1 / ((1 - f) + f / 1000) == pytest.approx(10, rel=1e-9)
+    k = p.interval(view(20, [Mode.SIMULATE] * 20))
+    assert k / (k + 1) >= f  # the chosen stretch predicts at least the needed fraction
+
+
+def test_plugin_module_class_and_bad_params():
+    p = load_policy("examples.policies.every_other:EveryOther", {"warmup": 3})
+    assert p.decide(view(3, [Mode.SIMULATE] * 3)) == Mode.PREDICT
+    with pytest.raises(PolicyError, match="bad parameters"):
+        load_policy("periodic", {"ft": 1})
+    with pytest.raises(PolicyError, match="unknown policy"):
+        load_policy("nope")
