@@ -46,6 +46,8 @@ class Surrogate(abc.ABC):
     lookback: int = 1
     #: whether ``predict`` needs ``Context.graphs``
     needs_graphs: ClassVar[bool] = False
+    #: how many past graphs ``predict`` wants (``Context.graphs`` has this many; 0 for history-only models)
+    graph_lookback: int = 0
 
     def config(self) -> dict:
         return {}

@@ -13,12 +13,16 @@ Everything here is vectorised over ports and iterations (no per-port Python loop
 
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 
 import numpy as np
 import torch
 
 from hybridsim.topology import Dragonfly, DragonflyShape
+
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
 
 #: statistics computed per port feature, in the order of the feature axis
 STATS: tuple[str, ...] = ("min", "max", "mean", "q25", "q75", "last")

@@ -1,0 +1,157 @@
+"""Surrogate commands: ``hybridsim dataset build|info``, ``hybridsim train``, ``hybridsim evaluate``.
+
+Exit status 2 for bad input (missing/corrupt files, wrong topology, checkpoint of another model, NaN features).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _cli_error(msg: str):
+    from hybridsim.cli import CliError
+
+    return CliError(msg)
+
+
+def _threads(n: int | None) -> None:
+    import torch
+
+    torch.set_num_threads(int(n) if n else 1)
+
+
+def _parse_set(items: list[str] | None) -> dict:
+    """``--set key=value`` pairs; values parsed as JSON when possible."""
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise _cli_error(f"--set {it!r}: expected KEY=VALUE")
+        k, v = it.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def cmd_dataset_build(args) -> int:
+    from .base import SurrogateError
+    from .dataset import build_dataset
+
+    out = Path(args.output)
+    if out.exists() and any(out.iterdir()) and not args.force:
+        raise _cli_error(f"{out} exists and is not empty; pass --force to overwrite")
+    try:
+        ds = build_dataset(args.run_dir, out, train_frac=args.train_frac, val_frac=args.val_frac, jobs=args.job,
+                           min_iterations=args.min_iterations)
+    except (SurrogateError, ValueError, OSError) as exc:
+        raise _cli_error(str(exc)) from None
+    print(f"dataset {out}: topology {ds.shape}, {ds.n_ports} ports, {len(ds.port_features)} port features -> "
+          f"{len(next(iter(ds.jobs.values())).feature_names)} node features")
+    for name, js in ds.jobs.items():
+        print(f"  {name:<16} {js.workload:<12} {js.R:>5} ranks x {js.T:>5} iterations  split {js.split}")
+    return 0
+
+
+def cmd_dataset_info(args) -> int:
+    from .base import SurrogateError
+    from .dataset import load_dataset
+
+    try:
+        ds = load_dataset(args.dataset)
+    except SurrogateError as exc:
+        raise _cli_error(str(exc)) from None
+    info = {"path": str(ds.path), "topology": ds.meta.get("topology"), "n_ports": ds.n_ports,
+            "features": ds.meta.get("feature_names"),
+            "jobs": {n: {"workload": j.workload, "ranks": j.R, "iterations": j.T, "split": j.split,
+                         "mean_iteration_ns": float(j.y.mean())} for n, j in ds.jobs.items()}}
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+def cmd_train(args) -> int:
+    from .base import SurrogateError
+    from .dataset import load_dataset
+    from .train import train_dataset
+
+    _threads(args.threads)
+    try:
+        ds = load_dataset(args.dataset)
+        res = train_dataset(ds, args.model, args.output, jobs=args.job, config=_parse_set(args.set),
+                            progress=not args.no_progress and sys.stderr.isatty() or args.progress, seed=args.seed)
+    except (SurrogateError, ValueError, TypeError) as exc:
+        raise _cli_error(str(exc)) from None
+    for job, fi in res["info"].items():
+        extra = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in fi.items()
+                          if isinstance(v, (int, float)))
+        print(f"{args.model} {job}: {extra}")
+    print(f"checkpoint written to {args.output}")
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from .base import SurrogateError
+    from .dataset import load_dataset
+    from .evaluate import evaluate, format_table
+
+    _threads(args.threads)
+    fts = args.ft or ["8"]
+    try:
+        ds = load_dataset(args.dataset)
+        report = evaluate(ds, args.model, fts, jobs=args.job, progress=args.progress, seed=args.seed)
+    except (SurrogateError, ValueError, TypeError) as exc:
+        raise _cli_error(str(exc)) from None
+    print(format_table(report))
+    out = Path(args.json) if args.json else Path(args.dataset) / "evaluation.json"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    except OSError as exc:
+        raise _cli_error(f"cannot write {out}: {exc}") from None
+    print(f"results written to {out}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("dataset", help="build or inspect surrogate datasets (temporal port graphs)")
+    sub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
+    sub.required = True
+    b = sub.add_parser("build", help="build a dataset from a run directory (engine run or CODES import)")
+    b.add_argument("run_dir", metavar="RUN_DIR")
+    b.add_argument("-o", "--output", required=True, metavar="DATASET")
+    b.add_argument("--train-frac", type=float, default=0.3, help="chronological train share (default 0.3)")
+    b.add_argument("--val-frac", type=float, default=0.1, help="validation share after train (default 0.1)")
+    b.add_argument("--job", action="append", help="only this job (repeatable)")
+    b.add_argument("--min-iterations", type=int, default=10, help="skip jobs with fewer complete iterations")
+    b.add_argument("--force", action="store_true", help="overwrite a non-empty output folder")
+    b.set_defaults(func=cmd_dataset_build)
+    i = sub.add_parser("info", help="print a dataset's jobs, shapes and splits")
+    i.add_argument("dataset", metavar="DATASET")
+    i.set_defaults(func=cmd_dataset_info)
+
+    t = subparsers.add_parser("train", help="train a surrogate per job of a dataset (early stopping on validation)")
+    t.add_argument("dataset", metavar="DATASET")
+    t.add_argument("--model", required=True, help="model name (see `hybridsim evaluate --help`)")
+    t.add_argument("-o", "--output", required=True, metavar="CKPT")
+    t.add_argument("--job", action="append", help="only this job (repeatable)")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="model option, e.g. --set epochs=20")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    t.add_argument("--progress", action="store_true", help="always show progress bars")
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(func=cmd_train)
+
+    e = subparsers.add_parser("evaluate", help="MAPE per job with online tuning (every Ft test iterations)")
+    e.add_argument("dataset", metavar="DATASET")
+    e.add_argument("--model", action="append", required=True, metavar="CKPT|NAME|NAME=CKPT",
+                   help="checkpoint folder, model name (fitted on the train split here) or NAME=CKPT; repeatable")
+    e.add_argument("--ft", action="append", metavar="FT", help="online tuning period, or 'inf' (default 8); repeatable")
+    e.add_argument("--job", action="append", help="only this job (repeatable)")
+    e.add_argument("--json", metavar="FILE", help="write results here (default DATASET/evaluation.json)")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--threads", type=int, default=1)
+    e.add_argument("--progress", action="store_true")
+    e.set_defaults(func=cmd_evaluate)

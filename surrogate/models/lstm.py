@@ -1,0 +1,147 @@
+"""LSTM baseline: one LSTM shared by all ranks of a job over each rank's last ``k`` iteration times.
+
+Input per rank: ``log(y[t-k+1..t] / y[t])`` (0 where the history is shorter, with a presence flag) plus
+``log(y[t] / scale)``; output: ``log(y[t+1] / y[t])``; prediction ``y[t] * exp(out)``. Trained with L1 loss on the
+log ratio (close to MAPE for small errors), Adam, early stopping on the validation split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..base import Context, Surrogate, SurrogateError, last_valid
+from ..registry import register
+
+
+def history_windows(y: np.ndarray, targets: np.ndarray, k: int) -> np.ndarray:
+    """``(B, R, k)`` windows ``y[:, t-k .. t-1]`` for each target ``t`` (NaN where the index is negative)."""
+    y = np.asarray(y, dtype=np.float64)
+    R, T = y.shape
+    targets = np.asarray(targets, dtype=np.int64)
+    idx = targets[:, None] - k + np.arange(k)[None, :]          # (B, k)
+    ok = idx >= 0
+    g = y[:, np.clip(idx, 0, T - 1)]                            # (R, B, k)
+    g = np.where(ok[None], g, np.nan)
+    return np.transpose(g, (1, 0, 2))
+
+
+def relative_inputs(hist: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """From ``(..., k)`` raw histories: ``(..., k, 2)`` inputs ``[log(h/last), present]`` and ``(...)`` last values;
+    plus the level feature in the caller. NaN-safe."""
+    last = hist[..., -1]
+    if np.isnan(last).any():
+        # fall back to the last valid value per row
+        flat = hist.reshape(-1, hist.shape[-1])
+        lv = last_valid(flat).reshape(last.shape)
+        last = lv
+    present = ~np.isnan(hist)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.where(present, np.log(hist / last[..., None]), 0.0)
+    rel = np.nan_to_num(rel, nan=0.0, posinf=0.0, neginf=0.0)
+    lvl = np.log(np.maximum(last, 1e-9) / scale)
+    feats = np.stack([rel, present.astype(np.float64), np.broadcast_to(lvl[..., None], rel.shape)], axis=-1)
+    return feats, last
+
+
+class _LSTMNet(nn.Module):
+    def __init__(self, hidden: int, layers: int):
+        super().__init__()
+        self.lstm = nn.LSTM(3, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Sequential(nn.Linear(hidden + 3, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, k, 3) -> (N,)
+        out, _ = self.lstm(x)
+        return self.head(torch.cat([out[:, -1], x[:, -1]], dim=1)).squeeze(-1)
+
+
+@register
+class LSTMSurrogate(Surrogate):
+    name = "lstm"
+
+    def __init__(self, k: int = 16, hidden: int = 32, layers: int = 1, epochs: int = 150, lr: float = 3e-3,
+                 batch_size: int = 16, patience: int = 20, tune_epochs: int = 3, tune_lr: float = 1e-3,
+                 scale: float | None = None, seed: int = 0):
+        self.k = self.lookback = int(k)
+        self.hidden, self.layers = int(hidden), int(layers)
+        self.epochs, self.lr, self.batch_size, self.patience = int(epochs), float(lr), int(batch_size), int(patience)
+        self.tune_epochs, self.tune_lr = int(tune_epochs), float(tune_lr)
+        self.scale = scale
+        self.seed = int(seed)
+        torch.manual_seed(self.seed)
+        self.net = _LSTMNet(self.hidden, self.layers)
+        self.fitted = False
+
+    def config(self) -> dict:
+        return {"k": self.k, "hidden": self.hidden, "layers": self.layers, "epochs": self.epochs, "lr": self.lr,
+                "batch_size": self.batch_size, "patience": self.patience, "tune_epochs": self.tune_epochs,
+                "tune_lr": self.tune_lr, "scale": self.scale, "seed": self.seed}
+
+    # ------------------------------------------------------------------------------------------------ training
+    def _loss_fn(self, series):
+        y = np.asarray(series.y, dtype=np.float64)
+
+        def loss(targets: np.ndarray) -> torch.Tensor:
+            hist = history_windows(y, targets, self.k)          # (B, R, k)
+            feats, last = relative_inputs(hist, self.scale)
+            B, R = hist.shape[:2]
+            xt = torch.from_numpy(feats.reshape(B * R, self.k, 3).astype(np.float32))
+            tgt = torch.from_numpy(np.log(y[:, targets].T.reshape(-1) / last.reshape(-1)).astype(np.float32))
+            return (self.net(xt) - tgt).abs().mean()
+
+        return loss
+
+    def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
+        from ..train import fit_loop
+
+        y = np.asarray(dataset.y, dtype=np.float64)
+        tr = np.asarray(train_idx, dtype=np.int64)
+        tr = tr[tr >= 1]
+        if self.scale is None:
+            self.scale = float(np.median(y[:, np.asarray(train_idx)]))
+        torch.manual_seed(self.seed if seed is None else seed)
+        va = None if val_idx is None else np.asarray(val_idx, dtype=np.int64)
+        info = fit_loop(self.net, self._loss_fn(dataset), tr, va, epochs=self.epochs, lr=self.lr,
+                        batch_size=self.batch_size, patience=self.patience, seed=self.seed, progress=progress,
+                        desc=f"lstm {getattr(dataset, 'job', '')}")
+        self.fitted = True
+        return info
+
+    def tune(self, dataset, window_idx, **kw) -> dict:
+        from ..train import fit_loop
+
+        if not self.fitted:
+            return {}
+        w = np.asarray(window_idx, dtype=np.int64)
+        w = w[w >= 1]
+        if w.size == 0:
+            return {}
+        return fit_loop(self.net, self._loss_fn(dataset), w, None, epochs=self.tune_epochs, lr=self.tune_lr,
+                        batch_size=len(w), early_stopping=False, seed=self.seed)
+
+    # ------------------------------------------------------------------------------------------------ predict
+    def predict(self, ctx: Context) -> np.ndarray:
+        h = np.asarray(ctx.history, dtype=np.float64)
+        if h.shape[1] < self.k:
+            h = np.concatenate([np.full((h.shape[0], self.k - h.shape[1]), np.nan), h], axis=1)
+        h = h[:, -self.k:]
+        if self.scale is None:
+            return last_valid(h)
+        feats, last = relative_inputs(h, self.scale)
+        self.net.eval()
+        with torch.no_grad():
+            out = self.net(torch.from_numpy(feats.astype(np.float32))).double().numpy()
+        pred = last * np.exp(out)
+        return np.where(np.isfinite(pred) & (pred > 0), pred, last)
+
+    # ------------------------------------------------------------------------------------------------ state
+    def _state(self) -> dict:
+        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+
+    def _load_state(self, state: dict) -> None:
+        try:
+            self.net.load_state_dict(state, strict=True)
+        except (RuntimeError, KeyError) as exc:
+            raise SurrogateError(f"lstm: checkpoint weights do not fit this model: {str(exc).splitlines()[0]}") from None
+        self.fitted = True
