@@ -1,0 +1,300 @@
+"""The embedded backend: a scenario's jobs on its Dragonfly, packet by packet, streaming records as it runs.
+
+:class:`Engine` wires the pieces around one :class:`~.core.EventLoop`: the :class:`~.network.Network` (terminals,
+routers, routing, credits), the :class:`~.mpi.MpiLayer` (ranks, MPI protocol), the workloads of
+:mod:`hybridsim.workloads` (per-rank, per-iteration op lists), a :class:`~.sampling.PortSampler` and the
+:class:`~hybridsim.backend.Director` that chooses, per job and iteration, SIMULATE or PREDICT (see
+:mod:`hybridsim.backend` for the protocol).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from typing import Optional
+
+import numpy as np
+
+from ..backend import AlwaysSimulate, Director, Mode, SimulationResult
+from ..records import IterationRecord
+from .core import EventLoop
+from .mpi import MpiLayer, Rank
+from .network import Network
+from .sampling import PortSampler
+
+
+class EngineError(RuntimeError):
+    """The scenario cannot be simulated as given (inconsistent workload, no way to end...)."""
+
+
+class Engine:
+    """Packet-level simulation of ``scenario``.
+
+    Args:
+        scenario: a :class:`hybridsim.scenario.Scenario`.
+        topology: a prebuilt :class:`~hybridsim.topology.Dragonfly` (default: built from the scenario).
+        placement: list of per-job terminal arrays (default: :func:`hybridsim.placement.place_jobs`).
+        progress: show a tqdm bar on stderr (virtual time, iterations done per job, events/s).
+        debug: check invariants as it runs (default: ``scenario.backend.embedded.debug``).
+        workloads: per-job :class:`~hybridsim.workloads.base.JobWorkload` objects (default: built from the jobs).
+    """
+
+    def __init__(self, scenario, topology=None, placement=None, progress: bool = False, debug: Optional[bool] = None,
+                 workloads=None):
+        self.scenario = scenario
+        self.topo = topology if topology is not None else scenario.build_topology()
+        if placement is None:
+            from ..placement import place_jobs
+            placement = place_jobs(scenario, self.topo)
+        self.placement = [np.asarray(p, dtype=np.int64) for p in placement]
+        self.progress = progress
+        self.debug = scenario.backend.embedded.debug if debug is None else bool(debug)
+        if workloads is None:
+            from ..workloads import build_workload
+            workloads = [build_workload(job, j, scenario.seed) for j, job in enumerate(scenario.jobs)]
+        self.workloads = list(workloads)
+        if len(self.workloads) != len(scenario.jobs) or len(self.placement) != len(scenario.jobs):
+            raise EngineError("one workload and one placement array are needed per job")
+        for j, (job, wl, pl) in enumerate(zip(scenario.jobs, self.workloads, self.placement)):
+            if wl.n_ranks != job.ranks or len(pl) != job.ranks:
+                raise EngineError(f"job {job.name!r}: {job.ranks} ranks, workload has {wl.n_ranks}, placement "
+                                  f"{len(pl)}")
+            if not wl.background and not wl.iterations:
+                raise EngineError(f"job {job.name!r}: a non-background workload needs a number of iterations")
+
+    # ------------------------------------------------------------------------------------------------ run
+    def run(self, director: Director | None = None, on_record=None, on_samples=None) -> SimulationResult:
+        """Simulate until every non-background job has finished (or ``end_time`` / ``max_events``)."""
+        sc = self.scenario
+        emb = sc.backend.embedded
+        director = director if director is not None else AlwaysSimulate()
+        self.director = director
+        self.on_record = on_record
+        self.on_samples = on_samples
+        loop = self.loop = EventLoop()
+        self.rng = random.Random(sc.seed)
+        self.bg_rng = random.Random(sc.seed * 7919 + 17)
+        net = self.net = Network(self.topo, sc.topology, loop, self.rng, self.debug)
+        jobs = sc.jobs
+        self.n_jobs = len(jobs)
+        self.job_names = [j.name for j in jobs]
+        self.n_ranks = [j.ranks for j in jobs]
+        self.iters = [wl.iterations if not wl.background else 0 for wl in self.workloads]
+        self.is_bg = [bool(wl.background) for wl in self.workloads]
+
+        ranks: list[Rank] = []
+        for j, pl in enumerate(self.placement):
+            for local, term in enumerate(pl.tolist()):
+                ranks.append(Rank(len(ranks), j, local, term))
+        self.ranks = ranks
+        self.keep_bg = bool(getattr(director, "keep_background", False))
+        self.job_bytes = {j: [0] * net.n_ports for j in range(self.n_jobs) if self.keep_bg and not self.is_bg[j]}
+        mpi = self.mpi = MpiLayer(net, loop, ranks, self.rng, self.job_bytes)
+        mpi.on_iteration_end = self._iteration_end
+
+        self.records: list[IterationRecord] = []
+        self.simulated: list[bool] = []
+        self.modes: dict = {}
+        self.parked: dict = {}
+        self.ranks_done = [0] * self.n_jobs
+        self.iters_done = [0] * self.n_jobs   # records emitted per job
+        self.job_end: dict[str, float] = {}
+        self.jobs_left = sum(1 for b in self.is_bg if not b)
+        self.finished = False
+        self.bg_util: dict[int, dict[int, float]] = {}
+        self.snap: dict[int, tuple[float, list]] = {}
+        if self.jobs_left == 0 and emb.end_time is None and emb.max_events is None:
+            raise EngineError("only background jobs: set backend.embedded.end_time (or max_events) to end the run")
+
+        for rs in ranks:
+            if self.is_bg[rs.job]:
+                loop.at(0.0, self._bg_gen, rs)
+            else:
+                loop.at(0.0, self._iter_start, rs)
+        self.sampler = PortSampler(net, sc.sampling.interval) if sc.sampling.ports else None
+        if self.sampler is not None:
+            loop.at(sc.sampling.interval, self._sample)
+
+        until = emb.end_time if emb.end_time is not None else float("inf")
+        pbar = None
+        wall0 = time.perf_counter()
+        state = {"last_ev": 0}
+        if self.progress:
+            from tqdm import tqdm
+            pbar = tqdm(total=None, unit="ev", unit_scale=True, file=sys.stderr, dynamic_ncols=True,
+                        desc=sc.name or "engine", mininterval=0.5)
+
+        def on_check(t, n):
+            if self.debug:
+                net.check_invariants()
+            if pbar is not None:
+                pbar.update(n - state["last_ev"])
+                state["last_ev"] = n
+                el = time.perf_counter() - wall0
+                its = " ".join(f"{self.job_names[j]}:{self.iters_done[j] // self.n_ranks[j]}/{self.iters[j]}"
+                               for j in range(self.n_jobs) if not self.is_bg[j])
+                pbar.set_postfix_str(f"t={t / 1e3:,.1f}us {its} {n / max(el, 1e-9) / 1e3:,.0f}k ev/s")
+
+        try:
+            partial = loop.run(until=until, max_events=emb.max_events, on_check=on_check,
+                               check_every=1024 if self.debug else 65536)
+        finally:
+            if pbar is not None:
+                pbar.update(loop.events - state["last_ev"])
+                pbar.close()
+        wall = time.perf_counter() - wall0
+        t_end = self.t_finish if self.finished else loop.now
+        if not self.finished and not partial and self.jobs_left:
+            raise EngineError(f"simulation stalled at t={loop.now:.1f} ns with {self.jobs_left} job(s) unfinished "
+                              f"(no events left: unmatched sends/receives?)")
+        if self.sampler is not None and t_end > self.sampler.t0 + 1e-9:
+            self._emit_samples(t_end)
+        if self.debug:
+            net.check_invariants()
+            if not partial:
+                inflight = net.bytes_in_network()
+                if net.bytes_injected != net.bytes_delivered + inflight:
+                    raise AssertionError(f"byte conservation: injected {net.bytes_injected} != delivered "
+                                         f"{net.bytes_delivered} + in network {inflight}")
+        stats = {
+            "packets": net.packets,
+            "messages": mpi.messages,
+            "hops": int(sum(net.pkts_out)),
+            "credits": net.credits,
+            "bytes_injected": net.bytes_injected,
+            "bytes_delivered": net.bytes_delivered,
+            "bytes_loopback": net.bytes_self,
+            "events_per_s": loop.events / wall if wall > 0 else 0.0,
+            "routing": sc.topology.routing,
+        }
+        return SimulationResult(
+            records=self.records, simulated=self.simulated,
+            ports=self.sampler.combined() if self.sampler is not None else None,
+            events=loop.events, end_time=t_end, job_end=dict(self.job_end), wall_s=wall,
+            partial=bool(partial), link_totals=self.sampler.link_totals(t_end) if self.sampler is not None else None,
+            stats=stats)
+
+    # ------------------------------------------------------------------------------------------------ iterations
+    def _mode(self, t, j, it):
+        key = (j, it)
+        mode = self.modes.get(key)
+        if mode is None:
+            mode = Mode(self.director.mode_for(j, it))
+            self.modes[key] = mode
+            if self.keep_bg:
+                self._update_background(t, j, mode)
+        return mode
+
+    def _iter_start(self, t, rs, _=None):
+        """Rank ``rs`` is ready for its next iteration (event handler)."""
+        j, it = rs.job, rs.it
+        if it >= self.iters[j]:
+            self._rank_done(t, rs)
+            return
+        if self._mode(t, j, it) is Mode.PREDICT:
+            parked = self.parked.setdefault((j, it), [])
+            parked.append((rs, t))
+            if len(parked) == self.n_ranks[j]:
+                self._predict(j, it, self.parked.pop((j, it)))
+            return
+        rs.ops = self.workloads[j].ops(rs.local, it)
+        rs.pc = 0
+        rs.reqs = {}
+        rs.start = t
+        self.mpi.advance(t, rs)
+
+    def _predict(self, j, it, parked):
+        parked.sort(key=lambda x: x[0].local)
+        ranks = np.array([rs.local for rs, _ in parked], dtype=np.int64)
+        starts = np.array([t for _, t in parked], dtype=np.float64)
+        dur = np.asarray(self.director.predict(j, it, ranks, starts), dtype=np.float64).reshape(-1)
+        if dur.shape[0] != len(parked) or not np.all(np.isfinite(dur)) or (dur < 0).any():
+            raise EngineError(f"director.predict({j}, {it}) must return {len(parked)} finite durations >= 0")
+        for (rs, t0), d in zip(parked, dur.tolist()):
+            self.loop.at(t0 + d, self._pred_end, rs, t0)
+
+    def _pred_end(self, t, rs, t0):
+        self._record(rs, t0, t, False)
+        rs.it += 1
+        self._iter_start(t, rs)
+
+    def _iteration_end(self, t, rs):
+        """The MPI layer finished ``rs``'s iteration."""
+        self._record(rs, rs.start, t, True)
+        rs.it += 1
+        self.loop.at(t, self._iter_start, rs)
+
+    def _record(self, rs, start, end, simulated):
+        rec = IterationRecord(self.job_names[rs.job], rs.job, rs.local, rs.it, start, end)
+        self.records.append(rec)
+        self.simulated.append(simulated)
+        self.iters_done[rs.job] += 1
+        if self.on_record is not None:
+            self.on_record(rec, simulated)
+
+    def _rank_done(self, t, rs):
+        rs.done = True
+        j = rs.job
+        self.ranks_done[j] += 1
+        if self.ranks_done[j] == self.n_ranks[j]:
+            self.job_end[self.job_names[j]] = t
+            self.jobs_left -= 1
+            if j in self.bg_util:
+                del self.bg_util[j]
+                self._apply_background()
+            if self.jobs_left == 0:
+                self.finished = True
+                self.t_finish = t
+                self.loop.stop()
+
+    # ------------------------------------------------------------------------------------------------ background
+    def _bg_gen(self, t, rs, _=None):
+        """A background rank's periodic message (event handler)."""
+        wl = self.workloads[rs.job]
+        dst = wl.destination(rs.local, rs.bg_k, self.bg_rng)
+        rs.bg_k += 1
+        self.mpi.send_background(t, rs, rs.gid - rs.local + dst, wl.msg_size)
+        self.loop.at(t + wl.interval, self._bg_gen, rs)
+
+    def _update_background(self, t, j, mode):
+        """Keep a predicted job's last measured per-port utilisation as background load (``keep_background``)."""
+        jb = self.job_bytes.get(j)
+        if jb is None:
+            return
+        t_prev, prev = self.snap.get(j, (0.0, None))
+        if mode is Mode.PREDICT:
+            if j not in self.bg_util and t > t_prev:
+                bw = self.net.bw_bpns
+                win = t - t_prev
+                util = {}
+                for p, b in enumerate(jb):
+                    d = b - (prev[p] if prev is not None else 0)
+                    if d > 0:
+                        util[p] = d / (bw[p] * win)
+                self.bg_util[j] = util
+                self._apply_background()
+        elif j in self.bg_util:
+            del self.bg_util[j]
+            self._apply_background()
+        self.snap[j] = (t, list(jb))
+
+    def _apply_background(self):
+        total: dict[int, float] = {}
+        for util in self.bg_util.values():
+            for p, u in util.items():
+                total[p] = total.get(p, 0.0) + u
+        self.net.set_background(total)
+
+    # ------------------------------------------------------------------------------------------------ sampling
+    def _sample(self, t, _a=None, _b=None):
+        if self.finished:
+            return
+        self._emit_samples(t)
+        if self.loop.heap:  # something else is still going on
+            self.loop.at(t + self.sampler.interval, self._sample)
+
+    def _emit_samples(self, t):
+        block = self.sampler.sample(t)
+        if self.on_samples is not None:
+            self.on_samples(block)

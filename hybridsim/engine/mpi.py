@@ -1,0 +1,256 @@
+"""The message layer: MPI ranks running per-iteration op lists, with CODES' MPI replay timing (WORKLOADS.md section 2).
+
+* **Eager** (``nbytes < 8192``): one network message of ``nbytes`` that reaches the NIC after
+  ``10 + 0.55 * nbytes + 2500 + 1000`` ns of software overhead. The receiver matches it on arrival.
+* **Rendezvous** (``nbytes >= 8192``): a 64-B RTS (3510 ns offset); when it meets a posted receive, a 64-B ACK goes
+  back (3510 ns); on the ACK the sender sends the data (3510 ns). The receive completes when the data has arrived.
+* **Completion.** Isend (and blocking Send) completes when the last packet of the eager or data message *starts*
+  injection at the source NIC; Irecv (and Recv) when the matched eager or data message has fully arrived. Matching is
+  FIFO per (source rank, tag).
+* **Offsets** also carry CODES' ``codes_local_latency`` (0.005 + U(0.5, 1) ns) on every message's way to the NIC.
+* **Background ranks** (synthetic uniform-random) send ``msg_size`` bytes every ``interval`` ns, no MPI protocol, from
+  t = 0 until every non-background job has finished.
+
+Ranks are identified by a global id (jobs' ranks numbered one after the other). A rank's iteration ends when its last
+op completes; the rank then starts its next iteration at once (an event at the same instant).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+try:  # the agreed alphabet of hybridsim.workloads
+    from ..workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
+except ImportError:  # pragma: no cover - only before the workloads package existed
+    COMPUTE, ISEND, IRECV, SEND, RECV, WAITALL = range(6)
+
+EAGER_THRESHOLD = 8192
+CONTROL_SIZE = 64
+SELF_OVERHEAD = 10.0
+SOFT_DELAY = 2500.0
+NIC_DELAY = 1000.0
+COPY_PER_BYTE = 0.55
+CONTROL_OFFSET = SELF_OVERHEAD + SOFT_DELAY + NIC_DELAY  # 3510 ns
+
+EAGER, RTS, ACK, DATA, BG = range(5)
+
+
+class Message:
+    """One network message. ``wire`` is its size on the network; ``size`` the MPI payload it stands for."""
+
+    __slots__ = ("kind", "src", "dst", "tag", "size", "wire", "src_term", "dst_term", "left", "sreq", "rreq", "jb",
+                 "_delivered")
+
+    def __init__(self, kind, src, dst, tag, size, wire, src_term, dst_term, sreq, rreq, jb):
+        self.kind = kind
+        self.src = src
+        self.dst = dst
+        self.tag = tag
+        self.size = size
+        self.wire = wire
+        self.src_term = src_term
+        self.dst_term = dst_term
+        self.left = 0
+        self.sreq = sreq
+        self.rreq = rreq
+        self.jb = jb
+
+
+class Request:
+    """An MPI request of ``rank``: ``done`` once completed; ``waited`` while the rank blocks on it."""
+
+    __slots__ = ("done", "waited", "rank")
+
+    def __init__(self, rank):
+        self.done = False
+        self.waited = False
+        self.rank = rank
+
+
+class Rank:
+    """One MPI rank: its place, its current iteration's ops and program counter, and its matching queues."""
+
+    __slots__ = ("gid", "job", "local", "term", "it", "ops", "pc", "nwait", "reqs", "start", "posted", "unexpected",
+                 "done", "bg_k")
+
+    def __init__(self, gid, job, local, term):
+        self.gid = gid
+        self.job = job
+        self.local = local
+        self.term = term
+        self.it = 0
+        self.ops = ()
+        self.pc = 0
+        self.nwait = 0
+        self.reqs: dict = {}
+        self.start = 0.0
+        self.posted: dict = {}       # (src gid, tag) -> deque[Request]
+        self.unexpected: dict = {}   # (src gid, tag) -> deque[Message] (EAGER arrived or RTS waiting)
+        self.done = False
+        self.bg_k = 0
+
+
+class MpiLayer:
+    """Runs ranks' op lists over a :class:`~hybridsim.engine.network.Network`.
+
+    ``on_iteration_end(t, rank)`` is called when a rank has finished its current iteration (the engine records it and
+    starts the next one); ``job_bytes[j]`` (per-port byte counters or ``None``) is attached to the job's messages.
+    """
+
+    def __init__(self, net, loop, ranks: list[Rank], rng, job_bytes=None):
+        self.net = net
+        self.loop = loop
+        self.ranks = ranks
+        self.rng = rng
+        self.job_bytes = job_bytes or {}
+        net.on_local = self.local_complete
+        net.on_deliver = self.deliver
+        self.on_iteration_end = None
+        self.messages = 0
+        self.h_resume = self.resume
+
+    # ------------------------------------------------------------------------------------------------ sending
+    def _post(self, t, msg):
+        """Hand ``msg`` to its source NIC after ``t`` plus CODES' local latency."""
+        self.messages += 1
+        self.loop.at(t + 0.505 + 0.5 * self.rng.random(), self.net.h_inject, msg)
+
+    def _send(self, t, rs: Rank, dst: int, nbytes: int, tag: int, req: Request):
+        d = self.ranks[dst]
+        jb = self.job_bytes.get(rs.job)
+        if nbytes < EAGER_THRESHOLD:
+            msg = Message(EAGER, rs.gid, dst, tag, nbytes, nbytes, rs.term, d.term, req, None, jb)
+            self._post(t + SELF_OVERHEAD + COPY_PER_BYTE * nbytes + SOFT_DELAY + NIC_DELAY, msg)
+        else:
+            msg = Message(RTS, rs.gid, dst, tag, nbytes, CONTROL_SIZE, rs.term, d.term, req, None, jb)
+            self._post(t + CONTROL_OFFSET, msg)
+
+    def send_background(self, t, rs: Rank, dst: int, nbytes: int):
+        """A background message: straight to the NIC, no protocol."""
+        d = self.ranks[dst]
+        msg = Message(BG, rs.gid, dst, 0, nbytes, nbytes, rs.term, d.term, None, None,
+                      self.job_bytes.get(rs.job))
+        self._post(t, msg)
+
+    # ------------------------------------------------------------------------------------------------ network hooks
+    def local_complete(self, t, msg):
+        """The last packet of ``msg`` started injection: an eager or data message's send request completes."""
+        k = msg.kind
+        if k == EAGER or k == DATA:
+            self.complete(t, msg.sreq)
+
+    def deliver(self, t, msg):
+        """The last packet of ``msg`` arrived at its destination terminal."""
+        k = msg.kind
+        if k == DATA:
+            self.complete(t, msg.rreq)
+        elif k == EAGER or k == RTS:
+            rd = self.ranks[msg.dst]
+            key = (msg.src, msg.tag)
+            q = rd.posted.get(key)
+            if q:
+                rq = q.popleft()
+                if k == EAGER:
+                    self.complete(t, rq)
+                else:
+                    self._ack(t, msg, rq)
+            else:
+                u = rd.unexpected.get(key)
+                if u is None:
+                    u = rd.unexpected[key] = deque()
+                u.append(msg)
+        elif k == ACK:
+            # back at the sender: send the data
+            data = Message(DATA, msg.dst, msg.src, msg.tag, msg.size, msg.size, msg.dst_term, msg.src_term,
+                           msg.sreq, msg.rreq, msg.jb)
+            self._post(t + CONTROL_OFFSET, data)
+        # BG: nothing to do
+
+    def _ack(self, t, rts, rreq):
+        ack = Message(ACK, rts.dst, rts.src, rts.tag, rts.size, CONTROL_SIZE, rts.dst_term, rts.src_term,
+                      rts.sreq, rreq, rts.jb)
+        self._post(t + CONTROL_OFFSET, ack)
+
+    def _irecv(self, t, rs: Rank, src: int, tag: int, rq: Request):
+        key = (src, tag)
+        u = rs.unexpected.get(key)
+        if u:
+            msg = u.popleft()
+            if msg.kind == EAGER:
+                self.complete(t, rq)
+            else:
+                self._ack(t, msg, rq)
+        else:
+            q = rs.posted.get(key)
+            if q is None:
+                q = rs.posted[key] = deque()
+            q.append(rq)
+
+    # ------------------------------------------------------------------------------------------------ ranks
+    def complete(self, t, rq: Request):
+        rq.done = True
+        if rq.waited:
+            rq.waited = False
+            rs = rq.rank
+            rs.nwait -= 1
+            if rs.nwait == 0:
+                self.advance(t, rs)
+
+    def resume(self, t, rs, _=None):
+        """End of a COMPUTE op (event handler)."""
+        self.advance(t, rs)
+
+    def advance(self, t, rs: Rank):
+        """Issue ``rs``'s ops from its program counter until one blocks; report the iteration end if none is left."""
+        ops = rs.ops
+        i = rs.pc
+        n = len(ops)
+        base = rs.gid - rs.local
+        while i < n:
+            op = ops[i]
+            i += 1
+            k = op[0]
+            if k == ISEND:
+                rq = Request(rs)
+                rs.reqs[op[4]] = rq
+                self._send(t, rs, base + op[1], op[2], op[3], rq)
+            elif k == IRECV:
+                rq = Request(rs)
+                rs.reqs[op[3]] = rq
+                self._irecv(t, rs, base + op[1], op[2], rq)
+            elif k == WAITALL:
+                reqs = rs.reqs
+                nw = 0
+                for rid in op[1]:
+                    rq = reqs[rid]
+                    if not rq.done:
+                        rq.waited = True
+                        nw += 1
+                if nw:
+                    rs.pc = i
+                    rs.nwait = nw
+                    return
+            elif k == COMPUTE:
+                rs.pc = i
+                self.loop.at(t + op[1], self.h_resume, rs)
+                return
+            elif k == SEND:
+                rq = Request(rs)
+                self._send(t, rs, base + op[1], op[2], op[3], rq)
+                if not rq.done:
+                    rq.waited = True
+                    rs.pc = i
+                    rs.nwait = 1
+                    return
+            elif k == RECV:
+                rq = Request(rs)
+                self._irecv(t, rs, base + op[1], op[2], rq)
+                if not rq.done:
+                    rq.waited = True
+                    rs.pc = i
+                    rs.nwait = 1
+                    return
+            else:
+                raise ValueError(f"rank {rs.local} of job {rs.job}: unknown op {op!r}")
+        rs.pc = i
+        self.on_iteration_end(t, rs)
