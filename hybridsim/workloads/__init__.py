@@ -1,0 +1,195 @@
+"""Workload generators: per-rank iteration streams of MPI point-to-point ops, as CODES' SWM skeletons produce them.
+
+::
+
+    from hybridsim.workloads import build_workload
+    wl = build_workload(job, job_index, seed)      # job: hybridsim.scenario.Job
+    wl.n_ranks, wl.iterations, wl.background, wl.kind
+    wl.ops(rank, iteration) -> [op tuple, ...]     # program order, deterministic; see hybridsim.workloads.ops
+
+Background jobs (``uniform_random`` / ``synthetic1``) have ``background = True``, ``msg_size``, ``interval`` (ns) and
+``destination(rank, k, rng)`` instead of ops. Built-ins: ``milc``, ``lammps``, ``nearest_neighbor`` (alias ``nn``),
+``allreduce``, ``uniform_random``; ``custom`` runs a user function (contract in :mod:`hybridsim.workloads.custom`).
+``from_codes_json(path)`` maps a CODES SWM JSON file to the scenario's workload fields.
+
+``Job.compute.delay`` (a compute phase at the start of every iteration, on top of the workload's own) is prepended to
+each rank's ops here as a ``COMPUTE`` op when it is > 0, so the engine must not add it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+from .base import JobWorkload, WorkloadError, cycles_to_ns
+from .collectives import Program, allreduce_partners, allreduce_schedule, barrier_schedule
+from .ops import (ALLREDUCE_TAG, BARRIER_TAG, COMPUTE, IRECV, ISEND, KIND_NAMES, RECV, SEND, WAITALL, OpError,
+                  compute, format_op, irecv, isend, recv, send, validate_ops, waitall)
+
+__all__ = [
+    "build_workload", "from_codes_json", "check_matching", "JobWorkload", "WorkloadError", "Program",
+    "COMPUTE", "ISEND", "IRECV", "SEND", "RECV", "WAITALL", "KIND_NAMES", "ALLREDUCE_TAG", "BARRIER_TAG",
+    "compute", "isend", "irecv", "send", "recv", "waitall", "allreduce", "barrier", "sendrecv", "format_op",
+    "validate_ops", "OpError", "allreduce_schedule", "allreduce_partners", "barrier_schedule", "cycles_to_ns",
+]
+
+
+def allreduce(rank: int, n_ranks: int, nbytes: int, first_req: int = 0) -> list[tuple]:
+    """Ops of one allreduce of ``nbytes`` for ``rank`` (request ids from ``first_req``). Prefer ``Program``."""
+    p = Program(rank, n_ranks)
+    p._next_req = first_req
+    p.allreduce(nbytes)
+    return p.ops
+
+
+def barrier(rank: int, n_ranks: int, first_req: int = 0) -> list[tuple]:
+    """Ops of one dissemination barrier for ``rank`` (request ids from ``first_req``)."""
+    p = Program(rank, n_ranks)
+    p._next_req = first_req
+    p.barrier()
+    return p.ops
+
+
+def sendrecv(dest: int, nbytes: int, source: int, tag: int, req: int) -> list[tuple]:
+    """CODES' Sendrecv: Irecv(source, tag, req) + blocking Send(dest) + Wait(req)."""
+    return [irecv(source, tag, req), send(dest, nbytes, tag), waitall((req,))]
+
+
+def build_workload(job, job_index: int = 0, seed: int = 0) -> JobWorkload:
+    """The :class:`JobWorkload` of a scenario job. ``job_index`` and ``seed`` are accepted for workloads that need
+    randomness; the built-ins are deterministic without them (background destinations take the engine's rng)."""
+    w = job.workload
+    kind = w.kind
+    name = job.name
+    try:
+        if kind == "milc":
+            from .milc import MilcJob
+            wl: JobWorkload = MilcJob(name, job.ranks, job.iterations, w)
+        elif kind == "lammps":
+            from .lammps import LammpsJob
+            wl = LammpsJob(name, job.ranks, job.iterations, w)
+        elif kind in ("nearest_neighbor", "nn"):
+            from .nearest_neighbor import NearestNeighborJob
+            wl = NearestNeighborJob(name, job.ranks, job.iterations, w)
+        elif kind == "allreduce":
+            from .simple import AllreduceJob
+            wl = AllreduceJob(name, job.ranks, job.iterations, w)
+        elif kind in ("uniform_random", "synthetic1"):
+            from .simple import UniformRandomJob
+            return UniformRandomJob(name, job.ranks, w)
+        elif kind == "custom":
+            from .custom import CustomJob
+            wl = CustomJob(name, job.ranks, job.iterations, w)
+        else:
+            raise WorkloadError(f"job {name!r}: unknown workload kind {kind!r}")
+    except WorkloadError:
+        raise
+    except (ValueError, AssertionError) as exc:
+        raise WorkloadError(f"job {name!r} ({kind}): {exc}") from exc
+    wl.job_index = job_index
+    delay = getattr(getattr(job, "compute", None), "delay", 0.0) or 0.0
+    if delay > 0:
+        inner_ops = wl.ops
+
+        def ops_with_job_compute(rank: int, iteration: int, _d=float(delay)) -> list[tuple]:
+            return [(COMPUTE, _d)] + inner_ops(rank, iteration)
+
+        wl.ops = ops_with_job_compute  # instance attribute shadows the method
+    return wl
+
+
+def check_matching(wl: JobWorkload, iteration: int, ranks: Optional[range] = None) -> list[str]:
+    """Global send/receive matching of one iteration: for every (source, dest, tag) the number of sends equals the
+    number of receives posted. Returns a list of problems (empty = every message is matched)."""
+    sends: Counter = Counter()
+    recvs: Counter = Counter()
+    for r in (ranks if ranks is not None else range(wl.n_ranks)):
+        for op in wl.ops(r, iteration):
+            k = op[0]
+            if k == ISEND or k == SEND:
+                sends[(r, op[1], op[3])] += 1
+            elif k == IRECV or k == RECV:
+                recvs[(op[1], r, op[2])] += 1
+    problems = []
+    for key in sorted(set(sends) | set(recvs)):
+        if sends[key] != recvs[key]:
+            problems.append(f"iteration {iteration}: {sends[key]} send(s) {key[0]}->{key[1]} tag {key[2]} but "
+                            f"{recvs[key]} receive(s)")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------------ CODES JSON
+def from_codes_json(path) -> tuple[str, dict[str, Any], Optional[int]]:
+    """Map a CODES SWM workload JSON (``{"jobs": {"size": P, "cfg": {"app": ..., ...}}}``) to the scenario's workload
+    fields: returns ``(kind, params, iterations)`` where ``params`` are the keyword fields of the matching workload
+    model (without ``kind``). ``jobs.size`` is not returned: the rank count comes from the CODES workload file line.
+    Raises :class:`WorkloadError` naming the file for unsupported apps or settings CODES itself aborts on."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    if not isinstance(jobs, dict):
+        raise WorkloadError(f"{path}: expected a top-level object with a 'jobs' object (CODES SWM JSON)")
+    cfg = jobs.get("cfg", {})
+    if not isinstance(cfg, dict):
+        raise WorkloadError(f"{path}: jobs.cfg must be an object")
+    app = cfg.get("app") or jobs.get("app")
+    if app is None:
+        stem = path.stem.lower()
+        app = next((a for a in ("milc", "lammps", "nearest_neighbor") if a in stem), None)
+    if app is None:
+        raise WorkloadError(f"{path}: jobs.cfg.app is missing (expected 'milc', 'lammps' or 'nearest_neighbor')")
+
+    def get(key, default=None, typ=float):
+        v = cfg.get(key, default)
+        if v is None:
+            raise WorkloadError(f"{path}: jobs.cfg.{key} is required for app {app!r}")
+        try:
+            return typ(v)
+        except (TypeError, ValueError):
+            raise WorkloadError(f"{path}: jobs.cfg.{key}: expected {typ.__name__}, got {v!r}") from None
+
+    if "cpu_freq" not in cfg:
+        raise WorkloadError(f"{path}: jobs.cfg.cpu_freq is missing; CODES' SWM glue requires it (GLUE 872-881)")
+    if app == "milc":
+        if cfg.get("randomize_communication_order"):
+            raise WorkloadError(f"{path}: jobs.cfg.randomize_communication_order = true is nondeterministic in CODES "
+                                f"(std::random_shuffle) and is not supported")
+        dims = cfg.get("dimension_sizes")
+        if not isinstance(dims, list) or not dims:
+            raise WorkloadError(f"{path}: jobs.cfg.dimension_sizes must be a non-empty list")
+        if "dimension_cnt" in cfg and int(cfg["dimension_cnt"]) != len(dims):
+            raise WorkloadError(f"{path}: jobs.cfg.dimension_cnt = {cfg['dimension_cnt']} but dimension_sizes has "
+                                f"{len(dims)} entries")
+        params = dict(dimension_sizes=[int(d) for d in dims], msg_size=get("msg_size", 0, int),
+                      compute_delay=get("compute_delay", 1, float),
+                      max_dimension_distance=get("max_dimension_distance", 0, int),
+                      cpu_freq=get("cpu_freq"))
+        return "milc", params, get("iteration_cnt", 1, int)
+    if app == "lammps":
+        params = dict(num_x_replicas=get("num_x_replicas", 1, int), num_y_replicas=get("num_y_replicas", 1, int),
+                      num_z_replicas=get("num_z_replicas", 1, int), router_freq=get("router_freq", 800e6),
+                      cpu_freq=get("cpu_freq"), cpu_sim_speedup=get("cpu_sim_speedup", 1.0))
+        return "lammps", params, get("num_time_steps", 100, int)
+    if app == "nearest_neighbor":
+        if get("noop_cnt", 1, int) > 0:
+            raise WorkloadError(f"{path}: jobs.cfg.noop_cnt must be 0 (CODES aborts on NOOPs; default is 1)")
+        if not cfg.get("synchronous", True):
+            raise WorkloadError(f"{path}: jobs.cfg.synchronous = false generates no traffic in CODES (assert)")
+        if cfg.get("randomize_communication_order"):
+            raise WorkloadError(f"{path}: jobs.cfg.randomize_communication_order = true is nondeterministic in CODES "
+                                f"and is not supported")
+        dims = cfg.get("dimension_sizes")
+        if not isinstance(dims, list) or not dims:
+            raise WorkloadError(f"{path}: jobs.cfg.dimension_sizes must be a non-empty list")
+        params = dict(dimension_sizes=[int(d) for d in dims], msg_size=get("msg_size", 0, int),
+                      max_dimension_distance=get("max_dimension_distance", 0, int), compute_delay=0.0,
+                      cpu_freq=get("cpu_freq"), iterations_per_sync=get("iterations_per_sync", 1, int))
+        return "nearest_neighbor", params, get("iteration_cnt", 1, int)
+    raise WorkloadError(f"{path}: app {app!r} is not supported (milc, lammps, nearest_neighbor)")
