@@ -32,3 +32,78 @@ def register(sub) -> None:
                    help="simulate: pure simulation; hybrid: controller loop with the surrogate")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
+    _register_more(sub)
+
+
+def _parse_policy(spec: str) -> tuple[str, dict]:
+    """``periodic`` or ``periodic:ft=8,warmup=4`` (values parsed as YAML scalars). ``module:Class`` names keep
+    their colon: parameters follow a second ``:``."""
+    import yaml
+
+    name, params = spec, {}
+    if spec.count(":") >= 1 and "=" in spec.rsplit(":", 1)[-1]:
+        name, _, tail = spec.rpartition(":")
+        for kv in tail.split(","):
+            k, eq, v = kv.partition("=")
+            if not eq:
+                raise CliError(f"--policy {spec!r}: expected key=value after ':', got {kv!r}")
+            params[k.strip()] = yaml.safe_load(v)
+    return name, params
+
+
+def cmd_bench(args) -> int:
+    from .bench import format_table, run_bench
+    from .rundir import RunDirError
+    from .runner import RunError
+    from .scenario import ScenarioError, load_scenario
+
+    try:
+        sc = load_scenario(args.scenario)
+        sweep = [int(x) for x in args.sweep_ft.split(",")] if args.sweep_ft else None
+    except ScenarioError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    except ValueError:
+        raise CliError(f"--sweep-ft expects integers like 4,8,16,32, got {args.sweep_ft!r}") from None
+    policies = [_parse_policy(p) for p in args.policy] if args.policy else None
+    out = Path(args.output or Path("results") / (Path(args.scenario).stem + "-bench"))
+    try:
+        result = run_bench(sc, out, policies=policies, sweep_ft=sweep, force=args.force,
+                           progress=not args.no_progress, argv=sys.argv)
+    except RunDirError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    except RunError as exc:
+        raise CliError(str(exc), EXIT_FAIL) from None
+    print(format_table(result))
+    print(f"\nwritten: {out / 'bench.json'}")
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from .report import report
+
+    try:
+        made = report(args.run_dir, args.output)
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from None
+    for p in made:
+        print(p)
+    return EXIT_OK
+
+
+def _register_more(sub) -> None:
+    p = sub.add_parser("bench", help="pure simulation vs hybrid run(s) of one scenario: speedup and accuracy")
+    p.add_argument("scenario", metavar="SCENARIO")
+    p.add_argument("-o", "--output", metavar="OUTDIR", help="bench directory (default results/<name>-bench)")
+    p.add_argument("--policy", action="append", metavar="NAME[:k=v,...]",
+                   help="policy to compare (repeatable), e.g. periodic:ft=8 or error-adaptive:threshold=2; "
+                        "default: the scenario's controller section")
+    p.add_argument("--sweep-ft", metavar="LIST", help="also run the periodic policy at each Ft, e.g. 4,8,16,32, and "
+                                                      "draw the speedup-error curve (tradeoff-ft.png)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("report", help="PNG plots of a run or bench directory")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("-o", "--output", metavar="DIR", help="where to write the PNGs (default RUN_DIR/report)")
+    p.set_defaults(func=cmd_report)

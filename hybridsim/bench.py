@@ -1,0 +1,162 @@
+"""``hybridsim bench``: pure simulation vs hybrid runs of one scenario, in one process, with DESIGN.md section 5's
+metrics.
+
+* speedup = wall time of the pure run / wall time of the hybrid run (same scenario, same machine, same process);
+* theoretical speedup = events of the pure run / events of the hybrid run; efficiency = speedup / theoretical;
+* surrogate fraction f = predicted iterations / all iterations (jobs with iterations);
+* per-job completion-time error % = |T_hybrid - T_pure| / T_pure x 100, and the number of jobs above 5 %;
+* per-iteration MAPE = mean over predicted (rank, iteration) of |prediction - pure-run truth| / truth x 100;
+* inference and tuning overhead: wall seconds and share of the hybrid run's wall time.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .records import IterationRecord
+from .rundir import write_json_atomic
+
+
+def _durations(records: list[IterationRecord]) -> dict[tuple[int, int, int], float]:
+    return {(r.job_id, r.rank, r.iteration): r.end - r.start for r in records}
+
+
+def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dict, controller) -> dict:
+    """Metrics of one hybrid run (summary ``hsum``, its :class:`HybridController`) against the pure run."""
+    truth = _durations(pure_records)
+    jobs = {}
+    all_err = []
+    n_pred = n_all = 0
+    for jid, job in enumerate(scenario.jobs):
+        if job.is_background:
+            continue
+        tp = psum["jobs"][job.name]["completion_time_ns"]
+        th = hsum["jobs"][job.name]["completion_time_ns"]
+        hj = hsum.get("hybrid", {}).get("jobs", {}).get(job.name, {})
+        errs = []
+        st = controller.states.get(jid)
+        if st is not None:
+            for (r, i) in zip(*np.nonzero(np.isfinite(st.pred))):
+                if i < len(st.modes) and st.modes[i].value == "predict":
+                    y = truth.get((jid, int(r), int(i)))
+                    if y:
+                        errs.append(abs(st.pred[r, i] - y) / y * 100.0)
+        all_err += errs
+        n_pred += hj.get("predicted_iterations", 0)
+        n_all += hj.get("predicted_iterations", 0) + hj.get("simulated_iterations", 0)
+        jobs[job.name] = {
+            "completion_pure_ns": tp,
+            "completion_hybrid_ns": th,
+            "completion_error_pct": abs(th - tp) / tp * 100.0 if tp else None,
+            "iteration_mape_pct": float(np.mean(errs)) if errs else None,
+            "surrogate_fraction": hj.get("surrogate_fraction", 0.0),
+        }
+    wp, wh = psum["wall_s"], hsum["wall_s"]
+    ep, eh = psum["events"], hsum["events"]
+    speedup = wp / wh if wh > 0 else math.inf
+    theo = ep / eh if eh > 0 else math.inf
+    split = hsum.get("wall_split_s", {})
+    return {
+        "policy": hsum.get("hybrid", {}).get("policy"),
+        "speedup": speedup,
+        "theoretical_speedup": theo,
+        "efficiency": speedup / theo if theo and math.isfinite(theo) else None,
+        "surrogate_fraction": n_pred / n_all if n_all else 0.0,
+        "wall_pure_s": wp,
+        "wall_hybrid_s": wh,
+        "events_pure": ep,
+        "events_hybrid": eh,
+        "inference_s": split.get("inference", 0.0),
+        "tuning_s": split.get("tuning", 0.0),
+        "overhead_pct": (split.get("inference", 0.0) + split.get("tuning", 0.0)) / wh * 100 if wh else None,
+        "iteration_mape_pct": float(np.mean(all_err)) if all_err else None,
+        "jobs_above_5pct": sum(1 for j in jobs.values() if (j["completion_error_pct"] or 0) > 5.0),
+        "max_completion_error_pct": max((j["completion_error_pct"] or 0) for j in jobs.values()) if jobs else None,
+        "jobs": jobs,
+    }
+
+
+def _with_policy(scenario, policy: str, params: dict):
+    sc = scenario.model_copy(deep=True)
+    sc._source = scenario._source
+    sc.controller.policy = policy
+    sc.controller.params = copy.deepcopy(params)
+    return sc
+
+
+def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None = None,
+              sweep_ft: list[int] | None = None, force: bool = False, progress: bool = False,
+              argv: list[str] | None = None, backend_factory=None) -> dict:
+    """Pure run, then one hybrid run per policy (and per Ft of ``sweep_ft``); writes ``bench.json``.
+    ``backend_factory(scenario)`` replaces the scenario's backend (tests)."""
+    from .runner import build_controller, run_scenario
+
+    outdir = Path(outdir)
+    if outdir.exists() and not force:
+        from .rundir import RunDirError
+
+        raise RunDirError(f"{outdir} already exists; choose another -o or pass --force")
+    outdir.mkdir(parents=True, exist_ok=True)
+    mk = backend_factory or (lambda sc: None)
+    pure = run_scenario(scenario, outdir / "pure", force=True, mode="simulate", progress=progress, argv=argv,
+                        backend=mk(scenario))
+    runs = []
+    cases = list(policies or [(scenario.controller.policy, scenario.controller.params)])
+    for ft in sweep_ft or []:
+        params = dict(scenario.controller.params) if scenario.controller.policy == "periodic" else {}
+        params["ft"] = ft
+        cases.append(("periodic", params))
+    for k, (pol, params) in enumerate(cases):
+        sc = _with_policy(scenario, pol, params)
+        ctl = build_controller(sc)
+        tag = f"{k:02d}-{pol.replace(':', '_').replace('/', '_')}"
+        if pol == "periodic" and "ft" in params:
+            tag += f"-ft{params['ft']}"
+        _, _, hsum = run_scenario(sc, outdir / tag, force=True, mode="hybrid", progress=progress, argv=argv,
+                                  controller=ctl, backend=mk(sc))
+        m = compare(scenario, pure[1].records, pure[2], hsum, ctl)
+        m["run"] = tag
+        m["params"] = params
+        runs.append(m)
+    result = {"scenario": scenario.name, "definitions": __doc__, "runs": runs,
+              "pure": {"wall_s": pure[2]["wall_s"], "events": pure[2]["events"]}}
+    write_json_atomic(outdir / "bench.json", result)
+    if sweep_ft:
+        from .report import plot_tradeoff
+
+        plot_tradeoff([r for r in runs if r["policy"] == "periodic" and "ft" in r["params"]],
+                      outdir / "tradeoff-ft.png")
+    return result
+
+
+def format_table(result: dict) -> str:
+    head = (f"{'run':<28} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'MAPE%':>7} {'maxErr%':>8} "
+            f"{'>5%':>4} {'inf s':>7} {'tune s':>7}")
+    lines = [head, "-" * len(head)]
+
+    def f(x, fmt):
+        return format(x, fmt) if isinstance(x, (int, float)) and x is not None and math.isfinite(x) else "-"
+
+    for r in result["runs"]:
+        lines.append(f"{r['run']:<28} {f(r['speedup'], '8.2f')} {f(r['theoretical_speedup'], '8.2f')} "
+                     f"{f(r['efficiency'], '6.2f')} {f(r['surrogate_fraction'], '6.2f')} "
+                     f"{f(r['iteration_mape_pct'], '7.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
+                     f"{r['jobs_above_5pct']:>4} {f(r['inference_s'], '7.2f')} {f(r['tuning_s'], '7.2f')}")
+    lines.append("")
+    for r in result["runs"]:
+        for name, j in r["jobs"].items():
+            lines.append(f"  {r['run']:<26} {name:<12} completion error {f(j['completion_error_pct'], '.2f')} %  "
+                         f"iteration MAPE {f(j['iteration_mape_pct'], '.2f')} %  f {f(j['surrogate_fraction'], '.2f')}")
+    return "\n".join(lines)
+
+
+def load_bench(path: Path) -> dict:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "bench.json"
+    return json.loads(p.read_text())

@@ -1,0 +1,168 @@
+"""``hybridsim report``: PNG plots of a run directory (or a bench directory) a person reads at a glance.
+
+* ``iterations-<job>.png``: mean-over-ranks iteration time per iteration, truth and prediction, with the predicted
+  spans shaded;
+* ``port-utilisation.png``: heat map of port utilisation (%) over time, ports grouped by link class;
+* for ``hybridsim bench`` directories, ``bench-policies.png`` (speedup and completion-time error per run) and, with a
+  sweep, ``tradeoff-ft.png``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_iterations(run_dir: Path, out_dir: Path) -> list[Path]:
+    import pyarrow.parquet as pq
+
+    plt = _plt()
+    t = {k: np.asarray(v) for k, v in pq.read_table(run_dir / "iterations.parquet").to_pydict().items()}
+    out = []
+    for job in dict.fromkeys(t["job"].tolist()):
+        sel = t["job"] == job
+        it = t["iteration"][sel]
+        n = int(it.max()) + 1
+        dur = (t["end"] - t["start"])[sel]
+        mean_dur = np.bincount(it, weights=dur, minlength=n) / np.maximum(np.bincount(it, minlength=n), 1)
+        fig, ax = plt.subplots(figsize=(9, 3.5))
+        if "mode" in t:
+            mode = t["mode"][sel]
+            pred_it = np.zeros(n, bool)
+            pred_it[it[mode == "predict"]] = True
+            truth = np.where(np.isfinite(t["truth"][sel]), t["truth"][sel], 0.0)
+            has_t = np.bincount(it, weights=np.isfinite(t["truth"][sel]), minlength=n)
+            tmean = np.where(has_t > 0, np.bincount(it, weights=truth, minlength=n) / np.maximum(has_t, 1), np.nan)
+            pv = np.where(np.isfinite(t["predicted"][sel]), t["predicted"][sel], 0.0)
+            has_p = np.bincount(it, weights=np.isfinite(t["predicted"][sel]), minlength=n)
+            pmean = np.where(has_p > 0, np.bincount(it, weights=pv, minlength=n) / np.maximum(has_p, 1), np.nan)
+            start = None
+            for i in range(n + 1):
+                on = i < n and pred_it[i]
+                if on and start is None:
+                    start = i
+                if not on and start is not None:
+                    ax.axvspan(start - 0.5, i - 0.5, color="tab:orange", alpha=0.15, lw=0)
+                    start = None
+            ax.plot(np.arange(n), tmean / 1e3, "o-", ms=2.5, lw=1, label="truth (simulated)", color="tab:blue")
+            ax.plot(np.arange(n), pmean / 1e3, "x--", ms=3, lw=1, label="prediction", color="tab:orange")
+            ax.plot([], [], color="tab:orange", alpha=0.3, lw=6, label="predicted span")
+        else:
+            ax.plot(np.arange(n), mean_dur / 1e3, "o-", ms=2.5, lw=1, label="simulated")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("iteration time, mean over ranks (µs)")
+        ax.set_title(f"{job}: iteration time")
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        p = out_dir / f"iterations-{job}.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        out.append(p)
+    return out
+
+
+def plot_ports(run_dir: Path, out_dir: Path) -> Path | None:
+    from .records import read_ports
+
+    if not (run_dir / "ports.parquet").exists():
+        return None
+    plt = _plt()
+    ps = read_ports(run_dir / "ports.parquet")
+    if "util_pct" not in ps.features or ps.values.shape[0] == 0:
+        return None
+    util = ps.feature("util_pct")  # (S, P)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    im = ax.imshow(util.T, aspect="auto", origin="lower", interpolation="nearest", cmap="viridis",
+                   extent=(ps.t_end[0] / 1e6 - ps.interval / 1e6, ps.t_end[-1] / 1e6, 0, util.shape[1]),
+                   vmin=0, vmax=max(100.0, float(util.max())))
+    fig.colorbar(im, ax=ax, label="utilisation %")
+    ax.set_xlabel("virtual time (ms)")
+    ax.set_ylabel(f"router port id (router x {ps.radix} + port)")
+    ax.set_title("port utilisation per sampling window")
+    fig.tight_layout()
+    p = out_dir / "port-utilisation.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def plot_bench(result: dict, out_dir: Path) -> Path:
+    plt = _plt()
+    runs = result["runs"]
+    names = [r["run"] for r in runs]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    a1.bar(names, [r["speedup"] for r in runs], color="tab:green")
+    a1.bar(names, [r["theoretical_speedup"] for r in runs], color="none", edgecolor="k", ls="--",
+           label="theoretical (event ratio)")
+    a1.set_ylabel("speedup vs pure simulation")
+    a1.legend(fontsize=8)
+    jobs = sorted({j for r in runs for j in r["jobs"]})
+    w = 0.8 / max(len(jobs), 1)
+    for k, j in enumerate(jobs):
+        a2.bar(np.arange(len(runs)) + k * w, [r["jobs"].get(j, {}).get("completion_error_pct") or 0 for r in runs],
+               width=w, label=j)
+    a2.axhline(2.0, color="r", ls=":", lw=1, label="2 % target")
+    a2.set_xticks(np.arange(len(runs)) + w * (len(jobs) - 1) / 2, names)
+    a2.set_ylabel("completion-time error %")
+    a2.legend(fontsize=8)
+    for ax in (a1, a2):
+        ax.tick_params(axis="x", rotation=30, labelsize=8)
+    fig.tight_layout()
+    p = out_dir / "bench-policies.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def plot_tradeoff(runs: list[dict], path: Path) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    runs = sorted(runs, key=lambda r: r["params"]["ft"])
+    xs = [r["max_completion_error_pct"] or 0 for r in runs]
+    ys = [r["speedup"] for r in runs]
+    ax.plot(xs, ys, "o-")
+    for r, x, y in zip(runs, xs, ys):
+        ax.annotate(f"Ft={r['params']['ft']}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("max per-job completion-time error %")
+    ax.set_ylabel("wall-clock speedup")
+    ax.set_title("speedup-error trade-off over Ft (periodic policy)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
+    path = Path(path)
+    out_dir = Path(out) if out else path / "report"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    made: list[Path] = []
+    if (path / "bench.json").exists():
+        result = json.loads((path / "bench.json").read_text())
+        made.append(plot_bench(result, out_dir))
+        sweep = [r for r in result["runs"] if r.get("policy") == "periodic" and "ft" in r.get("params", {})]
+        if len(sweep) > 1:
+            made.append(plot_tradeoff(sweep, out_dir / "tradeoff-ft.png"))
+        for sub in sorted(p for p in path.iterdir() if (p / "iterations.parquet").exists()):
+            sub_out = out_dir / sub.name
+            sub_out.mkdir(exist_ok=True)
+            made += plot_iterations(sub, sub_out)
+        return made
+    if not (path / "iterations.parquet").exists():
+        raise FileNotFoundError(f"{path}: no iterations.parquet or bench.json (not a run or bench directory)")
+    made += plot_iterations(path, out_dir)
+    p = plot_ports(path, out_dir)
+    if p:
+        made.append(p)
+    return made

@@ -1,0 +1,76 @@
+"""hybridsim bench metrics (DESIGN.md section 5) and report plots, on the analytic stand-in backend."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hybridsim.bench import format_table, run_bench
+from hybridsim.cli_run import _parse_policy
+from hybridsim.report import report
+from hybridsim.scenario import parse_scenario
+
+from fakes import FakeBackend, duration
+
+SC = """
+topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}
+jobs:
+  - {name: a, ranks: 4, iterations: 40, workload: {kind: allreduce}}
+  - {name: b, ranks: 3, iterations: 40, workload: {kind: allreduce}}
+surrogate: {model: last}
+controller: {policy: surrogate, params: {warmup: 10}}
+"""
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    sc = parse_scenario(SC)
+    out = tmp_path_factory.mktemp("bench") / "b"
+    res = run_bench(sc, out, policies=[("surrogate", {"warmup": 10}), ("pdes", {})], sweep_ft=[4, 8],
+                    backend_factory=lambda s: FakeBackend(s))
+    return out, res
+
+
+def test_metrics_against_hand_computation(bench):
+    out, res = bench
+    sur = res["runs"][0]
+    # events: pure simulates 40 iterations of 7 ranks, the hybrid only the 10 warm-up ones
+    assert sur["theoretical_speedup"] == pytest.approx(40 / 10)
+    assert sur["surrogate_fraction"] == pytest.approx(30 / 40)
+    # LAST after a warm-up of 10: completion error and per-iteration MAPE in closed form (job a, 4 ranks)
+    tp = max(sum(duration(0, r, i) for i in range(40)) for r in range(4))
+    th = max(sum(duration(0, r, i) for i in range(10)) + 30 * duration(0, r, 9) for r in range(4))
+    assert sur["jobs"]["a"]["completion_error_pct"] == pytest.approx(abs(th - tp) / tp * 100, rel=1e-9)
+    mape = np.mean([abs(duration(0, r, 9) - duration(0, r, i)) / duration(0, r, i) * 100
+                    for r in range(4) for i in range(10, 40)])
+    assert sur["jobs"]["a"]["iteration_mape_pct"] == pytest.approx(mape, rel=1e-9)
+    pdes = res["runs"][1]
+    assert pdes["theoretical_speedup"] == pytest.approx(1.0)
+    assert pdes["max_completion_error_pct"] == 0.0 and pdes["surrogate_fraction"] == 0.0
+    assert pdes["jobs_above_5pct"] == 0
+    # the sweep runs the periodic policy at each Ft: f = (Ft-1)/Ft after the 8-iteration warm-up
+    ft4 = next(r for r in res["runs"] if r["params"].get("ft") == 4)
+    assert ft4["policy"] == "periodic"
+    assert ft4["surrogate_fraction"] == pytest.approx(24 / 40)  # 32 post-warm-up iterations, 3 of 4 predicted
+    assert (out / "tradeoff-ft.png").stat().st_size > 1000
+    saved = json.loads((out / "bench.json").read_text())
+    assert saved["runs"][0]["speedup"] == sur["speedup"]
+    table = format_table(res)
+    assert "speedup" in table and "00-surrogate" in table
+
+
+def test_report_makes_pngs(bench):
+    out, _ = bench
+    made = report(out)
+    names = {p.name for p in made}
+    assert "bench-policies.png" in names and "tradeoff-ft.png" in names
+    assert "iterations-a.png" in names
+    for p in made:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_parse_policy_specs():
+    assert _parse_policy("periodic") == ("periodic", {})
+    assert _parse_policy("periodic:ft=8,warmup=4") == ("periodic", {"ft": 8, "warmup": 4})
+    assert _parse_policy("examples.policies.every_other:EveryOther") == ("examples.policies.every_other:EveryOther", {})
+    assert _parse_policy("mod:Cls:warmup=3") == ("mod:Cls", {"warmup": 3})
