@@ -1,0 +1,349 @@
+"""Import a finished (or stopped) CODES run directory into hybridsim records and a hybridsim run directory.
+
+:func:`read_codes_run` parses everything the surrogate pipeline and the comparisons need into a :class:`CodesRun`;
+:func:`import_codes_run` writes it as a hybridsim run directory (``manifest.json`` kind ``codes-import``,
+``iterations.parquet``, ``ports.parquet``, ``summary.json``) through :mod:`hybridsim.rundir` and
+:mod:`hybridsim.records`, so training on CODES data is the same as training on embedded-engine data.
+
+Port samples come from, in order of preference: the raw ROSS VT binary (``<stats-path>/ross-stats-analysis-lps.bin``
+as CODES writes it, or ``ross-stats-raw/...bin.gz``), the decoded CSVs (``ross-stats-decoded/vt-router.csv.gz``),
+then ``lp-io/dragonfly-router-traffic-sample`` (bytes only; its busy-time sibling is corrupted by a CODES bug and is
+refused). Samples after the end of the simulation (ROSS keeps sampling until ``--vt-samp-end``; they are all zero)
+are trimmed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hybridsim.records import IterationRecord, PortSamples
+from hybridsim.topology import DragonflyShape
+
+from .conf import (CodesConf, ConfError, command_options, find_network_conf, find_workloads_conf,
+                   job_names_from_workloads, parse_conf, parse_workloads_conf)
+from .parsers.common import CodesParseError, find_file, warn
+from .parsers.iteration_logs import parse_iteration_logs
+from .parsers.ross_vt import (NWLP_LP, ROUTER_LP, TERMINAL_LP, VtSamples, read_vt_bin, read_vt_csv,
+                              router_port_samples)
+from .parsers.stdout import model_output_file, parse_model_output, parse_ross_csv, parse_time_txt
+
+KIND = "codes-import"
+
+
+class CodesImportError(ValueError):
+    """The directory is not a usable CODES run (missing config, unreadable outputs)."""
+
+
+@dataclass
+class CodesRun:
+    """Everything read from one CODES run directory.
+
+    Attributes:
+        records: IterationRecords sorted by (job_id, rank, iteration); ``simulated[i]`` is False for records made
+            from ``SKIPPED TO ITERATION`` lines (CODES' application surrogate fast-forwarded).
+        ports: per-port samples (None if the run has none).
+        job_names: hybridsim job names, index = CODES app id.
+        job_end: job name -> completion time (ns) from stdout "Per App Max Elapsed Times".
+        ross: ROSS statistics (events_processed, events_committed, events_rolled_back, rollbacks, event_rate,
+            running_time_s, gvt_computations, ...).
+        partial: True if CODES did not finish (no ROSS end statistics) -- what it wrote is imported anyway.
+        warnings: everything refused, skipped or suspicious, in words.
+        shape: Dragonfly shape from the .conf; ``bandwidth`` (local, global, terminal) GiB/s.
+        vt: the terminal / nw-lp (rank) VT samples when present (column dicts, see parsers.ross_vt).
+    """
+
+    run_dir: Path
+    records: list[IterationRecord]
+    simulated: list[bool]
+    ports: PortSamples | None
+    job_names: list[str]
+    job_end: dict[str, float]
+    ross: dict
+    partial: bool
+    warnings: list[str]
+    shape: DragonflyShape
+    bandwidth: tuple[float, float, float] = (5.25, 4.7, 5.25)
+    conf: CodesConf | None = None
+    job_ranks: list[int] = field(default_factory=list)
+    rank_end: dict = field(default_factory=dict)
+    wall_s: float | None = None
+    vt: VtSamples | None = None
+    port_source: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def end_time(self) -> float:
+        ends = [t for t in self.job_end.values() if t and np.isfinite(t)]
+        if ends:
+            return float(max(ends))
+        return float(max((r.end for r in self.records), default=0.0))
+
+    @property
+    def events(self) -> int:
+        return int(self.ross.get("events_committed", 0) or 0)
+
+    def to_simulation_result(self):
+        """The same data as a :class:`hybridsim.backend.SimulationResult` (what a backend returns)."""
+        from hybridsim.backend import SimulationResult
+
+        return SimulationResult(records=self.records, simulated=self.simulated, ports=self.ports, events=self.events,
+                                end_time=self.end_time, job_end=dict(self.job_end),
+                                wall_s=float(self.ross.get("running_time_s", self.wall_s or 0.0) or 0.0),
+                                partial=self.partial, stats={"ross": self.ross, "warnings": self.warnings})
+
+
+# ------------------------------------------------------------------------------------------------------------ reading
+def _stats_bin(run_dir: Path, opts: dict) -> Path | None:
+    """The raw VT binary: ``--stats-path`` (or ROSS' ``<path>-<pid>-<time>`` fallback), or ross-stats-raw/."""
+    base = opts.get("stats-path", "stats-output")
+    prefix = opts.get("stats-prefix", "ross-stats")
+    name = f"{prefix}-analysis-lps.bin"
+    cands = [run_dir / base / name]
+    cands += sorted(run_dir.glob(f"{base}-*-*/{name}"))
+    cands += [run_dir / "ross-stats-raw" / name]
+    for c in cands:
+        f = find_file(c)
+        if f is not None and f.stat().st_size > 0:
+            return f
+    return None
+
+
+def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_source: str = "auto",
+                   trim_idle: bool = True) -> CodesRun:
+    """Parse a CODES run directory (see the module doc). ``vt_source``: ``auto`` | ``bin`` | ``csv`` | ``none``.
+
+    Raises :class:`CodesImportError` / :class:`CodesParseError` / :class:`ConfError` (all ``ValueError``) with the
+    file (and line) at fault."""
+    d = Path(codes_run_dir)
+    if not d.is_dir():
+        raise CodesImportError(f"{d}: not a directory")
+    warnings: list[str] = []
+    try:
+        conf_path = find_network_conf(d)
+    except ConfError as exc:
+        raise CodesImportError(str(exc)) from None
+    conf = parse_conf(conf_path)
+    shape = conf.shape()
+    bw = conf.bandwidths()
+    opts = command_options(d)
+
+    wl_path = find_workloads_conf(d)
+    if wl_path is not None:
+        wl = parse_workloads_conf(wl_path)
+        job_names = job_names_from_workloads(wl)
+        job_ranks = [w.ranks for w in wl]
+    else:
+        job_names, job_ranks = [], []
+        warn(f"{d}: no workload file; jobs are named job<id>", warnings)
+
+    # stdout first: it says whether the run finished
+    errors: list[str] = []
+    mo_path = model_output_file(d)
+    if mo_path is None:
+        warn(f"{d}: no model-output.txt[.gz] (CODES stdout); job completion times and ROSS statistics unknown, "
+             "the run is treated as partial", warnings)
+        complete = False
+        job_end_id, rank_end, ross = {}, {}, {}
+    else:
+        mo = parse_model_output(mo_path)
+        complete = mo.complete
+        job_end_id, rank_end, ross = mo.job_end, mo.rank_end, dict(mo.ross)
+        errors = list(mo.errors)
+        missed = {pe: b for pe, b in mo.data_missed.items() if b}
+        if missed:
+            warn(f"{mo_path}: ROSS dropped VT sample records (bytes missed per PE: {missed}); those port samples "
+                 "are missing (NaN)", warnings)
+        if not complete:
+            why = f"; CODES reported: {errors[-1]}" if errors else ""
+            warn(f"{mo_path}: no ROSS end-of-run statistics -- CODES did not finish; imported as PARTIAL{why}",
+                 warnings)
+    ross_csv = d / "ross.csv"
+    if ross_csv.is_file():
+        rc = parse_ross_csv(ross_csv)
+        for key, col in (("events_processed", "events_processed"), ("events_rolled_back", "events_rb"),
+                         ("rollbacks", "rb_total"), ("events_committed", "net_events"), ("event_rate", "event_rate"),
+                         ("running_time_s", "runtime"), ("gvt_computations", "num_gvt")):
+            if key not in ross and col in rc:
+                ross[key] = rc[col]
+        for k in ("total_pe", "total_kp", "total_lp", "end_ts"):
+            if k in rc:
+                ross[k] = rc[k]
+    wall_s = None
+    if (d / "time.txt").is_file():
+        tt = parse_time_txt(d / "time.txt")
+        wall_s = tt.get("wall_s")
+        if tt.get("exit_status"):
+            complete = False
+            warn(f"{d / 'time.txt'}: CODES exited with status {tt['exit_status']}; imported as PARTIAL", warnings)
+
+    n_jobs = max([len(job_names)] + [j + 1 for j in job_end_id])
+    if len(job_names) < n_jobs:
+        job_names = job_names + [f"job{j}" for j in range(len(job_names), n_jobs)]
+    records, simulated = parse_iteration_logs(d, job_names or None, allow_truncated_last=not complete,
+                                              warnings=warnings) if (d / "iteration-logs").is_dir() else ([], [])
+    if not (d / "iteration-logs").is_dir():
+        warn(f"{d}: no iteration-logs/ directory; no iteration records", warnings)
+    if records:
+        n_jobs2 = max(r.job_id for r in records) + 1
+        if n_jobs2 > len(job_names):
+            raise CodesImportError(f"{d}: iteration logs name job {n_jobs2 - 1} but the workload file has "
+                                   f"{len(job_names)} jobs")
+    if simulated and not all(simulated):
+        warn(f"{d}: {simulated.count(False)} records come from 'SKIPPED TO ITERATION' lines (application surrogate): "
+             "each spans the skipped iterations and is marked mode=predict", warnings)
+    job_end = {job_names[j]: t for j, t in sorted(job_end_id.items())}
+    for j, t in sorted(job_end_id.items()):
+        if t == 0.0:
+            warn(f"stdout reports completion time 0 for job {j} ({job_names[j]}); CODES does not time this "
+                 "(synthetic) job", warnings)
+
+    vt = None
+    port_block = None
+    port_source = None
+    if ports and vt_source != "none":
+        vt, port_source = _read_vt(d, conf, opts, vt_source, warnings)
+        if vt is not None and vt.router is not None:
+            interval = float(opts["vt-interval"]) if "vt-interval" in opts else None
+            port_block = router_port_samples(vt.router, shape, bw, interval, source=port_source, warnings=warnings)
+            if vt.truncated:
+                complete = False
+        elif vt is None:
+            port_block, port_source = _traffic_sample_ports(d, conf, shape, bw, warnings)
+    partial = not complete
+    end_for_trim = max([t for t in job_end.values() if t > 0] or [0.0])
+    if port_block is not None and trim_idle and complete and end_for_trim > 0:
+        # ROSS keeps sampling until --vt-samp-end: drop the trailing all-zero samples whose window starts after the
+        # simulation's end (non-zero samples are always kept)
+        v = np.nan_to_num(port_block.values)
+        active = np.nonzero(v.reshape(v.shape[0], -1).any(axis=1))[0]
+        last_active = int(active[-1]) if len(active) else -1
+        after = (port_block.t_end - port_block.interval) >= end_for_trim
+        keep = ~after | (np.arange(len(after)) <= last_active)
+        n_drop = int((~keep).sum())
+        if n_drop:
+            port_block = PortSamples(port_block.t_end[keep], port_block.interval, port_block.radix,
+                                     port_block.features, port_block.values[keep],
+                                     meta={**port_block.meta, "trimmed_idle_samples": n_drop})
+    return CodesRun(run_dir=d, records=records, simulated=simulated, ports=port_block, job_names=job_names,
+                    job_end=job_end, ross=ross, partial=partial, warnings=warnings, shape=shape, bandwidth=bw,
+                    conf=conf, job_ranks=job_ranks, rank_end=rank_end, wall_s=wall_s, vt=vt,
+                    port_source=port_source, errors=errors)
+
+
+def _read_vt(d: Path, conf: CodesConf, opts: dict, vt_source: str, warnings: list):
+    if vt_source in ("auto", "bin"):
+        b = _stats_bin(d, opts)
+        if b is not None:
+            kinds = {lp: name for name, lps in conf.lp_layout().items() for lp in lps}
+            return read_vt_bin(b, kinds, conf.shape().radix, rails=conf.get_int("num_rails", 1),
+                               qos=conf.get_int("num_qos_levels", 1), warnings=warnings), str(b)
+        if vt_source == "bin":
+            raise CodesImportError(f"{d}: no ross-stats-analysis-lps.bin found")
+    if vt_source in ("auto", "csv"):
+        dec = d / "ross-stats-decoded"
+        if find_file(dec / "vt-router.csv") is not None:
+            return read_vt_csv(dec, warnings), str(find_file(dec / "vt-router.csv"))
+        if vt_source == "csv":
+            raise CodesImportError(f"{d}: no ross-stats-decoded/vt-router.csv[.gz]")
+    return None, None
+
+
+def _traffic_sample_ports(d: Path, conf: CodesConf, shape, bw, warnings):
+    from .parsers.lpio import parse_router_traffic_sample, refuse_busytime_sample
+
+    f = find_file(d / "lp-io" / "dragonfly-router-traffic-sample")
+    if f is None:
+        return None, None
+    if find_file(d / "lp-io" / "dragonfly-router-busytime-sample") is not None:
+        refuse_busytime_sample(find_file(d / "lp-io" / "dragonfly-router-busytime-sample"), warnings)
+    block = parse_router_traffic_sample(f, shape, bw, interval=conf.get_float("counting_interval", 0) * 1e3 or None)
+    warn(f"{f}: no ROSS VT samples; port samples carry bytes/util_pct only (busy time, stalls and VC occupancy "
+         "are not available from lp-io)", warnings)
+    return block, str(f)
+
+
+# ------------------------------------------------------------------------------------------------------------ writing
+def codes_summary(run: CodesRun, import_s: float | None = None) -> dict:
+    jobs = {}
+    by_job: dict[int, list[int]] = {}
+    for i, r in enumerate(run.records):
+        by_job.setdefault(r.job_id, []).append(i)
+    for j, name in enumerate(run.job_names):
+        idx = by_job.get(j, [])
+        sim_idx = [i for i in idx if run.simulated[i]]
+        dur = np.array([run.records[i].duration for i in sim_idx]) if sim_idx else np.array([])
+        jobs[name] = {
+            "job_id": j,
+            "ranks": run.job_ranks[j] if j < len(run.job_ranks) else None,
+            "iterations_recorded": len(idx),
+            "iterations_skipped": len(idx) - len(sim_idx),
+            "completion_time_ns": run.job_end.get(name),
+            "last_iteration_end_ns": float(max(run.records[i].end for i in idx)) if idx else None,
+            "mean_iteration_ns": float(dur.mean()) if len(dur) else None,
+            "std_iteration_ns": float(dur.std()) if len(dur) else None,
+        }
+    return {
+        "mode": "simulate",
+        "backend": "codes",
+        "source": str(run.run_dir),
+        "partial": run.partial,
+        "end_time_ns": run.end_time,
+        "events": run.events,
+        "events_detail": {k: run.ross.get(k) for k in ("events_processed", "events_committed", "events_rolled_back",
+                                                       "rollbacks", "event_rate", "gvt_computations")},
+        "wall_s": run.wall_s,
+        "wall_split_s": {"codes_total": run.wall_s, "codes_event_loop": run.ross.get("running_time_s")},
+        "jobs": jobs,
+        "ports": None if run.ports is None else {
+            "source": run.port_source, "samples": int(run.ports.values.shape[0]), "ports": run.ports.n_ports,
+            "interval_ns": run.ports.interval, "features": list(run.ports.features),
+            "missing_rows": run.ports.meta.get("missing_rows", 0),
+            "trimmed_idle_samples": run.ports.meta.get("trimmed_idle_samples", 0)},
+        "backend_stats": {"ross": run.ross, "codes_errors": run.errors},
+        "warnings": run.warnings,
+        "import_s": import_s,
+    }
+
+
+def import_codes_run(codes_run_dir: str | os.PathLike, outdir: str | os.PathLike, force: bool = False,
+                     argv: list[str] | None = None, **read_kw) -> CodesRun:
+    """Read ``codes_run_dir`` and write the hybridsim run directory ``outdir``. Returns the :class:`CodesRun`.
+
+    Errors in the input are raised before ``outdir`` is created."""
+    from hybridsim.records import write_iterations, write_ports
+    from hybridsim.rundir import ITERATIONS, PORTS, SUMMARY, RunDir, write_json_atomic
+
+    t0 = time.perf_counter()
+    run = read_codes_run(codes_run_dir, **read_kw)
+    scenario = None
+    try:
+        from .scenario_from_codes import scenario_from_codes
+        from hybridsim.scenario import scenario_to_dict
+
+        scenario = scenario_to_dict(scenario_from_codes(codes_run_dir))
+    except Exception as exc:  # the import is still useful without an equivalent scenario
+        warn(f"{codes_run_dir}: no equivalent hybridsim scenario ({type(exc).__name__}: {exc})", run.warnings)
+    rd = RunDir.create(outdir, kind=KIND, scenario=scenario, force=force, argv=argv,
+                       extra={"backend": "codes", "codes_run_dir": str(Path(codes_run_dir).resolve()),
+                              "partial": run.partial})
+    try:
+        write_iterations(run.records, rd.file(ITERATIONS),
+                         extra={"mode": ["simulate" if s else "predict" for s in run.simulated]})
+        if run.ports is not None:
+            write_ports(run.ports, rd.file(PORTS))
+        write_json_atomic(rd.file(SUMMARY), codes_summary(run, time.perf_counter() - t0))
+    except Exception as exc:
+        rd.fail(f"{type(exc).__name__}: {exc}")
+        raise
+    if run.partial:
+        rd.complete(partial=True, reason="CODES did not finish (no ROSS end statistics); imported what it wrote",
+                    warnings=run.warnings)
+    else:
+        rd.complete(warnings=run.warnings)
+    return run

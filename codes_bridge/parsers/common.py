@@ -1,0 +1,139 @@
+"""Shared pieces of the CODES output parsers: located errors, (gzip-)transparent opening, tailing.
+
+Every parser reports a malformed or truncated line as :class:`CodesParseError` naming the file and the 1-based line
+number, and every deliberate refusal/skip of known-bad CODES output as a :class:`CodesWarning` (collected by the
+importer, never silently dropped).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import warnings
+from pathlib import Path
+from typing import Iterator
+
+
+class CodesParseError(ValueError):
+    """A CODES output file could not be parsed. ``path`` and ``line`` (1-based, or None) locate the problem."""
+
+    def __init__(self, path, line: int | None, message: str):
+        self.path = str(path)
+        self.line = line
+        self.message = message
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class CodesWarning(UserWarning):
+    """Known-bad or incomplete CODES output that was refused or skipped on purpose."""
+
+
+def warn(message: str, sink: list | None = None) -> None:
+    """Record a warning in ``sink`` (if given) and emit it through :mod:`warnings`."""
+    if sink is not None:
+        sink.append(message)
+    warnings.warn(message, CodesWarning, stacklevel=3)
+
+
+def find_file(path: str | os.PathLike) -> Path | None:
+    """``path`` if it exists, else ``path.gz`` if that exists, else None."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    gz = p.with_name(p.name + ".gz")
+    if gz.is_file():
+        return gz
+    if p.suffix == ".gz" and p.with_suffix("").is_file():
+        return p.with_suffix("")
+    return None
+
+
+def require_file(path: str | os.PathLike, what: str = "file") -> Path:
+    p = find_file(path)
+    if p is None:
+        raise CodesParseError(path, None, f"{what} not found (also looked for {Path(path).name}.gz)")
+    return p
+
+
+def open_text(path: str | os.PathLike):
+    """Open a text file, transparently gunzipping ``*.gz``."""
+    p = Path(path)
+    if p.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8", errors="replace", newline="")
+    return open(p, "r", encoding="utf-8", errors="replace", newline="")
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    p = Path(path)
+    if p.suffix == ".gz":
+        with gzip.open(p, "rb") as fh:
+            return fh.read()
+    return p.read_bytes()
+
+
+def numbered_lines(path: str | os.PathLike, complete_only: bool = False) -> Iterator[tuple[int, str]]:
+    """``(line_no, line)`` without the newline. With ``complete_only`` a last line lacking its newline raises
+    (a truncated file)."""
+    with open_text(path) as fh:
+        n = 0
+        for n, raw in enumerate(fh, 1):
+            if raw.endswith("\n"):
+                yield n, raw.rstrip("\r\n")
+            else:
+                if complete_only:
+                    raise CodesParseError(path, n, f"truncated last line (no newline): {raw[:80]!r}")
+                yield n, raw.rstrip("\r")
+
+
+class IncrementalReader:
+    """Tail a text file that another process (CODES) is still writing.
+
+    :meth:`read_new` returns the complete lines appended since the last call as ``(line_no, text)`` and keeps a
+    partial last line until its newline arrives. :meth:`finish` returns the leftover partial line (or None) once the
+    writer is done. A missing file reads as empty (CODES may not have created it yet); a file that shrinks raises.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._pos = 0
+        self._partial = b""
+        self._line_no = 0
+
+    @property
+    def line_no(self) -> int:
+        """Number of complete lines returned so far."""
+        return self._line_no
+
+    def read_new(self) -> list[tuple[int, str]]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return []
+        if size < self._pos:
+            raise CodesParseError(self.path, self._line_no, f"file shrank from {self._pos} to {size} bytes while tailing")
+        if size == self._pos:
+            return []
+        with open(self.path, "rb") as fh:
+            fh.seek(self._pos)
+            chunk = fh.read(size - self._pos)
+        self._pos += len(chunk)
+        data = self._partial + chunk
+        parts = data.split(b"\n")
+        self._partial = parts.pop()
+        out = []
+        for raw in parts:
+            self._line_no += 1
+            out.append((self._line_no, raw.decode("utf-8", errors="replace").rstrip("\r")))
+        return out
+
+    def finish(self) -> tuple[int, str] | None:
+        """Read what is left; return the final line that had no newline (or None)."""
+        self.read_new()
+        if not self._partial:
+            return None
+        self._line_no += 1
+        out = (self._line_no, self._partial.decode("utf-8", errors="replace").rstrip("\r"))
+        self._partial = b""
+        return out

@@ -1,0 +1,368 @@
+"""ROSS model-level virtual-time samples of a CODES dragonfly-dally + model-net-mpi-replay run.
+
+Two sources, one result (a :class:`VtSamples`: per LP kind a dict of numpy columns sorted by ``(ts, lpid)``, with
+the column names of CODES' ``scripts/parse-ross-model-stats.py`` CSVs):
+
+* :func:`read_vt_bin` decodes ``ross-stats-analysis-lps.bin`` directly (layout: shared/data/codes/ROSS-STATS-FORMAT.md;
+  48-byte header ``<QQQddii`` + payload; LP kind from the lpid via the .conf's LPGROUPS, cross-checked with the
+  payload size and the payload's model id).
+* :func:`read_vt_csv` reads the decoded ``vt-router.csv[.gz]``, ``vt-terminal.csv[.gz]``, ``vt-nwlp.csv[.gz]``
+  (both nw-lp layouts found in the reference data are accepted and renamed to the struct's C names).
+
+:func:`router_port_samples` turns the router table into the dense :class:`hybridsim.records.PortSamples` block
+(``PORT_FEATURES``: bytes = link_traffic, busy_ns = busy_time, util_pct from the port class bandwidth, stalled =
+stalled_chunks, vc_occ = vc_occupancy_sum, queued = queued_count).
+
+``real_time`` (uninitialised memory in ROSS) and ``gvt`` are never read.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from hybridsim.records import PORT_FEATURES, PortSamples
+from hybridsim.topology import GLOBAL, LOCAL, TERMINAL, DragonflyShape
+from hybridsim.units import GIB
+
+from .common import CodesParseError, find_file, read_bytes, warn
+
+HEADER = struct.Struct("<QQQddii")
+HEADER_SIZE = 48
+NWLP_SIZE = 104
+ROUTER_LP = "modelnet_dragonfly_dally_router"
+TERMINAL_LP = "modelnet_dragonfly_dally"
+NWLP_LP = "nw-lp"
+
+NWLP_FIELDS = ("nw_id", "app_id", "local_rank", "num_sends", "num_recvs", "num_bytes_sent", "num_bytes_recvd",
+               "send_time", "recv_time", "wait_time", "compute_time", "comm_time", "max_time", "avg_msg_time")
+#: the alternative nw-lp CSV layout (ross-stats-decoded/vt-nwlp.csv.gz of the reference runs)
+_NWLP_RENAME = {"ts_ns": "ts", "bytes_sent": "num_bytes_sent", "bytes_recvd": "num_bytes_recvd",
+                "send_time_ns": "send_time", "recv_time_ns": "recv_time", "wait_time_ns": "wait_time",
+                "compute_time_ns": "compute_time", "comm_time_ns": "comm_time", "max_time_ns": "max_time",
+                "avg_msg_time_ns": "avg_msg_time"}
+
+
+def router_sample_size(radix: int) -> int:
+    return 72 + 32 * radix
+
+
+def terminal_sample_size(rails: int = 1, qos: int = 1) -> int:
+    return 128 + 16 * rails + 8 * rails * qos
+
+
+def _hdr_fields():
+    return [("lpid", "<u8"), ("kpid", "<u8"), ("peid", "<u8"), ("ts", "<f8"), ("real_time", "<f8"),
+            ("sample_sz", "<i4"), ("flag", "<i4")]
+
+
+def router_dtype(radix: int) -> np.dtype:
+    f = _hdr_fields() + [("router_id", "<u8"), ("end_time", "<f8"), ("fwd_events", "<i8"), ("rev_events", "<i8"),
+                         ("_ptr", "V40"), ("busy_time", "<f8", (radix,)), ("link_traffic", "<i8", (radix,)),
+                         ("stalled_chunks", "<u8", (radix,)), ("vc_occupancy_sum", "<i4", (radix,)),
+                         ("queued_count", "<i4", (radix,))]
+    dt = np.dtype(f)
+    assert dt.itemsize == HEADER_SIZE + router_sample_size(radix)
+    return dt
+
+
+def terminal_dtype(rails: int = 1, qos: int = 1) -> np.dtype:
+    f = _hdr_fields() + [("terminal_id", "<u8"), ("fin_chunks", "<i8"), ("data_size", "<i8"), ("fin_hops", "<f8"),
+                         ("fin_chunks_time", "<f8"), ("packets_gen", "<i8"), ("packets_fin", "<i8"),
+                         ("min_fin", "<i8"), ("nonmin_fin", "<i8"), ("end_time", "<f8"), ("fwd_events", "<i8"),
+                         ("rev_events", "<i8"), ("_ptr", "V32"), ("busy_time", "<f8", (rails,)),
+                         ("stalled_chunks", "<u8", (rails,)), ("vc_occupancy", "<i4", (rails * qos,)),
+                         ("terminal_length", "<i4", (rails * qos,))]
+    dt = np.dtype(f)
+    assert dt.itemsize == HEADER_SIZE + terminal_sample_size(rails, qos)
+    return dt
+
+
+def nwlp_dtype() -> np.dtype:
+    f = _hdr_fields() + [("nw_id", "<u8"), ("app_id", "<i4"), ("local_rank", "<i4"), ("num_sends", "<u8"),
+                         ("num_recvs", "<u8"), ("num_bytes_sent", "<u8"), ("num_bytes_recvd", "<u8")] + [
+        (n, "<f8") for n in NWLP_FIELDS[7:]]
+    dt = np.dtype(f)
+    assert dt.itemsize == HEADER_SIZE + NWLP_SIZE
+    return dt
+
+
+@dataclass
+class VtSamples:
+    """Decoded VT samples: ``router`` / ``terminal`` / ``nwlp`` column dicts (None where absent), sorted by
+    ``(ts, lpid)``. ``source`` names what they were read from; ``truncated`` is True if the binary ended inside a
+    record (a run that died)."""
+
+    router: dict | None = None
+    terminal: dict | None = None
+    nwlp: dict | None = None
+    source: str = ""
+    truncated: bool = False
+    warnings: list = field(default_factory=list)
+
+
+def _sorted_cols(cols: dict) -> dict:
+    order = np.lexsort((cols["lpid"], cols["ts"]))
+    return {k: np.asarray(v)[order] for k, v in cols.items()}
+
+
+# ----------------------------------------------------------------------------------------------------- binary reader
+def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None, radix: int | None = None,
+                rails: int = 1, qos: int = 1, warnings: list | None = None) -> VtSamples:
+    """Decode ``ross-stats-analysis-lps.bin[.gz]``.
+
+    Args:
+        lpid_kind: LP type name per global lpid (from :meth:`codes_bridge.conf.CodesConf.lp_layout`); without it the
+            kind is inferred from the payload size alone (only safe for the standard dally + mpi-replay sizes).
+        radix: router radix (from the .conf); needed to know the router payload size.
+    A record with ``flag != 3`` or a size inconsistent with its LP's kind raises :class:`CodesParseError` naming
+    the record number and byte offset; a truncated last record is dropped with a warning (``truncated=True``).
+    """
+    p = Path(path)
+    try:
+        buf = read_bytes(p)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CodesParseError(p, None, f"cannot read: {exc}") from None
+    warnings = [] if warnings is None else warnings
+    sizes = {NWLP_SIZE: NWLP_LP, terminal_sample_size(rails, qos): TERMINAL_LP}
+    if radix is not None:
+        rsz = router_sample_size(radix)
+        if rsz in sizes:
+            raise CodesParseError(p, None, f"router payload size {rsz} equals another LP kind's size")
+        sizes[rsz] = ROUTER_LP
+    # walk the framing (sizes are in the headers)
+    n = len(buf)
+    offs, szs = [], []
+    pos = 0
+    unpack = struct.Struct("<ii").unpack_from
+    truncated = False
+    while pos < n:
+        if pos + HEADER_SIZE > n:
+            truncated = True
+            break
+        sz, flag = unpack(buf, pos + 40)
+        if flag != 3 or sz <= 0:
+            raise CodesParseError(p, None, f"record {len(offs)} at byte offset {pos}: bad header (flag {flag}, "
+                                           f"sample_sz {sz}); framing lost or not a VT model-stats file")
+        if pos + HEADER_SIZE + sz > n:
+            truncated = True
+            break
+        offs.append(pos)
+        szs.append(sz)
+        pos += HEADER_SIZE + sz
+    if truncated:
+        warn(f"{p}: ends inside record {len(offs)} (byte offset {pos} of {n}); the simulator stopped mid-write, "
+             f"the incomplete record is dropped", warnings)
+    offs_a = np.asarray(offs, dtype=np.int64)
+    szs_a = np.asarray(szs, dtype=np.int64)
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    out = VtSamples(source=str(p), truncated=truncated, warnings=warnings)
+    if lpid_kind is not None and len(offs_a):
+        lpids = np.array([struct.unpack_from("<Q", buf, o)[0] for o in offs], dtype=np.int64)
+        kinds = np.array([lpid_kind.get(int(l), "?") for l in lpids])
+    else:
+        lpids = None
+        kinds = None
+    for sz in np.unique(szs_a):
+        sel = np.nonzero(szs_a == sz)[0]
+        kind = sizes.get(int(sz))
+        if kinds is not None:
+            ks = set(kinds[sel].tolist())
+            if len(ks) != 1 or (kind is not None and ks != {kind}):
+                i = sel[0] if kind is None else sel[np.nonzero(kinds[sel] != kind)[0][0]] if (kinds[sel] != kind).any() else sel[0]
+                raise CodesParseError(p, None, f"record {i} at byte offset {offs_a[i]}: lpid {lpids[i]} is a "
+                                               f"{kinds[i]!r} LP but has payload size {sz} (expected kind {kind!r}; "
+                                               f"check radix/rails/qos against the .conf)")
+            kind = ks.pop()
+            if kind == ROUTER_LP and radix is None and (sz - 72) % 32 == 0:
+                radix = (int(sz) - 72) // 32
+        if kind is None:
+            if radix is None and (sz - 72) % 32 == 0 and sz != NWLP_SIZE:
+                kind, radix = ROUTER_LP, (int(sz) - 72) // 32
+            else:
+                raise CodesParseError(p, None, f"record {sel[0]} at byte offset {offs_a[sel[0]]}: payload size {sz} "
+                                               f"matches no LP kind (router radix {radix}, rails {rails}, qos {qos})")
+        dt = {ROUTER_LP: lambda: router_dtype(radix), TERMINAL_LP: lambda: terminal_dtype(rails, qos),
+              NWLP_LP: nwlp_dtype}[kind]()
+        if dt.itemsize != HEADER_SIZE + sz:
+            raise CodesParseError(p, None, f"record {sel[0]}: {kind} payload size {sz} != expected "
+                                           f"{dt.itemsize - HEADER_SIZE}")
+        idx = offs_a[sel][:, None] + np.arange(dt.itemsize)[None, :]
+        rec = raw[idx].reshape(-1).view(dt)
+        cols = _flatten(rec, kind)
+        cols = _sorted_cols(cols)
+        if kind == ROUTER_LP:
+            out.router = cols
+        elif kind == TERMINAL_LP:
+            out.terminal = cols
+        else:
+            out.nwlp = cols
+    return out
+
+
+def _flatten(rec: np.ndarray, kind: str) -> dict:
+    """Structured records -> CODES-CSV-named columns."""
+    cols: dict = {"ts": rec["ts"].copy(), "peid": rec["peid"].astype(np.int64), "kpid": rec["kpid"].astype(np.int64),
+                  "lpid": rec["lpid"].astype(np.int64)}
+    if kind == ROUTER_LP:
+        cols["router_id"] = rec["router_id"].astype(np.int64)
+        for n in ("end_time", "fwd_events", "rev_events"):
+            cols[n] = rec[n].copy()
+        for src, dst in (("busy_time", "busy_time_ns"), ("link_traffic", "link_traffic"),
+                         ("stalled_chunks", "stalled_chunks"), ("vc_occupancy_sum", "vc_occupancy_sum"),
+                         ("queued_count", "queued_count")):
+            a = rec[src]
+            for k in range(a.shape[1]):
+                cols[f"{dst}_p{k}"] = a[:, k].copy()
+    elif kind == TERMINAL_LP:
+        cols["terminal_id"] = rec["terminal_id"].astype(np.int64)
+        for n in ("fin_chunks", "data_size", "fin_hops"):
+            cols[n] = rec[n].copy()
+        cols["fin_chunks_time_ns"] = rec["fin_chunks_time"].copy()
+        for n in ("packets_gen", "packets_fin", "min_fin", "nonmin_fin", "end_time", "fwd_events", "rev_events"):
+            cols[n] = rec[n].copy()
+        R = rec["busy_time"].shape[1]
+        RQ = rec["vc_occupancy"].shape[1]
+        Q = RQ // R
+        for r in range(R):
+            cols[f"busy_time_ns_r{r}"] = rec["busy_time"][:, r].copy()
+            cols[f"stalled_chunks_r{r}"] = rec["stalled_chunks"][:, r].copy()
+        for r in range(R):
+            for q in range(Q):
+                cols[f"vc_occupancy_r{r}q{q}"] = rec["vc_occupancy"][:, r * Q + q].copy()
+        for r in range(R):
+            for q in range(Q):
+                cols[f"terminal_length_r{r}q{q}"] = rec["terminal_length"][:, r * Q + q].copy()
+    else:
+        for n in NWLP_FIELDS:
+            cols[n] = rec[n].copy()
+        cols["nw_id"] = cols["nw_id"].astype(np.int64)
+    return cols
+
+
+# -------------------------------------------------------------------------------------------------------- CSV reader
+def _read_csv(path: Path) -> dict:
+    bad: list = []
+
+    def on_bad(row):
+        bad.append(row)
+        return "skip"
+
+    try:
+        table = pacsv.read_csv(
+            path, read_options=pacsv.ReadOptions(use_threads=False, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=on_bad),
+            convert_options=pacsv.ConvertOptions(include_columns=None, strings_can_be_null=True))
+    except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as exc:
+        msg = str(exc)
+        raise CodesParseError(path, _line_from_arrow(msg), f"malformed or truncated CSV: {msg.splitlines()[0][:200]}") from None
+    if bad:
+        row = bad[0]
+        line = row.number if row.number is not None and row.number >= 0 else None
+        raise CodesParseError(path, line, f"expected {row.expected_columns} columns, got {row.actual_columns} "
+                                          f"(truncated or malformed line): {row.text[:120]!r}")
+    cols = {}
+    for name in table.column_names:
+        if name in ("real_time", "gvt", "stats_type"):
+            continue
+        col = table.column(name)
+        if pa.types.is_string(col.type) or pa.types.is_null(col.type):
+            if name in ("real_time", "gvt"):
+                continue
+            # a numeric column that failed to parse as numbers
+            vals = col.to_pylist()
+            for i, v in enumerate(vals):
+                try:
+                    float(v)
+                except (TypeError, ValueError):
+                    raise CodesParseError(path, i + 2, f"column {name!r}: not a number: {v!r}") from None
+        cols[name] = col.to_numpy()
+    return cols
+
+
+def _line_from_arrow(msg: str) -> int | None:
+    import re
+
+    m = re.search(r"[Rr]ow #?(\d+)", msg)
+    return int(m.group(1)) if m else None
+
+
+def read_vt_csv(decoded_dir: str | os.PathLike, warnings: list | None = None) -> VtSamples:
+    """Read the CSVs CODES' decoder wrote (``vt-router``, ``vt-terminal``, ``vt-nwlp``; each optional, ``.gz``
+    or not)."""
+    d = Path(decoded_dir)
+    out = VtSamples(source=str(d), warnings=[] if warnings is None else warnings)
+    for attr, name in (("router", "vt-router.csv"), ("terminal", "vt-terminal.csv"), ("nwlp", "vt-nwlp.csv")):
+        p = find_file(d / name)
+        if p is None:
+            continue
+        cols = _read_csv(p)
+        if attr == "nwlp":
+            cols = {_NWLP_RENAME.get(k, k): v for k, v in cols.items()}
+        for need in ("ts", "lpid"):
+            if need not in cols:
+                raise CodesParseError(p, 1, f"header lacks column {need!r}")
+        setattr(out, attr, _sorted_cols(cols))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- router -> PortSamples
+def port_classes(shape: DragonflyShape) -> np.ndarray:
+    a, h, p = shape.routers_per_group, shape.global_channels_per_router, shape.terminals_per_router
+    return np.array([LOCAL] * (a - 1) + [GLOBAL] * h + [TERMINAL] * p, dtype=np.int8)
+
+
+def router_port_samples(router: dict, shape: DragonflyShape, bandwidth_gib: tuple[float, float, float],
+                        interval: float | None = None, source: str = "vt-router",
+                        warnings: list | None = None) -> PortSamples:
+    """Dense ``(samples, routers*radix, PORT_FEATURES)`` block from a router column dict.
+
+    ``interval`` defaults to the spacing of the sample times. Missing (router, ts) rows -- records a parallel run
+    dropped -- are NaN and reported in a warning; ``meta['missing_rows']`` counts them.
+    """
+    radix = shape.radix
+    n_routers = shape.groups * shape.routers_per_group
+    ts = np.asarray(router["ts"], dtype=np.float64)
+    rid = np.asarray(router["router_id"], dtype=np.int64)
+    if len(ts) == 0:
+        raise CodesParseError(source, None, "no router samples")
+    for k in range(radix):
+        if f"link_traffic_p{k}" not in router:
+            raise CodesParseError(source, None, f"router samples lack port {k} (radix {radix} from the .conf)")
+    if f"link_traffic_p{radix}" in router:
+        raise CodesParseError(source, None, f"router samples have more than {radix} ports (radix from the .conf)")
+    if rid.min() < 0 or rid.max() >= n_routers:
+        raise CodesParseError(source, None, f"router_id {rid.max()} outside 0..{n_routers - 1}")
+    times, t_idx = np.unique(ts, return_inverse=True)
+    if interval is None:
+        d = np.diff(times)
+        interval = float(np.min(d)) if len(d) else float(times[0])
+    S = len(times)
+    key = t_idx * n_routers + rid
+    if len(np.unique(key)) != len(key):
+        raise CodesParseError(source, None, "duplicate (ts, router_id) samples")
+    F = len(PORT_FEATURES)
+    values = np.full((S, n_routers, radix, F), np.nan, dtype=np.float32)
+    cls = port_classes(shape)
+    bw_bytes_per_ns = np.array(bandwidth_gib, dtype=np.float64)[cls] * GIB / 1e9  # per port index
+    traffic = np.stack([np.asarray(router[f"link_traffic_p{k}"], np.float64) for k in range(radix)], axis=1)
+    busy = np.stack([np.asarray(router[f"busy_time_ns_p{k}"], np.float64) for k in range(radix)], axis=1)
+    stalled = np.stack([np.asarray(router[f"stalled_chunks_p{k}"], np.float64) for k in range(radix)], axis=1)
+    vcocc = np.stack([np.asarray(router[f"vc_occupancy_sum_p{k}"], np.float64) for k in range(radix)], axis=1)
+    queued = np.stack([np.asarray(router[f"queued_count_p{k}"], np.float64) for k in range(radix)], axis=1)
+    util = traffic / (bw_bytes_per_ns[None, :] * interval) * 100.0
+    block = np.stack([traffic, busy, util, stalled, vcocc, queued], axis=2)  # (rows, radix, F)
+    values[t_idx, rid] = block.astype(np.float32)
+    missing = S * n_routers - len(ts)
+    if missing:
+        warn(f"{source}: {missing} of {S * n_routers} (sample, router) rows are missing (dropped by ROSS' "
+             f"per-PE stats buffer in parallel runs, or routers never sampled); they are NaN in ports", warnings)
+    return PortSamples(times, float(interval), radix, PORT_FEATURES, values.reshape(S, n_routers * radix, F),
+                       meta={"source": source, "missing_rows": int(missing)})
