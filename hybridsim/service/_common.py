@@ -1,0 +1,208 @@
+"""Pieces both services share: addresses, tensors on the wire, field errors, the in-flight bound, health and
+reflection, and clean shutdown."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Iterable
+
+import grpc
+import numpy as np
+
+from ._gen import common_pb2
+
+DEFAULT_HOST = "127.0.0.1"
+#: default limit on one message either way (a (8, 3960, 40) float32 graph stack is 5 MB)
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+_DTYPES = {
+    common_pb2.Tensor.FLOAT32: np.dtype("<f4"),
+    common_pb2.Tensor.FLOAT64: np.dtype("<f8"),
+    common_pb2.Tensor.INT64: np.dtype("<i8"),
+    common_pb2.Tensor.BOOL: np.dtype("?"),
+}
+_CODES = {v: k for k, v in _DTYPES.items()}
+
+
+class ServiceError(Exception):
+    """A request the service refuses: ``code`` (a :class:`grpc.StatusCode`) and a message naming the field."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def invalid(field: str, msg: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {msg}")
+
+
+def parse_address(text: str, default_host: str = DEFAULT_HOST) -> str:
+    """``HOST:PORT``, ``[v6]:PORT``, ``:PORT`` or ``PORT`` -> ``host:port`` (host defaults to loopback)."""
+    text = str(text).strip()
+    if text.isdigit():
+        host, port = default_host, text
+    else:
+        host, sep, port = text.rpartition(":")
+        if not sep:
+            raise ValueError(f"address {text!r}: expected HOST:PORT")
+        host = host or default_host
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"address {text!r}: port must be an integer in 0..65535")
+    return f"{host}:{int(port)}"
+
+
+# ------------------------------------------------------------------------------------------------------ tensors
+def to_tensor(a: np.ndarray) -> common_pb2.Tensor:
+    a = np.asarray(a)
+    if a.dtype == np.float32 or a.dtype == np.float64 or a.dtype == np.bool_:
+        dt = a.dtype.newbyteorder("<") if a.dtype != np.bool_ else a.dtype
+    elif np.issubdtype(a.dtype, np.integer):
+        dt = np.dtype("<i8")
+    else:
+        raise TypeError(f"cannot send an array of dtype {a.dtype}")
+    a = np.ascontiguousarray(a, dtype=dt)
+    return common_pb2.Tensor(dtype=_CODES[np.dtype(dt)], shape=list(a.shape), data=a.tobytes())
+
+
+def from_tensor(t: common_pb2.Tensor, field: str, dtype=None, ndim: int | None = None) -> np.ndarray:
+    """Decode ``t``; raise INVALID_ARGUMENT naming ``field`` if its dtype, shape or byte count is wrong."""
+    if t.dtype not in _DTYPES:
+        raise invalid(f"{field}.dtype", f"unknown dtype {t.dtype}")
+    dt = _DTYPES[t.dtype]
+    if dtype is not None and dt != np.dtype(dtype).newbyteorder("<") and dt != np.dtype(dtype):
+        raise invalid(f"{field}.dtype", f"expected {common_pb2.Tensor.DType.Name(_CODES[np.dtype(dtype)])}, "
+                                        f"got {common_pb2.Tensor.DType.Name(t.dtype)}")
+    shape = tuple(int(s) for s in t.shape)
+    if ndim is not None and len(shape) != ndim:
+        raise invalid(f"{field}.shape", f"expected {ndim} dimensions, got {list(shape)}")
+    if any(s < 0 for s in shape):
+        raise invalid(f"{field}.shape", f"negative size in {list(shape)}")
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if len(t.data) != n * dt.itemsize:
+        raise invalid(f"{field}.data", f"{len(t.data)} bytes for shape {list(shape)} of {dt} "
+                                       f"(expected {n * dt.itemsize})")
+    return np.frombuffer(t.data, dtype=dt).reshape(shape)
+
+
+# ------------------------------------------------------------------------------------------------------ in-flight bound
+class InFlightLimiter(grpc.ServerInterceptor):
+    """Bound the RPCs of the given services in progress at once; the excess gets RESOURCE_EXHAUSTED at once (never
+    queued). Health and reflection are not counted, so a saturated server still answers probes."""
+
+    def __init__(self, limit: int, services: Iterable[str]):
+        self.limit = int(limit)
+        self.prefixes = tuple(f"/{s}/" for s in services)
+        self._sem = threading.BoundedSemaphore(self.limit)
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.rejected = 0
+
+    def _enter(self) -> bool:
+        if not self._sem.acquire(blocking=False):
+            with self._lock:
+                self.rejected += 1
+            return False
+        with self._lock:
+            self.in_flight += 1
+        return True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+        self._sem.release()
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or not handler_call_details.method.startswith(self.prefixes):
+            return handler
+        limiter = self
+        msg = f"more than {self.limit} requests in flight; retry later"
+
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            def unary_unary(request, context):
+                if not limiter._enter():
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, msg)
+                try:
+                    return inner(request, context)
+                finally:
+                    limiter._leave()
+
+            return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer,
+                                                       handler.response_serializer)
+        if handler.stream_stream is not None:
+            inner_ss = handler.stream_stream
+
+            def stream_stream(request_iterator, context):
+                if not limiter._enter():
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, msg)
+                try:
+                    yield from inner_ss(request_iterator, context)
+                finally:
+                    limiter._leave()
+
+            return grpc.stream_stream_rpc_method_handler(stream_stream, handler.request_deserializer,
+                                                         handler.response_serializer)
+        return handler
+
+
+def server_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_receive_message_length", int(max_message_bytes)),
+        ("grpc.max_send_message_length", int(max_message_bytes)),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_receive_message_length", int(max_message_bytes)),
+        ("grpc.max_send_message_length", int(max_message_bytes)),
+    ]
+
+
+def add_health_and_reflection(server: grpc.Server, service_names: list[str]):
+    """Register the standard ``grpc.health.v1.Health`` service (all ``service_names`` and "" SERVING) and server
+    reflection; returns the health servicer (call ``enter_graceful_shutdown()`` on it before stopping)."""
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection
+
+    hs = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(hs, server)
+    for name in ["", *service_names]:
+        hs.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    return hs
+
+
+def bind(server: grpc.Server, address: str) -> str:
+    """Bind insecure ``address`` (port 0 = ephemeral); return the address actually bound."""
+    address = parse_address(address)
+    host = address.rpartition(":")[0]
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return f"{host}:{port}"
+
+
+def wait_for_termination(stoppers: list, grace: float = 5.0) -> int:
+    """Block until SIGTERM or SIGINT, then stop every server (``stopper(grace)``); return the signal number."""
+    got = threading.Event()
+    which = {"sig": 0}
+
+    def handler(signum, frame):
+        which["sig"] = signum
+        got.set()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not got.wait(0.5):
+            pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for stop in stoppers:
+            stop(grace)
+    return which["sig"]

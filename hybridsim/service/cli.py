@@ -1,0 +1,149 @@
+"""``hybridsim grpc-serve``: the gRPC surrogate service and/or the remote engine service.
+
+    hybridsim grpc-serve --surrogate 127.0.0.1:50051 --model ridge            # or --model path/to/checkpoint
+    hybridsim grpc-serve --engine 127.0.0.1:50052
+
+Both listen on loopback unless a host is given (``--surrogate 0.0.0.0:50051`` to serve the network), print one
+``listening`` line per service on stdout (port 0 = ephemeral; the line has the real port) and stop cleanly on SIGTERM
+or Ctrl-C (exit status 0). ``add_serve_options`` / ``serve_grpc`` / ``serve_engine`` let ``hybridsim serve`` offer
+the same as ``--grpc`` / ``--engine``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from hybridsim.cli import EXIT_OK, CliError
+
+DEFAULT_SURROGATE_ADDRESS = "127.0.0.1:50051"
+DEFAULT_ENGINE_ADDRESS = "127.0.0.1:50052"
+
+
+def add_serve_options(parser, surrogate_flag: str = "--surrogate", engine_flag: str = "--engine") -> None:
+    g = parser.add_argument_group("gRPC services")
+    g.add_argument(surrogate_flag, dest="grpc_surrogate", nargs="?", const=DEFAULT_SURROGATE_ADDRESS,
+                   metavar="HOST:PORT", help=f"serve a surrogate (hybridsim.v1.Surrogate); default address "
+                                             f"{DEFAULT_SURROGATE_ADDRESS}")
+    g.add_argument("--model", dest="grpc_model", metavar="CKPT|NAME",
+                   help="checkpoint folder (config.json [+ model.safetensors]) or registry name (last, ridge, ...)")
+    g.add_argument("--model-config", dest="grpc_model_config", metavar="JSON",
+                   help='constructor arguments for a registry name, e.g. \'{"k": 8}\'')
+    g.add_argument("--save-dir", dest="grpc_save_dir", metavar="DIR",
+                   help="folder where Save writes checkpoints (Save is refused without it)")
+    g.add_argument("--max-workers", dest="grpc_max_workers", type=int, default=16, metavar="N",
+                   help="RPC threads of the surrogate server (default 16)")
+    g.add_argument("--max-in-flight", dest="grpc_max_in_flight", type=int, default=64, metavar="N",
+                   help="surrogate requests in progress at once; more get RESOURCE_EXHAUSTED (default 64)")
+    g.add_argument(engine_flag, dest="grpc_engine", nargs="?", const=DEFAULT_ENGINE_ADDRESS, metavar="HOST:PORT",
+                   help=f"serve the embedded engine (hybridsim.v1.Engine); default address {DEFAULT_ENGINE_ADDRESS}")
+    g.add_argument("--max-runs", dest="grpc_max_runs", type=int, default=4, metavar="N",
+                   help="simulations the engine server runs at once (default 4)")
+    g.add_argument("--max-message-mb", dest="grpc_max_message_mb", type=float, default=64.0, metavar="MB",
+                   help="largest message either way (default 64 MiB)")
+    g.add_argument("--grace", dest="grpc_grace", type=float, default=5.0, metavar="S",
+                   help="seconds in-flight requests get to finish on SIGTERM (default 5)")
+
+
+def _max_bytes(args) -> int:
+    mb = args.grpc_max_message_mb
+    if not 0 < mb <= 2047:
+        raise CliError(f"--max-message-mb: must be in (0, 2047], got {mb:g}")
+    return int(mb * 1024 * 1024)
+
+
+def start_surrogate_server(args):
+    """Build and start the surrogate server the options describe; returns it (not blocking)."""
+    from surrogate.base import SurrogateError
+
+    from .surrogate_server import SurrogateServer, load_model
+
+    if not args.grpc_model:
+        raise CliError("--surrogate needs --model CKPT|NAME")
+    config = None
+    if args.grpc_model_config:
+        try:
+            config = json.loads(args.grpc_model_config)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--model-config: not JSON: {exc}") from None
+        if not isinstance(config, dict):
+            raise CliError("--model-config: expected a JSON object")
+    for name in ("grpc_max_workers", "grpc_max_in_flight"):
+        if getattr(args, name) < 1:
+            raise CliError(f"--{name[5:].replace('_', '-')}: must be >= 1")
+    try:
+        model = load_model(args.grpc_model, config)
+    except (SurrogateError, ValueError, TypeError) as exc:
+        raise CliError(f"--model {args.grpc_model}: {exc}") from None
+    try:
+        server = SurrogateServer(model, args.grpc_surrogate, max_workers=args.grpc_max_workers,
+                                 max_in_flight=args.grpc_max_in_flight, max_message_bytes=_max_bytes(args),
+                                 save_dir=args.grpc_save_dir)
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise CliError(f"--surrogate {args.grpc_surrogate}: {exc}") from None
+    server.start()
+    print(f"hybridsim: surrogate service ({model.name}) listening on {server.address}", flush=True)
+    return server
+
+
+def start_engine_server(args):
+    """Build and start the engine server the options describe; returns it (not blocking)."""
+    from .engine_server import EngineServer
+
+    if args.grpc_max_runs < 1:
+        raise CliError("--max-runs: must be >= 1")
+    try:
+        server = EngineServer(args.grpc_engine, max_runs=args.grpc_max_runs, max_message_bytes=_max_bytes(args))
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise CliError(f"--engine {args.grpc_engine}: {exc}") from None
+    server.start()
+    print(f"hybridsim: engine service listening on {server.address}", flush=True)
+    return server
+
+
+def _serve(servers, args) -> int:
+    from ._common import wait_for_termination
+
+    try:
+        sig = wait_for_termination([s.stop for s in servers], grace=args.grpc_grace)
+    except BaseException:
+        for s in servers:
+            s.stop(0)
+        raise
+    print(f"hybridsim: stopped (signal {sig})", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
+def serve_grpc(args) -> int:
+    """Serve the surrogate until SIGTERM/SIGINT."""
+    return _serve([start_surrogate_server(args)], args)
+
+
+def serve_engine(args) -> int:
+    """Serve the engine until SIGTERM/SIGINT."""
+    return _serve([start_engine_server(args)], args)
+
+
+def cmd_grpc_serve(args) -> int:
+    if not args.grpc_surrogate and not args.grpc_engine:
+        raise CliError("grpc-serve: give --surrogate [HOST:PORT] --model CKPT|NAME and/or --engine [HOST:PORT]")
+    servers = []
+    try:
+        if args.grpc_surrogate:
+            servers.append(start_surrogate_server(args))
+        if args.grpc_engine:
+            servers.append(start_engine_server(args))
+    except BaseException:
+        for s in servers:
+            s.stop(0)
+        raise
+    return _serve(servers, args)
+
+
+def register(sub) -> None:
+    if "grpc-serve" in sub.choices:
+        return
+    p = sub.add_parser("grpc-serve", help="serve a surrogate and/or the embedded engine over gRPC",
+                       description=__doc__.split("\n\n")[0])
+    add_serve_options(p)
+    p.set_defaults(func=cmd_grpc_serve)

@@ -1,0 +1,452 @@
+"""``hybridsim.v1.Engine``: the embedded engine behind gRPC, with the controller on the client side.
+
+One bidirectional ``Run`` stream is one simulation (see ``protos/hybridsim/v1/engine.proto``). The server runs the
+engine in a thread; the engine's callbacks are turned into stream messages:
+
+* ``on_record`` / ``on_samples`` are buffered and sent in batches (``Records``, ``Samples``), keeping their order;
+* ``director.mode_for`` / ``director.predict`` first flush every pending batch, then send a ``ModeCall`` /
+  ``PredictCall`` and block until the client's ``ModeAnswer`` / ``PredictAnswer`` -- so the client's director sees
+  exactly the records it would see in-process and a run gives the same records as in-process for the same seed.
+
+A client that cancels, disconnects or half-closes while the engine waits for it stops the run (the engine thread
+ends at its next callback) and the server forgets the session. At most ``max_runs`` runs are active; more get
+``RESOURCE_EXHAUSTED``. A bad scenario or a malformed answer is ``INVALID_ARGUMENT`` naming the field; a client that
+does not answer within ``answer_timeout`` seconds gets ``DEADLINE_EXCEEDED``; an engine failure is ``INTERNAL``.
+
+The engine is built by ``engine_factory(scenario)`` (default: ``hybridsim.engine.Engine(scenario, progress=False)``),
+so tests can put any object with the engine's ``run(director, on_record, on_samples)`` behind the service.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import queue
+import threading
+import time
+import uuid
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from ._common import DEFAULT_MAX_MESSAGE_BYTES, ServiceError, add_health_and_reflection, bind, server_options, to_tensor
+from ._gen import engine_pb2, engine_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = engine_pb2.DESCRIPTOR.services_by_name["Engine"].full_name
+DEFAULT_RECORD_BATCH = 2048
+MAX_RECORD_BATCH = 65536
+#: a Samples message is sent once this many bytes of blocks are pending
+SAMPLES_BATCH_BYTES = 4 * 1024 * 1024
+#: a final ports block is cut into messages of at most this many bytes
+FINAL_CHUNK_BYTES = 16 * 1024 * 1024
+
+
+def default_engine_factory(scenario):
+    from hybridsim.engine import Engine
+
+    return Engine(scenario, progress=False)
+
+
+class _Cancelled(BaseException):
+    """Raised inside the engine thread to stop a run whose client went away (BaseException, so that an engine's
+    ``except Exception`` cannot swallow it)."""
+
+
+class _Failure:
+    def __init__(self, code: grpc.StatusCode, message: str):
+        self.code, self.message = code, message
+
+
+_END = object()
+
+
+def _jsonable(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    return repr(o)
+
+
+def _dumps(obj) -> str:
+    if obj is None:
+        return ""
+    try:
+        return json.dumps(obj, default=_jsonable)
+    except (TypeError, ValueError):
+        return json.dumps(repr(obj))
+
+
+def parse_start(start, filename: str = "<remote scenario>"):
+    """The scenario a ``Start`` message describes; ``ServiceError(INVALID_ARGUMENT)`` if it is not valid."""
+    from hybridsim.scenario import ScenarioError, check_scenario_files, parse_scenario
+
+    if not start.scenario_yaml.strip():
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "start.scenario_yaml: required")
+    if start.record_batch > MAX_RECORD_BATCH:
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"start.record_batch: {start.record_batch} is more than {MAX_RECORD_BATCH}")
+    try:
+        scenario = parse_scenario(start.scenario_yaml, filename)
+        if start.has_seed:
+            if start.seed > 2**63 - 1:
+                raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start.seed: {start.seed} is too large")
+            scenario.seed = int(start.seed)
+        if start.base_dir:
+            base = Path(start.base_dir)
+            if not base.is_absolute():
+                raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "start.base_dir: must be an absolute path")
+            scenario._source = base / "remote-scenario.yaml"
+        check_scenario_files(scenario, filename, start.scenario_yaml)
+    except ScenarioError as exc:
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start.scenario_yaml: {exc}") from None
+    except ValueError as exc:  # pydantic assignment validation
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start: {exc}") from None
+    return scenario
+
+
+class _Session:
+    """One run: the engine thread's side (callbacks, director proxy) and the stream's side (queues)."""
+
+    def __init__(self, start, scenario, answer_timeout: float):
+        self.id = uuid.uuid4().hex[:12]
+        self.start = start
+        self.scenario = scenario
+        self.answer_timeout = answer_timeout
+        self.out: queue.Queue = queue.Queue(maxsize=64)
+        self.answers: queue.Queue = queue.Queue()
+        self.cancelled = threading.Event()
+        self.finished = threading.Event()
+        self._ids = itertools.count(1)
+        self.record_batch = start.record_batch or DEFAULT_RECORD_BATCH
+        self._recs: list = []          # pending (record, simulated)
+        self._blocks: list = []        # pending PortSamples
+        self._block_bytes = 0
+        self.streamed_records: list = []
+        self.streamed_simulated: list = []
+        self.streamed_blocks: list = []
+        self.director_calls = 0
+
+    # ------------------------------------------------------------------------------------- engine-thread side
+    def _check(self) -> None:
+        if self.cancelled.is_set():
+            raise _Cancelled()
+
+    def put(self, msg) -> None:
+        while True:
+            self._check()
+            try:
+                self.out.put(msg, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def on_record(self, record, simulated) -> None:
+        self._check()
+        if self._blocks:
+            self._flush_blocks()
+        self._recs.append((record, bool(simulated)))
+        self.streamed_records.append(record)
+        self.streamed_simulated.append(bool(simulated))
+        if len(self._recs) >= self.record_batch:
+            self._flush_records()
+
+    def on_samples(self, block) -> None:
+        self._check()
+        if self._recs:
+            self._flush_records()
+        self._blocks.append(block)
+        self.streamed_blocks.append(block)
+        self._block_bytes += block.values.nbytes
+        if self._block_bytes >= SAMPLES_BATCH_BYTES:
+            self._flush_blocks()
+
+    def flush(self) -> None:
+        if self._recs:
+            self._flush_records()
+        if self._blocks:
+            self._flush_blocks()
+
+    @staticmethod
+    def records_message(pairs, final: bool = False):
+        names: dict[str, int] = {}
+        job_idx = [names.setdefault(r.job, len(names)) for r, _ in pairs]
+        return engine_pb2.EngineEvent(records=engine_pb2.Records(
+            jobs=list(names), job=job_idx, job_id=[r.job_id for r, _ in pairs], rank=[r.rank for r, _ in pairs],
+            iteration=[r.iteration for r, _ in pairs], start=[r.start for r, _ in pairs],
+            end=[r.end for r, _ in pairs], simulated=[s for _, s in pairs], final=final))
+
+    @staticmethod
+    def block_message(block):
+        return engine_pb2.SampleBlock(t_end=np.asarray(block.t_end, dtype=np.float64).tolist(),
+                                      interval=float(block.interval), radix=int(block.radix),
+                                      features=list(block.features), values=to_tensor(block.values.astype(np.float32)),
+                                      meta_json=_dumps(block.meta or {}))
+
+    def _flush_records(self) -> None:
+        pairs, self._recs = self._recs, []
+        self.put(self.records_message(pairs))
+
+    def _flush_blocks(self) -> None:
+        blocks, self._blocks, self._block_bytes = self._blocks, [], 0
+        self.put(engine_pb2.EngineEvent(samples=engine_pb2.Samples(blocks=[self.block_message(b) for b in blocks])))
+
+    def call(self, event, expect: str):
+        """Send a director call and wait for its answer (``expect`` = the answer's oneof name)."""
+        self.flush()
+        call_id = next(self._ids)
+        getattr(event, event.WhichOneof("msg")).call_id = call_id
+        self.director_calls += 1
+        self.put(event)
+        deadline = time.monotonic() + self.answer_timeout
+        while True:
+            self._check()
+            try:
+                req = self.answers.get(timeout=0.2)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise ServiceError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                       f"{expect}: no answer to call {call_id} within {self.answer_timeout:g} s")
+                continue
+            if req is _END:
+                self.cancelled.set()
+                raise _Cancelled()
+            kind = req.WhichOneof("msg")
+            if kind != expect:
+                raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                   f"{kind or 'message'}: expected a {expect} to call {call_id}")
+            ans = getattr(req, kind)
+            if ans.call_id != call_id:
+                raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                   f"{expect}.call_id: expected {call_id}, got {ans.call_id}")
+            return ans
+
+
+class _ProxyDirector:
+    """The engine's director; every call is answered by the client's director."""
+
+    def __init__(self, session: _Session):
+        self.session = session
+        self.keep_background = bool(session.start.keep_background)
+
+    def mode_for(self, job_id: int, iteration: int):
+        from hybridsim.backend import Mode
+
+        ans = self.session.call(engine_pb2.EngineEvent(mode_call=engine_pb2.ModeCall(
+            job_id=int(job_id), iteration=int(iteration))), "mode_answer")
+        if ans.mode == engine_pb2.MODE_SIMULATE:
+            return Mode.SIMULATE
+        if ans.mode == engine_pb2.MODE_PREDICT:
+            return Mode.PREDICT
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"mode_answer.mode: must be MODE_SIMULATE or "
+                                                             f"MODE_PREDICT, got {ans.mode}")
+
+    def predict(self, job_id: int, iteration: int, ranks, starts) -> np.ndarray:
+        ranks = np.asarray(ranks)
+        ans = self.session.call(engine_pb2.EngineEvent(predict_call=engine_pb2.PredictCall(
+            job_id=int(job_id), iteration=int(iteration), ranks=ranks.astype(np.int64).tolist(),
+            starts=np.asarray(starts, dtype=np.float64).tolist())), "predict_answer")
+        d = np.array(ans.durations, dtype=np.float64)
+        if d.shape != (len(ranks),):
+            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"predict_answer.durations: expected {len(ranks)} values (one per rank), got {len(d)}")
+        bad = np.flatnonzero(~(np.isfinite(d) & (d >= 0)))
+        if len(bad):
+            i = int(bad[0])
+            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"predict_answer.durations[{i}]: {d[i]!r} is not a finite duration >= 0")
+        return d
+
+
+class EngineServicer(engine_pb2_grpc.EngineServicer):
+    def __init__(self, engine_factory=None, max_runs: int = 4, answer_timeout: float = 600.0):
+        self.engine_factory = engine_factory or default_engine_factory
+        self.max_runs = int(max_runs)
+        self.answer_timeout = float(answer_timeout)
+        self._lock = threading.Lock()
+        self.sessions: dict[str, _Session] = {}
+        self.total_runs = 0
+        self.threads: list[threading.Thread] = []
+
+    def Status(self, request, context):
+        with self._lock:
+            return engine_pb2.EngineStatusReply(active_runs=len(self.sessions), total_runs=self.total_runs,
+                                                max_runs=self.max_runs)
+
+    # ------------------------------------------------------------------------------------- the stream
+    def Run(self, request_iterator, context):
+        try:
+            first = next(request_iterator)
+        except StopIteration:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "start: the stream ended before a Start message")
+        except grpc.RpcError:
+            return
+        if first.WhichOneof("msg") != "start":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"start: the first message must be a Start, got {first.WhichOneof('msg')}")
+        try:
+            scenario = parse_start(first.start)
+        except ServiceError as exc:
+            context.abort(exc.code, str(exc))
+        session = _Session(first.start, scenario, self.answer_timeout)
+        with self._lock:
+            if len(self.sessions) >= self.max_runs:
+                session = None
+            else:
+                self.sessions[session.id] = session
+                self.total_runs += 1
+        if session is None:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"the engine server already runs {self.max_runs} simulations; retry later")
+        context.add_callback(session.cancelled.set)
+        reader = threading.Thread(target=self._read_answers, args=(session, request_iterator),
+                                  name=f"engine-answers-{session.id}", daemon=True)
+        runner = threading.Thread(target=self._run_engine, args=(session,), name=f"engine-{session.id}", daemon=True)
+        self.threads = [t for t in self.threads if t.is_alive()] + [runner]
+        try:
+            yield engine_pb2.EngineEvent(started=engine_pb2.Started(
+                session=session.id, jobs=[j.name for j in scenario.jobs], seed=scenario.seed))
+            reader.start()
+            runner.start()
+            while True:
+                try:
+                    item = session.out.get(timeout=0.2)
+                except queue.Empty:
+                    if session.cancelled.is_set() or not context.is_active():
+                        return
+                    continue
+                if item is _END:
+                    return
+                if isinstance(item, _Failure):
+                    context.abort(item.code, item.message)
+                yield item
+        finally:
+            session.cancelled.set()
+            if not runner.is_alive() and not session.finished.is_set():  # never started
+                self._forget(session)
+
+    @staticmethod
+    def _read_answers(session: _Session, request_iterator) -> None:
+        try:
+            for req in request_iterator:
+                if session.cancelled.is_set():
+                    break
+                session.answers.put(req)
+        except Exception:  # noqa: BLE001 - the client went away: grpc raises here
+            pass
+        finally:
+            session.answers.put(_END)
+
+    def _forget(self, session: _Session) -> None:
+        session.finished.set()
+        with self._lock:
+            self.sessions.pop(session.id, None)
+
+    def _run_engine(self, session: _Session) -> None:
+        try:
+            engine = self.engine_factory(session.scenario)
+            director = _ProxyDirector(session) if session.start.director else None
+            on_samples = session.on_samples if session.start.samples else None
+            result = engine.run(director=director, on_record=session.on_record, on_samples=on_samples)
+            session.flush()
+            self._send_done(session, result)
+            session.put(_END)
+        except _Cancelled:
+            pass
+        except ServiceError as exc:
+            self._fail(session, exc.code, str(exc))
+        except Exception as exc:  # noqa: BLE001 - report, never kill the server
+            log.exception("engine run %s failed", session.id)
+            self._fail(session, grpc.StatusCode.INTERNAL, f"engine: {type(exc).__name__}: {exc}")
+        finally:
+            self._forget(session)
+
+    @staticmethod
+    def _fail(session: _Session, code, message: str) -> None:
+        try:
+            session.put(_Failure(code, message))
+        except _Cancelled:
+            pass
+
+    @staticmethod
+    def _send_done(session: _Session, result) -> None:
+        records_ok = (len(result.records) == len(session.streamed_records)
+                      and list(result.records) == session.streamed_records
+                      and [bool(s) for s in result.simulated] == session.streamed_simulated)
+        if not records_ok:
+            pairs = list(zip(result.records, [bool(s) for s in result.simulated]))
+            for i in range(0, len(pairs), DEFAULT_RECORD_BATCH):
+                session.put(session.records_message(pairs[i:i + DEFAULT_RECORD_BATCH], final=True))
+        ports = result.ports
+        ports_ok = False
+        if ports is not None and session.streamed_blocks:
+            sb = session.streamed_blocks
+            same_kind = all(b.features == ports.features and b.radix == ports.radix
+                            and b.interval == ports.interval and b.values.shape[1:] == ports.values.shape[1:]
+                            for b in sb)
+            ports_ok = (same_kind and sum(len(b.t_end) for b in sb) == len(ports.t_end)
+                        and np.array_equal(np.concatenate([b.t_end for b in sb]), ports.t_end)
+                        and np.array_equal(np.concatenate([b.values for b in sb]), ports.values))
+        if ports is not None and not ports_ok:
+            per = max(1, FINAL_CHUNK_BYTES // max(1, ports.values[:1].nbytes))
+            from hybridsim.records import PortSamples
+
+            for i in range(0, max(1, len(ports.t_end)), per):
+                part = PortSamples(ports.t_end[i:i + per], ports.interval, ports.radix, ports.features,
+                                   ports.values[i:i + per], ports.meta)
+                session.put(engine_pb2.EngineEvent(samples=engine_pb2.Samples(
+                    blocks=[session.block_message(part)], final=True)))
+        session.put(engine_pb2.EngineEvent(done=engine_pb2.Done(
+            events=int(result.events), end_time=float(result.end_time),
+            job_end={str(k): float(v) for k, v in (result.job_end or {}).items()}, wall_s=float(result.wall_s),
+            partial=bool(result.partial), link_totals_json=_dumps(result.link_totals),
+            stats_json=_dumps(result.stats or {}), records_as_streamed=records_ok, ports_as_streamed=ports_ok,
+            has_ports=ports is not None, director_calls=session.director_calls)))
+
+
+class EngineServer:
+    """An ``Engine`` service (plus health and reflection); ``start()`` returns the bound address."""
+
+    def __init__(self, address: str = "127.0.0.1:0", *, engine_factory=None, max_runs: int = 4,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, answer_timeout: float = 600.0):
+        self.servicer = EngineServicer(engine_factory, max_runs=max_runs, answer_timeout=answer_timeout)
+        # each run holds one RPC thread (the stream); a few more for Status/health/reflection and refusals
+        self._pool = futures.ThreadPoolExecutor(max_workers=max_runs + 8, thread_name_prefix="engine-rpc")
+        self.server = grpc.server(self._pool, options=server_options(max_message_bytes),
+                                  maximum_concurrent_rpcs=max_runs + 8)
+        engine_pb2_grpc.add_EngineServicer_to_server(self.servicer, self.server)
+        self.health = add_health_and_reflection(self.server, [SERVICE_NAME])
+        self.address = bind(self.server, address)
+
+    def start(self) -> str:
+        self.server.start()
+        return self.address
+
+    def stop(self, grace: float | None = 2.0) -> None:
+        self.health.enter_graceful_shutdown()
+        for s in list(self.servicer.sessions.values()):
+            s.cancelled.set()
+        self.server.stop(grace).wait()
+        for t in self.servicer.threads:
+            t.join(timeout=5.0)
+        self._pool.shutdown(wait=True)
+
+    @property
+    def active_runs(self) -> int:
+        return len(self.servicer.sessions)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop(0)
