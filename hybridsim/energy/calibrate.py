@@ -385,3 +385,61 @@ def format_calibration(res: CalibrationResult) -> str:
         lines.append(f"  {k:<22} mean {v['mean_abs_pct']:.3f} %   max {v['max_abs_pct']:.3f} %   "
                      f"rms {v['rms_pct']:.3f} %")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------- synthetic
+def predict_rows(machine: Machine, X: np.ndarray, levels: list[str], precision: str = "DP",
+                 model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Time (s) and energy (J) of each row ``[W, Q_level...]`` run as a CPU kernel on ``machine``, through
+    :mod:`.roofline` (not the fitting code): ``E = W*eps_flop + sum Q*eps + P0*t``."""
+    from .roofline import Kernel, kernel_time_s
+
+    t = np.empty(len(X))
+    e = np.empty(len(X))
+    for i, row in enumerate(X):
+        k = Kernel(W=float(row[0]), precision=precision, Q={lv: float(q) for lv, q in zip(levels, row[1:])})
+        t[i] = kernel_time_s(machine, k, model)
+        e[i] = k.W * machine.eps_flop(precision) + sum(q * machine.eps_level(lv) for lv, q in k.Q.items()) \
+            + machine.static_power.total * t[i]
+    return t, e
+
+
+def synthetic_kernels(machine: Machine, n: int, seed: int = 0, precision: str = "DP",
+                      model: str = "roofline") -> np.ndarray:
+    """``n`` rows ``[W, Q_level...]`` (machine levels, in order) spread so that every term of ``model`` binds for
+    about the same share of rows on ``machine``: the binding term takes the row's whole time (log-uniform in
+    [0.1, 10] ms), the others 5-90 % of it."""
+    rng = np.random.default_rng(seed)
+    levels = list(machine.levels())
+    tau = np.array([machine.tau_flop(precision)] + [machine.tau(lv) for lv in levels])
+    m = len(tau)
+    groups = _groups(model, m)
+    X = np.empty((n, m))
+    for i in range(n):
+        t = 10 ** rng.uniform(-4, -2)
+        b = int(rng.integers(len(groups)))
+        share = np.empty(len(groups))
+        share[:] = rng.uniform(0.05, 0.9, len(groups))
+        share[b] = 1.0
+        for gi, g in enumerate(groups):
+            split = rng.dirichlet(np.ones(len(g))) if len(g) > 1 else np.ones(1)
+            for c, s in zip(g, split):
+                X[i, c] = t * share[gi] * s / tau[c]
+    return X
+
+
+def synthetic_csv(machine: Machine, X: np.ndarray, noise: float = 0.0, seed: int = 0, precision: str = "DP",
+                  model: str | None = None) -> str:
+    """A measurements CSV for kernels ``X`` run on ``machine``, time and energy with multiplicative Gaussian noise
+    of relative size ``noise``."""
+    rng = np.random.default_rng(seed + 1)
+    levels = list(machine.levels())
+    t, _ = predict_rows(machine, X, levels, precision, model)
+    t = t * (1 + noise * rng.standard_normal(len(t)))
+    e = X[:, 0] * machine.eps_flop(precision) + X[:, 1:] @ np.array([machine.eps_level(lv) for lv in levels]) \
+        + machine.static_power.total * t
+    e = e * (1 + noise * rng.standard_normal(len(e)))
+    lines = ["name,W," + ",".join(f"Q_{lv}" for lv in levels) + ",time,energy"]
+    for i in range(len(X)):
+        lines.append(f"k{i}," + ",".join(f"{v:.17g}" for v in X[i]) + f",{t[i]:.17g},{e[i]:.17g}")
+    return "\n".join(lines) + "\n"

@@ -80,8 +80,6 @@ def cmd_overlap(args) -> int:
         from ..engine import Engine  # noqa: F401
     except ImportError as exc:
         raise CliError(f"the embedded engine is not available: {exc}", EXIT_FAIL) from None
-    if args.no_progress:
-        scenario.backend.embedded.progress = False
     report = run_overlap(scenario)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -105,7 +103,6 @@ def register(sub) -> None:
     p = sub.add_parser("overlap", help="simulated iteration times vs the perfect-overlap model; fit alpha per job")
     p.add_argument("scenario", metavar="SCENARIO")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_overlap)
 
     p = sub.add_parser("machine", help="machine descriptions (node compute/energy model)")

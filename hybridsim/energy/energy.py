@@ -37,25 +37,27 @@ def dynamic_energy_J(machine: Machine, phase: ComputePhase) -> dict:
 def _byte_hops(link_bytes: Any) -> tuple[dict[str, float], float]:
     """(per-job byte-hops, unattributed byte-hops) from what a backend reports.
 
-    Accepted: ``None``; a number (total byte-hops); an array of bytes per link (summed); a mapping job name ->
-    number/array; or a mapping with ``"jobs"`` (per job) and/or ``"total"`` / ``"bytes"`` entries."""
+    A hop is one router output port traversed (router-router links and the ejection link to the terminal), so the
+    byte-hops of a run are the sum of the bytes sent out of every router port. Accepted: ``None``; a number (total
+    byte-hops); an array of bytes per port (summed); the engine's ``SimulationResult.link_totals`` (a mapping with a
+    ``"bytes"`` array); a mapping with ``"jobs"`` (job name -> byte-hops) and optionally ``"bytes"``/``"total"`` (the
+    rest is unattributed); or a plain mapping job name -> byte-hops."""
     if link_bytes is None:
         return {}, 0.0
     if isinstance(link_bytes, (int, float, np.number)):
         return {}, float(link_bytes)
     if isinstance(link_bytes, Mapping):
-        per_job: dict[str, float] = {}
-        rest = 0.0
+        total = None
+        for key in ("bytes", "total"):
+            if key in link_bytes:
+                total = float(np.sum(np.asarray(link_bytes[key], dtype=np.float64)))
+                break
         if "jobs" in link_bytes and isinstance(link_bytes["jobs"], Mapping):
             per_job = {str(k): float(np.sum(v)) for k, v in link_bytes["jobs"].items()}
-            for key in ("total", "bytes"):
-                if key in link_bytes:
-                    rest = max(0.0, float(np.sum(link_bytes[key])) - sum(per_job.values()))
-                    break
+            rest = max(0.0, total - sum(per_job.values())) if total is not None else 0.0
             return per_job, rest
-        for key in ("total", "bytes"):
-            if key in link_bytes and len(link_bytes) == 1:
-                return {}, float(np.sum(link_bytes[key]))
+        if total is not None:
+            return {}, total
         return {str(k): float(np.sum(v)) for k, v in link_bytes.items()}, 0.0
     return {}, float(np.sum(np.asarray(link_bytes, dtype=np.float64)))
 

@@ -173,10 +173,11 @@ class GPU(_M):
     @model_validator(mode="after")
     def _check(self) -> "GPU":
         if not self.FLOPs_per_cycle and not self.peak_flops:
-            raise ValueError("gpu: give 'FLOPs per cycle' (per SM) or 'peak FLOP/s' for at least one precision")
+            raise ValueError("give 'FLOPs per cycle' (per SM) or 'peak FLOP/s' for at least one precision")
         if self.active_power < self.idle_power:
-            raise ValueError(f"gpu: active power ({self.active_power} W) is below idle power ({self.idle_power} W)")
-        _unique_levels(self.memory_hierarchy + [MemoryLevel(level="DRAM", bandwidth=self.memory_bandwidth)], "gpu")
+            raise ValueError(f"active power ({self.active_power} W) is below idle power ({self.idle_power} W)")
+        _unique_levels(self.memory_hierarchy + [MemoryLevel(level="DRAM", bandwidth=self.memory_bandwidth)],
+                       "memory hierarchy + memory bandwidth")
         return self
 
     # derived

@@ -194,18 +194,19 @@ class _Cache:
         ent = self._d.get((id(scenario), job_index))
         if ent is None:
             return None
-        sc, machine_sec, compute, value = ent
+        sc, machine_sec, compute, delay, kernels, value = ent
         job = scenario.jobs[job_index]
         if sc is scenario and machine_sec is scenario.machine and compute is job.compute \
-                and value[1] is job.compute.kernels:
-            return value[0]
+                and delay == job.compute.delay and kernels is job.compute.kernels:
+            return value
         return None
 
     def put(self, scenario, job_index: int, value) -> None:
         if len(self._d) > 4096:
             self._d.clear()
         job = scenario.jobs[job_index]
-        self._d[(id(scenario), job_index)] = (scenario, scenario.machine, job.compute, (value, job.compute.kernels))
+        self._d[(id(scenario), job_index)] = (scenario, scenario.machine, job.compute, job.compute.delay,
+                                              job.compute.kernels, value)
 
 
 _cache = _Cache()
