@@ -20,7 +20,7 @@ from typing import Callable
 class EventLoop:
     """A deterministic discrete-event loop over virtual nanoseconds."""
 
-    __slots__ = ("heap", "seq", "now", "events", "_stopped")
+    __slots__ = ("heap", "seq", "now", "events", "_stopped", "leftover")
 
     def __init__(self) -> None:
         self.heap: list = []
@@ -28,14 +28,17 @@ class EventLoop:
         self.now = 0.0
         self.events = 0
         self._stopped = False
+        #: the entries still pending when a handler called :meth:`stop`
+        self.leftover: list = []
 
     def at(self, t: float, handler: Callable, a=None, b=None) -> None:
         """Call ``handler(t, a, b)`` at virtual time ``t`` (ns)."""
         heappush(self.heap, (t, next(self.seq), handler, a, b))
 
     def stop(self) -> None:
-        """End :meth:`run` after the current handler returns (the heap is emptied)."""
+        """End :meth:`run` after the current handler returns (pending entries move to ``leftover``)."""
         self._stopped = True
+        self.leftover = list(self.heap)
         self.heap.clear()
 
     def run(self, until: float = math.inf, max_events: int | None = None,

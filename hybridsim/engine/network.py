@@ -589,7 +589,7 @@ class Network:
             total += sum(pk.size for pk in q)
         for q in self.ovf:
             total += sum(pk.size for pk in q)
-        for entry in self.loop.heap:
+        for entry in self.loop.heap + self.loop.leftover:
             if isinstance(entry[4], Packet):
                 total += entry[4].size
         return total
