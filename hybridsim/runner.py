@@ -58,6 +58,10 @@ def make_backend(scenario, topology, placement, progress: bool):
         from .engine import Engine
 
         return Engine(scenario, topology=topology, placement=placement, progress=progress)
+    if kind == "remote":
+        from .service.remote import RemoteBackend
+
+        return RemoteBackend(scenario.backend.remote, scenario)
     raise RunError(f"backend {kind!r} cannot be driven in-process here; use the codes backend through run_codes")
 
 

@@ -303,9 +303,27 @@ class CodesBackend(_Model):
 
 
 class Backend(_Model):
-    kind: Literal["embedded", "codes"] = "embedded"
+    """``embedded`` (default), ``codes`` (CODES subprocess), or ``remote``: the embedded engine behind a
+    ``hybridsim serve --engine HOST:PORT`` gRPC service (``backend: {remote: HOST:PORT}`` selects it)."""
+
+    kind: Literal["embedded", "codes", "remote"] = "embedded"
     embedded: EmbeddedBackend = Field(default_factory=EmbeddedBackend)
     codes: CodesBackend = Field(default_factory=CodesBackend)
+    remote: Optional[str] = Field(None, pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$",
+                                  description="HOST:PORT of a remote engine service")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remote_implies_kind(cls, data):
+        if isinstance(data, dict) and data.get("remote") and "kind" not in data:
+            data = {**data, "kind": "remote"}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "Backend":
+        if self.kind == "remote" and not self.remote:
+            raise ValueError("backend kind 'remote' needs backend.remote: HOST:PORT")
+        return self
 
 
 class Sampling(_Model):
