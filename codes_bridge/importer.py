@@ -88,6 +88,26 @@ class CodesRun:
     def events(self) -> int:
         return int(self.ross.get("events_committed", 0) or 0)
 
+    def _vt_kind(self, kind: str) -> dict | None:
+        if self.vt is not None and getattr(self.vt, kind) is not None:
+            return getattr(self.vt, kind)
+        dec = self.run_dir / "ross-stats-decoded"
+        if (self.vt is None or Path(self.vt.source).is_dir()) and dec.is_dir():
+            more = read_vt_csv(dec, self.warnings, kinds=(kind,))
+            if self.vt is None:
+                self.vt = more
+            setattr(self.vt, kind, getattr(more, kind))
+        return None if self.vt is None else getattr(self.vt, kind)
+
+    def terminal_samples(self) -> dict | None:
+        """Per-terminal VT samples (columns named as CODES' vt-terminal.csv, sorted by (ts, lpid)); read on first
+        use when they come from the decoded CSVs."""
+        return self._vt_kind("terminal")
+
+    def rank_samples(self) -> dict | None:
+        """Per-rank (nw-lp) VT samples (struct field names, sorted by (ts, lpid)); read on first use."""
+        return self._vt_kind("nwlp")
+
     def to_simulation_result(self):
         """The same data as a :class:`hybridsim.backend.SimulationResult` (what a backend returns)."""
         from hybridsim.backend import SimulationResult
@@ -248,7 +268,7 @@ def _read_vt(d: Path, conf: CodesConf, opts: dict, vt_source: str, warnings: lis
     if vt_source in ("auto", "csv"):
         dec = d / "ross-stats-decoded"
         if find_file(dec / "vt-router.csv") is not None:
-            return read_vt_csv(dec, warnings), str(find_file(dec / "vt-router.csv"))
+            return read_vt_csv(dec, warnings, kinds=("router",)), str(find_file(dec / "vt-router.csv"))
         if vt_source == "csv":
             raise CodesImportError(f"{d}: no ross-stats-decoded/vt-router.csv[.gz]")
     return None, None

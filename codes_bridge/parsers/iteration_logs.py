@@ -55,71 +55,104 @@ def parse_line(line: str, path, line_no: int) -> IterationMark | None:
     return IterationMark(int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), t, bool(m.group(1)))
 
 
+_FAST = re.compile(r"^(SKIPPED TO )?ITERATION (\d+) node (\d+) job (\d+) rank (\d+) time ([-+0-9.eE]+)[ \t\r]*$",
+                   re.MULTILINE)
+
+
 @dataclass
 class IterationLogCollector:
-    """Accumulates marks from any number of PE files (in any order) and turns them into records."""
+    """Accumulates marks from any number of PE files (in any order) and turns them into records.
+
+    Marks are kept as columns (iteration, node, job, rank, time, skipped) plus the (file, line) of each, so that
+    duplicate or out-of-order marks are reported with file:line."""
 
     job_names: Sequence[str] | None = None
-    marks: list[IterationMark] = field(default_factory=list)
-    _where: dict = field(default_factory=dict)
+    _cols: list = field(default_factory=list)    # list of (n, 6) float64 arrays
+    _where: list = field(default_factory=list)   # list of (path, line numbers array)
+
+    @property
+    def n_marks(self) -> int:
+        return sum(len(c) for c in self._cols)
+
+    def add_array(self, arr: np.ndarray, path, line_nos: np.ndarray) -> None:
+        if len(arr):
+            self._cols.append(arr)
+            self._where.append((str(path), np.asarray(line_nos, dtype=np.int64)))
 
     def add(self, mark: IterationMark, path, line_no: int) -> None:
-        key = (mark.job_id, mark.rank, mark.iteration, mark.skipped)
-        if key in self._where:
-            p, n = self._where[key]
-            raise CodesParseError(path, line_no,
-                                  f"duplicate mark for job {mark.job_id} rank {mark.rank} iteration {mark.iteration} "
-                                  f"(first at {p}:{n})")
-        self._where[key] = (str(path), line_no)
-        self.marks.append(mark)
+        self.add_array(np.array([[mark.iteration, mark.node, mark.job_id, mark.rank, mark.time, mark.skipped]],
+                                np.float64), path, [line_no])
 
-    def feed(self, lines: Iterable[tuple[int, str]], path) -> int:
-        n = 0
+    def feed(self, lines: Iterable[tuple[int, str]], path) -> list[IterationMark]:
+        marks, nos = [], []
         for line_no, line in lines:
             m = parse_line(line, path, line_no)
             if m is not None:
-                self.add(m, path, line_no)
-                n += 1
-        return n
+                marks.append(m)
+                nos.append(line_no)
+        if marks:
+            self.add_array(np.array([[m.iteration, m.node, m.job_id, m.rank, m.time, m.skipped] for m in marks],
+                                    np.float64), path, nos)
+        return marks
 
-    def job_name(self, job_id: int) -> str:
+    def feed_text(self, text: str, path, first_line: int = 1) -> int:
+        """Parse a block of complete lines at once (fast path); on any bad line fall back to line-by-line parsing,
+        which raises with file:line."""
+        found = _FAST.findall(text)
+        lines = text.splitlines()
+        nonblank = [i for i, l in enumerate(lines) if l.strip()]
+        if len(found) != len(nonblank):
+            self.feed(((first_line + i, l) for i, l in enumerate(lines)), path)
+            return len(nonblank)
+        if not found:
+            return 0
+        arr = np.array([(it, nd, jb, rk, tm, 1.0 if sk else 0.0) for sk, it, nd, jb, rk, tm in found], np.float64)
+        if not np.isfinite(arr[:, 4]).all() or (arr[:, 4] < 0).any():
+            self.feed(((first_line + i, l) for i, l in enumerate(lines)), path)
+        self.add_array(arr, path, first_line + np.asarray(nonblank))
+        return len(found)
+
+    def job_name(self, job_id: int, where: str = "<iteration-logs>") -> str:
         if self.job_names is not None:
             if not 0 <= job_id < len(self.job_names):
-                raise CodesParseError(self._first_path(job_id), None,
+                raise CodesParseError(where, None,
                                       f"job id {job_id} not in the workload file ({len(self.job_names)} jobs)")
             return self.job_names[job_id]
         return f"job{job_id}"
 
-    def _first_path(self, job_id: int) -> str:
-        for (j, *_), (p, n) in self._where.items():
-            if j == job_id:
-                return f"{p}:{n}"
-        return "<iteration-logs>"
-
     def records(self) -> tuple[list[IterationRecord], list[bool]]:
         """Records sorted by (job_id, rank, iteration) and the parallel ``simulated`` flags."""
-        if not self.marks:
+        if not self._cols:
             return [], []
-        arr = np.array([(m.job_id, m.rank, m.time, m.iteration) for m in self.marks], dtype=np.float64)
-        order = np.lexsort((arr[:, 3], arr[:, 2], arr[:, 1], arr[:, 0]))  # by job, rank, time, iteration
-        recs: list[IterationRecord] = []
-        sim: list[bool] = []
-        prev_key = None
-        prev_t = 0.0
-        prev_it = -1
-        for i in order:
-            m = self.marks[i]
-            key = (m.job_id, m.rank)
-            if key != prev_key:
-                prev_key, prev_t, prev_it = key, 0.0, -1
-            if m.iteration <= prev_it:
-                p, n = self._where[(m.job_id, m.rank, m.iteration, m.skipped)]
-                raise CodesParseError(p, n, f"job {m.job_id} rank {m.rank}: iteration {m.iteration} at t={m.time} "
-                                            f"comes after iteration {prev_it} at t={prev_t} (iterations out of order)")
-            recs.append(IterationRecord(self.job_name(m.job_id), m.job_id, m.rank, m.iteration, prev_t, m.time))
-            sim.append(not m.skipped)
-            prev_t, prev_it = m.time, m.iteration
-        return recs, sim
+        arr = np.concatenate(self._cols)
+        file_idx = np.concatenate([np.full(len(c), i) for i, c in enumerate(self._cols)])
+        line_no = np.concatenate([w[1] for w in self._where])
+
+        def where(i):
+            return self._where[file_idx[i]][0], int(line_no[i])
+
+        it, job, rank, t, skipped = arr[:, 0], arr[:, 2], arr[:, 3], arr[:, 4], arr[:, 5] > 0
+        order = np.lexsort((it, t, rank, job))  # by job, rank, time, iteration
+        it, job, rank, t, skipped = it[order], job[order], rank[order], t[order], skipped[order]
+        same = np.zeros(len(order), bool)
+        same[1:] = (job[1:] == job[:-1]) & (rank[1:] == rank[:-1])
+        bad = np.nonzero(same[1:] & (it[1:] <= it[:-1]))[0]
+        if len(bad):
+            i = bad[0] + 1
+            p, n = where(order[i])
+            p0, n0 = where(order[i - 1])
+            kind = "duplicate mark" if it[i] == it[i - 1] else "iterations out of order"
+            raise CodesParseError(p, n, f"{kind}: job {int(job[i])} rank {int(rank[i])} iteration {int(it[i])} at "
+                                        f"t={t[i]} after iteration {int(it[i - 1])} at t={t[i - 1]} ({p0}:{n0})")
+        start = np.zeros(len(order))
+        start[1:] = np.where(same[1:], t[:-1], 0.0)
+        jobs = np.unique(job).astype(int)
+        first = {j: int(order[np.argmax(job == j)]) for j in jobs}
+        names = {j: self.job_name(j, "%s:%d" % where(first[j])) for j in jobs}
+        job_l, rank_l, it_l = job.astype(int).tolist(), rank.astype(int).tolist(), it.astype(int).tolist()
+        start_l, end_l = start.tolist(), t.tolist()
+        recs = [IterationRecord(names[j], j, r, i, s0, e) for j, r, i, s0, e in zip(job_l, rank_l, it_l, start_l, end_l)]
+        return recs, (~skipped).tolist()
 
 
 def iteration_log_files(run_dir: str | os.PathLike) -> list[Path]:
@@ -145,17 +178,19 @@ def parse_iteration_logs(files_or_run_dir, job_names: Sequence[str] | None = Non
     col = IterationLogCollector(job_names)
     for f in files:
         with open_text(f) as fh:
-            for n, raw in enumerate(fh, 1):
-                if raw.endswith("\n"):
-                    col.feed([(n, raw.rstrip("\r\n"))], f)
-                    continue
-                try:  # last line, no newline
-                    col.feed([(n, raw.rstrip("\r"))], f)
-                except CodesParseError:
-                    if not allow_truncated_last:
-                        raise CodesParseError(f, n, f"truncated last line (no newline): {raw[:80]!r}") from None
-                    warn(f"{f}:{n}: dropped the truncated last line {raw[:80]!r} (CODES stopped mid-write)",
-                         warnings)
+            text = fh.read()
+        body, sep, last = text.rpartition("\n")
+        if not sep:
+            body, last = "", text
+        col.feed_text(body, f)
+        if last.strip():  # last line without newline
+            n = body.count("\n") + 2 if sep else 1
+            try:
+                col.feed([(n, last.rstrip("\r"))], f)
+            except CodesParseError:
+                if not allow_truncated_last:
+                    raise CodesParseError(f, n, f"truncated last line (no newline): {last[:80]!r}") from None
+                warn(f"{f}:{n}: dropped the truncated last line {last[:80]!r} (CODES stopped mid-write)", warnings)
     return col.records()
 
 
@@ -175,10 +210,10 @@ class IterationLogTail:
 
     def poll(self) -> list[IterationMark]:
         self._scan()
-        before = len(self.collector.marks)
+        new: list[IterationMark] = []
         for r in self.readers.values():
-            self.collector.feed(r.read_new(), r.path)
-        return self.collector.marks[before:]
+            new += self.collector.feed(r.read_new(), r.path)
+        return new
 
     def finish(self) -> tuple[list[IterationRecord], list[bool]]:
         self.poll()

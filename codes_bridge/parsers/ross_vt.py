@@ -294,12 +294,15 @@ def _line_from_arrow(msg: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def read_vt_csv(decoded_dir: str | os.PathLike, warnings: list | None = None) -> VtSamples:
+def read_vt_csv(decoded_dir: str | os.PathLike, warnings: list | None = None,
+                kinds: tuple[str, ...] = ("router", "terminal", "nwlp")) -> VtSamples:
     """Read the CSVs CODES' decoder wrote (``vt-router``, ``vt-terminal``, ``vt-nwlp``; each optional, ``.gz``
-    or not)."""
+    or not). ``kinds`` limits which are read (the big terminal / nw-lp files are not needed for port samples)."""
     d = Path(decoded_dir)
     out = VtSamples(source=str(d), warnings=[] if warnings is None else warnings)
     for attr, name in (("router", "vt-router.csv"), ("terminal", "vt-terminal.csv"), ("nwlp", "vt-nwlp.csv")):
+        if attr not in kinds:
+            continue
         p = find_file(d / name)
         if p is None:
             continue
