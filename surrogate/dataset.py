@@ -266,6 +266,46 @@ def make_splits(T: int, train_frac: float = 0.3, val_frac: float = 0.1) -> dict[
     return {"train": (0, a), "val": (a, b), "test": (b, T)}
 
 
+def _codes_fallback(manifest: dict) -> dict:
+    """For ``codes-import`` run directories whose manifest carries no topology/placement: read them from the CODES
+    run directory the import came from (``manifest["codes_run_dir"]``: network .conf, ``--alloc_file``, workloads
+    file)."""
+    d = manifest.get("codes_run_dir")
+    if not d or not Path(d).is_dir():
+        return {}
+    from hybridsim.placement import read_alloc_file
+
+    try:
+        from codes_bridge.conf import (command_options, find_network_conf, find_workloads_conf,
+                                       job_names_from_workloads, parse_conf, parse_workloads_conf)
+    except ImportError:
+        return {}
+    out: dict = {}
+    try:
+        shape = parse_conf(find_network_conf(d)).shape()
+        out["topology"] = shape_dict(shape)
+        wl = find_workloads_conf(d)
+        names = job_names_from_workloads(parse_workloads_conf(wl)) if wl else None
+        alloc = command_options(d).get("alloc_file")
+        if alloc and names and (Path(d) / alloc).is_file():
+            rows = read_alloc_file(Path(d) / alloc)
+            out["placement"] = {n: r for n, r in zip(names, rows)}
+        if names:
+            out["jobs"] = [{"name": n, "workload": _guess_workload(n)} for n in names]
+    except Exception as exc:  # ConfError, PlacementError, OSError
+        raise DatasetError(f"{d}: cannot read the CODES run's topology/placement: {exc}") from None
+    return out
+
+
+def _guess_workload(name: str) -> str:
+    low = name.lower()
+    for key, kind in (("milc", "milc"), ("lammps", "lammps"), ("nearest", "nearest_neighbor"), ("nn", "nearest_neighbor"),
+                      ("synthetic", "uniform_random"), ("allreduce", "allreduce")):
+        if key in low:
+            return kind
+    return name
+
+
 def _manifest_shape(manifest: dict, radix: int | None) -> DragonflyShape:
     topo = manifest.get("topology")
     if not isinstance(topo, dict) or "groups" not in topo:
@@ -391,6 +431,10 @@ def build_dataset(run_dir: str | Path, out: str | Path | None = None, *, train_f
         bad = np.argwhere(~np.isfinite(samples.values))[0]
         raise DatasetError(f"{run_dir}/{PORTS}: non-finite value at sample {bad[0]} (t_end={samples.t_end[bad[0]]}), "
                            f"port {bad[1]}, feature {samples.features[bad[2]]!r}")
+    if manifest.get("kind") == "codes-import" and not (manifest.get("placement") and manifest.get("topology")) \
+            and not isinstance(manifest.get("scenario"), dict):
+        fb = _codes_fallback(manifest)
+        manifest = {**fb, **{k: v for k, v in manifest.items() if v is not None}}
     shape = _manifest_shape(manifest, samples.radix)
     topo = Dragonfly(shape)
     P = topo.n_ports

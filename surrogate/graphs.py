@@ -21,8 +21,11 @@ import torch
 
 from hybridsim.topology import Dragonfly, DragonflyShape
 
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+
+def _csr(crow, col, val, n) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta", "invariant checks disabled"
+        return torch.sparse_csr_tensor(crow, col, val, size=(n, n))
 
 #: statistics computed per port feature, in the order of the feature axis
 STATS: tuple[str, ...] = ("min", "max", "mean", "q25", "q75", "last")
@@ -62,7 +65,7 @@ def normalized_adjacency(topo: Dragonfly, self_loops: bool = True) -> torch.Tens
     """GCN-normalised adjacency ``D^-1/2 (A + I) D^-1/2`` of the port graph as a float32 ``torch.sparse_csr_tensor``
     of shape ``(P, P)``. Pre-normalised CSR is several times faster than ``edge_index`` message passing on CPU."""
     crow, col, val, n = _norm_adj_cached(_TopoRef(topo), bool(self_loops))
-    return torch.sparse_csr_tensor(crow, col, val, size=(n, n))
+    return _csr(crow, col, val, n)
 
 
 @lru_cache(maxsize=8)
@@ -87,7 +90,7 @@ def random_walk_matrix(topo: Dragonfly) -> torch.Tensor:
     """Row-stochastic transition matrix ``D^-1 A`` of the port graph (float32 sparse CSR, ``(P, P)``), the diffusion
     operator of DCRNN. The port graph is symmetric, so forward and backward diffusion use the same matrix."""
     crow, col, val, n = _rw_cached(_TopoRef(topo))
-    return torch.sparse_csr_tensor(crow, col, val, size=(n, n))
+    return _csr(crow, col, val, n)
 
 
 @lru_cache(maxsize=8)
