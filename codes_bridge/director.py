@@ -1,0 +1,589 @@
+"""A drop-in for CODES' stock ZeroMQ ML server, backed by hybridsim surrogates (DESIGN.md section 6).
+
+CODES' application surrogate (its *director* LP) streams each rank's iteration times to an external predictor and
+asks it for the next iteration times when it skips ahead. This module answers those requests with any hybridsim
+surrogate that predicts from a rank's iteration-time history (``surrogate.models.history``: ``ridge`` -- CODES' stock
+predictor, ridge regression on the last 4 times --, ``last``, ``mean``, ``ewma``, or a checkpoint of such a model).
+
+Wire protocol (ZeroMQ REQ/REP; CODES connects to ``$ZMQML_ENDPOINT``, default ``tcp://localhost:5555``):
+
+* request = UTF-8 JSON object, one NUL byte, then optional data bytes (whitespace-separated numbers);
+* reply = one JSON object whose values are all strings, always with ``status`` (``done``/``failed``) and ``et``
+  (seconds spent), and ``error`` when failed. A bad request never stops the server: it gets a ``failed`` reply.
+
+Requests:
+
+* ``{"cmd": "director-request", "surrogate_family": "iteration-time", "surrogate_backend": "...", "operation": OP,
+  "args": [...]}`` with OP one of ``send-records`` (client, number of records; data = iteration times in ns),
+  ``inference`` (client, steps; data = optional extra context), ``train-model`` (``all``), ``save-model`` /
+  ``load-model`` (path), ``load-records-csv`` (path), ``model-status`` (``all`` or a client id) and the aliases
+  ``status``, ``train``, ``save``, ``load``, ``load-records``, ``do-inference``. ``args`` may start with their count
+  as a string (CODES does: ``["2", "17", "60"]``); the count is dropped when it equals the number of elements after
+  it. Other surrogate families (``event-time``, ``packet-latency``) are answered ``failed`` with an explanation.
+* the older direct commands of the stock server: ``{"cmd": "send-records" | "iteration-time-inference" |
+  "do-inference" | "train-iteration-time-model" | "save-iteration-time-model" | "load-iteration-time-model" |
+  "load-iteration-records-csv" | "iteration-time-model-status" | "set-debug", "args": [...]}``;
+* ``{"cmd": "nothing"}`` (latency probe) and ``{"cmd": "exit"}`` (reply, then the server stops).
+
+Inference of ``n`` steps is autoregressive: each prediction is appended to the rank's history for the next one.
+Iteration times that are not finite and positive are ignored (as the stock server does); a payload with none usable
+is refused. With ``auto_train`` (default for a model created by name, like the stock server) the model is refitted
+on all records received so far before an inference whenever new records have arrived.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+#: most steps one inference may ask for
+MAX_STEPS = 100_000
+#: iteration times kept per client (older ones are dropped; the models look at the last few)
+MAX_HISTORY = 100_000
+
+OPERATIONS = ("send-records", "inference", "train-model", "save-model", "load-model", "load-records-csv",
+              "model-status")
+ALIASES = {
+    "status": "model-status",
+    "train": "train-model",
+    "save": "save-model",
+    "load": "load-model",
+    "load-records": "load-records-csv",
+    "do-inference": "inference",
+    "iteration-time-inference": "inference",
+}
+#: commands of the stock server that name an operation directly (no ``director-request`` envelope)
+LEGACY_COMMANDS = {
+    "send-records": "send-records",
+    "iteration-time-inference": "inference",
+    "do-inference": "inference",
+    "train-iteration-time-model": "train-model",
+    "save-iteration-time-model": "save-model",
+    "load-iteration-time-model": "load-model",
+    "load-iteration-records-csv": "load-records-csv",
+    "iteration-time-model-status": "model-status",
+}
+OTHER_FAMILIES = ("event-time", "packet-latency")
+
+
+class DirectorError(ValueError):
+    """A request that cannot be served; its text becomes the reply's ``error``."""
+
+
+# ------------------------------------------------------------------------------------------------------ parsing
+def _reject_constant(name: str):
+    raise DirectorError(f"malformed JSON: non-finite number {name} is not allowed")
+
+
+def split_request(raw: bytes) -> tuple[dict, bytes]:
+    """Raw request bytes -> (JSON object, data bytes). Raises :class:`DirectorError`."""
+    if not isinstance(raw, (bytes, bytearray)):
+        raise DirectorError("request must be bytes")
+    head, sep, data = bytes(raw).partition(b"\x00")
+    if not sep:
+        raise DirectorError("missing NUL separator: a request is a JSON object, one NUL byte (\\x00), then optional "
+                            "data bytes")
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DirectorError(f"request JSON is not UTF-8: {exc}") from None
+    try:
+        msg = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise DirectorError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(msg, dict):
+        raise DirectorError(f"request JSON must be an object, got {type(msg).__name__}")
+    return msg, bytes(data)
+
+
+#: (fewest, most) arguments of each operation, after the leading count is removed
+ARITY = {
+    "send-records": (2, 2),
+    "inference": (2, 2),
+    "train-model": (0, 1),
+    "save-model": (1, 1),
+    "load-model": (1, 1),
+    "load-records-csv": (1, 1),
+    "model-status": (0, 1),
+}
+
+
+def real_args(args: Any, lo: int = 0, hi: int | None = None) -> list[str]:
+    """The request's arguments without CODES' leading count (and without its ``"dummy"`` placeholder).
+
+    The first element is taken as a count, and dropped, when it is an integer equal to the number of elements after
+    it (DESIGN.md 6) or to the number of elements including itself (what CODES' director actually sends for
+    ``send-records`` and ``inference``: ``["3", client, n]``), and what remains fits the operation's ``lo..hi``
+    arguments. So ``["2", "17", "60"]`` and ``["3", "17", "60"]`` are both client 17, 60 steps, while a hand-written
+    ``["17", "60"]`` is taken as is."""
+    if args is None:
+        return []
+    if not isinstance(args, list):
+        raise DirectorError(f"'args' must be a list, got {type(args).__name__}")
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, (dict, list)) or a is None:
+            raise DirectorError(f"args[{i}] must be a string or number, got {json.dumps(a)}")
+        out.append(a if isinstance(a, str) else json.dumps(a))
+    if out == ["dummy"]:
+        return []
+    if out:
+        try:
+            n = int(out[0])
+        except ValueError:
+            n = None
+        rest = len(out) - 1
+        if n is not None and n in (rest, rest + 1) and lo <= rest and (hi is None or rest <= hi):
+            return out[1:]
+    return out
+
+
+def _arg(args: list[str], i: int, name: str, op: str) -> str:
+    if i >= len(args) or args[i].strip() == "":
+        raise DirectorError(f"{op}: missing argument {i + 1} ({name}); got args {args}")
+    return args[i].strip()
+
+
+def _int_arg(args: list[str], i: int, name: str, op: str, lo: int | None = None, hi: int | None = None) -> int:
+    s = _arg(args, i, name, op)
+    try:
+        v = int(s)
+    except ValueError:
+        try:
+            f = float(s)
+        except ValueError:
+            f = math.nan
+        if not math.isfinite(f):
+            raise DirectorError(f"{op}: {name} must be a finite integer, got {s!r}") from None
+        if f != int(f):
+            raise DirectorError(f"{op}: {name} must be an integer, got {s!r}") from None
+        v = int(f)
+    if lo is not None and v < lo or hi is not None and v > hi:
+        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise DirectorError(f"{op}: {name} must be {rng}, got {v}")
+    return v
+
+
+def parse_values(data: bytes, what: str) -> tuple[list[float], int]:
+    """Whitespace-separated numbers -> (finite positive values, number ignored). Non-numbers are an error."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DirectorError(f"{what}: data is not UTF-8 text: {exc}") from None
+    vals, ignored = [], 0
+    for i, tok in enumerate(text.split()):
+        try:
+            v = float(tok)
+        except ValueError:
+            raise DirectorError(f"{what}: data value {i + 1} ({tok[:40]!r}) is not a number") from None
+        if math.isfinite(v) and v > 0:
+            vals.append(v)
+        else:
+            ignored += 1
+    return vals, ignored
+
+
+def _fmt(v: float) -> str:
+    return repr(float(v))
+
+
+# ------------------------------------------------------------------------------------------------------ service
+def make_model(spec: str | None = None, **options):
+    """``spec``: a registry name (default ``ridge`` with ``k=4``) or a checkpoint folder. Models that need port graphs
+    are refused: the director only receives iteration times."""
+    from surrogate.base import SurrogateError, load_surrogate
+    from surrogate.registry import create
+
+    spec = spec or "ridge"
+    p = Path(spec)
+    if p.is_dir():
+        model = load_surrogate(p)
+        if options:
+            raise DirectorError(f"model options {options} cannot be applied to the checkpoint {p}")
+    else:
+        if spec == "ridge":
+            options.setdefault("k", 4)
+        try:
+            model = create(spec, **options)
+        except TypeError as exc:
+            raise DirectorError(f"bad options for model {spec!r}: {exc}") from None
+        except SurrogateError as exc:
+            raise DirectorError(f"{exc} (or give a checkpoint folder)") from None
+    if getattr(model, "needs_graphs", False):
+        raise DirectorError(f"model {model.name!r} needs port graphs, but CODES' director sends only iteration times; "
+                            f"use a history model (ridge, last, mean, ewma) or a checkpoint of one")
+    return model
+
+
+@dataclass
+class ClientState:
+    records: list[float] = field(default_factory=list)
+
+
+class IterationTimeService:
+    """The state behind the protocol: per-client iteration times, one surrogate, a model version."""
+
+    def __init__(self, model=None, *, auto_train: bool = True, records_log: str | Path | None = None,
+                 workload: str = "codes"):
+        self.model = model if model is not None else make_model("ridge")
+        self.auto_train = auto_train
+        self.clients: dict[int, ClientState] = {}
+        self.version = 0
+        self.fitted_clients: set[int] = set()
+        self.training_examples = 0
+        self.dirty = False
+        self.records_log = Path(records_log) if records_log else None
+        self.workload = workload
+
+    # --------------------------------------------------------------------------------------------- helpers
+    def _client(self, c: int) -> ClientState:
+        st = self.clients.get(c)
+        if st is None:
+            st = self.clients[c] = ClientState()
+        return st
+
+    def _add(self, client: int, values: list[float]) -> None:
+        st = self._client(client)
+        st.records.extend(values)
+        if len(st.records) > MAX_HISTORY:
+            del st.records[:-MAX_HISTORY]
+        if values:
+            self.dirty = True
+
+    def _log(self, client: int, values: list[float]) -> None:
+        if self.records_log is None or not values:
+            return
+        new = not self.records_log.exists()
+        with open(self.records_log, "a", newline="") as fh:
+            w = csv.writer(fh)
+            if new:
+                w.writerow(["client", "value"])
+            for v in values:
+                w.writerow([client, _fmt(v)])
+
+    def _fit(self) -> int:
+        fit = getattr(self.model, "fit_series", None)
+        if fit is None:
+            raise DirectorError(f"model {self.model.name!r} cannot be fitted from iteration times by the director "
+                                f"(no fit_series); train it offline and serve its checkpoint")
+        ids = sorted(c for c, st in self.clients.items() if st.records)
+        n = int(fit([np.asarray(self.clients[c].records) for c in ids]))
+        if n > 0:
+            self.version += 1
+            self.training_examples = n
+            self.fitted_clients = set(ids)
+        self.dirty = False
+        return n
+
+    def _trainable(self) -> bool:
+        return hasattr(self.model, "fit_series")
+
+    # --------------------------------------------------------------------------------------------- operations
+    def send_records(self, args: list[str], data: bytes) -> dict:
+        op = "send-records"
+        client = _int_arg(args, 0, "client", op, lo=0)
+        declared = _int_arg(args, 1, "number of records", op, lo=0)
+        vals, ignored = parse_values(data, op)
+        if not vals and (ignored or declared):
+            raise DirectorError(f"{op}: no finite positive iteration time in the data for client {client} "
+                                f"({ignored} value(s) ignored)")
+        self._add(client, vals)
+        self._log(client, vals)
+        return {"client": str(client), "accepted": str(len(vals)), "ignored": str(ignored),
+                "total_records": str(len(self._client(client).records))}
+
+    def inference(self, args: list[str], data: bytes) -> dict:
+        from surrogate.base import Context
+
+        op = "inference"
+        client = _int_arg(args, 0, "client", op, lo=0)
+        steps = _int_arg(args, 1, "number of steps", op, lo=1, hi=MAX_STEPS)
+        context, ignored = parse_values(data, op)
+        if ignored and not context:
+            raise DirectorError(f"{op}: the context data has no finite positive value ({ignored} ignored)")
+        hist = list(self.clients[client].records) if client in self.clients else []
+        hist += context
+        if not hist:
+            raise DirectorError(f"{op}: no iteration times known for client {client}: send-records first (or send "
+                                f"context values in the data)")
+        if self.auto_train and self.dirty and self._trainable():
+            self._fit()
+        L = max(int(getattr(self.model, "lookback", 1) or 1), 1)
+        window = np.full(L, np.nan)
+        tail = np.asarray(hist[-L:], dtype=np.float64)
+        window[L - len(tail):] = tail
+        preds = []
+        fallbacks = 0
+        for _ in range(steps):
+            ctx = Context(job=f"client-{client}", workload=self.workload, history=window[None, :].copy(),
+                          iteration=len(hist) + len(preds))
+            y = float(np.asarray(self.model.predict(ctx), dtype=np.float64).reshape(-1)[0])
+            if not (math.isfinite(y) and y > 0):
+                last = window[~np.isnan(window)][-1]
+                y, fallbacks = float(last), fallbacks + 1
+            preds.append(y)
+            window = np.roll(window, -1)
+            window[-1] = y
+        out = {"predictions": " ".join(_fmt(v) for v in preds), "client": str(client), "steps": str(steps),
+               "model_version": str(self.version)}
+        if fallbacks:
+            out["fallbacks"] = str(fallbacks)
+        return out
+
+    def train_model(self, args: list[str], data: bytes) -> dict:
+        target = args[0].strip() if args else "all"
+        if target not in ("", "all", "*"):
+            raise DirectorError(f"train-model: the model is shared by all clients; train with target 'all' "
+                                f"(got {target!r})")
+        total = sum(len(st.records) for st in self.clients.values())
+        if not self._trainable():
+            raise DirectorError(f"train-model: model {self.model.name!r} has nothing to fit from iteration times")
+        n = self._fit()
+        if n == 0:
+            k = getattr(self.model, "k", getattr(self.model, "lookback", 1))
+            raise DirectorError(f"train-model: not enough records to fit (need more than {k} iteration times for at "
+                                f"least one client; have {total} over {len(self.clients)} clients)")
+        return {"target": "all", "total_clients": str(len(self.clients)),
+                "trained_clients": str(len(self.fitted_clients)), "total_records": str(total),
+                "training_examples": str(n), "model_version": str(self.version)}
+
+    def save_model(self, args: list[str], data: bytes) -> dict:
+        path = Path(_arg(args, 0, "output model path", "save-model"))
+        try:
+            self.model.save(path)
+        except OSError as exc:
+            raise DirectorError(f"save-model: cannot write {path}: {exc}") from None
+        return {"path": str(path), "model": self.model.name, "model_version": str(self.version)}
+
+    def load_model(self, args: list[str], data: bytes) -> dict:
+        from surrogate.base import SurrogateError
+
+        path = Path(_arg(args, 0, "input model path", "load-model"))
+        if not path.exists():
+            raise DirectorError(f"load-model: model path does not exist: {path}")
+        if not path.is_dir():
+            raise DirectorError(f"load-model: {path} is not a checkpoint folder (config.json [+ model.safetensors], "
+                                f"as written by save-model)")
+        try:
+            model = make_model(str(path))
+        except SurrogateError as exc:
+            raise DirectorError(f"load-model: {exc}") from None
+        self.model = model
+        self.version += 1
+        self.dirty = bool(self.clients)
+        return {"path": str(path), "model": model.name, "model_version": str(self.version)}
+
+    def load_records_csv(self, args: list[str], data: bytes) -> dict:
+        path = Path(_arg(args, 0, "CSV path", "load-records-csv"))
+        if not path.is_file():
+            raise DirectorError(f"load-records-csv: CSV path does not exist: {path}")
+        rows: dict[int, list[float]] = {}
+        ignored = 0
+        with open(path, newline="") as fh:
+            reader = csv.DictReader(fh)
+            cols = set(reader.fieldnames or [])
+            if not {"client", "value"} <= cols:
+                raise DirectorError(f"load-records-csv: {path}:1: needs columns client,value (has "
+                                    f"{','.join(reader.fieldnames or []) or 'none'})")
+            for row in reader:
+                line = reader.line_num
+                try:
+                    client = int(row["client"])
+                    value = float(row["value"])
+                except (TypeError, ValueError):
+                    raise DirectorError(f"load-records-csv: {path}:{line}: bad row client={row.get('client')!r} "
+                                        f"value={row.get('value')!r}") from None
+                if client < 0:
+                    raise DirectorError(f"load-records-csv: {path}:{line}: client must be >= 0, got {client}")
+                if math.isfinite(value) and value > 0:
+                    rows.setdefault(client, []).append(value)
+                else:
+                    ignored += 1
+        for c, vals in rows.items():
+            self._add(c, vals)
+        return {"path": str(path), "loaded_rows": str(sum(map(len, rows.values()))),
+                "loaded_clients": str(len(rows)), "ignored": str(ignored)}
+
+    def model_status(self, args: list[str], data: bytes) -> dict:
+        target = args[0].strip() if args else "all"
+        if target in ("", "all", "*"):
+            ids = sorted(self.clients)
+        else:
+            c = _int_arg([target], 0, "client", "model-status", lo=0)
+            ids = [c]
+        recs = {c: len(self.clients[c].records) if c in self.clients else 0 for c in ids}
+        trained = [c for c in ids if c in self.fitted_clients]
+        return {"target": target or "all", "model": self.model.name,
+                "model_config": json.dumps(self.model.config(), sort_keys=True),
+                "total_clients": str(len(ids)), "total_records": str(sum(recs.values())),
+                "trained_clients": str(len(trained)), "model_version": str(self.version),
+                "auto_train": "1" if self.auto_train else "0",
+                "clients": ";".join(f"{c}:records={recs[c]},trained={int(c in self.fitted_clients)}" for c in ids)}
+
+    def dispatch(self, op: str, args: list[str], data: bytes) -> dict:
+        from surrogate.base import SurrogateError
+
+        fn = {
+            "send-records": self.send_records,
+            "inference": self.inference,
+            "train-model": self.train_model,
+            "save-model": self.save_model,
+            "load-model": self.load_model,
+            "load-records-csv": self.load_records_csv,
+            "model-status": self.model_status,
+        }[op]
+        try:
+            return fn(args, data)
+        except SurrogateError as exc:
+            raise DirectorError(f"{op}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------------ protocol
+def _reply(status: str, t0: float, **extra) -> dict:
+    out = {"status": status, "et": repr(time.perf_counter() - t0)}
+    out.update({k: str(v) for k, v in extra.items()})
+    return out
+
+
+def handle_request(service: IterationTimeService, raw: bytes) -> tuple[dict, bool]:
+    """One request -> (reply, stop?). Never raises: every problem becomes a ``failed`` reply with ``error``."""
+    t0 = time.perf_counter()
+    try:
+        msg, data = split_request(raw)
+        cmd = msg.get("cmd")
+        if not isinstance(cmd, str) or not cmd:
+            raise DirectorError("request has no 'cmd' string (expected director-request, nothing, exit or a stock "
+                                "server command)")
+        if cmd == "nothing":
+            return _reply("done", t0), False
+        if cmd == "exit":
+            return _reply("done", t0, message="server stopping"), True
+        if cmd == "set-debug":
+            return _reply("done", t0), False
+        if cmd == "director-request":
+            family = msg.get("surrogate_family", "iteration-time")
+            if family in OTHER_FAMILIES:
+                raise DirectorError(f"surrogate_family {family!r} (packet-level models inside the network) is not "
+                                    f"served by hybridsim's director, which predicts iteration times; use CODES' own "
+                                    f"server for it or surrogate_family 'iteration-time'")
+            if family != "iteration-time":
+                raise DirectorError(f"unknown surrogate_family {family!r}; this server answers 'iteration-time'")
+            op = msg.get("operation")
+            if not isinstance(op, str) or not op:
+                raise DirectorError("director-request has no 'operation' string")
+        elif cmd in LEGACY_COMMANDS:
+            op = LEGACY_COMMANDS[cmd]
+        else:
+            raise DirectorError(f"unknown cmd {cmd!r}; known: director-request, nothing, exit, set-debug, "
+                                f"{', '.join(LEGACY_COMMANDS)}")
+        op = ALIASES.get(op, op)
+        if op not in OPERATIONS:
+            raise DirectorError(f"unknown operation {msg.get('operation', cmd)!r}; known: {', '.join(OPERATIONS)} "
+                                f"(aliases: {', '.join(ALIASES)})")
+        lo, hi = ARITY[op]
+        args = real_args(msg.get("args"), lo, hi)
+        if len(args) > hi:
+            raise DirectorError(f"{op}: too many arguments {args} (expects at most {hi}, optionally preceded by "
+                                f"their count)")
+        extra = service.dispatch(op, args, data)
+        return _reply("done", t0, operation=op, **extra), False
+    except DirectorError as exc:
+        return _reply("failed", t0, error=str(exc)), False
+    except Exception as exc:  # a bug or an unexpected model failure must not stop the server
+        return _reply("failed", t0, error=f"internal error: {type(exc).__name__}: {exc}"), False
+
+
+class CodesDirectorServer:
+    """ZeroMQ REP server speaking CODES' director protocol. ``endpoint`` may use port ``*`` (ephemeral): the bound
+    address is :attr:`endpoint` after :meth:`bind`. Serve with :meth:`serve_forever` (blocking; stops on ``exit``
+    or :meth:`stop`)."""
+
+    def __init__(self, service: IterationTimeService, endpoint: str = DEFAULT_ENDPOINT,
+                 log: Callable[[str], None] | None = None):
+        self.service = service
+        self.requested = endpoint
+        self.endpoint: str | None = None
+        self.log = log
+        self.requests = 0
+        self._stop = threading.Event()
+        self._ctx = None
+        self._sock = None
+
+    def bind(self) -> str:
+        import zmq
+
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.REP)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        try:
+            self._sock.bind(self.requested)
+        except zmq.ZMQError as exc:
+            self.close()
+            raise OSError(f"cannot bind the CODES director endpoint {self.requested}: {exc}") from None
+        self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        return self.endpoint
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
+        if self._ctx is not None:
+            self._ctx.term()
+            self._ctx = None
+
+    def serve_forever(self, poll_ms: int = 100) -> int:
+        """Serve until ``exit`` or :meth:`stop`; returns the number of requests answered."""
+        import zmq
+
+        if self._sock is None:
+            self.bind()
+        try:
+            while not self._stop.is_set():
+                if not self._sock.poll(poll_ms, zmq.POLLIN):
+                    continue
+                raw = self._sock.recv()
+                reply, stop = handle_request(self.service, raw)
+                self.requests += 1
+                self._sock.send(json.dumps(reply).encode("utf-8"))
+                if self.log is not None and reply.get("status") != "done":
+                    self.log(f"request {self.requests}: failed: {reply.get('error')}")
+                if stop:
+                    break
+        finally:
+            self.close()
+        return self.requests
+
+
+def serve(endpoint: str = DEFAULT_ENDPOINT, model: str | None = None, *, model_options: dict | None = None,
+          auto_train: bool | None = None, records_log: str | None = None, out=sys.stderr) -> int:
+    """Run the director until ``exit`` (or Ctrl-C). Used by ``hybridsim serve --codes-director``."""
+    m = make_model(model, **(model_options or {}))
+    if auto_train is None:
+        auto_train = not (model and Path(model).is_dir())
+    service = IterationTimeService(m, auto_train=auto_train, records_log=records_log)
+    server = CodesDirectorServer(service, endpoint, log=lambda s: print(f"codes-director: {s}", file=out, flush=True))
+    bound = server.bind()
+    cfg = json.dumps(m.config(), sort_keys=True)
+    print(f"codes-director: serving model {m.name!r} {cfg} on {bound} (auto-train {'on' if auto_train else 'off'}); "
+          f"point CODES at it with ZMQML_ENDPOINT={bound.replace('0.0.0.0', 'localhost')}", file=out, flush=True)
+    try:
+        n = server.serve_forever()
+    except KeyboardInterrupt:
+        server.close()
+        print("codes-director: interrupted", file=out, flush=True)
+        return 130
+    print(f"codes-director: stopped after {n} requests", file=out, flush=True)
+    return 0

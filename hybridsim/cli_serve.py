@@ -1,0 +1,91 @@
+"""``hybridsim serve``: run hybridsim as a service for another program.
+
+One command, one service per invocation, chosen by its option::
+
+    hybridsim serve --codes-director tcp://127.0.0.1:5555 [--model ridge|CKPT] [--model-option k=4]
+
+``--codes-director`` speaks CODES' hybrid-director ZeroMQ protocol (:mod:`codes_bridge.director`), so CODES'
+application surrogate can use hybridsim's surrogates instead of its stock ML server. More services (e.g. gRPC
+endpoints) plug in the same way: add their option in :func:`register` and a runner in :data:`SERVICES`; ``--model``
+and ``--model-option`` are shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from .cli import EXIT_BAD_INPUT, CliError
+
+
+def _option_value(text: str):
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    return text
+
+
+def parse_model_options(items: list[str] | None) -> dict:
+    out = {}
+    for item in items or []:
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--model-option expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = _option_value(val.strip())
+    return out
+
+
+def _serve_codes_director(args) -> int:
+    from codes_bridge.director import DirectorError, serve
+    from surrogate.base import SurrogateError
+
+    try:
+        return serve(args.codes_director, args.model, model_options=parse_model_options(args.model_option),
+                     auto_train=args.auto_train, records_log=args.records_log)
+    except (DirectorError, SurrogateError) as exc:
+        raise CliError(f"--model: {exc}", EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+
+
+#: argparse dest -> runner; exactly one of these options must be given
+SERVICES: dict[str, Callable] = {
+    "codes_director": _serve_codes_director,
+}
+
+
+def cmd_serve(args) -> int:
+    chosen = [dest for dest in SERVICES if getattr(args, dest, None)]
+    if len(chosen) != 1:
+        opts = ", ".join("--" + d.replace("_", "-") for d in SERVICES)
+        raise CliError(f"serve: choose exactly one service ({opts})" + (f"; got {len(chosen)}" if chosen else ""))
+    return SERVICES[chosen[0]](args)
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "serve", help="serve hybridsim surrogates to other programs (CODES' hybrid director, ...)",
+        description="Serve hybridsim to another program. --codes-director ENDPOINT answers CODES' application-"
+                    "surrogate director (ZeroMQ REQ/REP, CODES' ZMQML_ENDPOINT; default port 5555) with any "
+                    "history surrogate; it stops when a client sends {\"cmd\": \"exit\"}.")
+    svc = p.add_argument_group("service (choose one)")
+    svc.add_argument("--codes-director", metavar="ENDPOINT",
+                     help="ZeroMQ endpoint to bind, e.g. tcp://127.0.0.1:5555 (tcp://*:5555 for all interfaces)")
+    p.add_argument("--model", metavar="NAME|CKPT", default=None,
+                   help="surrogate: a registered name (default ridge, k=4 as CODES' stock predictor) or a checkpoint "
+                        "folder written by save-model / surrogate training")
+    p.add_argument("--model-option", metavar="KEY=VALUE", action="append",
+                   help="constructor option of a named model, e.g. k=8 (repeatable)")
+    p.add_argument("--auto-train", action=argparse.BooleanOptionalAction, default=None,
+                   help="refit the model on all records received before answering an inference (default: on for a "
+                        "named model, off for a checkpoint)")
+    p.add_argument("--records-log", metavar="CSV",
+                   help="append every received iteration time to this CSV (client,value) for offline training; "
+                        "load it back with the load-records-csv operation")
+    p.set_defaults(func=cmd_serve)
+    return p
