@@ -130,3 +130,20 @@ def test_scenario_machine_file_missing_and_inline_errors(tmp_path):
                             "  memory hierarchy: [{level: L1, bandwidth: 1e9}]\n  static power: {packag: 3}\n")
     with pytest.raises(MachineError, match=r"s.yaml:9:18: machine.static power.packag: unknown key"):
         machine_for_scenario(s)
+
+
+def test_machine_show_cli(capsys, tmp_path):
+    from hybridsim.cli import main
+
+    assert main(["machine", "show", str(MACHINES / "haswell-ep.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "peak DP: 1164.8 GFLOP/s" in out
+    assert "DRAM" in out and "DP 10.13" in out  # ridge point 1164.8 / 115 FLOP/B
+    assert main(["machine", "show", str(MACHINES / "cpu-gpu-node.yaml"), "--json"]) == 0
+    import json
+    info = json.loads(capsys.readouterr().out)
+    assert info["gpu"]["levels"]["DRAM"]["ridge_FLOP_per_B"]["DP"] == pytest.approx(108 * 1.41e9 * 64 / 1555e9)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    assert main(["machine", "show", str(bad)]) == 2
+    assert f"{bad}:7:5:" in capsys.readouterr().err
