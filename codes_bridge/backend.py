@@ -43,7 +43,7 @@ def _events(stats) -> int:
     """Committed (net) events from the importer's ROSS statistics (object or dict, whatever key spelling)."""
     if stats is None:
         return 0
-    for key in ("net_events", "net_events_processed", "committed_events", "Net Events Processed", "events"):
+    for key in ("events_committed", "net_events", "net_events_processed", "committed_events", "events"):
         v = _get(stats, key)
         if v is not None:
             try:
@@ -77,9 +77,12 @@ def to_simulation_result(run, scenario, wall_s: float) -> SimulationResult:
                                 cause="no-output")
         renamed.append(r if r.job == names[r.job_id] else dataclasses.replace(r, job=names[r.job_id]))
     job_end_raw = _get(run, "job_end", default={}) or {}
+    codes_names = list(_get(run, "job_names", default=[]) or [])
     job_end: dict[str, float] = {}
     for k, v in job_end_raw.items():
-        if isinstance(k, (int, np.integer)) and 0 <= int(k) < len(names):
+        if isinstance(k, str) and k in codes_names and codes_names.index(k) < len(names):
+            job_end[names[codes_names.index(k)]] = float(v)
+        elif isinstance(k, (int, np.integer)) and 0 <= int(k) < len(names):
             job_end[names[int(k)]] = float(v)
         elif isinstance(k, str) and k in names:
             job_end[k] = float(v)
@@ -88,6 +91,8 @@ def to_simulation_result(run, scenario, wall_s: float) -> SimulationResult:
         else:
             job_end[str(k)] = float(v)
     ross = _get(run, "ross", "ross_stats", "stats")
+    events = _get(run, "events")
+    events = int(events) if isinstance(events, (int, np.integer)) else _events(ross)
     end_candidates = list(job_end.values()) + ([max(r.end for r in renamed)] if renamed else [])
     stats = {"backend": "codes", "ross": _stats_dict(ross)}
     warns = _get(run, "warnings")
@@ -97,7 +102,7 @@ def to_simulation_result(run, scenario, wall_s: float) -> SimulationResult:
         records=renamed,
         simulated=list(simulated),
         ports=_get(run, "ports"),
-        events=_events(ross),
+        events=events,
         end_time=max(end_candidates) if end_candidates else 0.0,
         job_end=job_end,
         wall_s=wall_s,
@@ -112,7 +117,9 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     """Write CODES inputs for ``scenario`` into ``run_dir/codes``, run CODES there, import and return its results.
 
     Raises :class:`~codes_bridge.writers.CodesInputError` for a scenario CODES cannot run (nothing is started) and
-    :class:`~codes_bridge.launcher.CodesRunError` when CODES is missing or fails (its files stay in ``run_dir/codes``).
+    :class:`~codes_bridge.launcher.CodesRunError` when CODES is missing or fails, including an exit status 0 without
+    ROSS' end-of-run statistics (its files stay in ``run_dir/codes``; ``hybridsim import-codes`` reads them as a
+    partial run).
     ``writer_options`` go to :func:`~codes_bridge.writers.write_codes_inputs` (``vt_samp_end``, ``end_time``, ...).
     """
     from .importer import read_codes_run  # the parsers' package; imported late so writing/launching need not it
@@ -129,4 +136,10 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     except Exception as exc:  # a parse error names file and line; say that CODES did run
         raise CodesRunError(f"CODES finished (exit 0 after {launched.wall_s:.1f} s) but its output could not be "
                             f"read: {exc}", cause="no-output", run_dir=codes_dir) from exc
-    return to_simulation_result(run, scenario, wall)
+    result = to_simulation_result(run, scenario, wall)
+    if result.partial:
+        why = "; ".join(result.stats.get("warnings", [])[:5])
+        raise CodesRunError(f"CODES exited with status 0 after {launched.wall_s:.1f} s but did not finish the run "
+                            f"({why})", cause="no-output", run_dir=codes_dir,
+                            stderr_tail="\n".join(launched.stderr.read_text(errors="replace").splitlines()[-20:]))
+    return result

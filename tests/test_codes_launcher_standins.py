@@ -216,3 +216,47 @@ def test_timeout_without_unit_is_refused(bins, tmp_path):
     with pytest.raises(CodesRunError, match="write a unit") as ei:
         run_inputs(sc, _inputs(sc, tmp_path))
     assert ei.value.cause == "bad-config"
+
+
+# ------------------------------------------------------------------------------------------------------ run_codes
+def test_run_codes_replay_gives_reference_results(bins, tmp_path, codes_data):
+    """The whole backend: inputs written, stand-in CODES run, outputs imported. Expected figures from run B's
+    README: 72 ranks x 20 iterations, MILC job time 8,843,603.86 ns, 6,348,763 net events."""
+    from codes_bridge.backend import run_codes
+
+    b, mpirun = bins
+    _script(b / "model-net-mpi-replay", REPLAY.format(ref=str(codes_data / "B-72node-milc" / "hf-seq")))
+    sc = _scenario(b, mpirun)
+    res = run_codes(sc, tmp_path / "run", progress=False, vt_samp_end=1e7)
+    assert not res.partial
+    assert len(res.records) == 72 * 20 and all(res.simulated)
+    assert {r.job for r in res.records} == {"milc"}
+    assert {r.iteration for r in res.records} == set(range(20))
+    assert res.job_end["milc"] == pytest.approx(8_843_603.86, abs=0.01)
+    assert res.end_time == pytest.approx(8_843_603.86, abs=0.01)
+    assert res.events == 6_348_763
+    assert res.ports is not None and res.ports.radix == 7 and res.ports.n_ports == 36 * 7
+    assert res.ports.interval == 50_000
+    assert (tmp_path / "run" / "codes" / "dfdally-72.conf").is_file()
+
+
+def test_run_codes_failure_keeps_files_and_says_why(bins, tmp_path):
+    from codes_bridge.backend import run_codes
+
+    b, mpirun = bins
+    _script(b / "model-net-mpi-replay", FAIL_EXIT)
+    with pytest.raises(CodesRunError, match="exited with status 1") as ei:
+        run_codes(_scenario(b, mpirun), tmp_path / "run", progress=False)
+    assert ei.value.run_dir == (tmp_path / "run" / "codes").resolve()
+    assert (tmp_path / "run" / "codes" / "iteration-logs" / "pe=0.txt").is_file()
+
+
+def test_run_codes_exit_zero_without_finishing_is_an_error(bins, tmp_path):
+    from codes_bridge.backend import run_codes
+
+    b, mpirun = bins
+    _script(b / "model-net-mpi-replay", "import sys\nprint('hello')\nprint('setup done', file=sys.stderr)\n")
+    with pytest.warns(Warning):
+        with pytest.raises(CodesRunError, match="did not finish") as ei:
+            run_codes(_scenario(b, mpirun), tmp_path / "run", progress=False)
+    assert ei.value.cause == "no-output" and "setup done" in str(ei.value)
