@@ -201,3 +201,19 @@ def test_extra_args_replace_generated_options():
     args = ["--synch=1", "--vt-interval=50000", "--", "x.conf"]
     assert merge_extra_args(args, ["--vt-interval=1000", "--end=5"]) == [
         "--synch=1", "--vt-interval=1000", "--end=5", "--", "x.conf"]
+
+
+@pytest.mark.parametrize("run, options, extra", [
+    ("B-72node-milc/hf-seq", dict(vt_samp_end=1e7, counting=(200, 50)), {"--sample-count": "400"}),
+    ("B-72node-milc/hf-opt-np2", dict(vt_samp_end=1e7, counting=(200, 50)), {"--sample-count": "400"}),
+    ("C-1056node-milc-lammps-nn/hf-random-seq", dict(vt_samp_end=2e7, counting=(240, 50)), None),
+    ("E-72node-milc-lammps-syn/hf-random-seq", dict(vt_samp_end=8e8, report_interval=0.05), None),
+])
+def test_round_trip_through_scenario_from_codes(codes_data, tmp_path, run, options, extra):
+    """CODES run -> scenario (codes_bridge.scenario_from_codes, written independently) -> CODES inputs again: the
+    same files CODES ran."""
+    from codes_bridge.scenario_from_codes import scenario_from_codes
+
+    sc = scenario_from_codes(codes_data / run)
+    w = write_codes_inputs(sc, tmp_path, **options)
+    check_against(codes_data / run, w, extra)
