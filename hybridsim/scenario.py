@@ -576,6 +576,10 @@ def check_scenario_files(scenario: Scenario, filename: str, text: str | None = N
         place_jobs(scenario, topo)
     except PlacementError as exc:
         raise ScenarioError(f"{where(('placement',))}: placement: {exc}") from None
+    if scenario.machine is not None or any(j.compute.kernels for j in scenario.jobs):
+        from .energy.roofline import check_scenario
+
+        check_scenario(scenario)
 
 
 def scenario_to_dict(scenario: Scenario) -> dict:

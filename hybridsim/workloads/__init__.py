@@ -57,9 +57,11 @@ def sendrecv(dest: int, nbytes: int, source: int, tag: int, req: int) -> list[tu
     return [irecv(source, tag, req), send(dest, nbytes, tag), waitall((req,))]
 
 
-def build_workload(job, job_index: int = 0, seed: int = 0) -> JobWorkload:
+def build_workload(job, job_index: int = 0, seed: int = 0, scenario=None) -> JobWorkload:
     """The :class:`JobWorkload` of a scenario job. ``job_index`` and ``seed`` are accepted for workloads that need
-    randomness; the built-ins are deterministic without them (background destinations take the engine's rng)."""
+    randomness; the built-ins are deterministic without them (background destinations take the engine's rng).
+    With ``scenario`` given and compute kernels in the job's ``compute`` section, the per-iteration compute phase is
+    the node model's (``hybridsim.energy.compute_phase_ns``: delay + roofline time of the kernels on the machine)."""
     w = job.workload
     kind = w.kind
     name = job.name
@@ -90,6 +92,10 @@ def build_workload(job, job_index: int = 0, seed: int = 0) -> JobWorkload:
         raise WorkloadError(f"job {name!r} ({kind}): {exc}") from exc
     wl.job_index = job_index
     delay = getattr(getattr(job, "compute", None), "delay", 0.0) or 0.0
+    if scenario is not None and getattr(job.compute, "kernels", None):
+        from ..energy import compute_phase_ns
+
+        delay = compute_phase_ns(scenario, job_index)
     if delay > 0:
         inner_ops = wl.ops
 
