@@ -6,8 +6,9 @@
   executable is looked up in ``bin_dir`` and then ``bin_dir/src``);
 * ``synch: sequential`` -> ``mpirun -np 1 model-net-mpi-replay --synch=1 ...``;
   ``synch: optimistic`` -> ``mpirun -np N model-net-mpi-replay --synch=3 ...`` (``np``);
-* ``mpirun`` -- the MPI launcher (name on ``PATH`` or a path); an empty string starts the executable directly
-  (sequential only);
+* ``mpirun`` -- the MPI launcher (name on ``PATH`` or a path, optionally followed by its own options, e.g.
+  ``"mpirun --hostfile hosts"``; ``-np N`` is appended); an empty string starts the executable directly (sequential
+  only);
 * ``extra_args`` -- more ``model-net-mpi-replay`` options (an ``--name=`` given here replaces the generated one);
 * ``timeout`` -- wall-clock limit (a duration: ``"30min"``; plain numbers are ns as everywhere in hybridsim).
 
@@ -105,25 +106,30 @@ def find_executable(codes_cfg, env: dict | None = None) -> Path:
                         f"{where} = {bin_dir})", cause="missing-binary")
 
 
-def find_mpirun(codes_cfg, env: dict | None = None) -> str | None:
-    """Absolute path of the MPI launcher, or None when ``mpirun`` is empty (direct start)."""
+def find_mpirun(codes_cfg, env: dict | None = None) -> list[str] | None:
+    """The MPI launcher command (absolute path + any launcher options written after it in ``mpirun``, e.g.
+    ``"mpirun --hostfile hosts --bind-to core"``), or None when ``mpirun`` is empty (direct start)."""
     env = os.environ if env is None else env
-    name = codes_cfg.mpirun.strip()
-    if not name:
+    try:
+        words = shlex.split(codes_cfg.mpirun)
+    except ValueError as exc:
+        raise CodesRunError(f"backend.codes.mpirun {codes_cfg.mpirun!r}: {exc}", cause="bad-config") from None
+    if not words:
         if codes_cfg.synch != "sequential" or codes_cfg.np != 1:
             raise CodesRunError("backend.codes.mpirun is empty (start CODES directly), which only works for a "
                                 "sequential run on one process; set mpirun for optimistic runs", cause="bad-config")
         return None
-    found = shutil.which(name, path=env.get("PATH"))
+    found = shutil.which(words[0], path=env.get("PATH"))
     if found is None:
-        raise CodesRunError(f"MPI launcher {name!r} (backend.codes.mpirun) not found on PATH", cause="missing-mpirun")
-    return found
+        raise CodesRunError(f"MPI launcher {words[0]!r} (backend.codes.mpirun) not found on PATH",
+                            cause="missing-mpirun")
+    return [found] + words[1:]
 
 
-def build_command(codes_cfg, exe: Path | str, replay_args: Sequence[str], mpirun: str | None) -> list[str]:
+def build_command(codes_cfg, exe: Path | str, replay_args: Sequence[str], mpirun: list[str] | None) -> list[str]:
     args = merge_extra_args(replay_args, codes_cfg.extra_args)
     np_ = codes_cfg.np if codes_cfg.synch == "optimistic" else 1
-    head = [] if mpirun is None else [mpirun, "-np", str(np_)]
+    head = [] if mpirun is None else list(mpirun) + ["-np", str(np_)]
     return head + [str(exe)] + args
 
 

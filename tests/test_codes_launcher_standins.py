@@ -67,6 +67,9 @@ time.sleep(300)
 MPIRUN = """
 import os, sys
 args = sys.argv[1:]
+if args[0] == "--launcher-flag":
+    open("launcher-flag.txt", "w").write("seen")
+    args = args[1:]
 assert args[0] == "-np", args
 os.environ["STANDIN_NP"] = args[1]
 open("mpirun-np.txt", "w").write(args[1])
@@ -130,12 +133,13 @@ def test_replay_sequential_streams_output(bins, tmp_path, codes_data):
 def test_optimistic_uses_np_ranks_and_synch3(bins, tmp_path, codes_data):
     b, mpirun = bins
     _script(b / "model-net-mpi-replay", REPLAY.format(ref=str(codes_data / "B-72node-milc" / "hf-opt-np2")))
-    sc = _scenario(b, mpirun, synch="optimistic", np_=4)
+    sc = _scenario(b, mpirun + " --launcher-flag", synch="optimistic", np_=4)
     sc.backend.codes.extra_args = ["--extramem=300000", "--end=20000000"]
     inputs = _inputs(sc, tmp_path)
     run_inputs(sc, inputs, progress=False)
     d = inputs.dir
     assert (d / "mpirun-np.txt").read_text() == "4"
+    assert (d / "launcher-flag.txt").read_text() == "seen"
     argv = json.loads((d / "standin-argv.json").read_text())["argv"]
     assert "--synch=3" in argv and "--extramem=300000" in argv and "--extramem=200000" not in argv
     assert argv.index("--end=20000000") < argv.index("--")
@@ -159,6 +163,18 @@ def test_missing_binary(bins, tmp_path):
     with pytest.raises(CodesRunError, match="model-net-mpi-replay' not found") as ei:
         run_inputs(sc, _inputs(sc, tmp_path))
     assert ei.value.cause == "missing-binary"
+
+
+def test_direct_start_without_mpirun(bins, tmp_path, codes_data):
+    b, _ = bins
+    _script(b / "model-net-mpi-replay", REPLAY.format(ref=str(codes_data / "B-72node-milc" / "hf-seq")))
+    sc = _scenario(b, "")
+    inputs = _inputs(sc, tmp_path)
+    run_inputs(sc, inputs)
+    assert not (inputs.dir / "mpirun-np.txt").exists() and (inputs.dir / "ross.csv").is_file()
+    with pytest.raises(CodesRunError, match="only works for a sequential run") as ei:
+        run_inputs(_scenario(b, "", synch="optimistic", np_=2), inputs)
+    assert ei.value.cause == "bad-config"
 
 
 def test_missing_mpirun(bins, tmp_path):
