@@ -1,0 +1,386 @@
+"""SMART (Surrogate Model for predicting Application RunTime): GCN + temporal transformer + Time-LLM, and its
+ablation without the LLM branch.
+
+For a job with R ranks (rank r attached to port p_r), Lg graphs of the look-back (P ports, F features) and each
+rank's last L iteration times y_r::
+
+    H_i  = GCN(X_i, Â)                       i = t-Lg+1..t         per-port embeddings (only ports p_r are needed;
+                                                                    the GCN is pruned to their receptive field)
+    z_r  = Transformer([H_i[p_r] + PE(i)]_i)[-1]                   (hidden,)   temporal node embedding
+    ŷ_r  = exp( TimeLLM(log y_r ; prompt(workload, stats) ; extra = z_r) )       next iteration time
+
+``TimeLLM`` (:mod:`surrogate.models.timellm`) normalises the look-back (RevIN), patches, embeds and reprograms it
+onto text prototypes of the frozen LM, runs it behind the prompt through the frozen LM, concatenates the last
+hidden state with ``z_r`` (SMART's fusion of the LLM state with the active node's embedding) and maps that through
+one linear layer to the normalised next value, which is de-normalised. Everything but the frozen LM trains end to
+end (L1 loss on log times, i.e. relative error, the MAPE the paper reports).
+
+``smart-nollm`` (the ablation) drops the LLM branch: ``ŷ_r = exp(denorm(W [z_r ; x̂_r] + x̂_r[-1]))`` with x̂_r the
+RevIN-normalised look-back (the linear map of the look-back stands in for the LLM state).
+
+Both predict in log space relative to each rank's last value (scale robust; one model serves ranks whose times
+differ by orders of magnitude). Histories shorter than L are back-filled with their first value.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..base import Context, Surrogate, SurrogateError
+from ..registry import register
+from .gcn import GCNEncoder
+from .timellm import RevIN, TimeLLM
+
+_LM_CACHE: dict = {}
+
+
+def frozen_lm(path, n_layers):
+    """Shared :class:`~surrogate.llm.FrozenLM` per (path, layers): frozen, so all models may use one instance."""
+    from ..llm import FrozenLM, resolve_lm_path
+
+    key = (str(resolve_lm_path(path)), n_layers)
+    lm = _LM_CACHE.get(key)
+    if lm is None:
+        lm = _LM_CACHE[key] = FrozenLM(path, n_layers)
+    return lm
+
+
+def positional_encoding(n: int, d: int) -> torch.Tensor:
+    """Sinusoidal positional encoding (n, d) (Vaswani et al.)."""
+    pos = torch.arange(n, dtype=torch.float32)[:, None]
+    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(pos * div)
+    pe[:, 1::2] = torch.cos(pos * div)[:, : d // 2]
+    return pe
+
+
+class SmartNet(nn.Module):
+    """The trainable network (the frozen LM is referenced by ``timellm`` but is not part of this module's state).
+
+    Shapes: ``forward(graphs (B, Lg, P, F), ports (r,) np.int64, logh (B, r, L), workload) -> (B, r)`` predicted
+    log next iteration time relative to the inputs' frame (``logh`` is log time minus each row's last log time)."""
+
+    def __init__(self, in_features: int, adjacency, lookback: int = 8, hidden: int = 64, gcn_layers: int = 3,
+                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, lm=None, timellm_kw: dict | None = None):
+        super().__init__()
+        self.hidden, self.lookback = hidden, lookback
+        self.gcn = GCNEncoder(in_features, hidden, gcn_layers, adjacency)
+        self.register_buffer("pe", positional_encoding(64, hidden), persistent=False)
+        layer = nn.TransformerEncoderLayer(hidden, tf_heads, tf_ff, dropout=0.0, batch_first=True)
+        self.temporal = nn.TransformerEncoder(layer, tf_layers, enable_nested_tensor=False)
+        if lm is not None:
+            self.timellm = TimeLLM(lm, lookback=lookback, extra_dim=hidden, **(timellm_kw or {}))
+        else:
+            self.timellm = None
+            self.revin = RevIN()
+            self.head = nn.Linear(hidden + lookback, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.gcn.reset_parameters()
+        for layer in self.temporal.layers:
+            layer.self_attn._reset_parameters()
+            for lin in (layer.linear1, layer.linear2):
+                lin.reset_parameters()
+            layer.norm1.reset_parameters()
+            layer.norm2.reset_parameters()
+        if self.timellm is not None:
+            self.timellm.reset_parameters()
+        else:
+            self.revin.reset_parameters()
+            nn.init.normal_(self.head.weight, std=1e-3)
+            nn.init.zeros_(self.head.bias)
+
+    def node_embeddings(self, graphs: torch.Tensor, ports: np.ndarray) -> torch.Tensor:
+        B, Lg, P, F = graphs.shape
+        r = len(ports)
+        h = self.gcn(graphs.reshape(B * Lg, P, F), ports)  # (B*Lg, r, H)
+        h = h.view(B, Lg, r, self.hidden).permute(0, 2, 1, 3).reshape(B * r, Lg, self.hidden)
+        return self.temporal(h + self.pe[:Lg])[:, -1]  # (B*r, H)
+
+    def forward(self, graphs: torch.Tensor, ports: np.ndarray, logh: torch.Tensor, workload: str) -> torch.Tensor:
+        B, r, L = logh.shape
+        z = self.node_embeddings(graphs, ports)
+        if self.timellm is not None:
+            protos = self.timellm.prototypes()  # once per step (a (d_llm x vocab) @ (vocab x K) product)
+            outs = [self.timellm(logh[b], workload, extra=z[b * r:(b + 1) * r], protos=protos) for b in range(B)]
+            return torch.stack(outs)
+        x = logh.reshape(B * r, L)
+        xn, mu, sigma = self.revin.norm(x)
+        out = self.head(torch.cat([z, xn], dim=-1)).squeeze(-1) + xn[:, -1]
+        return self.revin.denorm(out[:, None], mu, sigma).view(B, r)
+
+
+@register
+class Smart(Surrogate):
+    """SMART. Constructor arguments (all JSON-able, saved in the checkpoint config):
+
+    Architecture: ``lookback`` (LLM look-back L, default 8), ``graph_lookback`` (GNN look-back Lg, 2), ``hidden``
+    (64), ``gcn_layers`` (3), ``tf_heads``/``tf_layers``/``tf_ff`` (temporal transformer), ``llm_path`` (local Hugging
+    Face checkpoint folder; default the packaged all-MiniLM-L6-v2), ``llm_layers`` (LM layers kept, default 1),
+    Time-LLM ``patch_len``/``stride``/``d_model``/``n_heads``/``d_keys``/``n_prototypes``/``top_k_lags``/
+    ``prompt_decimals``.
+    Training: ``epochs``, ``lr``, ``batch_windows`` (iterations per step), ``ranks_per_window`` (ranks sampled per
+    training step), ``patience`` (early stopping on the validation split), ``tune_steps``/``tune_lr`` (online tuning),
+    ``seed``. Set by ``fit``: ``topology`` (shape dict), ``in_features``.
+    """
+
+    name = "smart"
+    needs_graphs = True
+    use_llm = True
+
+    def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
+                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, llm_path: str | None = None,
+                 llm_layers: int | None = 1, patch_len: int = 4, stride: int = 4, d_model: int = 32,
+                 n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, top_k_lags: int = 3,
+                 prompt_decimals: int = 1, epochs: int = 40, lr: float = 2e-3, batch_windows: int = 8,
+                 ranks_per_window: int = 64, patience: int = 8, tune_steps: int = 4, tune_lr: float = 5e-4,
+                 seed: int = 0, topology: dict | None = None, in_features: int | None = None):
+        self.lookback, self.graph_lookback = int(lookback), int(graph_lookback)
+        if self.lookback < 1 or self.graph_lookback < 1:
+            raise SurrogateError(f"{self.name}: lookback and graph_lookback must be >= 1")
+        self.arch = dict(hidden=int(hidden), gcn_layers=int(gcn_layers), tf_heads=int(tf_heads),
+                         tf_layers=int(tf_layers), tf_ff=int(tf_ff))
+        self.llm_path = None if llm_path is None else str(llm_path)
+        self.llm_layers = None if llm_layers is None else int(llm_layers)
+        self.timellm_kw = dict(patch_len=int(patch_len), stride=int(stride), d_model=int(d_model),
+                               n_heads=int(n_heads), d_keys=int(d_keys), n_prototypes=int(n_prototypes),
+                               top_k_lags=int(top_k_lags), prompt_decimals=int(prompt_decimals))
+        self.train_kw = dict(epochs=int(epochs), lr=float(lr), batch_windows=int(batch_windows),
+                             ranks_per_window=int(ranks_per_window), patience=int(patience),
+                             tune_steps=int(tune_steps), tune_lr=float(tune_lr), seed=int(seed))
+        self.topology = dict(topology) if topology else None
+        self.in_features = None if in_features is None else int(in_features)
+        self.net: SmartNet | None = None
+        self.lm = None
+        self._rng = np.random.default_rng(self.train_kw["seed"])
+        if self.topology is not None and self.in_features is not None:
+            self._build()
+
+    # ------------------------------------------------------------------------------------------------ setup
+    def config(self) -> dict:
+        cfg = {"lookback": self.lookback, "graph_lookback": self.graph_lookback, **self.arch}
+        if self.use_llm:
+            cfg.update(llm_path=self.llm_path, llm_layers=self.llm_layers, **self.timellm_kw)
+        cfg.update(self.train_kw)
+        cfg.update(topology=self.topology, in_features=self.in_features)
+        return cfg
+
+    def _build(self) -> None:
+        from hybridsim.topology import Dragonfly
+
+        from ..graphs import normalized_adjacency, shape_from_dict
+
+        topo = Dragonfly(shape_from_dict(self.topology))
+        self.n_ports = topo.n_ports
+        if self.use_llm:
+            self.lm = frozen_lm(self.llm_path, self.llm_layers)
+        with torch.random.fork_rng():
+            torch.manual_seed(self.train_kw["seed"])
+            self.net = SmartNet(self.in_features, normalized_adjacency(topo), lookback=self.lookback, lm=self.lm,
+                                timellm_kw=self.timellm_kw if self.use_llm else None, **self.arch)
+        self.net.eval()
+
+    def _bind(self, series) -> None:
+        from ..graphs import shape_dict
+
+        topo, F = shape_dict(series.shape), int(series.n_features)
+        if self.net is not None:
+            if topo != self.topology or F != self.in_features:
+                raise SurrogateError(f"{self.name}: model was built for topology {self.topology} with "
+                                     f"{self.in_features} features; job {series.job!r} has {topo} with {F}")
+            return
+        self.topology, self.in_features = topo, F
+        self._build()
+
+    def __deepcopy__(self, memo):
+        if self.lm is not None:
+            memo[id(self.lm)] = self.lm  # frozen: share, do not copy
+        cls = self.__class__
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, copy.deepcopy(v, memo))
+        return new
+
+    # ------------------------------------------------------------------------------------------- batching
+    def _history(self, logy: np.ndarray, t: int) -> np.ndarray:
+        """log y of columns t-L+1..t (left edge clamped to 0 = back-fill with the first value) -> (R, L)."""
+        cols = np.clip(np.arange(t - self.lookback + 1, t + 1), 0, None)
+        return logy[:, cols]
+
+    def _batch(self, series, items: np.ndarray, ranks: np.ndarray):
+        """Target iterations ``items`` -> graphs (B, Lg, P, F), logh rel (B, r, L), target log rel (B, r)."""
+        logy = self._logy_cache(series)
+        g, h, tgt = [], [], []
+        for t in np.asarray(items, dtype=np.int64):
+            c = int(t) - 1
+            gi = np.clip(np.arange(c - self.graph_lookback + 1, c + 1), 0, series.T - 1)
+            g.append(series.x[gi])
+            hh = self._history(logy, c)[ranks]
+            h.append(hh - hh[:, -1:])
+            tgt.append(logy[ranks, t] - hh[:, -1])
+        return (torch.from_numpy(np.stack(g)).float(), torch.from_numpy(np.stack(h)).float(),
+                torch.from_numpy(np.stack(tgt)).float())
+
+    def _logy_cache(self, series):
+        key = id(series.y)
+        if getattr(self, "_logy_key", None) != key:
+            y = np.asarray(series.y, dtype=np.float64)
+            if not np.isfinite(y).all() or (y <= 0).any():
+                raise SurrogateError(f"job {series.job!r}: iteration times must be positive and finite")
+            self._logy, self._logy_key = np.log(y), key
+        return self._logy
+
+    def _loss_fn(self, series, ranks_per_step: int):
+        R = series.R
+        ports_all = np.asarray(series.rank_port, dtype=np.int64)
+
+        def loss(items):
+            if self.net.training and R > ranks_per_step:
+                ranks = np.sort(self._rng.choice(R, ranks_per_step, replace=False))
+            else:
+                ranks = np.arange(R)
+            g, h, tgt = self._batch(series, items, ranks)
+            pred = self.net(g, ports_all[ranks], h, series.workload)
+            return (pred - tgt).abs().mean()
+
+        return loss
+
+    @staticmethod
+    def _items(series, idx) -> np.ndarray:
+        idx = np.asarray(idx if idx is not None else [], dtype=np.int64)
+        return idx[(idx >= 1) & (idx < series.T)]
+
+    # ------------------------------------------------------------------------------------------- interface
+    def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
+        from ..train import fit_loop
+
+        self._bind(dataset)
+        self._check_features(dataset.x[np.unique(np.clip(self._items(dataset, train_idx) - 1, 0, None))],
+                             f"job {dataset.job!r} train graphs")
+        items = self._items(dataset, train_idx)
+        if items.size == 0:
+            raise SurrogateError(f"{self.name}: no training targets for job {dataset.job!r} (need iterations >= 1)")
+        val = self._items(dataset, val_idx)
+        tk = self.train_kw
+        info = fit_loop(self.net, self._loss_fn(dataset, tk["ranks_per_window"]), items, val if val.size else None,
+                        epochs=tk["epochs"], lr=tk["lr"], batch_size=tk["batch_windows"], patience=tk["patience"],
+                        seed=tk["seed"] if seed is None else seed, progress=progress, desc=f"{self.name} {dataset.job}")
+        self.net.eval()
+        return info
+
+    def tune(self, dataset, window_idx, **kw) -> dict:
+        """``tune_steps`` Adam steps on the target iterations ``window_idx`` (all of them per step)."""
+        if self.net is None:
+            raise SurrogateError(f"{self.name}: tune before fit")
+        self._bind(dataset)
+        items = self._items(dataset, window_idx)
+        if items.size == 0 or self.train_kw["tune_steps"] < 1:
+            return {"steps": 0}
+        params = [p for p in self.net.parameters() if p.requires_grad]
+        opt = torch.optim.Adam(params, lr=self.train_kw["tune_lr"])
+        loss_fn = self._loss_fn(dataset, 4 * self.train_kw["ranks_per_window"])
+        self.net.train()
+        last = None
+        for _ in range(self.train_kw["tune_steps"]):
+            opt.zero_grad()
+            loss = loss_fn(items)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            last = float(loss.detach())
+        self.net.eval()
+        return {"steps": self.train_kw["tune_steps"], "loss": last}
+
+    def _check_features(self, x: np.ndarray, what: str) -> None:
+        if not np.isfinite(x).all():
+            bad = np.argwhere(~np.isfinite(x))[0]
+            raise SurrogateError(f"{self.name}: non-finite node feature in {what} at index {tuple(int(v) for v in bad)}")
+
+    def predict(self, ctx: Context) -> np.ndarray:
+        if self.net is None:
+            raise SurrogateError(f"{self.name}: predict before fit (or load a checkpoint)")
+        if ctx.graphs is None or ctx.rank_port is None:
+            raise SurrogateError(f"{self.name}: needs graphs and rank_port in the context (job {ctx.job!r})")
+        g = np.asarray(ctx.graphs)
+        if g.ndim != 3 or g.shape[1] != self.n_ports or g.shape[2] != self.in_features:
+            raise SurrogateError(f"{self.name}: graphs of shape {g.shape} do not fit the model ({self.n_ports} ports "
+                                 f"x {self.in_features} features, topology {self.topology}); dataset of another "
+                                 f"topology?")
+        self._check_features(g, f"job {ctx.job!r} graphs")
+        if g.shape[0] >= self.graph_lookback:
+            g = g[-self.graph_lookback:]
+        else:
+            g = np.concatenate([np.repeat(g[:1], self.graph_lookback - g.shape[0], axis=0), g])
+        h = np.asarray(ctx.history, dtype=np.float64)
+        ports = np.asarray(ctx.rank_port, dtype=np.int64)
+        if h.ndim != 2 or h.shape[0] != ports.shape[0]:
+            raise SurrogateError(f"{self.name}: history {h.shape} does not match {ports.shape[0]} ranks")
+        if ports.size and (ports.min() < 0 or ports.max() >= self.n_ports):
+            raise SurrogateError(f"{self.name}: rank_port outside 0..{self.n_ports - 1}")
+        h = _backfill(h, self.lookback, ctx.job)
+        logh = np.log(h)
+        rel = logh - logh[:, -1:]
+        with torch.no_grad():
+            out = self.net(torch.from_numpy(g).float()[None], ports, torch.from_numpy(rel).float()[None],
+                           ctx.workload)[0]
+        return np.exp(out.double().numpy() + logh[:, -1])
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+    def _state(self) -> dict:
+        if self.net is None:
+            return {}
+        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+
+    def _load_state(self, state: dict) -> None:
+        if self.net is None:
+            raise SurrogateError(f"{self.name}: checkpoint has weights but no topology/in_features in its config")
+        try:
+            self.net.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            raise SurrogateError(f"{self.name}: checkpoint weights do not match the config: {exc}") from None
+        self.net.eval()
+
+
+def _backfill(h: np.ndarray, L: int, job: str) -> np.ndarray:
+    """Last L columns of h (R, L'); NaN on the left replaced by each row's first valid value; checks positivity."""
+    if h.shape[1] >= L:
+        h = h[:, -L:]
+    else:
+        h = np.concatenate([np.full((h.shape[0], L - h.shape[1]), np.nan), h], axis=1)
+    ok = np.isfinite(h)
+    if not ok.any(axis=1).all():
+        r = int(np.argmin(ok.any(axis=1)))
+        raise SurrogateError(f"job {job!r}: rank {r} has no finite iteration time in its history")
+    if (h[ok] <= 0).any():
+        raise SurrogateError(f"job {job!r}: iteration times must be positive")
+    cols = np.where(ok, np.arange(h.shape[1])[None, :], -1)
+    cols = np.maximum.accumulate(cols, axis=1)  # forward fill gaps with the previous valid value
+    first = np.argmax(ok, axis=1)
+    cols = np.where(cols < 0, first[:, None], cols)  # leading NaN: back-fill with the first valid value
+    h = np.take_along_axis(h, cols, axis=1)
+    return h
+
+
+@register
+class SmartNoLLM(Smart):
+    """SMART without the Time-LLM branch (ablation): GCN + temporal transformer + a linear map of the look-back."""
+
+    name = "smart-nollm"
+    use_llm = False
+
+    def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
+                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, epochs: int = 40, lr: float = 2e-3,
+                 batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8, tune_steps: int = 4,
+                 tune_lr: float = 5e-4, seed: int = 0, topology: dict | None = None, in_features: int | None = None):
+        super().__init__(lookback=lookback, graph_lookback=graph_lookback, hidden=hidden, gcn_layers=gcn_layers,
+                         tf_heads=tf_heads, tf_layers=tf_layers, tf_ff=tf_ff, epochs=epochs, lr=lr,
+                         batch_windows=batch_windows, ranks_per_window=ranks_per_window, patience=patience,
+                         tune_steps=tune_steps, tune_lr=tune_lr, seed=seed, topology=topology, in_features=in_features)
