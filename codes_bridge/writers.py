@@ -380,11 +380,17 @@ def option_dict(args: Sequence[str]) -> dict[str, str]:
 def write_codes_inputs(scenario, out_dir, *, topo: Dragonfly | None = None,
                        placement: list[np.ndarray] | None = None, vt_samp_end: float | None = None,
                        end_time: float | None = None, report_interval: float = DEFAULT_REPORT_INTERVAL,
-                       counting: tuple[int, float] | None = None, model_stats: bool | None = None) -> CodesInputs:
+                       counting: tuple[int, float] | None = None, model_stats: bool | None = None,
+                       extra_params: dict[str, str] | None = None) -> CodesInputs:
     """Write the CODES inputs for ``scenario`` into ``out_dir`` (created); return what was written.
 
-    Paths inside the files are relative to ``out_dir`` (CODES is started there). ``end_time`` (ns) becomes ``--end``
-    and is required when every job is a synthetic background job (they would run forever)."""
+    Paths inside the files are relative to ``out_dir`` (CODES is started there). ``end_time`` (ns; default the
+    scenario's stop time ``backend.embedded.end_time``, so both backends stop at the same virtual time) becomes
+    ``--end`` and is required when every job is a synthetic background job (they would run forever).
+    ``extra_params`` are added to PARAMS verbatim (CODES instrumentation such as ``router_buffer_snapshots`` or
+    ``save_packet_latency_path``; a value starting with ``(`` is written unquoted, as a list)."""
+    if end_time is None:
+        end_time = scenario.backend.embedded.end_time
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if all(j.is_background for j in scenario.jobs) and end_time is None:
@@ -399,6 +405,10 @@ def write_codes_inputs(scenario, out_dir, *, topo: Dragonfly | None = None,
     inter = out / f"dfdally-{n}-inter"
     conf = out / f"dfdally-{n}.conf"
     params = conf_params(scenario, f"./{intra.name}", f"./{inter.name}", counting)
+    for k, v in (extra_params or {}).items():
+        if k in params:
+            raise CodesInputError(f"extra_params: {k!r} is written from the scenario; change the scenario instead")
+        params[k] = str(v)
     if topo is None:
         topo = scenario.build_topology()
     if placement is None:

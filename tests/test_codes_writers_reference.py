@@ -101,6 +101,11 @@ def check_against(run: Path, written, expect_extra_opts: dict | None = None) -> 
     for sec in (ours, theirs):
         for key in ("intra-group-connections", "inter-group-connections"):
             sec["PARAMS"][key] = Path(sec["PARAMS"][key]).name
+        for k, v in sec["PARAMS"].items():  # numbers compare as numbers ("2.0" == "2")
+            try:
+                sec["PARAMS"][k] = float(v)
+            except ValueError:
+                pass
     assert ours == theirs
     # workload list + SWM JSON content
     assert workload_lines(written.workload_list, written.dir) == workload_lines(ref["workloads"], run)
@@ -208,6 +213,10 @@ def test_extra_args_replace_generated_options():
     ("B-72node-milc/hf-opt-np2", dict(vt_samp_end=1e7, counting=(200, 50)), {"--sample-count": "400"}),
     ("C-1056node-milc-lammps-nn/hf-random-seq", dict(vt_samp_end=2e7, counting=(240, 50)), None),
     ("E-72node-milc-lammps-syn/hf-random-seq", dict(vt_samp_end=8e8, report_interval=0.05), None),
+    # synthetic traffic only, stopped by --end (scenario: backend.embedded.end_time)
+    ("A-72node-synthetic-uniform/seq", dict(vt_samp_end=2e6, counting=(20, 100), extra_params={
+        "router_buffer_snapshots": '( "250e3", "500e3", "750e3", "1000e3", "1250e3", "1500e3", "1750e3" )',
+        "save_packet_latency_path": "packet-latency-trace"}), {"--sample-count": "400"}),
 ])
 def test_round_trip_through_scenario_from_codes(codes_data, tmp_path, run, options, extra):
     """CODES run -> scenario (codes_bridge.scenario_from_codes, written independently) -> CODES inputs again: the
