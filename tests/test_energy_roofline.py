@@ -142,8 +142,8 @@ def test_kernel_errors_name_job_kernel_and_line():
     with pytest.raises(MachineError) as ei:
         check_scenario(s)
     probs = ei.value.problems
-    assert "<scenario>: jobs.0.compute.kernels.1.W (job 'a', kernel 'k2'): Input should be greater than or equal to 0 " \
-           "(got -1)" in probs
+    assert ("<scenario>: jobs.0.compute.kernels.1.W (job 'a', kernel 'k2'): Input should be greater than or equal "
+            "to 0 (got -1)") in probs
     assert any("kernels.1.flops (job 'a', kernel 'k2'): unknown key 'flops'" in p for p in probs)
 
 
@@ -173,5 +173,6 @@ def test_kernels_without_machine():
 def test_gpu_kernel_needs_gpu():
     cpu_only = MACHINE.split("gpu:")[0]
     s = _scenario(cpu_only)
-    with pytest.raises(MachineError, match=r"kernels.2 \(job 'a', kernel 'g'\): device: gpu but the machine has no gpu"):
+    with pytest.raises(MachineError,
+                       match=r"kernels.2 \(job 'a', kernel 'g'\): device: gpu but the machine has no gpu"):
         compute_phase_ns(s, 0)

@@ -280,7 +280,8 @@ def calibrate(meas: Measurements, machine: Machine, model: str | None = None, pr
     """Fit the time (if measured) and energy (if measured) coefficients; in-sample and leave-one-out errors."""
     model = model or machine.compute_model
     if precision not in machine.precisions:
-        raise CalibrationError(f"the machine has no peak for precision {precision} (has {', '.join(machine.precisions)})")
+        raise CalibrationError(f"the machine has no peak for precision {precision} "
+                               f"(has {', '.join(machine.precisions)})")
     res = CalibrationResult(meas.levels, model, precision, n=len(meas))
     X, n = meas.X, len(meas)
     if meas.time is not None:
