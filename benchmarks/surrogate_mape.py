@@ -1,0 +1,100 @@
+"""Surrogate accuracy benchmark on real CODES data: MAPE per job per model, with and without online tuning.
+
+One command (from the repository root)::
+
+    OMP_NUM_THREADS=1 python benchmarks/surrogate_mape.py              # runs E (72 nodes) and F (1,056 nodes)
+    OMP_NUM_THREADS=1 python benchmarks/surrogate_mape.py --runs E --models last,lstm
+
+Steps: import the CODES run (``codes_bridge.importer.import_codes_run``) into ``benchmarks/out/<run>-import``, build
+the dataset (``surrogate.dataset.build_dataset``, default splits 30 % train / 10 % val / 60 % test) into
+``benchmarks/out/<run>-ds``, fit every model on each job's train split (validation for early stopping), then
+evaluate on the test split with ``Ft = 8`` and ``Ft = inf`` (``surrogate.evaluate``). Writes a table to stdout and
+``benchmarks/out/surrogate_mape.json``. SMART / SMART-noLLM are included when ``surrogate.models.smart`` is present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+CODES = ROOT.parent / "shared" / "data" / "codes"
+RUNS = {
+    "E": CODES / "E-72node-milc-lammps-syn" / "hf-random-seq",
+    "F": CODES / "F-1056node-milc-lammps-syn" / "hf-random-opt-np2",
+}
+OUT = ROOT / "benchmarks" / "out"
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from surrogate.dataset import build_dataset, load_dataset
+    from surrogate.evaluate import evaluate, format_table
+    from surrogate.registry import available
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", default="E,F", help="comma list of E (72 nodes), F (1,056 nodes)")
+    ap.add_argument("--models", default=None,
+                    help="comma list (default: last,mean,ewma,ridge,lstm,dcrnn + smart,smart-nollm if present)")
+    ap.add_argument("--ft", default="8,inf")
+    ap.add_argument("--rebuild", action="store_true", help="re-import and rebuild datasets even if present")
+    ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--json", default=str(OUT / "surrogate_mape.json"))
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+
+    models = args.models.split(",") if args.models else \
+        ["last", "mean", "ewma", "ridge", "lstm", "dcrnn"] + [m for m in ("smart-nollm", "smart") if m in available()]
+    fts = args.ft.split(",")
+    OUT.mkdir(parents=True, exist_ok=True)
+    report = {"command": " ".join(["python", "benchmarks/surrogate_mape.py"] + (argv or sys.argv[1:])),
+              "host": platform.node(), "torch_threads": torch.get_num_threads(), "runs": {}}
+    tables = []
+    for run in args.runs.split(","):
+        src = RUNS[run]
+        imp, dsdir = OUT / f"{run}-import", OUT / f"{run}-ds"
+        t0 = time.perf_counter()
+        if args.rebuild or not (imp / "manifest.json").is_file():
+            from codes_bridge.importer import import_codes_run
+
+            import_codes_run(src, imp, force=True)
+        t_imp = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if args.rebuild or not (dsdir / "meta.json").is_file():
+            build_dataset(imp, dsdir)
+        t_ds = time.perf_counter() - t0
+        ds = load_dataset(dsdir)
+        rows = []
+        for m in models:
+            t0 = time.perf_counter()
+            rep = evaluate(ds, [m], fts, progress=args.progress)
+            wall = time.perf_counter() - t0
+            for r in rep["results"]:
+                r["fit_s"] = (rep["fit"].get(m, {}).get(r["job"], {}) or {}).get("seconds")
+                r["fit_epochs"] = (rep["fit"].get(m, {}).get(r["job"], {}) or {}).get("epochs")
+            rows += rep["results"]
+            print(f"[{run}] {m}: done in {wall:.0f} s", file=sys.stderr, flush=True)
+            # write partial results as we go (long runs)
+            report["runs"][run] = {"source": str(src), "import_s": t_imp, "dataset_s": t_ds,
+                                   "jobs": {n: {"workload": j.workload, "ranks": j.R, "iterations": j.T,
+                                                "split": j.split} for n, j in ds.jobs.items()},
+                                   "results": rows}
+            Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        tables.append(f"== run {run}: {src.parent.name}/{src.name} ==\n" + format_table({"results": rows}))
+    print("\n\n".join(tables))
+    print(f"\nJSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
