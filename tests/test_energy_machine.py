@@ -123,13 +123,12 @@ def test_scenario_machine_file_relative(tmp_path):
 
 
 def test_scenario_machine_file_missing_and_inline_errors(tmp_path):
-    s = _scenario(tmp_path, "machine: {file: nope.yaml}\n")
+    # load_scenario checks the machine section up front
     with pytest.raises(MachineError, match=r"s.yaml:4:17: machine.file: machine file not found"):
-        machine_for_scenario(s)
-    s = _scenario(tmp_path, "machine:\n  cores per socket: 2\n  clock: 1 GHz\n  FLOPs per cycle: {DP: 4}\n"
-                            "  memory hierarchy: [{level: L1, bandwidth: 1e9}]\n  static power: {packag: 3}\n")
+        _scenario(tmp_path, "machine: {file: nope.yaml}\n")
     with pytest.raises(MachineError, match=r"s.yaml:9:18: machine.static power.packag: unknown key"):
-        machine_for_scenario(s)
+        _scenario(tmp_path, "machine:\n  cores per socket: 2\n  clock: 1 GHz\n  FLOPs per cycle: {DP: 4}\n"
+                            "  memory hierarchy: [{level: L1, bandwidth: 1e9}]\n  static power: {packag: 3}\n")
 
 
 def test_machine_show_cli(capsys, tmp_path):
