@@ -3,6 +3,7 @@
 * ``iterations-<job>.png``: mean-over-ranks iteration time per iteration, truth and prediction, with the predicted
   spans shaded;
 * ``port-utilisation.png``: heat map of port utilisation (%) over time, ports grouped by link class;
+* ``energy.txt``: time-to-solution, energy-to-solution and energy-delay product per job (runs with a ``machine``);
 * for ``hybridsim bench`` directories, ``bench-policies.png`` (speedup and completion-time error per run) and, with a
   sweep, ``tradeoff-ft.png``.
 """
@@ -165,4 +166,13 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
     p = plot_ports(path, out_dir)
     if p:
         made.append(p)
+    summary = path / "summary.json"
+    if summary.exists():
+        energy = json.loads(summary.read_text()).get("energy")
+        if energy:
+            from .energy.energy import format_energy_table
+
+            p = out_dir / "energy.txt"
+            p.write_text(format_energy_table(energy) + "\n")
+            made.append(p)
     return made

@@ -170,9 +170,9 @@ def _energy_summary(scenario, result: SimulationResult) -> dict | None:
     """Time/energy-to-solution when the scenario describes a machine (hybridsim.energy)."""
     if scenario.machine is None:
         return None
-    from .energy import energy_report  # noqa: WPS433 - optional layer
+    from .energy.energy import energy_report
 
-    return energy_report(scenario, result.records, link_bytes=(result.link_totals or {}).get("bytes_hops"))
+    return energy_report(scenario, result.records, link_bytes=result.link_totals)
 
 
 def run_scenario_file(path, outdir=None, force=False, mode="simulate", progress=True, argv=None):
