@@ -1,0 +1,168 @@
+"""Import every reference CODES run: record counts, job completion against stdout, port byte totals against the
+correct (G and CN) lines of dragonfly-link-stats, partial-run detection, run-directory output and the CLI."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codes_bridge.importer import import_codes_run, read_codes_run
+from codes_bridge.parsers.common import CodesWarning
+from codes_bridge.parsers.lpio import parse_link_stats
+from codes_bridge.parsers.stdout import parse_model_output
+from hybridsim.cli import main as cli_main
+from hybridsim.records import PORT_FEATURES, read_iterations, read_ports, records_from_table
+from hybridsim.rundir import read_manifest
+
+CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
+
+# run -> (records per job id, port samples source kind, job names)
+RUNS = {
+    "A-72node-synthetic-uniform/seq": ({}, "bin", ["synthetic1"]),
+    "A-72node-synthetic-uniform/opt-np2": ({}, "csv", ["synthetic1"]),
+    "B-72node-milc/hf-seq": ({0: 72 * 20}, "csv", ["milc-72"]),
+    "B-72node-milc/hf-opt-np2": ({0: 72 * 20}, "csv", ["milc-72"]),
+    "B-72node-milc/surrogate-patched-seq": ({0: 72 * 5}, "traffic", ["milc-72"]),
+    "B-72node-milc/surrogate-unpatched-seq": ({0: 72 * 20}, "traffic", ["milc-72"]),
+    "C-1056node-milc-lammps-nn/hf-random-seq": ({0: 512 * 6, 1: 256 * 6}, "csv", ["milc-512", "lammps-256", "nn-256"]),
+    "C-1056node-milc-lammps-nn/netsurr-fixed-random-seq": ({0: 512 * 6, 1: 256 * 6}, "traffic",
+                                                           ["milc-512", "lammps-256", "nn-256"]),
+    "E-72node-milc-lammps-syn/hf-random-seq": ({0: 36 * 1600, 1: 32 * 230}, "csv",
+                                               ["milc-36", "lammps-32", "synthetic1"]),
+    "F-1056node-milc-lammps-syn/hf-random-opt-np2": ({0: 512 * 180, 1: 256 * 44}, "csv",
+                                                     ["milc-512", "lammps-256", "synthetic1"]),
+}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodesWarning)
+        for name in RUNS:
+            out[name] = read_codes_run(CODES / name)
+    return out
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_counts_names_and_completion(runs, name):
+    per_job, source, names = RUNS[name]
+    run = runs[name]
+    assert not run.partial
+    assert run.job_names == names
+    counts = {}
+    for r in run.records:
+        counts[r.job_id] = counts.get(r.job_id, 0) + 1
+    assert counts == per_job
+    mo = parse_model_output(CODES / name / ("model-output.txt" if (CODES / name / "model-output.txt").exists()
+                                            else "model-output.txt.gz"))
+    assert run.job_end == {names[j]: t for j, t in mo.job_end.items()}
+    # the last iteration mark of each iterating job is its completion time (stdout rounds to 4 decimals)
+    for j in per_job:
+        last = max(r.end for r in run.records if r.job_id == j)
+        assert abs(last - run.job_end[names[j]]) < 1e-3
+    assert run.ross["events_committed"] > 0 and run.ross["running_time_s"] > 0
+    assert {"bin": ".bin", "csv": "vt-router.csv", "traffic": "traffic-sample"}[source] in run.port_source
+    assert run.ports.features == (PORT_FEATURES if source != "traffic" else ("bytes", "util_pct"))
+
+
+def test_the_1056_node_run_has_4608_records(runs):
+    assert len(runs["C-1056node-milc-lammps-nn/hf-random-seq"].records) == 4608
+
+
+@pytest.mark.parametrize("name", ["E-72node-milc-lammps-syn/hf-random-seq",
+                                  "F-1056node-milc-lammps-syn/hf-random-opt-np2"])
+def test_port_byte_totals_equal_link_stats(runs, name):
+    run = runs[name]
+    with pytest.warns(CodesWarning, match="local"):
+        ls = parse_link_stats(next((CODES / name / "lp-io").glob("dragonfly-link-stats*")))
+    tot = ls.router_port_totals(run.conf.topology(CODES / name))
+    ok = ~np.isnan(tot["traffic"])
+    sums = np.nansum(run.ports.feature("bytes").astype(np.float64), axis=0)
+    assert ok.sum() > 0 and np.array_equal(sums[ok], tot["traffic"][ok])
+
+
+def test_counting_windows_that_end_before_the_run_undercount(runs):
+    # netsurr: 240 counting windows x 50 us = 12 ms < the run's 12.35 ms, so the windowed totals fall short
+    name = "C-1056node-milc-lammps-nn/netsurr-fixed-random-seq"
+    run = runs[name]
+    assert run.ports.t_end[-1] == 12e6 < run.end_time
+    with pytest.warns(CodesWarning, match="local"):
+        tot = parse_link_stats(CODES / name / "lp-io" / "dragonfly-link-stats").router_port_totals(
+            run.conf.topology(CODES / name))
+    ok = ~np.isnan(tot["traffic"])
+    sums = run.ports.feature("bytes").astype(np.float64).sum(axis=0)[ok]
+    assert (sums <= tot["traffic"][ok]).all() and (sums < tot["traffic"][ok]).any()
+
+
+def test_idle_tail_trimmed_and_sampling_interval(runs):
+    e = runs["E-72node-milc-lammps-syn/hf-random-seq"]
+    # VT samples every 250 us up to --vt-samp-end 800 ms (3,200); the all-zero ones after the end (592.2 ms) go
+    assert e.ports.interval == 250000.0 and e.ports.values.shape == (2369, 36 * 7, 6)
+    assert e.ports.t_end[-1] == 2369 * 250000.0 >= e.end_time > e.ports.t_end[-2]
+    assert e.ports.meta["trimmed_idle_samples"] == 3200 - 2369
+    u = e.ports.feature("util_pct")
+    assert 0 <= np.nanmin(u) and np.nanmax(u) <= 100.0
+
+
+def test_skipped_iterations_are_marked(runs):
+    run = runs["B-72node-milc/surrogate-patched-seq"]
+    assert run.simulated.count(False) == 72
+    assert any("SKIPPED TO ITERATION" in w for w in run.warnings)
+    assert any("busytime" in w and "bug" in w for w in run.warnings)
+
+
+def test_partial_run_is_imported_as_partial(tmp_path):
+    src = CODES / "C-1056node-milc-lammps-nn" / "appsurr-random-seq-patched"
+    with pytest.warns(CodesWarning, match="imported as PARTIAL"):
+        run = import_codes_run(src, tmp_path / "out")
+    assert run.partial and run.job_end == {} and run.ports is None
+    assert len(run.records) == 449  # the 450th line is cut off mid-word ("ITERA")
+    assert any("pe=0.txt:450: dropped the truncated last line" in w for w in run.warnings)
+    man = read_manifest(tmp_path / "out")
+    assert man["kind"] == "codes-import" and man["status"] == "completed" and man["partial"] is True
+    assert "did not finish" in man["reason"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["partial"] is True and not (tmp_path / "out" / "ports.parquet").exists()
+
+
+def test_run_directory_round_trip(tmp_path, runs):
+    src = CODES / "B-72node-milc" / "surrogate-patched-seq"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodesWarning)
+        run = import_codes_run(src, tmp_path / "b")
+    table = read_iterations(tmp_path / "b" / "iterations.parquet")
+    assert records_from_table(table) == run.records
+    assert table.column("mode").to_pylist().count("predict") == 72
+    ports = read_ports(tmp_path / "b" / "ports.parquet")
+    assert np.array_equal(ports.values, run.ports.values) and ports.interval == 50000.0
+    man = read_manifest(tmp_path / "b")
+    assert man["kind"] == "codes-import" and man["status"] == "completed" and not man["partial"]
+    assert man["scenario"]["jobs"][0]["name"] == "milc-72"
+    s = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert s["jobs"]["milc-72"]["completion_time_ns"] == 8671699.1968
+    assert s["jobs"]["milc-72"]["iterations_skipped"] == 72 and s["events"] == 1257658
+    assert s["wall_s"] == 2.37
+
+
+def test_cli(tmp_path, capsys):
+    src = str(CODES / "B-72node-milc" / "hf-seq")
+    out = str(tmp_path / "imp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodesWarning)
+        assert cli_main(["import-codes", src, "-o", out]) == 0
+        assert "1440 iteration records" in capsys.readouterr().out
+        assert cli_main(["import-codes", src, "-o", out]) == 2  # exists, no --force
+        assert "--force" in capsys.readouterr().err
+        assert cli_main(["import-codes", src, "-o", out, "--force"]) == 0
+        assert cli_main(["import-codes", str(tmp_path / "nope"), "-o", str(tmp_path / "x")]) == 2
+        bad = tmp_path / "badrun"
+        bad.mkdir()
+        (bad / "dfdally.conf").write_text("LPGROUPS\n{\n  G\n  {\n    repetitions=\"2\"\n  }\n}\n")
+        assert cli_main(["import-codes", str(bad), "-o", str(tmp_path / "y")]) == 2
+        assert "dfdally.conf:5: repetitions: missing ';'" in capsys.readouterr().err
+        assert not (tmp_path / "y").exists()
