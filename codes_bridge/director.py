@@ -28,7 +28,9 @@ Requests:
 Inference of ``n`` steps is autoregressive: each prediction is appended to the rank's history for the next one.
 Iteration times that are not finite and positive are ignored (as the stock server does); a payload with none usable
 is refused. With ``auto_train`` (default for a model created by name, like the stock server) the model is refitted
-on all records received so far before an inference whenever new records have arrived.
+on all records received so far before an inference when new records have arrived: always if it was never fitted,
+then once the records have grown by 2 % since the last fit (so a thousand ranks each flushing a few records before
+their inference do not cost a thousand refits).
 """
 
 from __future__ import annotations
@@ -242,6 +244,9 @@ class IterationTimeService:
         self.fitted_clients: set[int] = set()
         self.training_examples = 0
         self.dirty = False
+        self.records_at_fit = 0
+        #: auto-train refits when the records grew by this fraction since the last fit (or it never fitted)
+        self.refit_fraction = 0.02
         self.records_log = Path(records_log) if records_log else None
         self.workload = workload
 
@@ -282,8 +287,18 @@ class IterationTimeService:
             self.version += 1
             self.training_examples = n
             self.fitted_clients = set(ids)
+            self.records_at_fit = self.total_records()
         self.dirty = False
         return n
+
+    def total_records(self) -> int:
+        return sum(len(st.records) for st in self.clients.values())
+
+    def _should_refit(self) -> bool:
+        if not (self.auto_train and self.dirty and self._trainable()):
+            return False
+        total = self.total_records()
+        return self.records_at_fit == 0 or total - self.records_at_fit >= max(1, self.refit_fraction * total)
 
     def _trainable(self) -> bool:
         return hasattr(self.model, "fit_series")
@@ -316,7 +331,7 @@ class IterationTimeService:
         if not hist:
             raise DirectorError(f"{op}: no iteration times known for client {client}: send-records first (or send "
                                 f"context values in the data)")
-        if self.auto_train and self.dirty and self._trainable():
+        if self._should_refit():
             self._fit()
         L = max(int(getattr(self.model, "lookback", 1) or 1), 1)
         window = np.full(L, np.nan)
@@ -380,7 +395,9 @@ class IterationTimeService:
             raise DirectorError(f"load-model: {exc}") from None
         self.model = model
         self.version += 1
-        self.dirty = bool(self.clients)
+        # the loaded model counts as fitted on what is here now; auto-train refits it once enough new records come
+        self.dirty = False
+        self.records_at_fit = self.total_records()
         return {"path": str(path), "model": model.name, "model_version": str(self.version)}
 
     def load_records_csv(self, args: list[str], data: bytes) -> dict:

@@ -250,3 +250,23 @@ def test_cli_serve_needs_a_service_and_a_known_model():
 
     assert main(["serve"]) == 2
     assert main(["serve", "--codes-director", "tcp://127.0.0.1:*", "--model", "no-such-model"]) == 2
+
+
+def test_auto_train_refits_after_two_percent_new_records():
+    s = IterationTimeService(make_model("ridge"), auto_train=True)
+
+    def send(n):
+        rep, _ = handle_request(s, dreq("send-records", [0, n], " ".join(["1000"] * n).encode()))
+        assert rep["status"] == "done"
+
+    def version():
+        rep, _ = handle_request(s, dreq("inference", [0, 1]))
+        return rep["model_version"]
+
+    send(100)
+    assert version() == "1"      # never fitted: fit now
+    send(1)
+    assert version() == "1"      # 1 new of 101 < 2 %: keep the fit
+    send(2)
+    assert version() == "2"      # 3 new of 103 >= 2 %: refit
+    assert version() == "2"      # nothing new
