@@ -161,7 +161,6 @@ class Engine:
             "packets": net.packets,
             "messages": mpi.messages,
             "hops": int(sum(net.pkts_out)),
-            "credits": net.credits,
             "bytes_injected": net.bytes_injected,
             "bytes_delivered": net.bytes_delivered,
             "bytes_loopback": net.bytes_self,

@@ -174,224 +174,292 @@ class Network:
         self.on_deliver = None
         # counters
         self.packets = 0
-        self.hops = 0
-        self.bytes_injected = 0
-        self.bytes_delivered = 0
         self.bytes_self = 0
-        self.credits = 0
 
-        # handlers pushed on the heap (bound once)
-        self.h_arrive = self.router_arrive
-        self.h_port = self.port_send
-        self.h_credit = self.credit
-        self.h_tsend = self.term_send
-        self.h_tcredit = self.term_credit
-        self.h_tarrive = self.term_arrive
-        self.h_inject = self.inject
-        if debug:
-            self.h_credit = self._credit_checked
-            self.h_tcredit = self._term_credit_checked
-            self.h_tarrive = self._term_arrive_checked
+        self._bind()
 
-    # ------------------------------------------------------------------------------------------------ terminals
-    def inject(self, t, msg, _=None):
-        """``msg`` reaches its source NIC: cut it into packets and queue them (event handler)."""
-        src, dst = msg.src_term, msg.dst_term
-        size = msg.wire
-        if src == dst:  # loopback: never touches the network
-            self.bytes_self += size
-            msg.left = 0
-            self.on_local(t, msg)
-            self.on_deliver(t, msg)
-            return
-        P = self.P
-        npk = max(1, -(-size // P))
-        msg.left = npk
-        dr = dst // self.p
-        dg = dr // self.a
-        sg = src // self.p // self.a
-        q = self.tq[src]
-        jb = msg.jb
-        for i in range(npk - 1):
-            q.append(Packet(msg, P, src, dst, dr, dg, sg, False, jb))
-        q.append(Packet(msg, size - P * (npk - 1), src, dst, dr, dg, sg, True, jb))
-        self.packets += npk
-        self.bytes_injected += size
-        self.t_bytes_in[src] += size
-        if not self.tsched[src]:
-            self.term_send(t, src)
+    # ------------------------------------------------------------------------------------------------ handlers
+    def _bind(self) -> None:
+        """Create the event handlers.
 
-    def term_send(self, t, term, _=None):
-        """The NIC of ``term`` tries to start its head packet (event handler and direct call)."""
-        self.tsched[term] = False
-        q = self.tq[term]
-        if not q:
-            return
-        if t < self.tbusy[term]:
-            self.tsched[term] = True
-            heappush(self.loop.heap, (self.tbusy[term], next(self.loop.seq), self.h_tsend, term, None))
-            return
-        if self.tocc[term] >= self.tcap:
-            return  # wait for a credit
-        pk = q.popleft()
-        self.tocc[term] += 1
-        end = t + pk.size * self.t_nspb
-        self.tbusy[term] = end
-        heap, seq = self.loop.heap, self.loop.seq
-        heappush(heap, (end + self.t_lat, next(seq), self.h_arrive, term // self.p, pk))
-        if pk.last:
-            self.on_local(t, pk.msg)
-        if q:
-            self.tsched[term] = True
-            heappush(heap, (end, next(seq), self.h_tsend, term, None))
+        The per-packet handlers are closures over the flat state lists rather than methods: a free-variable load is
+        several times cheaper than ``self.attribute`` in CPython, and these few functions run tens of millions of
+        times. Each one is an event handler ``(t, a, b)``; the public names are:
 
-    def term_credit(self, t, term, _=None):
-        """The first router admitted a packet of ``term``: one injection credit back (event handler)."""
-        self.tocc[term] -= 1
-        if not self.tsched[term]:
-            self.term_send(t, term)
-
-    def term_arrive(self, t, term, pk):
-        """Packet ``pk`` reaches its destination terminal: credit back to the router, count toward its message."""
-        self._credit_up(t, pk.up)
-        self.bytes_delivered += pk.size
-        self.t_bytes_out[term] += pk.size
-        msg = pk.msg
-        msg.left -= 1
-        if msg.left == 0:
-            self.on_deliver(t, msg)
-
-    # ------------------------------------------------------------------------------------------------ routers
-    def router_arrive(self, t, r, pk):
-        """Packet ``pk`` arrives at router ``r``: route it, then admit it to its output (port, VC) or overflow."""
-        pv = self.route(r, pk)
-        pk.hops += 1
-        NV = self.nv
-        p = pv // NV
-        occ = self.occ
-        if occ[pv] < self.cap[p]:
-            ot = self.occ_t
-            self.occ_int[pv] += occ[pv] * (t - ot[pv])
-            ot[pv] = t
-            occ[pv] += 1
-            self.port_occ[p] += 1
-            self.pend[pv].append(pk)
-            self.npend[p] += 1
-            self._credit_up(t, pk.up)
-            pk.up = pv
-            heap, seq = self.loop.heap, self.loop.seq
-            if not self.sched[p]:
-                if t >= self.busy_until[p]:
-                    self.port_send(t, p)
-                else:
-                    self.sched[p] = True
-                    heappush(heap, (self.busy_until[p], next(seq), self.h_port, p, None))
-        else:
-            self.ovf[pv].append(pk)
-            self.qcount[p] += 1
-            self.stalled[p] += 1
-            if self.busy_start[p] < 0.0:
-                self.busy_start[p] = t
-
-    def port_send(self, t, p, _=None):
-        """Output port ``p`` starts its next packet, VCs served round-robin (event handler and direct call)."""
-        self.sched[p] = False
-        NV = self.nv
-        base = p * NV
-        v = self.rr[p]
-        pend = self.pend
-        for _i in range(NV):
-            v += 1
-            if v == NV:
-                v = 0
-            q = pend[base + v]
-            if q:
-                break
-        else:
-            return
-        self.rr[p] = v
-        pk = q.popleft()
-        self.npend[p] -= 1
-        size = pk.size
-        end = t + size * self.nspb[p]
-        self.busy_until[p] = end
-        self.bytes_out[p] += size
-        self.pkts_out[p] += 1
-        jb = pk.jb
-        if jb is not None:
-            jb[p] += size
-        heap, seq = self.loop.heap, self.loop.seq
-        arr = end + self.router_delay + self.lat[p]
-        if self.is_term[p]:
-            heappush(heap, (arr, next(seq), self.h_tarrive, self.peer_port[p], pk))
-        else:
-            heappush(heap, (arr, next(seq), self.h_arrive, self.peer[p], pk))
-        if self.npend[p]:
-            self.sched[p] = True
-            heappush(heap, (end, next(seq), self.h_port, p, None))
-
-    def _credit_up(self, t, up):
-        """Return the credit a packet held upstream (router (port, VC) ``up >= 0`` or terminal ``-1 - up``).
-
-        With ``exact_credits`` (or when a packet is waiting for it) the credit travels as an event arriving after the
-        credit delay. Otherwise nothing can use it before an arrival that comes within the credit delay (1.4 ns by
-        default), so it is applied at once: one event less per packet hop, at most that much earlier admission.
+        ``inject(t, msg)``            the message reaches its source NIC: cut it into packets, queue them;
+        ``term_send(t, term)``        the NIC starts its head packet if it is idle and holds a credit;
+        ``term_arrive(t, term, pk)``  a packet reaches its destination terminal (credit back, message count);
+        ``router_arrive(t, r, pk)``   a packet reaches router ``r``: route, then admit or overflow;
+        ``port_send(t, p)``           output port ``p`` starts its next packet (VCs round-robin);
+        ``credit(t, pv)``             a credit for (port, VC) ``pv`` arrives: free a slot, admit the overflow head;
+        ``term_credit(t, term)``      an injection credit arrives at terminal ``term``.
         """
-        if up >= 0:
-            if self.exact_credits or self.ovf[up]:
-                heappush(self.loop.heap, (t + self.credit_delay, next(self.loop.seq), self.h_credit, up, None))
-                return
-            p = up // self.nv
-            occ = self.occ
-            ot = self.occ_t
-            self.occ_int[up] += occ[up] * (t - ot[up])
-            ot[up] = t
-            occ[up] -= 1
-            self.port_occ[p] -= 1
-            self.credits += 1
-            bs = self.busy_start[p]
-            if bs >= 0.0:
-                self.busy_acc[p] += t - bs
-                self.busy_start[p] = t if self.qcount[p] else -1.0
-        else:
-            term = -1 - up
-            if self.exact_credits or (self.tq[term] and not self.tsched[term]):
-                heappush(self.loop.heap, (t + self.credit_delay, next(self.loop.seq), self.h_tcredit, term, None))
-            else:
-                self.tocc[term] -= 1
-
-    def credit(self, t, pv, _=None):
-        """A credit for (port, VC) ``pv`` comes back from downstream: free one packet, admit the overflow head."""
+        heap = self.loop.heap
+        seq = self.loop.seq
         NV = self.nv
-        p = pv // NV
-        occ = self.occ
-        ot = self.occ_t
-        self.occ_int[pv] += occ[pv] * (t - ot[pv])
-        ot[pv] = t
-        occ[pv] -= 1
-        self.port_occ[p] -= 1
-        self.credits += 1
-        q = self.ovf[pv]
-        if q:
+        P = self.P
+        a, p_per_r = self.a, self.p
+        occ, cap, pend, ovf = self.occ, self.cap, self.pend, self.ovf
+        occ_int, occ_t = self.occ_int, self.occ_t
+        busy_until, sched, rr, npend = self.busy_until, self.sched, self.rr, self.npend
+        port_occ, qcount = self.port_occ, self.qcount
+        bytes_out, pkts_out, stalled = self.bytes_out, self.pkts_out, self.stalled
+        busy_acc, busy_start = self.busy_acc, self.busy_start
+        nspb, lat, peer, peer_port, is_term = self.nspb, self.lat, self.peer, self.peer_port, self.is_term
+        tq, tocc, tbusy, tsched = self.tq, self.tocc, self.tbusy, self.tsched
+        tcap, t_nspb, t_lat = self.tcap, self.t_nspb, self.t_lat
+        t_bytes_in, t_bytes_out = self.t_bytes_in, self.t_bytes_out
+        rdelay, cdelay = self.router_delay, self.credit_delay
+        exact = self.exact_credits
+        tport, lport, gports, lgw = self.tport, self.lport, self.gports, self.lgw
+        vc_dest, vc_inter = self.vc_dest, self.vc_inter
+        mode = self.routing
+        randrange = self.rng.randrange
+        port_class = self.port_class
+        prog_adaptive, ugal = self._prog_adaptive, self._ugal
+        draw_igroup = self._draw_igroup
+        best_global, best_local = self._best_global, self._best_local
+        net = self
+
+        # ---------------------------------------------------------------------------------------------- terminals
+        def inject(t, msg, _=None):
+            src, dst = msg.src_term, msg.dst_term
+            size = msg.wire
+            if src == dst:  # loopback: never touches the network
+                net.bytes_self += size
+                msg.left = 0
+                net.on_local(t, msg)
+                net.on_deliver(t, msg)
+                return
+            npk = max(1, -(-size // P))
+            msg.left = npk
+            dr = dst // p_per_r
+            dg = dr // a
+            sg = src // p_per_r // a
+            q = tq[src]
+            jb = msg.jb
+            for _i in range(npk - 1):
+                q.append(Packet(msg, P, src, dst, dr, dg, sg, False, jb))
+            q.append(Packet(msg, size - P * (npk - 1), src, dst, dr, dg, sg, True, jb))
+            net.packets += npk
+            t_bytes_in[src] += size
+            if not tsched[src]:
+                term_send(t, src)
+
+        def term_send(t, term, _=None):
+            tsched[term] = False
+            q = tq[term]
+            if not q:
+                return
+            if t < tbusy[term]:
+                tsched[term] = True
+                heappush(heap, (tbusy[term], next(seq), h_tsend, term, None))
+                return
+            if tocc[term] >= tcap:
+                return  # wait for a credit
             pk = q.popleft()
-            self.qcount[p] -= 1
-            occ[pv] += 1
-            self.port_occ[p] += 1
-            self.pend[pv].append(pk)
-            self.npend[p] += 1
-            self._credit_up(t, pk.up)
-            pk.up = pv
-            heap, seq = self.loop.heap, self.loop.seq
-            if not self.sched[p]:
-                if t >= self.busy_until[p]:
-                    self.port_send(t, p)
+            tocc[term] += 1
+            end = t + pk.size * t_nspb
+            tbusy[term] = end
+            heappush(heap, (end + t_lat, next(seq), h_arrive, term // p_per_r, pk))
+            if pk.last:
+                net.on_local(t, pk.msg)
+            if q:
+                tsched[term] = True
+                heappush(heap, (end, next(seq), h_tsend, term, None))
+
+        def term_credit(t, term, _=None):
+            tocc[term] -= 1
+            if not tsched[term]:
+                term_send(t, term)
+
+        def term_arrive(t, term, pk):
+            credit_up(t, pk.up)
+            t_bytes_out[term] += pk.size
+            msg = pk.msg
+            msg.left -= 1
+            if msg.left == 0:
+                net.on_deliver(t, msg)
+
+        # ---------------------------------------------------------------------------------------------- routers
+        def route(r, pk):
+            dr = pk.dst_router
+            if r == dr:
+                return tport[pk.dst] * NV + vc_dest
+            c = r // a
+            dg = pk.dst_group
+            if c == dg:
+                return lport[r][dr % a] * NV + vc_dest
+            gp = gports[r]
+            if c != pk.src_group:
+                # intermediate group: minimal to the destination group
+                pk.visited = True
+                cands = gp.get(dg)
+                if cands:
+                    if mode == PROG_ADAPTIVE:
+                        port = best_global(cands)
+                    else:
+                        port = cands[randrange(len(cands))] if len(cands) > 1 else cands[0]
                 else:
-                    self.sched[p] = True
-                    heappush(heap, (self.busy_until[p], next(seq), self.h_port, p, None))
-        bs = self.busy_start[p]
-        if bs >= 0.0:
-            self.busy_acc[p] += t - bs
-            self.busy_start[p] = t if self.qcount[p] else -1.0
+                    cands = lgw[r][dg]
+                    if mode == PROG_ADAPTIVE:
+                        port = best_local(cands)
+                    else:
+                        port = cands[randrange(len(cands))] if len(cands) > 1 else cands[0]
+                return port * NV + vc_inter
+            # source group
+            at_source = pk.hops == 0
+            if at_source:
+                pk.igroup = draw_igroup(pk.src_group, dg)
+            vc = pk.lhops
+            if mode == PROG_ADAPTIVE:
+                port = prog_adaptive(r, pk, at_source, gp, dg)
+            elif mode == MINIMAL:
+                cands = gp.get(dg) or lgw[r][dg]
+                port = cands[randrange(len(cands))] if len(cands) > 1 else cands[0]
+            elif mode == NONMINIMAL:
+                target = pk.igroup if pk.igroup >= 0 else dg
+                pk.nonmin = target != dg
+                cands = gp.get(target) or lgw[r][target]
+                port = cands[randrange(len(cands))] if len(cands) > 1 else cands[0]
+            else:
+                port = ugal(r, pk, at_source, gp, dg)
+            if port_class[port] == LOCAL:
+                pk.lhops = 1
+            return port * NV + vc
+
+        def router_arrive(t, r, pk):
+            pv = route(r, pk)
+            pk.hops += 1
+            p = pv // NV
+            o = occ[pv]
+            if o < cap[p]:
+                occ_int[pv] += o * (t - occ_t[pv])
+                occ_t[pv] = t
+                occ[pv] = o + 1
+                port_occ[p] += 1
+                pend[pv].append(pk)
+                npend[p] += 1
+                credit_up(t, pk.up)
+                pk.up = pv
+                if not sched[p]:
+                    if t >= busy_until[p]:
+                        port_send(t, p)
+                    else:
+                        sched[p] = True
+                        heappush(heap, (busy_until[p], next(seq), h_port, p, None))
+            else:
+                ovf[pv].append(pk)
+                qcount[p] += 1
+                stalled[p] += 1
+                if busy_start[p] < 0.0:
+                    busy_start[p] = t
+
+        def port_send(t, p, _=None):
+            sched[p] = False
+            base = p * NV
+            v = rr[p]
+            for _i in range(NV):
+                v += 1
+                if v == NV:
+                    v = 0
+                q = pend[base + v]
+                if q:
+                    break
+            else:
+                return
+            rr[p] = v
+            pk = q.popleft()
+            n = npend[p] - 1
+            npend[p] = n
+            size = pk.size
+            end = t + size * nspb[p]
+            busy_until[p] = end
+            bytes_out[p] += size
+            pkts_out[p] += 1
+            jb = pk.jb
+            if jb is not None:
+                jb[p] += size
+            if is_term[p]:
+                heappush(heap, (end + rdelay + lat[p], next(seq), h_tarrive, peer_port[p], pk))
+            else:
+                heappush(heap, (end + rdelay + lat[p], next(seq), h_arrive, peer[p], pk))
+            if n:
+                sched[p] = True
+                heappush(heap, (end, next(seq), h_port, p, None))
+
+        def credit_up(t, up):
+            # Return the credit a packet held upstream (router (port, VC) up >= 0, or terminal -1 - up). With
+            # exact_credits, or when a packet waits for it, it travels as an event arriving after the credit delay.
+            # Otherwise only an arrival within the credit delay (1.4 ns by default) could tell the difference, so it
+            # is applied at once: one event less per packet hop.
+            if up >= 0:
+                if exact or ovf[up]:
+                    heappush(heap, (t + cdelay, next(seq), h_credit, up, None))
+                    return
+                p = up // NV
+                o = occ[up]
+                occ_int[up] += o * (t - occ_t[up])
+                occ_t[up] = t
+                occ[up] = o - 1
+                port_occ[p] -= 1
+                bs = busy_start[p]
+                if bs >= 0.0:
+                    busy_acc[p] += t - bs
+                    busy_start[p] = t if qcount[p] else -1.0
+            else:
+                term = -1 - up
+                if exact or (tq[term] and not tsched[term]):
+                    heappush(heap, (t + cdelay, next(seq), h_tcredit, term, None))
+                else:
+                    tocc[term] -= 1
+
+        def credit(t, pv, _=None):
+            p = pv // NV
+            o = occ[pv]
+            occ_int[pv] += o * (t - occ_t[pv])
+            occ_t[pv] = t
+            occ[pv] = o - 1
+            port_occ[p] -= 1
+            q = ovf[pv]
+            if q:
+                pk = q.popleft()
+                qcount[p] -= 1
+                occ[pv] = o
+                port_occ[p] += 1
+                pend[pv].append(pk)
+                npend[p] += 1
+                credit_up(t, pk.up)
+                pk.up = pv
+                if not sched[p]:
+                    if t >= busy_until[p]:
+                        port_send(t, p)
+                    else:
+                        sched[p] = True
+                        heappush(heap, (busy_until[p], next(seq), h_port, p, None))
+            bs = busy_start[p]
+            if bs >= 0.0:
+                busy_acc[p] += t - bs
+                busy_start[p] = t if qcount[p] else -1.0
+
+        self.inject, self.term_send, self.term_credit, self.term_arrive = inject, term_send, term_credit, term_arrive
+        self.route, self.router_arrive, self.port_send, self.credit = route, router_arrive, port_send, credit
+        self._credit_up = credit_up
+        h_arrive, h_port, h_credit, h_tsend, h_tcredit, h_tarrive = (router_arrive, port_send, credit, term_send,
+                                                                       term_credit, term_arrive)
+        if self.debug:
+            h_credit, h_tcredit, h_tarrive = self._credit_checked, self._term_credit_checked, self._term_arrive_checked
+        #: the handlers pushed on the heap (debug mode wraps three of them with invariant checks)
+        self.h_arrive, self.h_port, self.h_credit, self.h_tsend = h_arrive, h_port, h_credit, h_tsend
+        self.h_tcredit, self.h_tarrive, self.h_inject = h_tcredit, h_tarrive, inject
+
+    @property
+    def bytes_injected(self) -> int:
+        return sum(self.t_bytes_in)
+
+    @property
+    def bytes_delivered(self) -> int:
+        return sum(self.t_bytes_out)
 
     # ------------------------------------------------------------------------------------------------ routing
     def _draw_igroup(self, sg, dg):
