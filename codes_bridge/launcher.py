@@ -10,7 +10,8 @@
   ``"mpirun --hostfile hosts"``; ``-np N`` is appended); an empty string starts the executable directly (sequential
   only);
 * ``extra_args`` -- more ``model-net-mpi-replay`` options (an ``--name=`` given here replaces the generated one);
-* ``timeout`` -- wall-clock limit (a duration: ``"30min"``; plain numbers are ns as everywhere in hybridsim).
+* ``timeout`` -- wall-clock limit (a duration with a unit: ``"1800s"``; plain numbers are ns as everywhere in
+  hybridsim).
 
 CODES runs in the folder that holds its inputs. Its stdout and stderr are streamed, line by line as they come, to
 ``model-output.txt`` and ``model-output.stderr.txt`` in that folder (the reference runs' names); ``command.txt`` records
@@ -235,7 +236,7 @@ def timeout_seconds(codes_cfg) -> float | None:
         return None
     if codes_cfg.timeout < 1e6:
         raise CodesRunError(f"backend.codes.timeout is {codes_cfg.timeout:g} ns (under 1 ms): plain numbers are ns; "
-                            f"write a unit, e.g. '30min' or '90s'", cause="bad-config")
+                            f"write a unit, e.g. '1800s' (units: ns, us, ms, s)", cause="bad-config")
     return float(codes_cfg.timeout) / 1e9
 
 

@@ -4,8 +4,8 @@ One call, :func:`write_codes_inputs`, writes everything ``model-net-mpi-replay``
 the reference runs in ``../shared/data/codes/`` (README.md there; WORKLOADS.md sections 6-7):
 
 * ``dfdally-<N>.conf`` -- the dragonfly-dally configuration: ``LPGROUPS`` (one repetition per router, each
-  ``nw-lp = p``, ``modelnet_dragonfly_dally = p``, ``modelnet_dragonfly_dally_router = 1``) and ``PARAMS`` with every key
-  the reference ``.conf`` files use, plus delay keys only when the scenario departs from CODES' defaults;
+  ``nw-lp = p``, ``modelnet_dragonfly_dally = p``, ``modelnet_dragonfly_dally_router = 1``) and ``PARAMS`` with
+  every key the reference ``.conf`` files use, plus delay keys only when the scenario departs from CODES' defaults;
 * ``dfdally-<N>-intra`` / ``dfdally-<N>-inter`` -- the binary connection files (:meth:`Dragonfly.write_codes_files`,
   byte-identical to CODES' generator; copied verbatim when the scenario names its own files);
 * ``<job>.json`` -- one SWM workload JSON per SWM job (``{"jobs": {"size": .., "cfg": {..}}}`` with CODES' key names);
