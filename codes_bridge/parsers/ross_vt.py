@@ -139,15 +139,15 @@ def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None
         sizes[rsz] = ROUTER_LP
     # walk the framing (sizes are in the headers)
     n = len(buf)
-    offs, szs = [], []
+    offs, szs, lps = [], [], []
     pos = 0
-    unpack = struct.Struct("<ii").unpack_from
+    unpack = struct.Struct("<Q32xii").unpack_from
     truncated = False
     while pos < n:
         if pos + HEADER_SIZE > n:
             truncated = True
             break
-        sz, flag = unpack(buf, pos + 40)
+        lp, sz, flag = unpack(buf, pos)
         if flag != 3 or sz <= 0:
             raise CodesParseError(p, None, f"record {len(offs)} at byte offset {pos}: bad header (flag {flag}, "
                                            f"sample_sz {sz}); framing lost or not a VT model-stats file")
@@ -156,17 +156,21 @@ def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None
             break
         offs.append(pos)
         szs.append(sz)
+        lps.append(lp)
         pos += HEADER_SIZE + sz
     if truncated:
         warn(f"{p}: ends inside record {len(offs)} (byte offset {pos} of {n}); the simulator stopped mid-write, "
              f"the incomplete record is dropped", warnings)
     offs_a = np.asarray(offs, dtype=np.int64)
     szs_a = np.asarray(szs, dtype=np.int64)
-    raw = np.frombuffer(buf, dtype=np.uint8)
     out = VtSamples(source=str(p), truncated=truncated, warnings=warnings)
     if lpid_kind is not None and len(offs_a):
-        lpids = np.array([struct.unpack_from("<Q", buf, o)[0] for o in offs], dtype=np.int64)
-        kinds = np.array([lpid_kind.get(int(l), "?") for l in lpids])
+        lpids = np.asarray(lps, dtype=np.int64)
+        names = sorted(set(lpid_kind.values())) + ["?"]
+        table = np.full(max(int(lpids.max()), max(lpid_kind)) + 1, len(names) - 1, dtype=np.int64)
+        for lp, kname in lpid_kind.items():
+            table[lp] = names.index(kname)
+        kinds = np.array(names)[table[lpids]]
     else:
         lpids = None
         kinds = None
@@ -194,8 +198,7 @@ def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None
         if dt.itemsize != HEADER_SIZE + sz:
             raise CodesParseError(p, None, f"record {sel[0]}: {kind} payload size {sz} != expected "
                                            f"{dt.itemsize - HEADER_SIZE}")
-        idx = offs_a[sel][:, None] + np.arange(dt.itemsize)[None, :]
-        rec = raw[idx].reshape(-1).view(dt)
+        rec = _gather(buf, offs_a[sel], dt)
         cols = _flatten(rec, kind)
         cols = _sorted_cols(cols)
         if kind == ROUTER_LP:
@@ -204,6 +207,18 @@ def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None
             out.terminal = cols
         else:
             out.nwlp = cols
+    return out
+
+
+def _gather(buf: bytes, offsets: np.ndarray, dt: np.dtype, chunk: int = 8192) -> np.ndarray:
+    """Copy the fixed-size records at ``offsets`` into one structured array (chunked fancy indexing)."""
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    out = np.empty(len(offsets), dtype=dt)
+    flat = out.view(np.uint8).reshape(len(offsets), dt.itemsize)
+    col = np.arange(dt.itemsize, dtype=np.int64)
+    for i in range(0, len(offsets), chunk):
+        o = offsets[i:i + chunk]
+        flat[i:i + len(o)] = raw[o[:, None] + col[None, :]]
     return out
 
 
