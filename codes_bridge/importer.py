@@ -24,6 +24,7 @@ import numpy as np
 
 from hybridsim.records import IterationRecord, PortSamples
 from hybridsim.topology import DragonflyShape
+from hybridsim.units import GIB
 
 from .conf import (CodesConf, ConfError, command_options, find_network_conf, find_workloads_conf,
                    job_names_from_workloads, parse_conf, parse_workloads_conf)
@@ -76,13 +77,24 @@ class CodesRun:
     vt: VtSamples | None = None
     port_source: str | None = None
     errors: list[str] = field(default_factory=list)
+    link_totals: dict | None = None
+    end_limit: float | None = None  # --end of the CODES command (virtual ns), if given
+
 
     @property
     def end_time(self) -> float:
+        """Virtual end of the run (ns): the last job completion; for runs whose jobs CODES does not time (only
+        synthetic traffic) the ``--end`` of the command, else the last port-sample window."""
         ends = [t for t in self.job_end.values() if t and np.isfinite(t)]
+        if self.records:
+            ends.append(max(r.end for r in self.records))
         if ends:
             return float(max(ends))
-        return float(max((r.end for r in self.records), default=0.0))
+        if self.end_limit:
+            return float(self.end_limit)
+        if self.ports is not None and len(self.ports.t_end):
+            return float(self.ports.t_end[-1])
+        return 0.0
 
     @property
     def events(self) -> int:
@@ -115,7 +127,8 @@ class CodesRun:
         return SimulationResult(records=self.records, simulated=self.simulated, ports=self.ports, events=self.events,
                                 end_time=self.end_time, job_end=dict(self.job_end),
                                 wall_s=float(self.ross.get("running_time_s", self.wall_s or 0.0) or 0.0),
-                                partial=self.partial, stats={"ross": self.ross, "warnings": self.warnings})
+                                partial=self.partial, link_totals=self.link_totals,
+                                stats={"ross": self.ross, "warnings": self.warnings})
 
 
 # ------------------------------------------------------------------------------------------------------------ reading
@@ -250,10 +263,55 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
             port_block = PortSamples(port_block.t_end[keep], port_block.interval, port_block.radix,
                                      port_block.features, port_block.values[keep],
                                      meta={**port_block.meta, "trimmed_idle_samples": n_drop})
-    return CodesRun(run_dir=d, records=records, simulated=simulated, ports=port_block, job_names=job_names,
-                    job_end=job_end, ross=ross, partial=partial, warnings=warnings, shape=shape, bandwidth=bw,
-                    conf=conf, job_ranks=job_ranks, rank_end=rank_end, wall_s=wall_s, vt=vt,
-                    port_source=port_source, errors=errors)
+    run = CodesRun(run_dir=d, records=records, simulated=simulated, ports=port_block, job_names=job_names,
+                   job_end=job_end, ross=ross, partial=partial, warnings=warnings, shape=shape, bandwidth=bw,
+                   conf=conf, job_ranks=job_ranks, rank_end=rank_end, wall_s=wall_s, vt=vt,
+                   port_source=port_source, errors=errors,
+                   end_limit=float(opts["end"]) if "end" in opts else None)
+    run.link_totals = _link_totals(run)
+    return run
+
+
+def _link_totals(run: CodesRun) -> dict | None:
+    """Per-port end-of-run totals in the embedded engine's ``link_totals`` format (arrays by global port id).
+
+    Global and terminal ports: the G and CN lines of ``dragonfly-link-stats`` (correct end-of-run totals); local
+    ports: the sum of the port samples (their link-stats lines are mis-indexed by a CODES bug). Without samples the
+    local ports are NaN."""
+    from .parsers.lpio import parse_link_stats
+    from .parsers.ross_vt import port_classes
+
+    ls_path = find_file(run.run_dir / "lp-io" / "dragonfly-link-stats")
+    if ls_path is None and run.ports is None:
+        return None
+    shape = run.shape
+    n_routers = shape.groups * shape.routers_per_group
+    radix = shape.radix
+    cls = np.tile(port_classes(shape), n_routers)
+    out = {"radix": radix, "port_class": cls, "sources": {}}
+    for key in ("bytes", "busy_ns", "stalled"):
+        out[key] = np.full(n_routers * radix, np.nan)
+    if run.ports is not None:
+        for key in ("bytes", "busy_ns", "stalled"):
+            if key in run.ports.features:
+                out[key] = np.nansum(run.ports.feature(key).astype(np.float64), axis=0)
+                out["sources"][key] = run.port_source
+    if ls_path is not None:
+        try:
+            topo = run.conf.topology(run.run_dir)
+            tot = parse_link_stats(ls_path, warnings=run.warnings).router_port_totals(topo)
+        except (ValueError, OSError) as exc:
+            warn(f"{ls_path}: not used for link totals ({exc})", run.warnings)
+        else:
+            ok = ~np.isnan(tot["traffic"])
+            for key, src in (("bytes", "traffic"), ("busy_ns", "busy"), ("stalled", "stalled")):
+                out[key][ok] = tot[src][ok]
+            out["sources"]["global_terminal_ports"] = str(ls_path)
+    end = run.end_time
+    bw = np.array(run.bandwidth, np.float64)[cls] * GIB / 1e9
+    out["util_pct"] = out["bytes"] / (bw * end) * 100.0 if end > 0 else np.full(len(cls), np.nan)
+    out["end_time_ns"] = end
+    return out
 
 
 def _read_vt(d: Path, conf: CodesConf, opts: dict, vt_source: str, warnings: list):
@@ -325,6 +383,11 @@ def codes_summary(run: CodesRun, import_s: float | None = None) -> dict:
             "interval_ns": run.ports.interval, "features": list(run.ports.features),
             "missing_rows": run.ports.meta.get("missing_rows", 0),
             "trimmed_idle_samples": run.ports.meta.get("trimmed_idle_samples", 0)},
+        "network": None if run.link_totals is None else {
+            "bytes_out_total": float(np.nansum(run.link_totals["bytes"])),
+            "max_port_util_pct": float(np.nanmax(run.link_totals["util_pct"])) if np.isfinite(
+                run.link_totals["util_pct"]).any() else None,
+            "sources": run.link_totals["sources"]},
         "backend_stats": {"ross": run.ross, "codes_errors": run.errors},
         "warnings": run.warnings,
         "import_s": import_s,

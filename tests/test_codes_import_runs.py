@@ -109,6 +109,28 @@ def test_idle_tail_trimmed_and_sampling_interval(runs):
     assert 0 <= np.nanmin(u) and np.nanmax(u) <= 100.0
 
 
+def test_link_totals_in_engine_format(runs):
+    name = "B-72node-milc/hf-seq"
+    run = runs[name]
+    lt = run.link_totals
+    assert lt["radix"] == 7 and len(lt["bytes"]) == 252 and not np.isnan(lt["bytes"]).any()
+    assert list(lt["port_class"][:7]) == [0, 0, 0, 1, 1, 2, 2]
+    with pytest.warns(CodesWarning):
+        tot = parse_link_stats(CODES / name / "lp-io" / "dragonfly-link-stats").router_port_totals(
+            run.conf.topology(CODES / name))
+    ok = ~np.isnan(tot["traffic"])
+    assert np.array_equal(lt["bytes"][ok], tot["traffic"][ok])
+    local = lt["port_class"] == 0
+    assert np.array_equal(lt["bytes"][local], run.ports.feature("bytes").astype(np.float64).sum(axis=0)[local])
+    bw = np.where(lt["port_class"] == 1, 4.7, 5.25) * 2**30 / 1e9
+    np.testing.assert_allclose(lt["util_pct"], lt["bytes"] / (bw * 8843603.8612) * 100)
+    res = run.to_simulation_result()
+    assert res.link_totals is lt and res.events == 6348763 and res.end_time == 8843603.8612
+    # a synthetic-only run has no job time: its end is the command's --end
+    a = runs["A-72node-synthetic-uniform/seq"]
+    assert a.end_time == 2_000_000.0
+
+
 def test_skipped_iterations_are_marked(runs):
     run = runs["B-72node-milc/surrogate-patched-seq"]
     assert run.simulated.count(False) == 72
