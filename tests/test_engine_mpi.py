@@ -193,3 +193,37 @@ def test_milc_72_nodes_within_15_percent_of_codes():
     ours = np.mean([r.duration for r in res.records])
     ref = codes_iteration_means(CODES / "B-72node-milc" / "hf-seq" / "iteration-logs" / "pe=0.txt", 3)
     assert abs(ours / ref - 1) < 0.15, (ours, ref)
+
+
+class PredictMiddleKeepBackground:
+    """Job 0 is predicted in iterations 2-3 and leaves its measured load on the links."""
+
+    keep_background = True
+
+    def mode_for(self, job_id, iteration):
+        return Mode.PREDICT if job_id == 0 and iteration in (2, 3) else Mode.SIMULATE
+
+    def predict(self, job_id, iteration, ranks, starts):
+        return np.full(len(ranks), 200_000.0)
+
+
+def test_keep_background_reduces_capacity_of_links_the_predicted_job_used():
+    sc = scenario(MIXED.replace("iterations: 2", "iterations: 5"), "minimal")
+    eng = Engine(sc)
+    seen = []
+
+    def on_record(rec, simulated):
+        if not simulated:
+            net = eng.net
+            slowed = [p for p in range(net.n_ports) if net.nspb[p] > net.nspb_nominal[p] * (1 + 1e-9)]
+            used = [p for p in range(net.n_ports) if eng.job_bytes[0][p] > 0]
+            seen.append((slowed, used))
+
+    res = eng.run(director=PredictMiddleKeepBackground(), on_record=on_record)
+    assert len(seen) == 2 * 36
+    slowed, used = seen[0]
+    assert slowed and set(slowed) <= set(used)
+    # utilisation is a fraction of capacity: service time grows by 1 / (1 - u) with u <= 0.9
+    net = eng.net
+    assert all(net.nspb[p] == net.nspb_nominal[p] for p in range(net.n_ports))   # restored after the job ended
+    assert sum(1 for s in res.simulated if not s) == 2 * 36

@@ -141,7 +141,9 @@ class Engine:
                                check_every=1024 if self.debug else 65536)
         finally:
             if pbar is not None:
-                pbar.update(loop.events - state["last_ev"])
+                self.debug, debug = False, self.debug
+                on_check(loop.now, loop.events)
+                self.debug = debug
                 pbar.close()
         wall = time.perf_counter() - wall0
         t_end = self.t_finish if self.finished else loop.now
