@@ -154,3 +154,35 @@ def test_vt_port_byte_totals_equal_link_stats(run, conf):
     assert np.array_equal(ps.feature("stalled").astype(np.float64).sum(axis=0)[ok], tot["stalled"][ok])
     np.testing.assert_allclose(ps.feature("busy_ns").astype(np.float64).sum(axis=0)[ok], tot["busy"][ok],
                                rtol=1e-5, atol=0.05)
+
+
+def test_tailing_the_binary_while_ross_writes(tmp_path, kinds_a, bin_a):
+    from codes_bridge.parsers.ross_vt import VtBinTail
+
+    data = _raw()
+    p = tmp_path / "ross-stats-analysis-lps.bin"
+    tail = VtBinTail(p, kinds_a, radix=7)
+    assert tail.poll() is None  # not created yet
+    got = {"router": [], "terminal": [], "nwlp": []}
+    cuts = [0, 1000, 1001, 50_000, 333_333, 700_000, len(data)]  # arbitrary, mostly mid-record
+    p.write_bytes(b"")
+    for a, b in zip(cuts, cuts[1:]):
+        with open(p, "ab") as fh:
+            fh.write(data[a:b])
+        block = tail.poll()
+        if block is not None:
+            for k in got:
+                if getattr(block, k) is not None:
+                    got[k].append(getattr(block, k))
+    assert not tail.finish()
+    assert tail.records == 3420
+    for k, parts in got.items():
+        ref = getattr(bin_a, k)
+        order = np.lexsort((np.concatenate([c["lpid"] for c in parts]), np.concatenate([c["ts"] for c in parts])))
+        for col in ref:
+            merged = np.concatenate([c[col] for c in parts])
+            assert np.array_equal(merged[order], ref[col]), (k, col)
+    with open(p, "ab") as fh:
+        fh.write(data[:30])
+    with pytest.warns(CodesWarning, match="ends inside record 3420"):
+        assert tail.finish()

@@ -130,6 +130,16 @@ def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None
         buf = read_bytes(p)
     except (OSError, EOFError, zlib.error) as exc:
         raise CodesParseError(p, None, f"cannot read: {exc}") from None
+    out, _ = decode_vt_bytes(buf, p, lpid_kind, radix, rails, qos, warnings, final=True)
+    return out
+
+
+def decode_vt_bytes(buf: bytes, p, lpid_kind: dict[int, str] | None = None, radix: int | None = None,
+                    rails: int = 1, qos: int = 1, warnings: list | None = None, final: bool = True,
+                    first_record: int = 0, base_offset: int = 0) -> tuple[VtSamples, int]:
+    """Decode the complete records in ``buf``; returns the samples and the number of bytes consumed. With ``final``
+    an incomplete trailing record is reported (warning, ``truncated=True``); otherwise it is left for the next call.
+    ``first_record`` / ``base_offset`` only number the records in error messages."""
     warnings = [] if warnings is None else warnings
     sizes = {NWLP_SIZE: NWLP_LP, terminal_sample_size(rails, qos): TERMINAL_LP}
     if radix is not None:
@@ -149,7 +159,8 @@ def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None
             break
         lp, sz, flag = unpack(buf, pos)
         if flag != 3 or sz <= 0:
-            raise CodesParseError(p, None, f"record {len(offs)} at byte offset {pos}: bad header (flag {flag}, "
+            raise CodesParseError(p, None, f"record {first_record + len(offs)} at byte offset {base_offset + pos}: "
+                                           f"bad header (flag {flag}, "
                                            f"sample_sz {sz}); framing lost or not a VT model-stats file")
         if pos + HEADER_SIZE + sz > n:
             truncated = True
@@ -158,12 +169,12 @@ def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None
         szs.append(sz)
         lps.append(lp)
         pos += HEADER_SIZE + sz
-    if truncated:
-        warn(f"{p}: ends inside record {len(offs)} (byte offset {pos} of {n}); the simulator stopped mid-write, "
-             f"the incomplete record is dropped", warnings)
+    if truncated and final:
+        warn(f"{p}: ends inside record {first_record + len(offs)} (byte offset {base_offset + pos} of "
+             f"{base_offset + n}); the simulator stopped mid-write, the incomplete record is dropped", warnings)
     offs_a = np.asarray(offs, dtype=np.int64)
     szs_a = np.asarray(szs, dtype=np.int64)
-    out = VtSamples(source=str(p), truncated=truncated, warnings=warnings)
+    out = VtSamples(source=str(p), truncated=truncated and final, warnings=warnings)
     if lpid_kind is not None and len(offs_a):
         lpids = np.asarray(lps, dtype=np.int64)
         names = sorted(set(lpid_kind.values())) + ["?"]
@@ -207,7 +218,7 @@ def read_vt_bin(path: str | os.PathLike, lpid_kind: dict[int, str] | None = None
             out.terminal = cols
         else:
             out.nwlp = cols
-    return out
+    return out, pos
 
 
 def _gather(buf: bytes, offsets: np.ndarray, dt: np.dtype, chunk: int = 8192) -> np.ndarray:
@@ -260,6 +271,49 @@ def _flatten(rec: np.ndarray, kind: str) -> dict:
             cols[n] = rec[n].copy()
         cols["nw_id"] = cols["nw_id"].astype(np.int64)
     return cols
+
+
+class VtBinTail:
+    """Decode ``ross-stats-analysis-lps.bin`` while ROSS is still writing it: :meth:`poll` returns the complete
+    records appended since the last call (a :class:`VtSamples`, or None if there are none) and keeps a partial
+    trailing record for the next call."""
+
+    def __init__(self, path: str | os.PathLike, lpid_kind: dict[int, str] | None = None, radix: int | None = None,
+                 rails: int = 1, qos: int = 1):
+        self.path = Path(path)
+        self.kw = dict(lpid_kind=lpid_kind, radix=radix, rails=rails, qos=qos)
+        self._pos = 0
+        self._pending = b""
+        self.records = 0
+
+    def poll(self) -> VtSamples | None:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return None
+        if size < self._pos:
+            raise CodesParseError(self.path, None, f"file shrank from {self._pos} to {size} bytes while tailing")
+        with open(self.path, "rb") as fh:
+            fh.seek(self._pos)
+            chunk = fh.read(size - self._pos)
+        self._pos += len(chunk)
+        buf = self._pending + chunk
+        base = self._pos - len(buf)
+        out, used = decode_vt_bytes(buf, self.path, final=False, first_record=self.records, base_offset=base,
+                                    **self.kw)
+        self._pending = buf[used:]
+        n = sum(len(c["ts"]) for c in (out.router, out.terminal, out.nwlp) if c is not None)
+        self.records += n
+        return out if n else None
+
+    def finish(self, warnings: list | None = None) -> bool:
+        """True (and a warning) if the file ends inside a record."""
+        self.poll()
+        if self._pending:
+            warn(f"{self.path}: ends inside record {self.records} ({len(self._pending)} trailing bytes); the "
+                 "simulator stopped mid-write", warnings)
+            return True
+        return False
 
 
 # -------------------------------------------------------------------------------------------------------- CSV reader
