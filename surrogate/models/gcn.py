@@ -143,29 +143,34 @@ class GCNEncoder(nn.Module):
             self._plans.move_to_end(key)
         return p
 
+    def _layer(self, k: int, A: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """One layer on node-major features h (n_in, B, C) -> (n_out, B, H). ``Â h W`` is evaluated as ``(Â h) W``
+        when C < H (cheaper sparse product), else as ``Â (h W)``; the bias is added after propagation."""
+        lin = self.lins[k]
+        n, B, C = h.shape
+        if C < lin.out_features:
+            h = torch.sparse.mm(A, h.reshape(n, B * C)).view(-1, B, C)
+            h = torch.nn.functional.linear(h, lin.weight, lin.bias)
+        else:
+            h = torch.nn.functional.linear(h, lin.weight)
+            H = h.shape[2]
+            h = torch.sparse.mm(A, h.reshape(n, B * H)).view(-1, B, H) + lin.bias
+        if k < self.num_layers - 1:
+            h = torch.relu(h)
+        return h
+
     def forward(self, x: torch.Tensor, targets: np.ndarray) -> torch.Tensor:
         """x (B, P, F) -> embeddings (B, n, H) at ``targets`` (n,)."""
         plan = self.plan(targets)
-        B = x.shape[0]
-        h = x.index_select(1, plan.input_index)  # (B, n_K, F)
-        for k, (lin, A) in enumerate(zip(self.lins, plan.mats)):
-            h = lin(h)  # (B, n, H)
-            n, H = h.shape[1], h.shape[2]
-            h = torch.sparse.mm(A, h.transpose(0, 1).reshape(n, B * H))  # (n_next, B*H)
-            h = h.view(-1, B, H).transpose(0, 1)
-            if k < self.num_layers - 1:
-                h = torch.relu(h)
-        return h
+        h = x.transpose(0, 1).index_select(0, plan.input_index)  # (n_K, B, F) node-major, contiguous
+        for k, A in enumerate(plan.mats):
+            h = self._layer(k, A, h)
+        return h.transpose(0, 1)
 
     def forward_full(self, x: torch.Tensor) -> torch.Tensor:
         """Reference: the GCN over all P nodes (B, P, H), no pruning."""
         A = _to_torch_csr(self.adj)
-        B, P, _ = x.shape
-        h = x
-        for k, lin in enumerate(self.lins):
-            h = lin(h)
-            H = h.shape[2]
-            h = torch.sparse.mm(A, h.transpose(0, 1).reshape(P, B * H)).view(P, B, H).transpose(0, 1)
-            if k < self.num_layers - 1:
-                h = torch.relu(h)
-        return h
+        h = x.transpose(0, 1).contiguous()
+        for k in range(self.num_layers):
+            h = self._layer(k, A, h)
+        return h.transpose(0, 1)

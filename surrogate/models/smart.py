@@ -39,14 +39,14 @@ from .timellm import RevIN, TimeLLM
 _LM_CACHE: dict = {}
 
 
-def frozen_lm(path, n_layers):
-    """Shared :class:`~surrogate.llm.FrozenLM` per (path, layers): frozen, so all models may use one instance."""
+def frozen_lm(path, n_layers, dtype="float32"):
+    """Shared :class:`~surrogate.llm.FrozenLM` per (path, layers, dtype): frozen, so all models may use one."""
     from ..llm import FrozenLM, resolve_lm_path
 
-    key = (str(resolve_lm_path(path)), n_layers)
+    key = (str(resolve_lm_path(path)), n_layers, dtype)
     lm = _LM_CACHE.get(key)
     if lm is None:
-        lm = _LM_CACHE[key] = FrozenLM(path, n_layers)
+        lm = _LM_CACHE[key] = FrozenLM(path, n_layers, dtype)
     return lm
 
 
@@ -124,6 +124,7 @@ class Smart(Surrogate):
     Architecture: ``lookback`` (LLM look-back L, default 8), ``graph_lookback`` (GNN look-back Lg, 2), ``hidden``
     (64), ``gcn_layers`` (3), ``tf_heads``/``tf_layers``/``tf_ff`` (temporal transformer), ``llm_path`` (local Hugging
     Face checkpoint folder; default the packaged all-MiniLM-L6-v2), ``llm_layers`` (LM layers kept, default 1),
+    ``llm_dtype`` (``bfloat16`` default, as Time-LLM runs its LLM; or ``float32``),
     Time-LLM ``patch_len``/``stride``/``d_model``/``n_heads``/``d_keys``/``n_prototypes``/``top_k_lags``/
     ``prompt_decimals``.
     Training: ``epochs``, ``lr``, ``batch_windows`` (iterations per step), ``ranks_per_window`` (ranks sampled per
@@ -137,7 +138,7 @@ class Smart(Surrogate):
 
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, llm_path: str | None = None,
-                 llm_layers: int | None = 1, patch_len: int = 4, stride: int = 4, d_model: int = 32,
+                 llm_layers: int | None = 1, llm_dtype: str = "bfloat16", patch_len: int = 4, stride: int = 4, d_model: int = 32,
                  n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, top_k_lags: int = 3,
                  prompt_decimals: int = 1, epochs: int = 40, lr: float = 2e-3, batch_windows: int = 8,
                  ranks_per_window: int = 64, patience: int = 8, tune_steps: int = 4, tune_lr: float = 5e-4,
@@ -149,6 +150,7 @@ class Smart(Surrogate):
                          tf_layers=int(tf_layers), tf_ff=int(tf_ff))
         self.llm_path = None if llm_path is None else str(llm_path)
         self.llm_layers = None if llm_layers is None else int(llm_layers)
+        self.llm_dtype = str(llm_dtype)
         self.timellm_kw = dict(patch_len=int(patch_len), stride=int(stride), d_model=int(d_model),
                                n_heads=int(n_heads), d_keys=int(d_keys), n_prototypes=int(n_prototypes),
                                top_k_lags=int(top_k_lags), prompt_decimals=int(prompt_decimals))
@@ -167,7 +169,7 @@ class Smart(Surrogate):
     def config(self) -> dict:
         cfg = {"lookback": self.lookback, "graph_lookback": self.graph_lookback, **self.arch}
         if self.use_llm:
-            cfg.update(llm_path=self.llm_path, llm_layers=self.llm_layers, **self.timellm_kw)
+            cfg.update(llm_path=self.llm_path, llm_layers=self.llm_layers, llm_dtype=self.llm_dtype, **self.timellm_kw)
         cfg.update(self.train_kw)
         cfg.update(topology=self.topology, in_features=self.in_features)
         return cfg
@@ -180,7 +182,7 @@ class Smart(Surrogate):
         topo = Dragonfly(shape_from_dict(self.topology))
         self.n_ports = topo.n_ports
         if self.use_llm:
-            self.lm = frozen_lm(self.llm_path, self.llm_layers)
+            self.lm = frozen_lm(self.llm_path, self.llm_layers, self.llm_dtype)
         with torch.random.fork_rng():
             torch.manual_seed(self.train_kw["seed"])
             self.net = SmartNet(self.in_features, normalized_adjacency(topo), lookback=self.lookback, lm=self.lm,

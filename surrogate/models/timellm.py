@@ -192,13 +192,13 @@ class TimeLLM(nn.Module):
 
     # ------------------------------------------------------------------------------------------- prototypes
     def prototypes(self):
-        """(K, H, dk) keys and values of the text prototypes (cached while not training)."""
+        """(H, K, dk) keys and values of the text prototypes (cached while not training)."""
         if self._proto_cache is not None:
             return self._proto_cache
-        W = self.lm.word_embeddings  # (V, d_llm), frozen
+        W = self.lm.word_embeddings_f32  # (V, d_llm), frozen
         proto = self.mapping(W.t()).t()  # (K, d_llm)
-        k = self.key(proto).view(self.n_prototypes, self.n_heads, self.d_keys)
-        v = self.value(proto).view(self.n_prototypes, self.n_heads, self.d_keys)
+        k = self.key(proto).view(self.n_prototypes, self.n_heads, self.d_keys).transpose(0, 1).contiguous()
+        v = self.value(proto).view(self.n_prototypes, self.n_heads, self.d_keys).transpose(0, 1).contiguous()
         if not self.training and not torch.is_grad_enabled():
             self._proto_cache = (k, v)
         return k, v
@@ -208,10 +208,11 @@ class TimeLLM(nn.Module):
         N = xn.shape[0]
         patches = xn[:, self.offset:].unfold(-1, self.patch_len, self.stride)  # (N, T, patch_len)
         e = self.patch_embedding(patches)
-        q = self.query(e).view(N, self.n_patches, self.n_heads, self.d_keys)
-        k, v = self.prototypes() if protos is None else protos
-        a = torch.softmax(torch.einsum("nthe,khe->nthk", q, k) / math.sqrt(self.d_keys), dim=-1)
-        r = torch.einsum("nthk,khe->nthe", a, v).reshape(N, self.n_patches, self.n_heads * self.d_keys)
+        H, dk, T = self.n_heads, self.d_keys, self.n_patches
+        q = self.query(e).view(N * T, H, dk).transpose(0, 1)  # (H, N*T, dk)
+        k, v = self.prototypes() if protos is None else protos  # (H, K, dk)
+        a = torch.softmax(torch.bmm(q, k.transpose(1, 2)) / math.sqrt(dk), dim=-1)  # (H, N*T, K)
+        r = torch.bmm(a, v).transpose(0, 1).reshape(N, T, H * dk)
         return self.out(r)
 
     # ----------------------------------------------------------------------------------------------- forward
