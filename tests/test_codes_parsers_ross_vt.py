@@ -186,3 +186,21 @@ def test_tailing_the_binary_while_ross_writes(tmp_path, kinds_a, bin_a):
         fh.write(data[:30])
     with pytest.warns(CodesWarning, match="ends inside record 3420"):
         assert tail.finish()
+
+
+def test_malformed_csv_rows_are_located(tmp_path):
+    lines = gzip.open(RAW / "vt-router.csv.gz", "rt").read().splitlines()
+    p = tmp_path / "vt-router.csv"
+    p.write_text("\n".join(lines[:10] + [lines[10][:50]] + lines[11:20]) + "\n")
+    with pytest.raises(CodesParseError, match=r"vt-router.csv:11: expected 46 columns, got 9"):
+        read_vt_csv(tmp_path)
+    row = lines[12].split(",")
+    row[20] = "1.5"  # a byte counter that is not an integer
+    p.write_text("\n".join(lines[:12] + [",".join(row)] + lines[13:20]) + "\n")
+    with pytest.raises(CodesParseError, match=r"vt-router.csv:13: .*invalid value '1.5'"):
+        read_vt_csv(tmp_path)
+    p.unlink()
+    raw = (RAW / "vt-router.csv.gz").read_bytes()
+    (tmp_path / "vt-router.csv.gz").write_bytes(raw[: len(raw) // 2])  # a gzip cut short
+    with pytest.raises(CodesParseError, match=r"vt-router.csv.gz"):
+        read_vt_csv(tmp_path)

@@ -19,6 +19,7 @@ stalled_chunks, vc_occ = vc_occupancy_sum, queued = queued_count).
 from __future__ import annotations
 
 import os
+import re
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -317,42 +318,62 @@ class VtBinTail:
 
 
 # -------------------------------------------------------------------------------------------------------- CSV reader
+_INT_COLS = re.compile(r"^(peid|kpid|lpid|router_id|terminal_id|nw_id|app_id|local_rank|fwd_events|rev_events|"
+                       r"link_traffic_p\d+|stalled_chunks_\w+|vc_occupancy\w*|queued_count_p\d+|terminal_length\w+|"
+                       r"fin_chunks|data_size|packets_gen|packets_fin|min_fin|nonmin_fin|num_\w+|bytes_\w+)$")
+_SKIP_COLS = ("real_time", "gvt", "stats_type")
+
+
 def _read_csv(path: Path) -> dict:
+    """Stream a decoded VT CSV into numpy columns (integer counters as int64, times as float64); ``real_time``,
+    ``gvt`` and ``stats_type`` are not read. Errors name the file and, where pyarrow knows it, the line."""
+    from .common import open_text
+
+    try:
+        with open_text(path) as fh:
+            header = fh.readline().rstrip("\r\n").split(",")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CodesParseError(path, 1, f"cannot read: {exc}") from None
+    if len(header) < 2:
+        raise CodesParseError(path, 1, "no CSV header")
+    keep = [h for h in header if h not in _SKIP_COLS]
+    types = {h: (pa.int64() if _INT_COLS.match(h) else pa.float64()) for h in keep}
     bad: list = []
 
     def on_bad(row):
         bad.append(row)
         return "skip"
 
+    parts: dict[str, list] = {h: [] for h in keep}
     try:
-        table = pacsv.read_csv(
-            path, read_options=pacsv.ReadOptions(use_threads=False, block_size=1 << 24),
+        reader = pacsv.open_csv(
+            path, read_options=pacsv.ReadOptions(use_threads=False, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_bad),
-            convert_options=pacsv.ConvertOptions(include_columns=None, strings_can_be_null=True))
+            convert_options=pacsv.ConvertOptions(include_columns=keep, column_types=types))
+        for batch in reader:
+            if bad:
+                break
+            for h in keep:
+                parts[h].append(batch.column(h).to_numpy(zero_copy_only=False))
     except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as exc:
         msg = str(exc)
-        raise CodesParseError(path, _line_from_arrow(msg), f"malformed or truncated CSV: {msg.splitlines()[0][:200]}") from None
+        raise CodesParseError(path, _line_from_arrow(msg),
+                              f"malformed or truncated CSV: {msg.splitlines()[0][:200]}") from None
     if bad:
         row = bad[0]
         line = row.number if row.number is not None and row.number >= 0 else None
         raise CodesParseError(path, line, f"expected {row.expected_columns} columns, got {row.actual_columns} "
                                           f"(truncated or malformed line): {row.text[:120]!r}")
     cols = {}
-    for name in table.column_names:
-        if name in ("real_time", "gvt", "stats_type"):
-            continue
-        col = table.column(name)
-        if pa.types.is_string(col.type) or pa.types.is_null(col.type):
-            if name in ("real_time", "gvt"):
-                continue
-            # a numeric column that failed to parse as numbers
-            vals = col.to_pylist()
-            for i, v in enumerate(vals):
-                try:
-                    float(v)
-                except (TypeError, ValueError):
-                    raise CodesParseError(path, i + 2, f"column {name!r}: not a number: {v!r}") from None
-        cols[name] = col.to_numpy()
+    for h in keep:
+        if not parts[h]:
+            cols[h] = np.zeros(0, np.int64 if _INT_COLS.match(h) else np.float64)
+        else:
+            col = np.concatenate(parts[h])
+            if np.ma.isMaskedArray(col) or (col.dtype == object):
+                raise CodesParseError(path, None, f"column {h!r} has empty values")
+            cols[h] = col
+        parts[h] = None
     return cols
 
 
