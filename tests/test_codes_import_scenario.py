@@ -70,3 +70,12 @@ def test_cli_and_errors(tmp_path, capsys):
     (run / "net.conf").write_text(conf.replace("smart-prog", "minimal"))
     assert cli_main(["scenario-from-codes", str(run), "-o", str(tmp_path / "r.yaml")]) == 2
     assert "needs --payload_sz" in capsys.readouterr().err
+
+
+def test_synthetic_only_run():
+    sc = scenario_from_codes(CODES / "A-72node-synthetic-uniform" / "seq")
+    (job,) = sc.jobs
+    assert job.workload.kind == "uniform_random" and job.ranks == 72 and job.iterations is None
+    assert job.workload.msg_size == 4096 and job.workload.interval == 4000.0
+    assert sc.topology.bandwidth.as_tuple() == (2.0, 2.0, 2.0)
+    assert sc.backend.embedded.end_time == 2_000_000.0 and sc.sampling.interval == 100000.0
