@@ -12,7 +12,7 @@ from hybridsim.service._common import to_tensor
 from hybridsim.service._gen import common_pb2, surrogate_pb2, surrogate_pb2_grpc
 from hybridsim.service.client import RemoteError, RemoteSurrogate
 from hybridsim.service.surrogate_server import SurrogateServer
-from surrogate.base import Context, Surrogate, load_surrogate
+from surrogate.base import Context, Surrogate, SurrogateError, load_surrogate
 from surrogate.registry import create
 
 RNG = np.random.default_rng(7)
@@ -133,6 +133,8 @@ class GraphProbe(Surrogate):
     needs_graphs = True
 
     def predict(self, ctx):
+        if ctx.graphs is None:
+            raise SurrogateError("graph-probe: needs graphs")
         assert ctx.mask is not None and ctx.mask[ctx.rank_port].all()
         return ctx.history[:, -1] + ctx.graphs[-1, ctx.rank_port, 0]
 
@@ -173,8 +175,9 @@ BAD_PREDICTS = [
     (_req(history=[1.0, 2.0, 3.0]), "history:"),
     (_req(history=[1.0, -2.0, 3.0, 4.0]), "history[1]:"),
     (_req(history=[1.0, 2.0, float("inf"), 4.0]), "history[2]:"),
-    (_req(graphs=common_pb2.Tensor(dtype=common_pb2.Tensor.FLOAT64, shape=[1, 2, 1], data=b"\0" * 16)),
+    (_req(graphs=common_pb2.Tensor(dtype=common_pb2.Tensor.INT64, shape=[1, 2, 1], data=b"\0" * 16)),
      "graphs.dtype:"),
+    (_req(graphs=common_pb2.Tensor(dtype=99, shape=[1, 2, 1], data=b"\0" * 16)), "graphs.dtype:"),
     (_req(graphs=common_pb2.Tensor(dtype=common_pb2.Tensor.FLOAT32, shape=[1, 2, 1], data=b"\0" * 7)),
      "graphs.data:"),
     (_req(graphs=common_pb2.Tensor(dtype=common_pb2.Tensor.FLOAT32, shape=[2, 1], data=b"\0" * 8)),
@@ -330,3 +333,41 @@ def test_health_and_reflection_are_visible(ridge_server):
 def test_default_address_is_loopback():
     with SurrogateServer(create("last"), address="0") as srv:
         assert srv.address.startswith("127.0.0.1:") and not srv.address.endswith(":0")
+
+
+def test_trained_graph_model_dcrnn_identical_through_the_service(tmp_path):
+    """A real graph model (DCRNN, trained briefly on a synthetic run): the service gives its predictions bit for bit
+    from the job's graph look-back, mask and rank ports."""
+    import torch
+
+    from surrogate.dataset import build_dataset
+    from surrogate.synthetic import make_synthetic_run
+    from surrogate.train import train_dataset
+
+    torch.set_num_threads(1)
+    make_synthetic_run(tmp_path / "run", jobs=(("A", "milc", 3, 24),), period=4, noise=0.0)
+    ds = build_dataset(tmp_path / "run", tmp_path / "ds", train_frac=0.5, val_frac=0.1)
+    model = train_dataset(ds, "dcrnn", tmp_path / "dc", config={"epochs": 1, "hidden": 4})["models"]["A"]
+    js = ds["A"]
+    assert model.needs_graphs and model.net is not None
+    with SurrogateServer(model) as srv, RemoteSurrogate(srv.address) as c:
+        for t in (5, 12, js.T - 2):
+            ctx = js.context(t, model.lookback, model.graph_lookback)
+            assert ctx.graphs is not None
+            assert np.array_equal(c.predict(ctx), model.predict(ctx))
+        ctx = js.context(12, model.lookback, model.graph_lookback)
+        with pytest.raises(RemoteError) as ei:       # the same context without its graphs
+            c.predict_times(ctx.job, ctx.history)
+        assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT and ei.value.details.startswith("graphs:")
+
+
+def test_registry_name_remote_builds_a_client(ridge_server):
+    c = create("remote", address=ridge_server.address)
+    try:
+        assert isinstance(c, RemoteSurrogate) and c.config() == {"address": ridge_server.address}
+        ctx = Context("r", "milc", history())
+        assert np.array_equal(c.predict(ctx), ridge_server.model.predict(ctx))
+        with pytest.raises(SurrogateError, match="save_remote"):
+            c.save("/tmp/anything")
+    finally:
+        c.close()

@@ -19,6 +19,7 @@ import grpc
 import numpy as np
 
 from surrogate.base import Context, Surrogate, SurrogateError
+from surrogate.registry import register
 
 from ._common import DEFAULT_MAX_MESSAGE_BYTES, channel_options, parse_address, to_tensor
 from ._gen import surrogate_pb2, surrogate_pb2_grpc
@@ -56,8 +57,10 @@ def _call(fn, request, timeout):
         raise RemoteError(code, exc.details() if hasattr(exc, "details") else str(exc)) from None
 
 
+@register
 class RemoteSurrogate(Surrogate):
-    """A surrogate served by ``hybridsim grpc-serve --surrogate ADDRESS``."""
+    """A surrogate served by ``hybridsim grpc-serve --surrogate ADDRESS``. Registered as ``remote`` (config
+    ``{"address": "HOST:PORT"}``) once ``hybridsim.service.client`` is imported."""
 
     name = "remote"
 
@@ -112,7 +115,8 @@ class RemoteSurrogate(Surrogate):
         else:
             req.lookback = int(lookback)
         if graphs is not None:
-            req.graphs.CopyFrom(to_tensor(np.asarray(graphs, dtype=np.float32)))
+            g = np.asarray(graphs)
+            req.graphs.CopyFrom(to_tensor(g if g.dtype in (np.float32, np.float64) else g.astype(np.float32)))
         reply = _call(self.stub.Predict, req, self.timeout)
         return np.array(reply.durations, dtype=np.float64)
 

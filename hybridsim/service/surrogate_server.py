@@ -223,7 +223,9 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
     def _graphs(self, request, job: _Job, field_name: str, n: int | None = None) -> np.ndarray | None:
         if not request.HasField("graphs"):
             return None
-        g = from_tensor(request.graphs, field_name, np.float32, ndim=3)
+        g = from_tensor(request.graphs, field_name, None, ndim=3)
+        if g.dtype.kind != "f":
+            raise invalid(f"{field_name}.dtype", "expected FLOAT32 or FLOAT64")
         if n is not None and g.shape[0] != n:
             raise invalid(f"{field_name}.shape", f"expected {n} graphs (one per window iteration), got {g.shape[0]}")
         if job.mask is not None and g.shape[1] != len(job.mask):
@@ -303,8 +305,6 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
                                        f"history: empty, and the server holds no ground truth for job {job.name!r}")
                 history = job.history(rows, L)
         graphs = self._graphs(request, job, "graphs")
-        if graphs is None and getattr(self.model, "needs_graphs", False):
-            raise invalid("graphs", f"model {self.model.name!r} needs the job's port graphs")
         ctx = Context(job=job.name, workload=job.workload, history=history, graphs=graphs, mask=job.mask,
                       rank_port=None if job.rank_port is None else job.rank_port[rows],
                       iteration=request.iteration if request.iteration >= 0 else None)
@@ -313,7 +313,8 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
             version = self.version
             out = self.model.predict(ctx)
         except SurrogateError as exc:
-            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"model: {exc}") from None
+            field_name = "graphs" if graphs is None and getattr(self.model, "needs_graphs", False) else "model"
+            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{field_name}: {exc}") from None
         finally:
             self._model_lock.release_read()
         out = np.asarray(out, dtype=np.float64).reshape(-1)
@@ -438,11 +439,13 @@ class SurrogateServer:
         self.servicer = SurrogateServicer(model, save_dir=save_dir, max_jobs=max_jobs,
                                           max_truth_iterations=max_truth_iterations,
                                           max_graph_iterations=max_graph_iterations, limiter=self.limiter)
-        # threads: the bound plus a few for health/reflection/Status; the queue grpc may hold is capped too
+        # ``max_workers`` threads run requests (+4 so probes get a thread). In flight = running + queued for a
+        # thread: the limiter refuses Surrogate calls beyond ``max_in_flight`` running ones, and grpc itself refuses
+        # (RESOURCE_EXHAUSTED) anything beyond ``max_in_flight`` + 4 accepted RPCs, so the queue is bounded too.
         self._pool = futures.ThreadPoolExecutor(max_workers=max_workers + 4, thread_name_prefix="surrogate-rpc")
         self.server = grpc.server(self._pool, interceptors=[self.limiter],
                                   options=server_options(max_message_bytes),
-                                  maximum_concurrent_rpcs=max_in_flight + max_workers + 4)
+                                  maximum_concurrent_rpcs=max_in_flight + 4)
         surrogate_pb2_grpc.add_SurrogateServicer_to_server(self.servicer, self.server)
         self.health = add_health_and_reflection(self.server, [SERVICE_NAME])
         self.address = bind(self.server, address)
