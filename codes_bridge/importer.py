@@ -15,7 +15,6 @@ are trimmed.
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +27,9 @@ from hybridsim.units import GIB
 
 from .conf import (CodesConf, ConfError, command_options, find_network_conf, find_workloads_conf,
                    job_names_from_workloads, parse_conf, parse_workloads_conf)
-from .parsers.common import CodesParseError, find_file, warn
+from .parsers.common import find_file, warn
 from .parsers.iteration_logs import parse_iteration_logs
-from .parsers.ross_vt import (NWLP_LP, ROUTER_LP, TERMINAL_LP, VtSamples, read_vt_bin, read_vt_csv,
-                              router_port_samples)
+from .parsers.ross_vt import VtSamples, read_vt_bin, read_vt_csv, router_port_samples
 from .parsers.stdout import model_output_file, parse_model_output, parse_ross_csv, parse_time_txt
 
 KIND = "codes-import"

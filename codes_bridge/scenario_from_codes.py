@@ -222,7 +222,7 @@ def write_scenario_yaml(scenario: Scenario, path: str | os.PathLike, force: bool
         raise FileExistsError(f"{p} already exists (use --force to overwrite)")
     data = _drop_none(scenario_to_dict(scenario))
     text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
-    head = header or f"# written by hybridsim scenario-from-codes\n"
+    head = header or "# written by hybridsim scenario-from-codes\n"
     if scenario.description:
         head += f"# {scenario.description}\n"
     p.parent.mkdir(parents=True, exist_ok=True)
