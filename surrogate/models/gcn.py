@@ -23,6 +23,7 @@ Shapes (B graphs, P ports, F input features, H hidden, n targets)::
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -62,9 +63,11 @@ def scipy_csr(adj) -> sp.csr_matrix:
 def _to_torch_csr(m: sp.csr_matrix) -> torch.Tensor:
     m = m.tocsr()
     m.sort_indices()
-    return torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
-                                   torch.from_numpy(m.indices.astype(np.int64)),
-                                   torch.from_numpy(m.data.astype(np.float32)), size=m.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta", "invariant checks disabled"
+        return torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
+                                       torch.from_numpy(m.indices.astype(np.int64)),
+                                       torch.from_numpy(m.data.astype(np.float32)), size=m.shape)
 
 
 class GCNPlan:
