@@ -171,8 +171,7 @@ def bench_engine(a) -> dict:
                 ctl = build_controller(sc)
                 rs = None
                 if kind == "remote_engine_and_surrogate":
-                    rs = RemoteSurrogate(saddr)
-                    rs.close_job  # noqa: B018 - jobs are re-declared by OpenJob on first use
+                    rs = RemoteSurrogate(saddr)      # re-declares the jobs (OpenJob replaces them) on first use
                     ctl.surrogate = rs
                 backend = (Engine(sc, progress=False) if kind == "in_process" else
                            RemoteBackend(laddr if kind == "remote_engine_same_process" else eaddr, sc))

@@ -107,6 +107,24 @@ def test_fit_and_tune_remote_equal_local():
     assert np.array_equal(served.coef, local.coef)
 
 
+def test_contexts_of_a_subset_of_ranks_keep_the_job():
+    """The controller may predict a subset of a job's ranks: the context goes as it is, the job and its truth stay."""
+    R, T = 5, 12
+    y = 1e3 * (1 + np.arange(R)[:, None] + 0.01 * np.arange(T)[None, :])
+    ds = SimpleNamespace(job="a", workload="milc", y=y)
+    model = create("mean", k=3)
+    with SurrogateServer(model) as srv, RemoteSurrogate(srv.address) as c:
+        c.fit(ds, list(range(T)))
+        assert c.status().truth_values == R * T
+        sub = Context("a", "milc", y[[4, 1], -3:])
+        assert np.array_equal(c.predict(sub), model.predict(sub))
+        full = Context("a", "milc", y[:, -3:])
+        assert np.array_equal(c.predict(full), model.predict(full))
+        st = c.status()
+        assert st.truth_values == R * T and st.jobs == 1
+        assert np.array_equal(c.predict_times("a", None, lookback=3), model.predict(full))
+
+
 def test_save_round_trip_and_refusals(tmp_path):
     model = fitted_ridge()
     with SurrogateServer(model, save_dir=tmp_path) as srv, RemoteSurrogate(srv.address) as c:
@@ -151,6 +169,8 @@ def test_graphs_mask_and_rank_port_reach_the_model():
     with SurrogateServer(model) as srv, RemoteSurrogate(srv.address) as c:
         assert c.needs_graphs
         assert np.array_equal(c.predict(ctx), model.predict(ctx))
+        part = Context("g", "milc", h[[2, 0]], graphs=graphs, mask=mask, rank_port=rank_port[[2, 0]])
+        assert np.array_equal(c.predict(part), model.predict(part))    # a subset with its own ports
         with pytest.raises(RemoteError) as ei:
             c.predict_times("g", h)
         assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT and ei.value.details.startswith("graphs:")
@@ -173,6 +193,9 @@ BAD_PREDICTS = [
     (_req(lookback=0), "lookback:"),
     (_req(lookback=5000, history=[1.0] * 10000), "lookback:"),
     (_req(history=[1.0, 2.0, 3.0]), "history:"),
+    (_req(ranks=[], history=[1.0, 2.0, 3.0]), "history:"),
+    (_req(rank_port=[1]), "rank_port:"),
+    (_req(rank_port=[1, -1]), "rank_port[1]:"),
     (_req(history=[1.0, -2.0, 3.0, 4.0]), "history[1]:"),
     (_req(history=[1.0, 2.0, float("inf"), 4.0]), "history[2]:"),
     (_req(graphs=common_pb2.Tensor(dtype=common_pb2.Tensor.INT64, shape=[1, 2, 1], data=b"\0" * 16)),

@@ -100,12 +100,14 @@ class RemoteSurrogate(Surrogate):
         _call(self.stub.CloseJob, surrogate_pb2.CloseJobRequest(job=job), self.timeout)
 
     def predict_times(self, job: str, history: np.ndarray | None, ranks=None, graphs=None,
-                      iteration: int | None = None, lookback: int = 0) -> np.ndarray:
-        """Next iteration time of ``ranks`` (default: all) of ``job``; ``history`` (len(ranks), L) or None to use
-        the truth the server holds."""
+                      iteration: int | None = None, lookback: int = 0, rank_port=None) -> np.ndarray:
+        """Next iteration time of ``ranks`` of ``job``; ``history`` (len(ranks), L) or None to use the truth the
+        server holds. Without ``ranks``: the history's rows (all ranks of the job if it has one row per rank)."""
         req = surrogate_pb2.PredictRequest(job=job, iteration=-1 if iteration is None else int(iteration))
         if ranks is not None:
             req.ranks.extend(np.asarray(ranks, dtype=np.int64).tolist())
+        if rank_port is not None:
+            req.rank_port.extend(np.asarray(rank_port, dtype=np.int64).tolist())
         if history is not None:
             h = np.asarray(history, dtype=np.float64)
             if h.ndim != 2:
@@ -168,12 +170,25 @@ class RemoteSurrogate(Surrogate):
             return fn()
 
     def predict(self, ctx: Context) -> np.ndarray:
+        """The server's ``model.predict`` on exactly this context (history, graphs, mask, rank_port, iteration).
+        The context may hold any subset of the job's ranks: its rows and ports are sent as they are."""
         h = np.asarray(ctx.history, dtype=np.float64)
         self._last_job = ctx.job
-        reopen = lambda: self.open_job(ctx.job, h.shape[0], ctx.workload, ctx.rank_port, ctx.mask)  # noqa: E731
-        self._ensure_job(ctx.job, h.shape[0], ctx.workload, ctx.rank_port, ctx.mask)
+        known = self._jobs.get(ctx.job)
+        mask_sig = None if ctx.mask is None else np.asarray(ctx.mask, dtype=np.bool_).tobytes()
+        if known is None or known[1] != (ctx.workload or "") or known[3] != mask_sig:
+            # declare (or re-declare with the new workload/mask) keeping the job's rank count if known
+            n = h.shape[0] if known is None else known[0]
+            rp = ctx.rank_port if ctx.rank_port is not None and len(ctx.rank_port) == n else None
+            self.open_job(ctx.job, n, ctx.workload, rp, ctx.mask)
+
+        def reopen():
+            n = self._jobs.get(ctx.job, (h.shape[0],))[0]
+            self.open_job(ctx.job, n, ctx.workload, None, ctx.mask)
+
         return self._retry_lost(ctx.job, lambda: self.predict_times(ctx.job, h, graphs=ctx.graphs,
-                                                                    iteration=ctx.iteration), reopen)
+                                                                    iteration=ctx.iteration,
+                                                                    rank_port=ctx.rank_port), reopen)
 
     def _send_window(self, dataset, idx, job: str | None, fit: bool) -> dict:
         job = job or getattr(dataset, "job", None) or self._last_job

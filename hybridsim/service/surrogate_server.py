@@ -286,10 +286,13 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
             L = request.lookback
             if not 1 <= L <= MAX_LOOKBACK:
                 raise invalid("lookback", f"must be in 1..{MAX_LOOKBACK}, got {L}")
-            if len(request.history) != len(rows) * L:
+            if not len(request.ranks) and len(request.history) % L == 0:
+                n = len(request.history) // L          # a context of any rows, e.g. a subset of the ranks
+                rows = rows if n == job.ranks else None
+            if rows is not None and len(request.history) != len(rows) * L:
                 raise invalid("history", f"expected len(ranks) x lookback = {len(rows)} x {L} = {len(rows) * L} "
                                          f"values, got {len(request.history)}")
-            history = np.array(request.history, dtype=np.float64).reshape(len(rows), L)
+            history = np.array(request.history, dtype=np.float64).reshape(-1, L)
             bad = np.flatnonzero(~np.isnan(history.ravel()) & ~(np.isfinite(history.ravel()) & (history.ravel() > 0)))
             if len(bad):
                 i = int(bad[0])
@@ -305,9 +308,23 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
                                        f"history: empty, and the server holds no ground truth for job {job.name!r}")
                 history = job.history(rows, L)
         graphs = self._graphs(request, job, "graphs")
+        n = history.shape[0]
+        if len(request.rank_port):
+            if len(request.rank_port) != n:
+                raise invalid("rank_port", f"{len(request.rank_port)} values for {n} history rows")
+            rank_port = np.array(request.rank_port, dtype=np.int64)
+            limit = len(job.mask) if job.mask is not None else (graphs.shape[1] if graphs is not None else None)
+            bad = np.flatnonzero((rank_port < 0) | ((rank_port >= limit) if limit is not None else False))
+            if len(bad):
+                i = int(bad[0])
+                raise invalid(f"rank_port[{i}]", f"port {rank_port[i]} out of range"
+                                                 + (f" [0, {limit})" if limit is not None else ""))
+        elif job.rank_port is not None and rows is not None:
+            rank_port = job.rank_port[rows]
+        else:
+            rank_port = None
         ctx = Context(job=job.name, workload=job.workload, history=history, graphs=graphs, mask=job.mask,
-                      rank_port=None if job.rank_port is None else job.rank_port[rows],
-                      iteration=request.iteration if request.iteration >= 0 else None)
+                      rank_port=rank_port, iteration=request.iteration if request.iteration >= 0 else None)
         self._model_lock.acquire_read()
         try:
             version = self.version
@@ -318,12 +335,12 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
         finally:
             self._model_lock.release_read()
         out = np.asarray(out, dtype=np.float64).reshape(-1)
-        if out.shape != (len(rows),):
+        if out.shape != (n,):
             raise ServiceError(grpc.StatusCode.INTERNAL,
-                               f"model {self.model.name!r} returned {out.shape[0]} values for {len(rows)} ranks")
+                               f"model {self.model.name!r} returned {out.shape[0]} values for {n} ranks")
         with self._stats_lock:
             self.predict_calls += 1
-            self.predictions += len(rows)
+            self.predictions += n
         return surrogate_pb2.PredictReply(durations=out.tolist(), model_version=version)
 
     @_servicer_method

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import common_pb2 as hybridsim_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1chybridsim/v1/surrogate.proto\x12\x0chybridsim.v1\x1a\x19hybridsim/v1/common.proto\"u\n\x0eOpenJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x10\n\x08workload\x18\x02 \x01(\t\x12\r\n\x05ranks\x18\x03 \x01(\r\x12\x11\n\trank_port\x18\x04 \x03(\x03\x12\"\n\x04mask\x18\x05 \x01(\x0b\x32\x14.hybridsim.v1.Tensor\"-\n\x0cOpenJobReply\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x10\n\x08replaced\x18\x02 \x01(\x08\"\x1e\n\x0f\x43loseJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\"\x1c\n\rCloseJobReply\x12\x0b\n\x03job\x18\x01 \x01(\t\"\x88\x01\n\x0ePredictRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05ranks\x18\x02 \x03(\r\x12\x10\n\x08lookback\x18\x03 \x01(\r\x12\x0f\n\x07history\x18\x04 \x03(\x01\x12$\n\x06graphs\x18\x05 \x01(\x0b\x32\x14.hybridsim.v1.Tensor\x12\x11\n\titeration\x18\x06 \x01(\x03\"8\n\x0cPredictReply\x12\x11\n\tdurations\x18\x01 \x03(\x01\x12\x15\n\rmodel_version\x18\x02 \x01(\x04\"\x98\x01\n\x0bTuneRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05ranks\x18\x02 \x03(\r\x12\x17\n\x0f\x66irst_iteration\x18\x03 \x01(\x03\x12\x0e\n\x06window\x18\x04 \x01(\r\x12\x11\n\tdurations\x18\x05 \x03(\x01\x12$\n\x06graphs\x18\x06 \x01(\x0b\x32\x14.hybridsim.v1.Tensor\x12\x0b\n\x03\x66it\x18\x07 \x01(\x08\"\x9f\x01\n\tTuneReply\x12\x15\n\rmodel_version\x18\x01 \x01(\x04\x12\x35\n\x07metrics\x18\x02 \x03(\x0b\x32$.hybridsim.v1.TuneReply.MetricsEntry\x12\x14\n\x0ctruth_values\x18\x03 \x01(\x04\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x0f\n\rStatusRequest\"\x91\x02\n\x0bStatusReply\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x02 \x01(\t\x12\x15\n\rmodel_version\x18\x03 \x01(\x04\x12\x10\n\x08lookback\x18\x04 \x01(\r\x12\x14\n\x0cneeds_graphs\x18\x05 \x01(\x08\x12\x0c\n\x04jobs\x18\x06 \x01(\r\x12\x14\n\x0ctruth_values\x18\x07 \x01(\x04\x12\x13\n\x0bpredictions\x18\x08 \x01(\x04\x12\x15\n\rpredict_calls\x18\t \x01(\x04\x12\x12\n\ntune_calls\x18\n \x01(\x04\x12\x11\n\tin_flight\x18\x0b \x01(\r\x12\x15\n\rmax_in_flight\x18\x0c \x01(\r\x12\x11\n\tjob_names\x18\r \x03(\t\"\x1b\n\x0bSaveRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"0\n\tSaveReply\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x15\n\rmodel_version\x18\x02 \x01(\x04\x32\x97\x03\n\tSurrogate\x12\x43\n\x07OpenJob\x12\x1c.hybridsim.v1.OpenJobRequest\x1a\x1a.hybridsim.v1.OpenJobReply\x12\x46\n\x08\x43loseJob\x12\x1d.hybridsim.v1.CloseJobRequest\x1a\x1b.hybridsim.v1.CloseJobReply\x12\x43\n\x07Predict\x12\x1c.hybridsim.v1.PredictRequest\x1a\x1a.hybridsim.v1.PredictReply\x12:\n\x04Tune\x12\x19.hybridsim.v1.TuneRequest\x1a\x17.hybridsim.v1.TuneReply\x12@\n\x06Status\x12\x1b.hybridsim.v1.StatusRequest\x1a\x19.hybridsim.v1.StatusReply\x12:\n\x04Save\x12\x19.hybridsim.v1.SaveRequest\x1a\x17.hybridsim.v1.SaveReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1chybridsim/v1/surrogate.proto\x12\x0chybridsim.v1\x1a\x19hybridsim/v1/common.proto\"u\n\x0eOpenJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x10\n\x08workload\x18\x02 \x01(\t\x12\r\n\x05ranks\x18\x03 \x01(\r\x12\x11\n\trank_port\x18\x04 \x03(\x03\x12\"\n\x04mask\x18\x05 \x01(\x0b\x32\x14.hybridsim.v1.Tensor\"-\n\x0cOpenJobReply\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x10\n\x08replaced\x18\x02 \x01(\x08\"\x1e\n\x0f\x43loseJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\"\x1c\n\rCloseJobReply\x12\x0b\n\x03job\x18\x01 \x01(\t\"\x9b\x01\n\x0ePredictRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05ranks\x18\x02 \x03(\r\x12\x10\n\x08lookback\x18\x03 \x01(\r\x12\x0f\n\x07history\x18\x04 \x03(\x01\x12$\n\x06graphs\x18\x05 \x01(\x0b\x32\x14.hybridsim.v1.Tensor\x12\x11\n\titeration\x18\x06 \x01(\x03\x12\x11\n\trank_port\x18\x07 \x03(\x03\"8\n\x0cPredictReply\x12\x11\n\tdurations\x18\x01 \x03(\x01\x12\x15\n\rmodel_version\x18\x02 \x01(\x04\"\x98\x01\n\x0bTuneRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05ranks\x18\x02 \x03(\r\x12\x17\n\x0f\x66irst_iteration\x18\x03 \x01(\x03\x12\x0e\n\x06window\x18\x04 \x01(\r\x12\x11\n\tdurations\x18\x05 \x03(\x01\x12$\n\x06graphs\x18\x06 \x01(\x0b\x32\x14.hybridsim.v1.Tensor\x12\x0b\n\x03\x66it\x18\x07 \x01(\x08\"\x9f\x01\n\tTuneReply\x12\x15\n\rmodel_version\x18\x01 \x01(\x04\x12\x35\n\x07metrics\x18\x02 \x03(\x0b\x32$.hybridsim.v1.TuneReply.MetricsEntry\x12\x14\n\x0ctruth_values\x18\x03 \x01(\x04\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x0f\n\rStatusRequest\"\x91\x02\n\x0bStatusReply\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x02 \x01(\t\x12\x15\n\rmodel_version\x18\x03 \x01(\x04\x12\x10\n\x08lookback\x18\x04 \x01(\r\x12\x14\n\x0cneeds_graphs\x18\x05 \x01(\x08\x12\x0c\n\x04jobs\x18\x06 \x01(\r\x12\x14\n\x0ctruth_values\x18\x07 \x01(\x04\x12\x13\n\x0bpredictions\x18\x08 \x01(\x04\x12\x15\n\rpredict_calls\x18\t \x01(\x04\x12\x12\n\ntune_calls\x18\n \x01(\x04\x12\x11\n\tin_flight\x18\x0b \x01(\r\x12\x15\n\rmax_in_flight\x18\x0c \x01(\r\x12\x11\n\tjob_names\x18\r \x03(\t\"\x1b\n\x0bSaveRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"0\n\tSaveReply\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x15\n\rmodel_version\x18\x02 \x01(\x04\x32\x97\x03\n\tSurrogate\x12\x43\n\x07OpenJob\x12\x1c.hybridsim.v1.OpenJobRequest\x1a\x1a.hybridsim.v1.OpenJobReply\x12\x46\n\x08\x43loseJob\x12\x1d.hybridsim.v1.CloseJobRequest\x1a\x1b.hybridsim.v1.CloseJobReply\x12\x43\n\x07Predict\x12\x1c.hybridsim.v1.PredictRequest\x1a\x1a.hybridsim.v1.PredictReply\x12:\n\x04Tune\x12\x19.hybridsim.v1.TuneRequest\x1a\x17.hybridsim.v1.TuneReply\x12@\n\x06Status\x12\x1b.hybridsim.v1.StatusRequest\x1a\x19.hybridsim.v1.StatusReply\x12:\n\x04Save\x12\x19.hybridsim.v1.SaveRequest\x1a\x17.hybridsim.v1.SaveReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,23 +43,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLOSEJOBREPLY']._serialized_start=271
   _globals['_CLOSEJOBREPLY']._serialized_end=299
   _globals['_PREDICTREQUEST']._serialized_start=302
-  _globals['_PREDICTREQUEST']._serialized_end=438
-  _globals['_PREDICTREPLY']._serialized_start=440
-  _globals['_PREDICTREPLY']._serialized_end=496
-  _globals['_TUNEREQUEST']._serialized_start=499
-  _globals['_TUNEREQUEST']._serialized_end=651
-  _globals['_TUNEREPLY']._serialized_start=654
-  _globals['_TUNEREPLY']._serialized_end=813
-  _globals['_TUNEREPLY_METRICSENTRY']._serialized_start=767
-  _globals['_TUNEREPLY_METRICSENTRY']._serialized_end=813
-  _globals['_STATUSREQUEST']._serialized_start=815
-  _globals['_STATUSREQUEST']._serialized_end=830
-  _globals['_STATUSREPLY']._serialized_start=833
-  _globals['_STATUSREPLY']._serialized_end=1106
-  _globals['_SAVEREQUEST']._serialized_start=1108
-  _globals['_SAVEREQUEST']._serialized_end=1135
-  _globals['_SAVEREPLY']._serialized_start=1137
-  _globals['_SAVEREPLY']._serialized_end=1185
-  _globals['_SURROGATE']._serialized_start=1188
-  _globals['_SURROGATE']._serialized_end=1595
+  _globals['_PREDICTREQUEST']._serialized_end=457
+  _globals['_PREDICTREPLY']._serialized_start=459
+  _globals['_PREDICTREPLY']._serialized_end=515
+  _globals['_TUNEREQUEST']._serialized_start=518
+  _globals['_TUNEREQUEST']._serialized_end=670
+  _globals['_TUNEREPLY']._serialized_start=673
+  _globals['_TUNEREPLY']._serialized_end=832
+  _globals['_TUNEREPLY_METRICSENTRY']._serialized_start=786
+  _globals['_TUNEREPLY_METRICSENTRY']._serialized_end=832
+  _globals['_STATUSREQUEST']._serialized_start=834
+  _globals['_STATUSREQUEST']._serialized_end=849
+  _globals['_STATUSREPLY']._serialized_start=852
+  _globals['_STATUSREPLY']._serialized_end=1125
+  _globals['_SAVEREQUEST']._serialized_start=1127
+  _globals['_SAVEREQUEST']._serialized_end=1154
+  _globals['_SAVEREPLY']._serialized_start=1156
+  _globals['_SAVEREPLY']._serialized_end=1204
+  _globals['_SURROGATE']._serialized_start=1207
+  _globals['_SURROGATE']._serialized_end=1614
 # @@protoc_insertion_point(module_scope)

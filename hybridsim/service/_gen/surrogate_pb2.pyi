@@ -42,20 +42,22 @@ class CloseJobReply(_message.Message):
     def __init__(self, job: _Optional[str] = ...) -> None: ...
 
 class PredictRequest(_message.Message):
-    __slots__ = ("job", "ranks", "lookback", "history", "graphs", "iteration")
+    __slots__ = ("job", "ranks", "lookback", "history", "graphs", "iteration", "rank_port")
     JOB_FIELD_NUMBER: _ClassVar[int]
     RANKS_FIELD_NUMBER: _ClassVar[int]
     LOOKBACK_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     GRAPHS_FIELD_NUMBER: _ClassVar[int]
     ITERATION_FIELD_NUMBER: _ClassVar[int]
+    RANK_PORT_FIELD_NUMBER: _ClassVar[int]
     job: str
     ranks: _containers.RepeatedScalarFieldContainer[int]
     lookback: int
     history: _containers.RepeatedScalarFieldContainer[float]
     graphs: _common_pb2.Tensor
     iteration: int
-    def __init__(self, job: _Optional[str] = ..., ranks: _Optional[_Iterable[int]] = ..., lookback: _Optional[int] = ..., history: _Optional[_Iterable[float]] = ..., graphs: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., iteration: _Optional[int] = ...) -> None: ...
+    rank_port: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, job: _Optional[str] = ..., ranks: _Optional[_Iterable[int]] = ..., lookback: _Optional[int] = ..., history: _Optional[_Iterable[float]] = ..., graphs: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., iteration: _Optional[int] = ..., rank_port: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PredictReply(_message.Message):
     __slots__ = ("durations", "model_version")
