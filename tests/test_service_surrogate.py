@@ -302,10 +302,23 @@ def test_requests_beyond_the_in_flight_bound_get_resource_exhausted():
 
             hs = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
             assert hs.status == health_pb2.HealthCheckResponse.SERVING
+            st = stub.Status(surrogate_pb2.StatusRequest(), timeout=10)
+            assert st.in_flight == 2 and st.max_in_flight == 2
             gate.release.set()
             assert [list(f.result().durations) for f in held] == [[42.0], [42.0]]
             assert list(stub.Predict(req, timeout=10).durations) == [42.0]   # free again
             assert srv.limiter.rejected == 1 and srv.limiter.in_flight == 0
+            # the client retries a refusal with back-off: once the gate opens, a refused call goes through
+            gate.release.clear()
+            with RemoteSurrogate(srv.address, retries=8) as c:
+                ctx = Context("j", "", np.array([[5.0]]))
+                held = [stub.Predict.future(req, timeout=30) for _ in range(2)]
+                for _ in range(2):
+                    assert gate.inside.acquire(timeout=20)
+                threading.Timer(0.1, gate.release.set).start()
+                assert list(c.predict(ctx)) == [10.0]
+                assert [list(f.result().durations) for f in held] == [[42.0], [42.0]]
+                assert srv.limiter.rejected >= 2
 
 
 def test_burst_of_concurrent_clients_all_answered_correctly():

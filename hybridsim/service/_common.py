@@ -88,11 +88,13 @@ def from_tensor(t: common_pb2.Tensor, field: str, dtype=None, ndim: int | None =
 # ------------------------------------------------------------------------------------------------------ in-flight bound
 class InFlightLimiter(grpc.ServerInterceptor):
     """Bound the RPCs of the given services in progress at once; the excess gets RESOURCE_EXHAUSTED at once (never
-    queued). Health and reflection are not counted, so a saturated server still answers probes."""
+    queued). Health, reflection and the ``exempt`` methods (full names, ``/pkg.Service/Method``) are not counted, so
+    a saturated server still answers probes."""
 
-    def __init__(self, limit: int, services: Iterable[str]):
+    def __init__(self, limit: int, services: Iterable[str], exempt: Iterable[str] = ()):
         self.limit = int(limit)
         self.prefixes = tuple(f"/{s}/" for s in services)
+        self.exempt = frozenset(exempt)
         self._sem = threading.BoundedSemaphore(self.limit)
         self._lock = threading.Lock()
         self.in_flight = 0
@@ -114,7 +116,8 @@ class InFlightLimiter(grpc.ServerInterceptor):
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
-        if handler is None or not handler_call_details.method.startswith(self.prefixes):
+        method = handler_call_details.method
+        if handler is None or not method.startswith(self.prefixes) or method in self.exempt:
             return handler
         limiter = self
         msg = f"more than {self.limit} requests in flight; retry later"

@@ -7,12 +7,15 @@ declared on the server on first use (and again if the server lost them, e.g. aft
 the RPCs.
 
 Errors: the server's refusals come back as :class:`RemoteError` (a :class:`surrogate.base.SurrogateError`) with the
-gRPC ``code`` and the server's message, which names the offending field.
+gRPC ``code`` and the server's message, which names the offending field. ``RESOURCE_EXHAUSTED`` (server busy; the
+request did not run) is retried ``retries`` times with back-off before it is raised. One client may be shared by
+threads.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 import grpc
@@ -49,12 +52,18 @@ class RemoteStatus:
     job_names: list[str]
 
 
-def _call(fn, request, timeout):
-    try:
-        return fn(request, timeout=timeout)
-    except grpc.RpcError as exc:
-        code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
-        raise RemoteError(code, exc.details() if hasattr(exc, "details") else str(exc)) from None
+def _call(fn, request, timeout, retries: int = 0):
+    """One RPC; RESOURCE_EXHAUSTED (refused before it ran, so safe to repeat) is retried ``retries`` times with
+    exponential back-off from 20 ms."""
+    for attempt in range(retries + 1):
+        try:
+            return fn(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+            if code == grpc.StatusCode.RESOURCE_EXHAUSTED and attempt < retries:
+                time.sleep(0.02 * 2**attempt)
+                continue
+            raise RemoteError(code, exc.details() if hasattr(exc, "details") else str(exc)) from None
 
 
 @register
@@ -65,9 +74,10 @@ class RemoteSurrogate(Surrogate):
     name = "remote"
 
     def __init__(self, address: str, timeout: float = 60.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 wait_ready: float | None = 10.0):
+                 wait_ready: float | None = 10.0, retries: int = 5):
         self.address = parse_address(address)
         self.timeout = float(timeout)
+        self.retries = int(retries)
         self.channel = grpc.insecure_channel(self.address, options=channel_options(max_message_bytes))
         if wait_ready:
             try:
@@ -77,27 +87,30 @@ class RemoteSurrogate(Surrogate):
                 raise RemoteError(grpc.StatusCode.UNAVAILABLE,
                                   f"no surrogate service at {self.address} after {wait_ready:g} s") from None
         self.stub = surrogate_pb2_grpc.SurrogateStub(self.channel)
+        self._jobs: dict[str, tuple] = {}   # job -> the signature it was opened with
+        self._last_job: str | None = None
         st = self.status()
         self.remote_model = st.model
         self.lookback = st.lookback
         self.needs_graphs = st.needs_graphs
-        self._jobs: dict[str, tuple] = {}   # job -> the signature it was opened with
-        self._last_job: str | None = None
 
     # ------------------------------------------------------------------------------------------- RPCs
+    def _call(self, fn, request):
+        return _call(fn, request, self.timeout, self.retries)
+
     def open_job(self, job: str, ranks: int, workload: str = "", rank_port=None, mask=None) -> bool:
         req = surrogate_pb2.OpenJobRequest(job=job, workload=workload or "", ranks=int(ranks))
         if rank_port is not None:
             req.rank_port.extend(np.asarray(rank_port, dtype=np.int64).tolist())
         if mask is not None:
             req.mask.CopyFrom(to_tensor(np.asarray(mask, dtype=np.bool_)))
-        reply = _call(self.stub.OpenJob, req, self.timeout)
+        reply = self._call(self.stub.OpenJob, req)
         self._jobs[job] = self._signature(ranks, workload, rank_port, mask)
         return reply.replaced
 
     def close_job(self, job: str) -> None:
         self._jobs.pop(job, None)
-        _call(self.stub.CloseJob, surrogate_pb2.CloseJobRequest(job=job), self.timeout)
+        self._call(self.stub.CloseJob, surrogate_pb2.CloseJobRequest(job=job))
 
     def predict_times(self, job: str, history: np.ndarray | None, ranks=None, graphs=None,
                       iteration: int | None = None, lookback: int = 0, rank_port=None) -> np.ndarray:
@@ -119,7 +132,7 @@ class RemoteSurrogate(Surrogate):
         if graphs is not None:
             g = np.asarray(graphs)
             req.graphs.CopyFrom(to_tensor(g if g.dtype in (np.float32, np.float64) else g.astype(np.float32)))
-        reply = _call(self.stub.Predict, req, self.timeout)
+        reply = self._call(self.stub.Predict, req)
         return np.array(reply.durations, dtype=np.float64)
 
     def tune_window(self, job: str, durations: np.ndarray, first_iteration: int, ranks=None, graphs=None) -> dict:
@@ -132,18 +145,18 @@ class RemoteSurrogate(Surrogate):
             req.ranks.extend(np.asarray(ranks, dtype=np.int64).tolist())
         if graphs is not None:
             req.graphs.CopyFrom(to_tensor(np.asarray(graphs, dtype=np.float32)))
-        reply = _call(self.stub.Tune, req, self.timeout)
+        reply = self._call(self.stub.Tune, req)
         return {"model_version": reply.model_version, "truth_values": reply.truth_values, **dict(reply.metrics)}
 
     def status(self) -> RemoteStatus:
-        r = _call(self.stub.Status, surrogate_pb2.StatusRequest(), self.timeout)
+        r = self._call(self.stub.Status, surrogate_pb2.StatusRequest())
         return RemoteStatus(r.model, json.loads(r.config_json or "{}"), r.model_version, r.lookback, r.needs_graphs,
                             r.jobs, r.truth_values, r.predictions, r.predict_calls, r.tune_calls, r.in_flight,
                             r.max_in_flight, list(r.job_names))
 
     def save_remote(self, name: str) -> str:
         """Save the server's model as checkpoint ``name`` in its save directory; returns the server-side path."""
-        return _call(self.stub.Save, surrogate_pb2.SaveRequest(name=name), self.timeout).path
+        return self._call(self.stub.Save, surrogate_pb2.SaveRequest(name=name)).path
 
     # ------------------------------------------------------------------------------------------- Surrogate API
     def config(self) -> dict:
@@ -213,7 +226,7 @@ class RemoteSurrogate(Surrogate):
             if g is not None:
                 req.graphs.CopyFrom(to_tensor(g.astype(np.float32)))
             reopen = lambda: self.open_job(job, y.shape[0], workload, rank_port, mask)  # noqa: E731
-            reply = self._retry_lost(job, lambda: _call(self.stub.Tune, req, self.timeout), reopen)
+            reply = self._retry_lost(job, lambda: self._call(self.stub.Tune, req), reopen)
             report = {"model_version": reply.model_version, "truth_values": reply.truth_values,
                       **dict(reply.metrics)}
         return report

@@ -452,7 +452,7 @@ class SurrogateServer:
         if max_in_flight < 1 or max_workers < 1:
             raise ValueError("max_in_flight and max_workers must be >= 1")
         self.model = model
-        self.limiter = InFlightLimiter(max_in_flight, [SERVICE_NAME])
+        self.limiter = InFlightLimiter(max_in_flight, [SERVICE_NAME], exempt=[f"/{SERVICE_NAME}/Status"])
         self.servicer = SurrogateServicer(model, save_dir=save_dir, max_jobs=max_jobs,
                                           max_truth_iterations=max_truth_iterations,
                                           max_graph_iterations=max_graph_iterations, limiter=self.limiter)
