@@ -11,8 +11,9 @@ rank's last L iteration times y_r::
 
 ``TimeLLM`` (:mod:`surrogate.models.timellm`) normalises the look-back (RevIN), patches, embeds and reprograms it
 onto text prototypes of the frozen LM, runs it behind the prompt through the frozen LM, concatenates the last
-hidden state with ``z_r`` (SMART's fusion of the LLM state with the active node's embedding) and maps that through
-one linear layer to the normalised next value, which is de-normalised. Everything but the frozen LM trains end to
+hidden state with ``z_r`` (SMART's fusion of the LLM state with the active node's embedding) and with the normalised
+look-back itself (a linear autoregressive skip, so SMART contains its no-LLM ablation as a special case) and maps
+that through one linear layer to the normalised next value, which is de-normalised. Everything but the frozen LM trains end to
 end (L1 loss on log times, i.e. relative error, the MAPE the paper reports).
 
 ``smart-nollm`` (the ablation) drops the LLM branch: ``ŷ_r = exp(denorm(W [z_r ; x̂_r] + x̂_r[-1]))`` with x̂_r the

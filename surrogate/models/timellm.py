@@ -22,8 +22,8 @@ The statistics are computed from each rank's normalised look-back x̂ and summar
 (median of the per-rank min/max/median, majority trend, most frequent top autocorrelation lags), rounded to
 ``prompt_decimals``: one statistics sentence per job and step, so all ranks share the prompt's cached keys/values
 (per-rank sentences were measured too slow on one CPU core: gathering a per-rank prompt cache costs ~90 ms per
-step for 512 ranks). The prediction head (in :class:`TimeLLM` ``head``) maps ``[h ; extra]`` (``extra``: e.g.
-SMART's node embedding) to the normalised next value, added to the last normalised value, and de-normalised:
+step for 512 ranks). The prediction head (in :class:`TimeLLM` ``head``) maps ``[h ; extra ; x̂]`` (``extra``: e.g.
+SMART's node embedding; x̂ with ``linear_skip``) to the normalised next value, added to the last normalised value, and de-normalised:
 ``ŷ = μ + σ (out − β) / γ`` (then ``exp`` by the caller in log space).
 
 Only W_p, W_m, the reprogramming projections, RevIN's γ/β and the head train; the LM is frozen.
@@ -111,13 +111,15 @@ class TimeLLM(nn.Module):
         n_heads, d_keys: reprogramming attention heads and per-head size.
         n_prototypes: K text prototypes.
         extra_dim: size of the extra features concatenated to the LM state before the head (0: none).
+        linear_skip: also feed the normalised look-back x̂ itself to the head (a linear autoregressive path beside
+            the LM, so the branch can never do worse than a linear model of the look-back).
         top_k_lags, prompt_decimals: prompt statistics.
         prompt_cache: number of statistics sentences whose LM keys/values are kept.
     """
 
     def __init__(self, lm: FrozenLM, lookback: int = 8, patch_len: int = 4, stride: int = 4, d_model: int = 32,
                  n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, extra_dim: int = 0,
-                 top_k_lags: int = 3, prompt_decimals: int = 1, prompt_cache: int = 256):
+                 linear_skip: bool = True, top_k_lags: int = 3, prompt_decimals: int = 1, prompt_cache: int = 256):
         super().__init__()
         if not 1 <= patch_len <= lookback or stride < 1:
             raise ValueError(f"need 1 <= patch_len <= lookback and stride >= 1 (patch_len={patch_len}, "
@@ -136,7 +138,8 @@ class TimeLLM(nn.Module):
         self.key = nn.Linear(d_llm, n_heads * d_keys)
         self.value = nn.Linear(d_llm, n_heads * d_keys)
         self.out = nn.Linear(n_heads * d_keys, d_llm)
-        self.head = nn.Linear(d_llm + extra_dim, 1)
+        self.linear_skip = bool(linear_skip)
+        self.head = nn.Linear(d_llm + extra_dim + (lookback if self.linear_skip else 0), 1)
         self._shared: dict = {}
         self._stats: OrderedDict = OrderedDict()
         self._stats_cap = prompt_cache
@@ -226,7 +229,7 @@ class TimeLLM(nn.Module):
         prototypes' keys/values from :meth:`prototypes`, to share them over several calls of one training step."""
         xn, mu, sigma = self.revin.norm(x)
         h = self.hidden(xn, workload, protos)
-        if extra is not None:
-            h = torch.cat([h, extra], dim=-1)
+        parts = [h] + ([extra] if extra is not None else []) + ([xn] if self.linear_skip else [])
+        h = torch.cat(parts, dim=-1)
         out = self.head(h).squeeze(-1) + xn[:, -1]
         return self.revin.denorm(out[:, None], mu, sigma).squeeze(-1)
