@@ -331,3 +331,29 @@ def test_hybrid_run_through_remote_engine_and_surrogate_equals_in_process(tmp_pa
     assert res.events == ref.events and res.job_end == ref.job_end
     assert np.array_equal(res.ports.values, ref.ports.values)
     assert s["hybrid"]["jobs"] == s_ref["hybrid"]["jobs"]
+
+
+def test_stopping_the_server_mid_run_tells_the_client(scenario):
+    class Slow(EveryThirdPredicted):
+        def mode_for(self, job_id, iteration):
+            time.sleep(0.05)
+            return super().mode_for(job_id, iteration)
+
+    srv = EngineServer(engine_factory=StandInEngine)
+    srv.start()
+    out = {}
+
+    def client():
+        try:
+            RemoteBackend(srv.address, scenario).run(Slow())
+            out["r"] = "finished"
+        except RemoteEngineError as exc:
+            out["r"] = exc.code
+
+    t = threading.Thread(target=client)
+    t.start()
+    wait_until(lambda: srv.active_runs == 1, "the run to start")
+    srv.stop(grace=1.0)
+    t.join(20)
+    assert out["r"] == grpc.StatusCode.UNAVAILABLE
+    assert srv.active_runs == 0 and not any(th.is_alive() for th in srv.servicer.threads)

@@ -276,6 +276,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         self.sessions: dict[str, _Session] = {}
         self.total_runs = 0
         self.threads: list[threading.Thread] = []
+        self.shutting_down = False
 
     def Status(self, request, context):
         with self._lock:
@@ -321,6 +322,8 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                 try:
                     item = session.out.get(timeout=0.2)
                 except queue.Empty:
+                    if self.shutting_down and context.is_active():
+                        context.abort(grpc.StatusCode.UNAVAILABLE, "the engine server is shutting down")
                     if session.cancelled.is_set() or not context.is_active():
                         return
                     continue
@@ -433,9 +436,11 @@ class EngineServer:
 
     def stop(self, grace: float | None = 2.0) -> None:
         self.health.enter_graceful_shutdown()
+        self.servicer.shutting_down = True
         for s in list(self.servicer.sessions.values()):
             s.cancelled.set()
-        self.server.stop(grace).wait()
+        stopped = self.server.stop(grace)
+        stopped.wait()
         for t in self.servicer.threads:
             t.join(timeout=5.0)
         self._pool.shutdown(wait=True)
