@@ -3,6 +3,8 @@
 One command, one service per invocation, chosen by its option::
 
     hybridsim serve --codes-director tcp://127.0.0.1:5555 [--model ridge|CKPT] [--model-option k=4]
+    hybridsim serve --grpc 127.0.0.1:50051 --model CKPT|NAME        # gRPC surrogate service
+    hybridsim serve --engine 127.0.0.1:50052                        # gRPC remote engine
 
 ``--codes-director`` speaks CODES' hybrid-director ZeroMQ protocol (:mod:`codes_bridge.director`), so CODES'
 application surrogate can use hybridsim's surrogates instead of its stock ML server. More services (e.g. gRPC
@@ -53,14 +55,30 @@ def _serve_codes_director(args) -> int:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
 
 
-#: argparse dest -> runner; exactly one of these options must be given
+def _serve_grpc(args) -> int:
+    """``--grpc`` (surrogate service) and/or ``--engine`` (remote engine service)."""
+    import json
+
+    from .service.cli import cmd_grpc_serve
+
+    args.grpc_model = args.model
+    opts = parse_model_options(args.model_option)
+    args.grpc_model_config = json.dumps(opts) if opts else None
+    return cmd_grpc_serve(args)
+
+
+#: argparse dest -> runner; exactly one service family per invocation (--grpc and --engine may go together)
 SERVICES: dict[str, Callable] = {
     "codes_director": _serve_codes_director,
+    "grpc_surrogate": _serve_grpc,
+    "grpc_engine": _serve_grpc,
 }
 
 
 def cmd_serve(args) -> int:
     chosen = [dest for dest in SERVICES if getattr(args, dest, None)]
+    if set(chosen) == {"grpc_surrogate", "grpc_engine"}:
+        chosen = ["grpc_surrogate"]
     if len(chosen) != 1:
         opts = ", ".join("--" + d.replace("_", "-") for d in SERVICES)
         raise CliError(f"serve: choose exactly one service ({opts})" + (f"; got {len(chosen)}" if chosen else ""))
@@ -87,5 +105,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--records-log", metavar="CSV",
                    help="append every received iteration time to this CSV (client,value) for offline training; "
                         "load it back with the load-records-csv operation")
+    from .service.cli import add_serve_options
+
+    add_serve_options(p, surrogate_flag="--grpc", engine_flag="--engine", shared_model=True)
     p.set_defaults(func=cmd_serve)
     return p

@@ -8,7 +8,7 @@ _REGISTRY: dict[str, type] = {}
 
 #: modules imported lazily the first time a name is looked up
 _MODEL_MODULES = ("surrogate.models.history", "surrogate.models.lstm", "surrogate.models.dcrnn",
-                  "surrogate.models.smart")
+                  "surrogate.models.smart", "hybridsim.service.client")
 
 
 def register(cls):

@@ -20,15 +20,19 @@ DEFAULT_SURROGATE_ADDRESS = "127.0.0.1:50051"
 DEFAULT_ENGINE_ADDRESS = "127.0.0.1:50052"
 
 
-def add_serve_options(parser, surrogate_flag: str = "--surrogate", engine_flag: str = "--engine") -> None:
+def add_serve_options(parser, surrogate_flag: str = "--surrogate", engine_flag: str = "--engine",
+                      shared_model: bool = False) -> None:
+    """Add the gRPC options. With ``shared_model`` the caller owns ``--model`` (dest ``model``) and
+    ``--model-option``; :func:`cmd_grpc_serve` maps them."""
     g = parser.add_argument_group("gRPC services")
     g.add_argument(surrogate_flag, dest="grpc_surrogate", nargs="?", const=DEFAULT_SURROGATE_ADDRESS,
                    metavar="HOST:PORT", help=f"serve a surrogate (hybridsim.v1.Surrogate); default address "
                                              f"{DEFAULT_SURROGATE_ADDRESS}")
-    g.add_argument("--model", dest="grpc_model", metavar="CKPT|NAME",
-                   help="checkpoint folder (config.json [+ model.safetensors]) or registry name (last, ridge, ...)")
-    g.add_argument("--model-config", dest="grpc_model_config", metavar="JSON",
-                   help='constructor arguments for a registry name, e.g. \'{"k": 8}\'')
+    if not shared_model:
+        g.add_argument("--model", dest="grpc_model", metavar="CKPT|NAME",
+                       help="checkpoint folder (config.json [+ model.safetensors]) or registry name (last, ridge, ...)")
+        g.add_argument("--model-config", dest="grpc_model_config", metavar="JSON",
+                       help='constructor arguments for a registry name, e.g. \'{"k": 8}\'')
     g.add_argument("--save-dir", dest="grpc_save_dir", metavar="DIR",
                    help="folder where Save writes checkpoints (Save is refused without it)")
     g.add_argument("--max-workers", dest="grpc_max_workers", type=int, default=16, metavar="N",
