@@ -9,6 +9,7 @@ routers, routing, credits), the :class:`~.mpi.MpiLayer` (ranks, MPI protocol), t
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import time
@@ -136,10 +137,16 @@ class Engine:
                                for j in range(self.n_jobs) if not self.is_bg[j])
                 pbar.set_postfix_str(f"t={t / 1e3:,.1f}us {its} {n / max(el, 1e-9) / 1e3:,.0f}k ev/s")
 
+        # The model makes no reference cycles per event (packets, messages and requests are freed by reference
+        # counting), so the cyclic collector only costs time here (~10 %): off while the loop runs.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
         try:
             partial = loop.run(until=until, max_events=emb.max_events, on_check=on_check,
                                check_every=1024 if self.debug else 65536)
         finally:
+            if gc_was_enabled:
+                gc.enable()
             if pbar is not None:
                 self.debug, debug = False, self.debug
                 on_check(loop.now, loop.events)

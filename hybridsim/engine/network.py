@@ -21,8 +21,9 @@ What is modelled (packet = chunk):
   router) and ``prog-adaptive`` (CODES' rule, re-evaluated at every router of the source group). VCs: 0/1 in the
   source group (number of local hops taken there), 2 in an intermediate group, 3 in the destination group.
 
-All per-port state lives in flat lists indexed by the global port id ``p = router * radix + port`` or by
-``pv = p * num_vcs + vc``. Handlers have the event-loop signature ``handler(t, a, b)``.
+State lives in small ``__slots__`` objects, one :class:`Port` per router output port (global id
+``p = router * radix + port``), one :class:`VC` per (port, VC) and one :class:`Terminal` per NIC, so that what one
+event touches sits together in memory. Handlers have the event-loop signature ``handler(t, a, b)``.
 """
 
 from __future__ import annotations
@@ -40,16 +41,17 @@ MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE = range(4)
 class Packet:
     """One packet (= one CODES chunk) of a message.
 
-    ``up`` is the ``pv`` whose credit this packet holds upstream (a router output (port, VC)), or ``-1 - terminal``
-    while it holds the injection credit of its source terminal.
+    ``up`` is the :class:`VC` whose credit this packet holds upstream, or ``None`` while it holds the injection
+    credit of its source terminal ``src``.
     """
 
-    __slots__ = ("msg", "size", "dst", "dst_router", "dst_group", "src_group", "igroup", "nonmin", "visited",
+    __slots__ = ("msg", "size", "src", "dst", "dst_router", "dst_group", "src_group", "igroup", "nonmin", "visited",
                  "lhops", "hops", "up", "last", "jb")
 
     def __init__(self, msg, size, src, dst, dst_router, dst_group, src_group, last, jb):
         self.msg = msg
         self.size = size
+        self.src = src
         self.dst = dst
         self.dst_router = dst_router
         self.dst_group = dst_group
@@ -59,9 +61,78 @@ class Packet:
         self.visited = False
         self.lhops = 0
         self.hops = 0
-        self.up = -1 - src
+        self.up = None
         self.last = last
         self.jb = jb
+
+
+class Port:
+    """A router output port and the link behind it.
+
+    ``busy_until``: end of the current serialisation; ``sched``: a send event is queued; ``rr``: last VC served;
+    ``npend``: admitted packets waiting; ``occ``: packets accounted downstream (sum over VCs); ``qcount``: packets in
+    the overflow lists; ``nspb``: ns per byte in effect; ``delay``: router delay + link latency; ``dest``: next router
+    (or terminal id if ``to_term``); ``local``: a local (intra-group) link; counters ``bytes``, ``pkts``,
+    ``stalled``, ``busy_acc`` and the open busy-on-credits interval ``busy_start`` (-1 if none).
+    """
+
+    __slots__ = ("pid", "busy_until", "sched", "rr", "npend", "occ", "qcount", "cap", "nspb", "delay", "dest",
+                 "to_term", "local", "vcs", "bytes", "pkts", "stalled", "busy_acc", "busy_start")
+
+    def __init__(self, pid, cap, nspb, delay, dest, to_term, local):
+        self.pid = pid
+        self.busy_until = 0.0
+        self.sched = False
+        self.rr = -1
+        self.npend = 0
+        self.occ = 0
+        self.qcount = 0
+        self.cap = cap
+        self.nspb = nspb
+        self.delay = delay
+        self.dest = dest
+        self.to_term = to_term
+        self.local = local
+        self.vcs = ()
+        self.bytes = 0
+        self.pkts = 0
+        self.stalled = 0
+        self.busy_acc = 0.0
+        self.busy_start = -1.0
+
+
+class VC:
+    """One (output port, VC) buffer, accounted at the upstream router: ``occ`` packets admitted and not yet credited
+    back, ``pend`` admitted and waiting for the port, ``ovf`` not admitted (downstream full), ``occ_int`` the time
+    integral of ``occ`` up to ``occ_t`` (packet-ns)."""
+
+    __slots__ = ("port", "v", "occ", "pend", "ovf", "occ_int", "occ_t")
+
+    def __init__(self, port, v):
+        self.port = port
+        self.v = v
+        self.occ = 0
+        self.pend = deque()
+        self.ovf = deque()
+        self.occ_int = 0.0
+        self.occ_t = 0.0
+
+
+class Terminal:
+    """A NIC: FIFO injection queue ``q``, ``occ`` injection credits in use, ``busy`` end of its serialisations,
+    ``sched`` a send event is queued; ``router`` it attaches to; bytes injected and delivered."""
+
+    __slots__ = ("tid", "router", "q", "occ", "busy", "sched", "bytes_in", "bytes_out")
+
+    def __init__(self, tid, router):
+        self.tid = tid
+        self.router = router
+        self.q = deque()
+        self.occ = 0
+        self.busy = 0.0
+        self.sched = False
+        self.bytes_in = 0
+        self.bytes_out = 0
 
 
 class Network:
@@ -98,69 +169,46 @@ class Network:
         #: bytes per ns of each port at full capacity
         self.bw_bpns = [bw[c] * GIB / 1e9 for c in pc]
         self.nspb_nominal = [1.0 / b for b in self.bw_bpns]
-        #: ns per byte in effect (raised by background load from predicted jobs)
-        self.nspb = list(self.nspb_nominal)
-        self.lat = [float(lat[c]) for c in pc]
-        #: buffer capacity of each (port, VC) in packets
-        self.cap = [caps[c] // P for c in pc]
-        self.peer = topo.peer_router.tolist()
-        self.peer_port = topo.peer_port.tolist()
-        self.is_term = [c == TERMINAL for c in pc]
+        peer = topo.peer_router.tolist()
+        peer_port = topo.peer_port.tolist()
+        self.ports = []
+        for pid in range(n):
+            c = pc[pid]
+            pt = Port(pid, caps[c] // P, self.nspb_nominal[pid], self.router_delay + float(lat[c]),
+                      peer_port[pid] if c == TERMINAL else peer[pid], c == TERMINAL, c == LOCAL)
+            pt.vcs = tuple(VC(pt, v) for v in range(NV))
+            self.ports.append(pt)
 
-        # per (port, VC)
-        self.occ = [0] * (n * NV)          # packets accounted against the downstream buffer
-        self.pend = [deque() for _ in range(n * NV)]  # admitted, waiting for the port
-        self.ovf = [deque() for _ in range(n * NV)]   # not admitted (downstream buffer full)
-        self.occ_int = [0.0] * (n * NV)    # integral of occ over time (packet-ns), for window means
-        self.occ_t = [0.0] * (n * NV)
-        # per port
-        self.busy_until = [0.0] * n
-        self.sched = [False] * n
-        self.rr = [NV - 1] * n
-        self.npend = [0] * n
-        self.port_occ = [0] * n            # sum of occ over VCs (packets)
-        self.qcount = [0] * n              # packets in the overflow lists (packets)
-        self.bytes_out = [0] * n
-        self.pkts_out = [0] * n
-        self.stalled = [0] * n
-        self.busy_acc = [0.0] * n          # ns blocked on credits (closed intervals)
-        self.busy_start = [-1.0] * n       # start of the open interval, -1 if none
-
-        # terminals
         T = topo.n_terminals
         self.n_terminals = T
-        self.tq = [deque() for _ in range(T)]
-        self.tocc = [0] * T
-        self.tbusy = [0.0] * T
-        self.tsched = [False] * T
+        self.terms = [Terminal(t, t // p) for t in range(T)]
         self.tcap = caps[TERMINAL] // P
         self.t_nspb = 1.0 / (bw[TERMINAL] * GIB / 1e9)
         self.t_lat = float(lat[TERMINAL])
-        self.t_bytes_in = [0] * T          # bytes injected by each terminal
-        self.t_bytes_out = [0] * T         # bytes delivered to each terminal
 
-        # routing tables
-        self.tport = topo.terminal_port_ids.tolist()
-        self.lport = []                    # lport[r][j]: port id from r to router j of its group
-        self.gports = []                   # gports[r][G]: global port ids of r to group G
-        self.lgw = []                      # lgw[r][G]: local port ids of r to routers of its group with links to G
+        # routing tables (Port objects)
+        ports = self.ports
+        self.tvc = [ports[pid].vcs[self.vc_dest] for pid in topo.terminal_port_ids.tolist()]
+        self.lport = []                    # lport[r][j]: Port from r to router j of its group
+        self.gports = []                   # gports[r][G]: global Ports of r to group G
+        self.lgw = []                      # lgw[r][G]: local Ports of r to routers of its group with links to G
         self.reach = []                    # reach[r]: groups r reaches over its own global ports (sorted)
         for r in range(topo.n_routers):
             base = r * R
-            lp = [-1] * a
-            gp: dict[int, list[int]] = {}
+            lp = [None] * a
+            gp: dict[int, list[Port]] = {}
             for k in range(R):
                 pid = base + k
                 if pc[pid] == LOCAL:
-                    lp[self.peer[pid] % a] = pid
-                elif pc[pid] == GLOBAL and self.peer[pid] >= 0:
-                    gp.setdefault(self.peer[pid] // a, []).append(pid)
+                    lp[peer[pid] % a] = ports[pid]
+                elif pc[pid] == GLOBAL and peer[pid] >= 0:
+                    gp.setdefault(peer[pid] // a, []).append(ports[pid])
             self.lport.append(lp)
             self.gports.append(gp)
             self.reach.append(sorted(gp))
         for r in range(topo.n_routers):
             G0 = r // a
-            lg: dict[int, list[int]] = {}
+            lg: dict[int, list[Port]] = {}
             for j in range(a):
                 r2 = G0 * a + j
                 if r2 == r:
@@ -172,27 +220,25 @@ class Network:
         # hooks (set by the message layer)
         self.on_local = None
         self.on_deliver = None
-        # counters
         self.packets = 0
         self.bytes_self = 0
-
         self._bind()
 
     # ------------------------------------------------------------------------------------------------ handlers
     def _bind(self) -> None:
         """Create the event handlers.
 
-        The per-packet handlers are closures over the flat state lists rather than methods: a free-variable load is
-        several times cheaper than ``self.attribute`` in CPython, and these few functions run tens of millions of
-        times. Each one is an event handler ``(t, a, b)``; the public names are:
+        The per-packet handlers are closures over the loop's heap and the model constants rather than methods: a
+        free-variable load is several times cheaper than ``self.attribute`` in CPython, and these few functions run
+        tens of millions of times. Each one is an event handler ``(t, a, b)``; the public names are:
 
         ``inject(t, msg)``            the message reaches its source NIC: cut it into packets, queue them;
         ``term_send(t, term)``        the NIC, if idle, starts its queued packets that hold credits, back to back;
         ``local_done(t, msg)``        the last packet of ``msg`` starts injection (when that lies after ``term_send``);
         ``term_arrive(t, term, pk)``  a packet reaches its destination terminal (credit back, message count);
         ``router_arrive(t, r, pk)``   a packet reaches router ``r``: route, then admit or overflow;
-        ``port_send(t, p)``           output port ``p`` starts its next packet (VCs round-robin);
-        ``credit(t, pv)``             a credit for (port, VC) ``pv`` arrives: free a slot, admit the overflow head;
+        ``port_send(t, port)``        output ``port`` starts its next packet (VCs round-robin);
+        ``credit(t, vc)``             a credit for ``vc`` arrives: free a slot, admit the overflow head;
         ``term_credit(t, term)``      an injection credit arrives at terminal ``term``.
         """
         heap = self.loop.heap
@@ -200,23 +246,14 @@ class Network:
         NV = self.nv
         P = self.P
         a, p_per_r = self.a, self.p
-        occ, cap, pend, ovf = self.occ, self.cap, self.pend, self.ovf
-        occ_int, occ_t = self.occ_int, self.occ_t
-        busy_until, sched, rr, npend = self.busy_until, self.sched, self.rr, self.npend
-        port_occ, qcount = self.port_occ, self.qcount
-        bytes_out, pkts_out, stalled = self.bytes_out, self.pkts_out, self.stalled
-        busy_acc, busy_start = self.busy_acc, self.busy_start
-        nspb, lat, peer, peer_port, is_term = self.nspb, self.lat, self.peer, self.peer_port, self.is_term
-        tq, tocc, tbusy, tsched = self.tq, self.tocc, self.tbusy, self.tsched
+        terms = self.terms
         tcap, t_nspb, t_lat = self.tcap, self.t_nspb, self.t_lat
-        t_bytes_in, t_bytes_out = self.t_bytes_in, self.t_bytes_out
-        rdelay, cdelay = self.router_delay, self.credit_delay
+        cdelay = self.credit_delay
         exact = self.exact_credits
-        tport, lport, gports, lgw = self.tport, self.lport, self.gports, self.lgw
+        tvc, lport, gports, lgw = self.tvc, self.lport, self.gports, self.lgw
         vc_dest, vc_inter = self.vc_dest, self.vc_inter
         mode = self.routing
         randrange = self.rng.randrange
-        port_class = self.port_class
         prog_adaptive, ugal = self._prog_adaptive, self._ugal
         draw_igroup = self._draw_igroup
         best_global, best_local = self._best_global, self._best_local
@@ -237,31 +274,32 @@ class Network:
             dr = dst // p_per_r
             dg = dr // a
             sg = src // p_per_r // a
-            q = tq[src]
+            term = terms[src]
+            q = term.q
             jb = msg.jb
             for _i in range(npk - 1):
-                q.append(Packet(msg, P, src, dst, dr, dg, sg, False, jb))
-            q.append(Packet(msg, size - P * (npk - 1), src, dst, dr, dg, sg, True, jb))
+                q.append(Packet(msg, P, term, dst, dr, dg, sg, False, jb))
+            q.append(Packet(msg, size - P * (npk - 1), term, dst, dr, dg, sg, True, jb))
             net.packets += npk
-            t_bytes_in[src] += size
-            if not tsched[src]:
-                term_send(t, src)
+            term.bytes_in += size
+            if not term.sched:
+                term_send(t, term)
 
         def term_send(t, term, _=None):
-            tsched[term] = False
-            q = tq[term]
+            term.sched = False
+            q = term.q
             if not q:
                 return
-            if t < tbusy[term]:
-                tsched[term] = True
-                heappush(heap, (tbusy[term], next(seq), h_tsend, term, None))
+            if t < term.busy:
+                term.sched = True
+                heappush(heap, (term.busy, next(seq), h_tsend, term, None))
                 return
             # Send back to back every queued packet that holds a credit now: credits only come back over time, so
             # each of them would find one at its own start too. Same times as one event per packet, fewer events.
-            o = tocc[term]
+            o = term.occ
             if o >= tcap:
                 return  # wait for a credit
-            r = term // p_per_r
+            r = term.router
             start = t
             while q and o < tcap:
                 pk = q.popleft()
@@ -274,20 +312,20 @@ class Network:
                     else:
                         heappush(heap, (start, next(seq), h_local, pk.msg, None))
                 start = end
-            tocc[term] = o
-            tbusy[term] = start
+            term.occ = o
+            term.busy = start
 
         def local_done(t, msg, _=None):
             net.on_local(t, msg)
 
         def term_credit(t, term, _=None):
-            tocc[term] -= 1
-            if not tsched[term]:
+            term.occ -= 1
+            if not term.sched:
                 term_send(t, term)
 
-        def term_arrive(t, term, pk):
-            credit_up(t, pk.up)
-            t_bytes_out[term] += pk.size
+        def term_arrive(t, tid, pk):
+            credit_up(t, pk)
+            terms[tid].bytes_out += pk.size
             msg = pk.msg
             msg.left -= 1
             if msg.left == 0:
@@ -295,13 +333,14 @@ class Network:
 
         # ---------------------------------------------------------------------------------------------- routers
         def route(r, pk):
+            """The output VC of ``pk`` at router ``r`` (may update the packet's path state)."""
             dr = pk.dst_router
             if r == dr:
-                return tport[pk.dst] * NV + vc_dest
+                return tvc[pk.dst]
             c = r // a
             dg = pk.dst_group
             if c == dg:
-                return lport[r][dr % a] * NV + vc_dest
+                return lport[r][dr % a].vcs[vc_dest]
             gp = gports[r]
             if c != pk.src_group:
                 # intermediate group: minimal to the destination group
@@ -318,7 +357,7 @@ class Network:
                         port = best_local(cands)
                     else:
                         port = cands[randrange(len(cands))] if len(cands) > 1 else cands[0]
-                return port * NV + vc_inter
+                return port.vcs[vc_inter]
             # source group
             at_source = pk.hops == 0
             if at_source:
@@ -336,127 +375,124 @@ class Network:
                 port = cands[randrange(len(cands))] if len(cands) > 1 else cands[0]
             else:
                 port = ugal(r, pk, at_source, gp, dg)
-            if port_class[port] == LOCAL:
+            if port.local:
                 pk.lhops = 1
-            return port * NV + vc
+            return port.vcs[vc]
 
         def router_arrive(t, r, pk):
-            pv = route(r, pk)
+            vc = route(r, pk)
             pk.hops += 1
-            p = pv // NV
-            o = occ[pv]
-            if o < cap[p]:
-                occ_int[pv] += o * (t - occ_t[pv])
-                occ_t[pv] = t
-                occ[pv] = o + 1
-                port_occ[p] += 1
-                pend[pv].append(pk)
-                npend[p] += 1
-                credit_up(t, pk.up)
-                pk.up = pv
-                if not sched[p]:
-                    if t >= busy_until[p]:
-                        port_send(t, p)
+            port = vc.port
+            o = vc.occ
+            if o < port.cap:
+                vc.occ_int += o * (t - vc.occ_t)
+                vc.occ_t = t
+                vc.occ = o + 1
+                port.occ += 1
+                vc.pend.append(pk)
+                port.npend += 1
+                credit_up(t, pk)
+                pk.up = vc
+                if not port.sched:
+                    if t >= port.busy_until:
+                        port_send(t, port)
                     else:
-                        sched[p] = True
-                        heappush(heap, (busy_until[p], next(seq), h_port, p, None))
+                        port.sched = True
+                        heappush(heap, (port.busy_until, next(seq), h_port, port, None))
             else:
-                ovf[pv].append(pk)
-                qcount[p] += 1
-                stalled[p] += 1
-                if busy_start[p] < 0.0:
-                    busy_start[p] = t
+                vc.ovf.append(pk)
+                port.qcount += 1
+                port.stalled += 1
+                if port.busy_start < 0.0:
+                    port.busy_start = t
 
-        def port_send(t, p, _=None):
-            sched[p] = False
-            base = p * NV
-            v = rr[p]
+        def port_send(t, port, _=None):
+            port.sched = False
+            vcs = port.vcs
+            v = port.rr
             for _i in range(NV):
                 v += 1
                 if v == NV:
                     v = 0
-                q = pend[base + v]
+                q = vcs[v].pend
                 if q:
                     break
             else:
                 return
-            rr[p] = v
+            port.rr = v
             pk = q.popleft()
-            n = npend[p] - 1
-            npend[p] = n
+            n = port.npend - 1
+            port.npend = n
             size = pk.size
-            end = t + size * nspb[p]
-            busy_until[p] = end
-            bytes_out[p] += size
-            pkts_out[p] += 1
+            end = t + size * port.nspb
+            port.busy_until = end
+            port.bytes += size
+            port.pkts += 1
             jb = pk.jb
             if jb is not None:
-                jb[p] += size
-            if is_term[p]:
-                heappush(heap, (end + rdelay + lat[p], next(seq), h_tarrive, peer_port[p], pk))
-            else:
-                heappush(heap, (end + rdelay + lat[p], next(seq), h_arrive, peer[p], pk))
+                jb[port.pid] += size
+            heappush(heap, (end + port.delay, next(seq), h_tarrive if port.to_term else h_arrive, port.dest, pk))
             if n:
-                sched[p] = True
-                heappush(heap, (end, next(seq), h_port, p, None))
+                port.sched = True
+                heappush(heap, (end, next(seq), h_port, port, None))
 
-        def credit_up(t, up):
-            # Return the credit a packet held upstream (router (port, VC) up >= 0, or terminal -1 - up). With
+        def credit_up(t, pk):
+            # Return the credit ``pk`` holds upstream (a router VC, or its source terminal's injection credit). With
             # exact_credits, or when a packet waits for it, it travels as an event arriving after the credit delay.
             # Otherwise only an arrival within the credit delay (1.4 ns by default) could tell the difference, so it
             # is applied at once: one event less per packet hop.
-            if up >= 0:
-                if exact or ovf[up]:
+            up = pk.up
+            if up is not None:
+                if exact or up.ovf:
                     heappush(heap, (t + cdelay, next(seq), h_credit, up, None))
                     return
-                p = up // NV
-                o = occ[up]
-                occ_int[up] += o * (t - occ_t[up])
-                occ_t[up] = t
-                occ[up] = o - 1
-                port_occ[p] -= 1
-                bs = busy_start[p]
+                o = up.occ
+                up.occ_int += o * (t - up.occ_t)
+                up.occ_t = t
+                up.occ = o - 1
+                port = up.port
+                port.occ -= 1
+                bs = port.busy_start
                 if bs >= 0.0:
-                    busy_acc[p] += t - bs
-                    busy_start[p] = t if qcount[p] else -1.0
+                    port.busy_acc += t - bs
+                    port.busy_start = t if port.qcount else -1.0
             else:
-                term = -1 - up
-                if exact or (tq[term] and not tsched[term]):
+                term = pk.src
+                if exact or (term.q and not term.sched):
                     heappush(heap, (t + cdelay, next(seq), h_tcredit, term, None))
                 else:
-                    tocc[term] -= 1
+                    term.occ -= 1
 
-        def credit(t, pv, _=None):
-            p = pv // NV
-            o = occ[pv]
-            occ_int[pv] += o * (t - occ_t[pv])
-            occ_t[pv] = t
-            occ[pv] = o - 1
-            port_occ[p] -= 1
-            q = ovf[pv]
+        def credit(t, vc, _=None):
+            port = vc.port
+            o = vc.occ
+            vc.occ_int += o * (t - vc.occ_t)
+            vc.occ_t = t
+            q = vc.ovf
             if q:
+                # the freed slot goes to the overflow head at once: occupancy unchanged
                 pk = q.popleft()
-                qcount[p] -= 1
-                occ[pv] = o
-                port_occ[p] += 1
-                pend[pv].append(pk)
-                npend[p] += 1
-                credit_up(t, pk.up)
-                pk.up = pv
-                if not sched[p]:
-                    if t >= busy_until[p]:
-                        port_send(t, p)
+                port.qcount -= 1
+                vc.pend.append(pk)
+                port.npend += 1
+                credit_up(t, pk)
+                pk.up = vc
+                if not port.sched:
+                    if t >= port.busy_until:
+                        port_send(t, port)
                     else:
-                        sched[p] = True
-                        heappush(heap, (busy_until[p], next(seq), h_port, p, None))
-            bs = busy_start[p]
+                        port.sched = True
+                        heappush(heap, (port.busy_until, next(seq), h_port, port, None))
+            else:
+                vc.occ = o - 1
+                port.occ -= 1
+            bs = port.busy_start
             if bs >= 0.0:
-                busy_acc[p] += t - bs
-                busy_start[p] = t if qcount[p] else -1.0
+                port.busy_acc += t - bs
+                port.busy_start = t if port.qcount else -1.0
 
         self.inject, self.term_send, self.term_credit, self.term_arrive = inject, term_send, term_credit, term_arrive
         self.route, self.router_arrive, self.port_send, self.credit = route, router_arrive, port_send, credit
-        self._credit_up = credit_up
         h_arrive, h_port, h_credit, h_tsend, h_tcredit, h_tarrive = (router_arrive, port_send, credit, term_send,
                                                                        term_credit, term_arrive)
         h_local = local_done
@@ -465,14 +501,6 @@ class Network:
         #: the handlers pushed on the heap (debug mode wraps three of them with invariant checks)
         self.h_arrive, self.h_port, self.h_credit, self.h_tsend = h_arrive, h_port, h_credit, h_tsend
         self.h_tcredit, self.h_tarrive, self.h_inject = h_tcredit, h_tarrive, inject
-
-    @property
-    def bytes_injected(self) -> int:
-        return sum(self.t_bytes_in)
-
-    @property
-    def bytes_delivered(self) -> int:
-        return sum(self.t_bytes_out)
 
     # ------------------------------------------------------------------------------------------------ routing
     def _draw_igroup(self, sg, dg):
@@ -487,9 +515,6 @@ class Network:
             k += 1
         return k
 
-    def _score(self, port):
-        return self.port_occ[port] + self.qcount[port]
-
     def _best_global(self, cands):
         """CODES' global pick: two distinct random candidates, the lower score wins (ties at random)."""
         if len(cands) == 1:
@@ -500,7 +525,7 @@ class Network:
         if j >= i:
             j += 1
         a, b = cands[i], cands[j]
-        sa, sb = self._score(a), self._score(b)
+        sa, sb = a.occ + a.qcount, b.occ + b.qcount
         if sa < sb:
             return a
         if sb < sa:
@@ -515,7 +540,7 @@ class Network:
         bs = 1 << 60
         ties = 0
         for c in cands:
-            s = self.port_occ[c] + self.qcount[c]
+            s = c.occ + c.qcount
             if s < bs:
                 best, bs, ties = c, s, 1
             elif s == bs:
@@ -523,54 +548,6 @@ class Network:
                 if self.rng.randrange(ties) == 0:
                     best = c
         return best
-
-    def route(self, r, pk):
-        """Output (port, VC) index ``pv`` of packet ``pk`` at router ``r`` (may update the packet's path state)."""
-        NV = self.nv
-        dr = pk.dst_router
-        if r == dr:
-            return self.tport[pk.dst] * NV + self.vc_dest
-        a = self.a
-        c = r // a
-        dg = pk.dst_group
-        if c == dg:
-            return self.lport[r][dr % a] * NV + self.vc_dest
-        sg = pk.src_group
-        mode = self.routing
-        gp = self.gports[r]
-        if c != sg:
-            # intermediate group: route minimally to the destination group
-            pk.visited = True
-            cands = gp.get(dg)
-            if cands:
-                port = self._best_global(cands) if mode == PROG_ADAPTIVE else \
-                    cands[self.rng.randrange(len(cands))] if len(cands) > 1 else cands[0]
-            else:
-                cands = self.lgw[r][dg]
-                port = self._best_local(cands) if mode == PROG_ADAPTIVE else \
-                    cands[self.rng.randrange(len(cands))] if len(cands) > 1 else cands[0]
-            return port * NV + self.vc_inter
-        # source group
-        at_source = pk.hops == 0
-        if at_source:
-            pk.igroup = self._draw_igroup(sg, dg)
-        vc = pk.lhops
-        rng = self.rng
-        if mode == MINIMAL:
-            cands = gp.get(dg) or self.lgw[r][dg]
-            port = cands[rng.randrange(len(cands))] if len(cands) > 1 else cands[0]
-        elif mode == NONMINIMAL:
-            target = pk.igroup if pk.igroup >= 0 else dg
-            pk.nonmin = target != dg
-            cands = gp.get(target) or self.lgw[r][target]
-            port = cands[rng.randrange(len(cands))] if len(cands) > 1 else cands[0]
-        elif mode == ADAPTIVE:
-            port = self._ugal(r, pk, at_source, gp, dg)
-        else:
-            port = self._prog_adaptive(r, pk, at_source, gp, dg)
-        if self.port_class[port] == LOCAL:
-            pk.lhops = 1
-        return port * NV + vc
 
     def _ugal(self, r, pk, at_source, gp, dg):
         """UGAL-L: at the source router compare (queue x hops) of one random minimal and one random non-minimal
@@ -590,7 +567,7 @@ class Network:
                 n_hops = 5
             mp = mc[rng.randrange(len(mc))]
             np_ = nc[rng.randrange(len(nc))]
-            if self._score(mp) * m_hops <= self._score(np_) * n_hops:
+            if (mp.occ + mp.qcount) * m_hops <= (np_.occ + np_.qcount) * n_hops:
                 return mp
             pk.nonmin = True
             return np_
@@ -606,7 +583,7 @@ class Network:
         else:
             mport = self._best_local(self.lgw[r][dg])
         ig = pk.igroup
-        nport = -1
+        nport = None
         if ig >= 0:
             if at_source:
                 nc = gp.get(ig)
@@ -625,12 +602,12 @@ class Network:
                         nc = gp[ig]
                 if nc:
                     nport = self._best_global(nc)
-        if pk.nonmin and not pk.visited and nport >= 0:
+        if pk.nonmin and not pk.visited and nport is not None:
             return nport
-        ms = self._score(mport)
-        if nport < 0 or ms <= 0:
+        ms = mport.occ + mport.qcount
+        if nport is None or ms <= 0:
             return mport
-        if ms <= 2 * self._score(nport):
+        if ms <= 2 * (nport.occ + nport.qcount):
             return mport
         pk.nonmin = True
         return nport
@@ -638,61 +615,114 @@ class Network:
     # ------------------------------------------------------------------------------------------------ background load
     def set_background(self, util_by_port: dict[int, float]) -> None:
         """Reduce the capacity of ports by a utilisation fraction (predicted jobs' load); ``{}`` restores all."""
-        nspb = self.nspb
-        nom = self.nspb_nominal
-        for p in range(self.n_ports):
-            nspb[p] = nom[p]
+        for pt, nom in zip(self.ports, self.nspb_nominal):
+            pt.nspb = nom
         for p, u in util_by_port.items():
             u = min(max(u, 0.0), 0.9)
-            nspb[p] = nom[p] / (1.0 - u)
+            self.ports[p].nspb = self.nspb_nominal[p] / (1.0 - u)
+
+    # ------------------------------------------------------------------------------------------------ flat views
+    # Lists over all ports (index = global port id) or all (port, VC) pairs (index = pid * num_vcs + vc), built on
+    # demand for sampling, tests and checks.
+    @property
+    def nspb(self):
+        return [pt.nspb for pt in self.ports]
+
+    @property
+    def bytes_out(self):
+        return [pt.bytes for pt in self.ports]
+
+    @property
+    def pkts_out(self):
+        return [pt.pkts for pt in self.ports]
+
+    @property
+    def stalled(self):
+        return [pt.stalled for pt in self.ports]
+
+    @property
+    def busy_acc(self):
+        return [pt.busy_acc for pt in self.ports]
+
+    @property
+    def busy_start(self):
+        return [pt.busy_start for pt in self.ports]
+
+    @property
+    def qcount(self):
+        return [pt.qcount for pt in self.ports]
+
+    @property
+    def port_occ(self):
+        return [pt.occ for pt in self.ports]
+
+    @property
+    def cap(self):
+        return [pt.cap for pt in self.ports]
+
+    @property
+    def occ(self):
+        return [vc.occ for pt in self.ports for vc in pt.vcs]
+
+    @property
+    def occ_int(self):
+        return [vc.occ_int for pt in self.ports for vc in pt.vcs]
+
+    @property
+    def occ_t(self):
+        return [vc.occ_t for pt in self.ports for vc in pt.vcs]
+
+    @property
+    def bytes_injected(self) -> int:
+        return sum(tm.bytes_in for tm in self.terms)
+
+    @property
+    def bytes_delivered(self) -> int:
+        return sum(tm.bytes_out for tm in self.terms)
 
     # ------------------------------------------------------------------------------------------------ debug checks
-    def _credit_checked(self, t, pv, b=None):
-        self.credit(t, pv, b)
-        p = pv // self.nv
-        assert 0 <= self.occ[pv] <= self.cap[p], f"credit made occupancy of pv {pv} = {self.occ[pv]} (cap {self.cap[p]})"
+    def _credit_checked(self, t, vc, b=None):
+        self.credit(t, vc, b)
+        assert 0 <= vc.occ <= vc.port.cap, f"credit made occupancy of port {vc.port.pid} VC {vc.v} = {vc.occ}"
 
     def _term_credit_checked(self, t, term, b=None):
         self.term_credit(t, term, b)
-        assert 0 <= self.tocc[term] <= self.tcap, f"terminal {term} credit counter {self.tocc[term]}"
+        assert 0 <= term.occ <= self.tcap, f"terminal {term.tid} credit counter {term.occ}"
 
-    def _term_arrive_checked(self, t, term, pk):
-        assert pk.dst == term, f"packet for terminal {pk.dst} delivered to {term}"
+    def _term_arrive_checked(self, t, tid, pk):
+        assert pk.dst == tid, f"packet for terminal {pk.dst} delivered to {tid}"
         assert not getattr(pk.msg, "_delivered", False), "packet of an already delivered message"
-        self.term_arrive(t, term, pk)
+        self.term_arrive(t, tid, pk)
         if pk.msg.left == 0:
             pk.msg._delivered = True
 
     def check_invariants(self) -> None:
         """Buffers within capacity, credits non-negative, counters consistent (debug mode)."""
-        NV = self.nv
-        for pv, o in enumerate(self.occ):
-            p = pv // NV
-            if not 0 <= o <= self.cap[p]:
-                raise AssertionError(f"port {p} VC {pv % NV}: occupancy {o} outside 0..{self.cap[p]}")
-        for p in range(self.n_ports):
-            s = sum(self.occ[p * NV:(p + 1) * NV])
-            if s != self.port_occ[p]:
-                raise AssertionError(f"port {p}: per-port occupancy {self.port_occ[p]} != sum over VCs {s}")
-            q = sum(len(self.ovf[p * NV + v]) for v in range(NV))
-            if q != self.qcount[p]:
-                raise AssertionError(f"port {p}: overflow count {self.qcount[p]} != {q}")
-            n = sum(len(self.pend[p * NV + v]) for v in range(NV))
-            if n != self.npend[p]:
-                raise AssertionError(f"port {p}: pending count {self.npend[p]} != {n}")
-        for term, o in enumerate(self.tocc):
-            if not 0 <= o <= self.tcap:
-                raise AssertionError(f"terminal {term}: credit counter {o} outside 0..{self.tcap}")
+        for pt in self.ports:
+            for vc in pt.vcs:
+                if not 0 <= vc.occ <= pt.cap:
+                    raise AssertionError(f"port {pt.pid} VC {vc.v}: occupancy {vc.occ} outside 0..{pt.cap}")
+            s = sum(vc.occ for vc in pt.vcs)
+            if s != pt.occ:
+                raise AssertionError(f"port {pt.pid}: per-port occupancy {pt.occ} != sum over VCs {s}")
+            q = sum(len(vc.ovf) for vc in pt.vcs)
+            if q != pt.qcount:
+                raise AssertionError(f"port {pt.pid}: overflow count {pt.qcount} != {q}")
+            n = sum(len(vc.pend) for vc in pt.vcs)
+            if n != pt.npend:
+                raise AssertionError(f"port {pt.pid}: pending count {pt.npend} != {n}")
+        for tm in self.terms:
+            if not 0 <= tm.occ <= self.tcap:
+                raise AssertionError(f"terminal {tm.tid}: credit counter {tm.occ} outside 0..{self.tcap}")
 
     def bytes_in_network(self) -> int:
         """Bytes of packets still queued or in flight (scans queues and the event heap; debug and tests)."""
         total = 0
-        for q in self.tq:
-            total += sum(pk.size for pk in q)
-        for q in self.pend:
-            total += sum(pk.size for pk in q)
-        for q in self.ovf:
-            total += sum(pk.size for pk in q)
+        for tm in self.terms:
+            total += sum(pk.size for pk in tm.q)
+        for pt in self.ports:
+            for vc in pt.vcs:
+                total += sum(pk.size for pk in vc.pend) + sum(pk.size for pk in vc.ovf)
         for entry in self.loop.heap + self.loop.leftover:
             if isinstance(entry[4], Packet):
                 total += entry[4].size
