@@ -254,10 +254,92 @@ class Network:
         vc_dest, vc_inter = self.vc_dest, self.vc_inter
         mode = self.routing
         randrange = self.rng.randrange
-        prog_adaptive, ugal = self._prog_adaptive, self._ugal
-        draw_igroup = self._draw_igroup
-        best_global, best_local = self._best_global, self._best_local
+        ugal = self._ugal
+        rng = self.rng
+        rand = rng.random
+        reach = self.reach
+        g = self.g
         net = self
+
+        def draw_igroup(sg, dg):
+            # an intermediate group drawn uniformly from all groups but the source and destination groups
+            if g <= 2 or sg == dg:
+                return -1
+            lo, hi = (sg, dg) if sg < dg else (dg, sg)
+            k = randrange(g - 2)
+            if k >= lo:
+                k += 1
+            if k >= hi:
+                k += 1
+            return k
+
+        def best_global(cands):
+            # CODES' global pick: two distinct random candidates, the lower score wins (ties at random)
+            n = len(cands)
+            if n == 1:
+                return cands[0]
+            i = randrange(n)
+            j = randrange(n - 1)
+            if j >= i:
+                j += 1
+            x, y = cands[i], cands[j]
+            sx, sy = x.occ + x.qcount, y.occ + y.qcount
+            if sx < sy:
+                return x
+            if sy < sx:
+                return y
+            return x if rand() < 0.5 else y
+
+        def best_local(cands):
+            # CODES' local pick: the lowest score of all candidates (ties at random)
+            if len(cands) == 1:
+                return cands[0]
+            best = None
+            bs = 1 << 60
+            ties = 0
+            for c in cands:
+                sc = c.occ + c.qcount
+                if sc < bs:
+                    best, bs, ties = c, sc, 1
+                elif sc == bs:
+                    ties += 1
+                    if randrange(ties) == 0:
+                        best = c
+            return best
+
+        def prog_adaptive(r, pk, at_source, gp, dg):
+            # CODES' progressive adaptive routing (DELTA scoring, non-minimal score doubled), in the source group
+            mc = gp.get(dg)
+            mport = best_global(mc) if mc else best_local(lgw[r][dg])
+            ig = pk.igroup
+            nport = None
+            if ig >= 0:
+                if at_source:
+                    nc = gp.get(ig)
+                    if nc:
+                        nport = best_global(nc)
+                    else:
+                        nc = lgw[r].get(ig)
+                        if nc:
+                            nport = best_local(nc)
+                else:
+                    nc = gp.get(ig)
+                    if not nc and not pk.nonmin:
+                        choices = [G for G in reach[r] if G != pk.src_group and G != dg]
+                        if choices:
+                            ig = pk.igroup = choices[randrange(len(choices))]
+                            nc = gp[ig]
+                    if nc:
+                        nport = best_global(nc)
+            if pk.nonmin and not pk.visited and nport is not None:
+                return nport
+            ms = mport.occ + mport.qcount
+            if nport is None or ms <= 0:
+                return mport
+            if ms <= 2 * (nport.occ + nport.qcount):
+                return mport
+            pk.nonmin = True
+            return nport
 
         # ---------------------------------------------------------------------------------------------- terminals
         def inject(t, msg, _=None):
@@ -503,52 +585,6 @@ class Network:
         self.h_tcredit, self.h_tarrive, self.h_inject = h_tcredit, h_tarrive, inject
 
     # ------------------------------------------------------------------------------------------------ routing
-    def _draw_igroup(self, sg, dg):
-        g = self.g
-        if g <= 2 or sg == dg:
-            return -1
-        lo, hi = (sg, dg) if sg < dg else (dg, sg)
-        k = self.rng.randrange(g - 2)
-        if k >= lo:
-            k += 1
-        if k >= hi:
-            k += 1
-        return k
-
-    def _best_global(self, cands):
-        """CODES' global pick: two distinct random candidates, the lower score wins (ties at random)."""
-        if len(cands) == 1:
-            return cands[0]
-        rng = self.rng
-        i = rng.randrange(len(cands))
-        j = rng.randrange(len(cands) - 1)
-        if j >= i:
-            j += 1
-        a, b = cands[i], cands[j]
-        sa, sb = a.occ + a.qcount, b.occ + b.qcount
-        if sa < sb:
-            return a
-        if sb < sa:
-            return b
-        return a if rng.random() < 0.5 else b
-
-    def _best_local(self, cands):
-        """CODES' local pick: the lowest score of all candidates (ties at random)."""
-        if len(cands) == 1:
-            return cands[0]
-        best = None
-        bs = 1 << 60
-        ties = 0
-        for c in cands:
-            s = c.occ + c.qcount
-            if s < bs:
-                best, bs, ties = c, s, 1
-            elif s == bs:
-                ties += 1
-                if self.rng.randrange(ties) == 0:
-                    best = c
-        return best
-
     def _ugal(self, r, pk, at_source, gp, dg):
         """UGAL-L: at the source router compare (queue x hops) of one random minimal and one random non-minimal
         first hop; the decision then holds for the packet's whole path (Valiant if non-minimal)."""
@@ -574,43 +610,6 @@ class Network:
         target = pk.igroup if (pk.nonmin and not pk.visited) else dg
         cands = gp.get(target) or self.lgw[r][target]
         return cands[rng.randrange(len(cands))] if len(cands) > 1 else cands[0]
-
-    def _prog_adaptive(self, r, pk, at_source, gp, dg):
-        """CODES' progressive adaptive routing (DELTA scoring, non-minimal score doubled), in the source group."""
-        mc = gp.get(dg)
-        if mc:
-            mport = self._best_global(mc)
-        else:
-            mport = self._best_local(self.lgw[r][dg])
-        ig = pk.igroup
-        nport = None
-        if ig >= 0:
-            if at_source:
-                nc = gp.get(ig)
-                if nc:
-                    nport = self._best_global(nc)
-                else:
-                    nc = self.lgw[r].get(ig)
-                    if nc:
-                        nport = self._best_local(nc)
-            else:
-                nc = gp.get(ig)
-                if not nc and not pk.nonmin:
-                    choices = [G for G in self.reach[r] if G != pk.src_group and G != dg]
-                    if choices:
-                        ig = pk.igroup = choices[self.rng.randrange(len(choices))]
-                        nc = gp[ig]
-                if nc:
-                    nport = self._best_global(nc)
-        if pk.nonmin and not pk.visited and nport is not None:
-            return nport
-        ms = mport.occ + mport.qcount
-        if nport is None or ms <= 0:
-            return mport
-        if ms <= 2 * (nport.occ + nport.qcount):
-            return mport
-        pk.nonmin = True
-        return nport
 
     # ------------------------------------------------------------------------------------------------ background load
     def set_background(self, util_by_port: dict[int, float]) -> None:
