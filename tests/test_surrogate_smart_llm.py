@@ -128,3 +128,36 @@ def test_bad_checkpoint_paths(tmp_path):
     (bad / "config.json").write_text("{not json")
     with pytest.raises(SurrogateError, match="unreadable Hugging Face config|no usable tokenizer"):
         FrozenLM(bad)
+
+
+def make_tiny_llama(d) -> str:
+    """A randomly initialised 2-layer LLaMA (hidden 32) reusing the tiny byte-level BPE tokenizer."""
+    from transformers import LlamaConfig, LlamaModel
+
+    make_tiny_gpt2(d)  # writes the tokenizer files (and a GPT-2 model that the LLaMA files replace)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    LlamaModel(cfg).save_pretrained(str(d))
+    return str(d)
+
+
+def test_llama_family_through_generic_path(tmp_path):
+    """Families without a fast path run the three blocks through the Hugging Face forward (no cache)."""
+    lm = FrozenLM(make_tiny_llama(tmp_path / "llama"), n_layers=1)
+    assert lm.model_type == "llama" and lm.family == "generic" and lm.n_layers == 1 and len(lm.model.layers) == 1
+    ids = lm.tokenize("Dataset description: milc job.", add_bos=True)
+    sids = lm.tokenize("Input statistics: min value -1.5")
+    x = torch.randn(3, 2, 32) * 0.1
+    mask = torch.ones(1, len(sids), dtype=torch.bool)
+    with torch.no_grad():
+        sh = lm.encode_shared(ids)
+        out = lm.forward_patches(x, sh, lm.encode_stats(sh, torch.tensor([sids]), mask), None, mask)
+        seq = torch.cat([lm.word_embeddings[torch.tensor(ids + sids)][None].expand(3, -1, -1), x], 1)
+        ref = lm.model(inputs_embeds=seq).last_hidden_state[:, -1]
+    assert out.shape == (3, 32)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)

@@ -16,7 +16,7 @@ from surrogate.models.gcn import GCNEncoder, gcn_norm
 from surrogate.models.timellm import RevIN, prompt_statistics, top_lags
 from surrogate.registry import available, create
 from surrogate.synthetic import make_synthetic_run
-from test_surrogate_smart_llm import make_tiny_bert, make_tiny_gpt2
+from test_surrogate_smart_llm import make_tiny_bert, make_tiny_gpt2, make_tiny_llama
 
 FAST = dict(epochs=25, patience=25, batch_windows=4, hidden=16, tf_ff=32, n_prototypes=16, d_model=16,
             llm_dtype="float32")
@@ -33,7 +33,8 @@ def series(tmp_path_factory):
 @pytest.fixture(scope="module")
 def lm_dirs(tmp_path_factory):
     return {"bert": make_tiny_bert(tmp_path_factory.mktemp("bert")),
-            "gpt2": make_tiny_gpt2(tmp_path_factory.mktemp("gpt2"))}
+            "gpt2": make_tiny_gpt2(tmp_path_factory.mktemp("gpt2")),
+            "llama": make_tiny_llama(tmp_path_factory.mktemp("llama"))}
 
 
 @pytest.fixture(scope="module")
@@ -164,11 +165,11 @@ def test_tune_changes_weights_and_keeps_lm(series, fitted):
     assert all(torch.equal(before[k], v) for k, v in m2.lm.model.state_dict().items())
 
 
-@pytest.mark.parametrize("family", ["gpt2", "bert"])
+@pytest.mark.parametrize("family", ["gpt2", "bert", "llama"])
 def test_works_with_tiny_local_checkpoints(series, lm_dirs, family, tmp_path):
     m = create("smart", llm_path=lm_dirs[family], llm_layers=1, **{**FAST, "epochs": 2})
     m.fit(series, series.indices("train"), series.indices("val"))
-    assert m.lm.family == family and m.lm.n_layers == 1
+    assert m.lm.model_type == family and m.lm.n_layers == 1
     ctx = series.context(25, m.lookback, m.graph_lookback)
     p = m.predict(ctx)
     assert p.shape == (series.R,) and np.isfinite(p).all()

@@ -233,12 +233,11 @@ class Smart(Surrogate):
                 torch.from_numpy(np.stack(tgt)).float())
 
     def _logy_cache(self, series):
-        key = id(series.y)
-        if getattr(self, "_logy_key", None) != key:
+        if getattr(self, "_logy_src", None) is not series.y:
             y = np.asarray(series.y, dtype=np.float64)
             if not np.isfinite(y).all() or (y <= 0).any():
                 raise SurrogateError(f"job {series.job!r}: iteration times must be positive and finite")
-            self._logy, self._logy_key = np.log(y), key
+            self._logy, self._logy_src = np.log(y), series.y
         return self._logy
 
     def _loss_fn(self, series, ranks_per_step: int):
