@@ -3,7 +3,7 @@
 Like simpy's core, the loop knows no model: it pops the earliest entry and calls ``handler(time, a, b)``. Ties in time
 are broken by the insertion counter ``seq``, so a run is a deterministic function of its inputs. Model objects
 (:mod:`.network`, :mod:`.mpi`) push entries with :meth:`EventLoop.at` (or, in hot paths, straight onto ``heap`` with
-the loop's counter) and keep their own state in flat lists.
+the loop's counter) and keep their own state in small slotted objects.
 
 Stopping: a handler may call :meth:`EventLoop.stop`; :meth:`run` also stops at ``until`` (virtual ns) and after
 ``max_events`` events, leaving the remaining entries in the heap.
