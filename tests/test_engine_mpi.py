@@ -227,3 +227,16 @@ def test_keep_background_reduces_capacity_of_links_the_predicted_job_used():
     net = eng.net
     assert all(net.nspb[p] == net.nspb_nominal[p] for p in range(net.n_ports))   # restored after the job ended
     assert sum(1 for s in res.simulated if not s) == 2 * 36
+
+
+def test_no_port_sampling_still_gives_link_totals():
+    sc = scenario(MIXED, "minimal", "backend: {embedded: {end_time: 100us}}\n")
+    sc.sampling.ports = False
+    res = Engine(sc).run()
+    assert res.ports is None
+    assert res.link_totals["bytes"].sum() > 0 and len(res.link_totals["bytes"]) == 36 * 7
+
+
+def test_waitall_on_unknown_request_is_a_clear_error():
+    with pytest.raises(ValueError, match="WAITALL names request 5"):
+        run_two([[(WAITALL, (5,))], []])

@@ -113,8 +113,8 @@ class Engine:
                 loop.at(0.0, self._bg_gen, rs)
             else:
                 loop.at(0.0, self._iter_start, rs)
-        self.sampler = PortSampler(net, sc.sampling.interval) if sc.sampling.ports else None
-        if self.sampler is not None:
+        self.sampler = PortSampler(net, sc.sampling.interval)
+        if sc.sampling.ports:
             loop.at(sc.sampling.interval, self._sample)
 
         until = emb.end_time if emb.end_time is not None else float("inf")
@@ -157,7 +157,7 @@ class Engine:
         if not self.finished and not partial and self.jobs_left:
             raise EngineError(f"simulation stalled at t={loop.now:.1f} ns with {self.jobs_left} job(s) unfinished "
                               f"(no events left: unmatched sends/receives?)")
-        if self.sampler is not None and t_end > self.sampler.t0 + 1e-9:
+        if sc.sampling.ports and t_end > self.sampler.t0 + 1e-9:
             self._emit_samples(t_end)
         if self.debug:
             net.check_invariants()
@@ -169,7 +169,7 @@ class Engine:
         stats = {
             "packets": net.packets,
             "messages": mpi.messages,
-            "hops": int(sum(net.pkts_out)),
+            "hops": int(sum(net.pkts_out)),      # router output-port sends = router arrival events
             "bytes_injected": net.bytes_injected,
             "bytes_delivered": net.bytes_delivered,
             "bytes_loopback": net.bytes_self,
@@ -178,9 +178,9 @@ class Engine:
         }
         return SimulationResult(
             records=self.records, simulated=self.simulated,
-            ports=self.sampler.combined() if self.sampler is not None else None,
+            ports=self.sampler.combined() if sc.sampling.ports else None,
             events=loop.events, end_time=t_end, job_end=dict(self.job_end), wall_s=wall,
-            partial=bool(partial), link_totals=self.sampler.link_totals(t_end) if self.sampler is not None else None,
+            partial=bool(partial), link_totals=self.sampler.link_totals(t_end),
             stats=stats)
 
     # ------------------------------------------------------------------------------------------------ iterations

@@ -222,7 +222,11 @@ class MpiLayer:
                 reqs = rs.reqs
                 nw = 0
                 for rid in op[1]:
-                    rq = reqs[rid]
+                    try:
+                        rq = reqs[rid]
+                    except KeyError:
+                        raise ValueError(f"job {rs.job} rank {rs.local} iteration {rs.it}: WAITALL names request "
+                                         f"{rid}, which no ISEND/IRECV of this iteration created (op {op!r})") from None
                     if not rq.done:
                         rq.waited = True
                         nw += 1
