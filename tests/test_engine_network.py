@@ -165,10 +165,11 @@ def test_port_samples_of_a_long_flow():
     assert util[tport] == pytest.approx(100 * 4.7 / 5.25, abs=1.0)
     assert by[tport] == pytest.approx(by[gport], abs=4096)
     # injection (5.25 GiB/s) outruns the global link (4.7): packets stall only in front of the global port, which
-    # is then blocked on credits most of the window; buffers stay within capacity
+    # is then blocked on credits (CODES' busy_time: from a stall to the port's next credit) for part of the window;
+    # buffers stay within capacity
     stalled, busy = blk.feature("stalled")[0], blk.feature("busy_ns")[0]
     assert stalled[gport] > 0 and stalled.sum() == stalled[gport]
-    assert busy[gport] > 50_000 and busy.sum() == busy[gport]
+    assert 0 < busy[gport] < 100_000 and busy.sum() == busy[gport]
     assert (blk.feature("vc1_credits") >= 0).all() and (blk.feature("vc_occ") <= 16384).all()
     loop.run()
     assert delivered

@@ -9,7 +9,9 @@ What is modelled (packet = chunk):
 * **Router output ports, per VC.** Buffers are accounted per (output port, VC) at the upstream router, as CODES does:
   an arriving packet is routed, then *admitted* to its (port, VC) if ``occupancy + 1 packet <= buffer`` (occupancy
   grows, a credit goes upstream after the credit delay) or kept in that (port, VC)'s overflow list (no credit yet,
-  the port's ``stalled`` counter grows and its busy-on-credits clock starts). A credit from downstream frees one packet
+  the port's ``stalled`` counter grows and, if not running, its busy-on-credits clock starts; as CODES'
+  ``last_buf_full``, the next credit for the port stops it and adds the interval to ``busy_time``). A credit from
+  downstream frees one packet
   of occupancy and admits the head of the overflow list. Occupancy is counted in whole packets (CODES adds
   ``chunk_size`` per chunk, whatever its real size).
 * **Port send loop.** Each output port serves its VCs round-robin. A packet of ``s`` bytes occupies the port for its
@@ -537,7 +539,7 @@ class Network:
                 bs = port.busy_start
                 if bs >= 0.0:
                     port.busy_acc += t - bs
-                    port.busy_start = t if port.qcount else -1.0
+                    port.busy_start = -1.0
             else:
                 term = pk.src
                 if exact or (term.q and not term.sched):
@@ -571,7 +573,7 @@ class Network:
             bs = port.busy_start
             if bs >= 0.0:
                 port.busy_acc += t - bs
-                port.busy_start = t if port.qcount else -1.0
+                port.busy_start = -1.0
 
         self.inject, self.term_send, self.term_credit, self.term_arrive = inject, term_send, term_credit, term_arrive
         self.route, self.router_arrive, self.port_send, self.credit = route, router_arrive, port_send, credit
