@@ -1,7 +1,7 @@
 """SMART speed on one CPU core: prediction latency per step (all active ranks of a job) and training time per epoch.
 
 Random inputs of the real shapes: the 72-node system (g=9, a=4, p=2, h=2; 252 ports) and the 1,056-node system
-(g=33, a=8, p=4, h=4; 3,960 ports), 36 node features (6 port features x 6 statistics, as the dataset builder makes),
+(g=33, a=8, p=4, h=4; 3,960 ports), 114 node features (19 port features x 6 statistics, as the dataset builder makes),
 ranks placed on random terminals. Iteration times follow a noisy periodic pattern so the prompt statistics change
 from step to step like real data (the prompt cache is exercised, not bypassed). Inference is timed after a warm-up of
 ``--warmup`` steps (first steps build the GCN plan and fill the prompt cache); every timed step uses a new look-back.
@@ -34,7 +34,7 @@ SYSTEMS = {
     "72-node": (DragonflyShape(9, 4, 2, 2), 32),
     "1056-node": (DragonflyShape(33, 8, 4, 4), 512),
 }
-F = 36
+F = 114
 
 
 def make_series(shape: DragonflyShape, ranks: int, T: int, seed: int = 0) -> JobSeries:
@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2, help="epochs timed for the training figure")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--full-fit", type=int, default=0, metavar="T",
-                    help="also time one complete default SMART fit (40 epochs, no early stop) of a 512-rank 1,056-node "
+                    help="also time one complete default SMART fit (60 epochs, no early stop) of a 512-rank 1,056-node "
                          "job with T iterations (30 %% train, 10 %% validation)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "smart_speed.json"))
     args = ap.parse_args()
@@ -112,8 +112,8 @@ def main() -> None:
                 per_epoch = fit_s / max(1, info["epochs"])
                 row = {"system": sysname, "ports": int(series.n_ports), "ranks": ranks, "model": model_name,
                        "llm_layers": nl, **inf, "train_windows": int(len(series.indices("train")) - 1),
-                       "epoch_s": per_epoch, "epochs_default": 40,
-                       "train_s_40_epochs_est": per_epoch * 40}
+                       "epoch_s": per_epoch, "epochs_default": 60,
+                       "train_s_60_epochs_est": per_epoch * 60}
                 rows.append(row)
                 print(f"{sysname:10s} {model_name:12s} layers={str(nl):4s} median {inf['median_ms']:7.1f} ms  "
                       f"p99 {inf['p99_ms']:7.1f} ms  cpu median {inf['cpu_median_ms']:7.1f} ms  "

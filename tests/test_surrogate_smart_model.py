@@ -18,8 +18,8 @@ from surrogate.registry import available, create
 from surrogate.synthetic import make_synthetic_run
 from test_surrogate_smart_llm import make_tiny_bert, make_tiny_gpt2, make_tiny_llama
 
-FAST = dict(epochs=25, patience=25, batch_windows=4, hidden=16, tf_ff=32, n_prototypes=16, d_model=16,
-            llm_dtype="float32")
+FAST = dict(epochs=25, patience=25, lr=2e-3, tune_lr=5e-4, batch_windows=4, hidden=16, tf_ff=32, n_prototypes=16,
+            d_model=16, llm_dtype="float32")
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_works_with_tiny_local_checkpoints(series, lm_dirs, family, tmp_path):
 
 def test_nollm_ablation(series, tmp_path):
     m = create("smart-nollm", **{k: v for k, v in FAST.items() if k in ("epochs", "patience", "hidden", "tf_ff",
-                                                                         "batch_windows")})
+                                                                         "batch_windows", "lr")})
     m.fit(series, series.indices("train"), series.indices("val"))
     assert m.lm is None and "llm_path" not in m.config()
     ctx = series.context(30, m.lookback, m.graph_lookback)

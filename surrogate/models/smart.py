@@ -114,7 +114,7 @@ class SmartNet(nn.Module):
             return torch.stack(outs)
         x = logh.reshape(B * r, L)
         xn, mu, sigma = self.revin.norm(x)
-        out = self.head(torch.cat([z, xn], dim=-1)).squeeze(-1) + xn[:, -1]
+        out = self.head(torch.cat([z, xn], dim=-1)).squeeze(-1)
         return self.revin.denorm(out[:, None], mu, sigma).view(B, r)
 
 
@@ -129,7 +129,8 @@ class Smart(Surrogate):
     Time-LLM ``patch_len``/``stride``/``d_model``/``n_heads``/``d_keys``/``n_prototypes``/``top_k_lags``/
     ``prompt_decimals``.
     Training: ``epochs``, ``lr``, ``batch_windows`` (iterations per step), ``ranks_per_window`` (ranks sampled per
-    training step), ``patience`` (early stopping on the validation split), ``tune_steps``/``tune_lr`` (online tuning),
+    training step), ``patience`` (early stopping on the validation split; the untrained net, which predicts about the
+    look-back's geometric mean, is kept if no epoch beats it on validation), ``weight_decay``, ``tune_steps``/``tune_lr`` (online tuning),
     ``seed``. Set by ``fit``: ``topology`` (shape dict), ``in_features``.
     """
 
@@ -141,9 +142,9 @@ class Smart(Surrogate):
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, llm_path: str | None = None,
                  llm_layers: int | None = 1, llm_dtype: str = "bfloat16", patch_len: int = 4, stride: int = 4, d_model: int = 32,
                  n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, top_k_lags: int = 3,
-                 prompt_decimals: int = 1, epochs: int = 40, lr: float = 2e-3, batch_windows: int = 8,
-                 ranks_per_window: int = 64, patience: int = 8, tune_steps: int = 4, tune_lr: float = 5e-4,
-                 seed: int = 0, topology: dict | None = None, in_features: int | None = None):
+                 prompt_decimals: int = 1, epochs: int = 60, lr: float = 5e-4, batch_windows: int = 8,
+                 ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4, tune_steps: int = 4,
+                 tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None, in_features: int | None = None):
         self.lookback, self.graph_lookback = int(lookback), int(graph_lookback)
         if self.lookback < 1 or self.graph_lookback < 1:
             raise SurrogateError(f"{self.name}: lookback and graph_lookback must be >= 1")
@@ -157,7 +158,7 @@ class Smart(Surrogate):
                                top_k_lags=int(top_k_lags), prompt_decimals=int(prompt_decimals))
         self.train_kw = dict(epochs=int(epochs), lr=float(lr), batch_windows=int(batch_windows),
                              ranks_per_window=int(ranks_per_window), patience=int(patience),
-                             tune_steps=int(tune_steps), tune_lr=float(tune_lr), seed=int(seed))
+                             weight_decay=float(weight_decay), tune_steps=int(tune_steps), tune_lr=float(tune_lr), seed=int(seed))
         self.topology = dict(topology) if topology else None
         self.in_features = None if in_features is None else int(in_features)
         self.net: SmartNet | None = None
@@ -262,7 +263,7 @@ class Smart(Surrogate):
 
     # ------------------------------------------------------------------------------------------- interface
     def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
-        from ..train import fit_loop
+        from ..train import evaluate_loss, fit_loop
 
         self._bind(dataset)
         self._check_features(dataset.x[np.unique(np.clip(self._items(dataset, train_idx) - 1, 0, None))],
@@ -272,9 +273,19 @@ class Smart(Surrogate):
             raise SurrogateError(f"{self.name}: no training targets for job {dataset.job!r} (need iterations >= 1)")
         val = self._items(dataset, val_idx)
         tk = self.train_kw
-        info = fit_loop(self.net, self._loss_fn(dataset, tk["ranks_per_window"]), items, val if val.size else None,
+        loss_fn = self._loss_fn(dataset, tk["ranks_per_window"])
+        init_val, init_state = None, None
+        if val.size:  # the untrained net predicts ~ the look-back's geometric mean; never return anything worse
+            init_val = evaluate_loss(self.net, loss_fn, val, tk["batch_windows"])
+            init_state = copy.deepcopy(self.net.state_dict())
+        info = fit_loop(self.net, loss_fn, items, val if val.size else None,
                         epochs=tk["epochs"], lr=tk["lr"], batch_size=tk["batch_windows"], patience=tk["patience"],
-                        seed=tk["seed"] if seed is None else seed, progress=progress, desc=f"{self.name} {dataset.job}")
+                        seed=tk["seed"] if seed is None else seed, progress=progress, desc=f"{self.name} {dataset.job}",
+                        weight_decay=tk["weight_decay"])
+        info["init_val"] = init_val
+        if init_val is not None and info.get("best_val") is not None and info["best_val"] > init_val:
+            self.net.load_state_dict(init_state)
+            info["restored_init"] = True
         self.net.eval()
         return info
 
@@ -379,10 +390,11 @@ class SmartNoLLM(Smart):
     use_llm = False
 
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
-                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, epochs: int = 40, lr: float = 2e-3,
-                 batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8, tune_steps: int = 4,
-                 tune_lr: float = 5e-4, seed: int = 0, topology: dict | None = None, in_features: int | None = None):
+                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, epochs: int = 60, lr: float = 5e-4,
+                 batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4,
+                 tune_steps: int = 4, tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None,
+                 in_features: int | None = None):
         super().__init__(lookback=lookback, graph_lookback=graph_lookback, hidden=hidden, gcn_layers=gcn_layers,
                          tf_heads=tf_heads, tf_layers=tf_layers, tf_ff=tf_ff, epochs=epochs, lr=lr,
                          batch_windows=batch_windows, ranks_per_window=ranks_per_window, patience=patience,
-                         tune_steps=tune_steps, tune_lr=tune_lr, seed=seed, topology=topology, in_features=in_features)
+                         weight_decay=weight_decay, tune_steps=tune_steps, tune_lr=tune_lr, seed=seed, topology=topology, in_features=in_features)

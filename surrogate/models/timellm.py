@@ -231,5 +231,5 @@ class TimeLLM(nn.Module):
         h = self.hidden(xn, workload, protos)
         parts = [h] + ([extra] if extra is not None else []) + ([xn] if self.linear_skip else [])
         h = torch.cat(parts, dim=-1)
-        out = self.head(h).squeeze(-1) + xn[:, -1]
+        out = self.head(h).squeeze(-1)
         return self.revin.denorm(out[:, None], mu, sigma).squeeze(-1)
