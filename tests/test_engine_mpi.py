@@ -240,3 +240,16 @@ def test_no_port_sampling_still_gives_link_totals():
 def test_waitall_on_unknown_request_is_a_clear_error():
     with pytest.raises(ValueError, match="WAITALL names request 5"):
         run_two([[(WAITALL, (5,))], []])
+
+
+def test_job_compute_delay_adds_to_every_iteration():
+    def durations(delay):
+        sc = scenario(TWO.replace("iterations: 1", "iterations: 3").replace(
+            "workload: {kind: allreduce}", "workload: {kind: allreduce}, compute: {delay: %s}" % delay))
+        res = Engine(sc).run()
+        return {(r.rank, r.iteration): r.duration for r in res.records}
+
+    base, slow = durations(0), durations("10us")
+    assert len(base) == 6
+    for k in base:
+        assert slow[k] == pytest.approx(base[k] + 10_000.0, abs=1e-6)
