@@ -71,7 +71,8 @@ class Packet:
 class Port:
     """A router output port and the link behind it.
 
-    ``busy_until``: end of the current serialisation; ``sched``: a send event is queued; ``rr``: last VC served;
+    ``busy_until``: end of the current serialisation; ``sched``: a send event is queued; ``rr``: last VC served
+    (``pends``: the VCs' pending queues);
     ``npend``: admitted packets waiting; ``occ``: packets accounted downstream (sum over VCs); ``qcount``: packets in
     the overflow lists; ``nspb``: ns per byte in effect; ``delay``: router delay + link latency; ``dest``: next router
     (or terminal id if ``to_term``); ``local``: a local (intra-group) link; counters ``bytes``, ``pkts``,
@@ -79,13 +80,13 @@ class Port:
     """
 
     __slots__ = ("pid", "busy_until", "sched", "rr", "npend", "occ", "qcount", "cap", "nspb", "delay", "dest",
-                 "to_term", "local", "vcs", "bytes", "pkts", "stalled", "busy_acc", "busy_start")
+                 "to_term", "local", "vcs", "pends", "bytes", "pkts", "stalled", "busy_acc", "busy_start")
 
     def __init__(self, pid, cap, nspb, delay, dest, to_term, local):
         self.pid = pid
         self.busy_until = 0.0
         self.sched = False
-        self.rr = -1
+        self.rr = 0
         self.npend = 0
         self.occ = 0
         self.qcount = 0
@@ -96,6 +97,7 @@ class Port:
         self.to_term = to_term
         self.local = local
         self.vcs = ()
+        self.pends = ()
         self.bytes = 0
         self.pkts = 0
         self.stalled = 0
@@ -179,6 +181,8 @@ class Network:
             pt = Port(pid, caps[c] // P, self.nspb_nominal[pid], self.router_delay + float(lat[c]),
                       peer_port[pid] if c == TERMINAL else peer[pid], c == TERMINAL, c == LOCAL)
             pt.vcs = tuple(VC(pt, v) for v in range(NV))
+            pt.pends = tuple(vc.pend for vc in pt.vcs)
+            pt.rr = NV - 1
             self.ports.append(pt)
 
         T = topo.n_terminals
@@ -254,6 +258,7 @@ class Network:
         exact = self.exact_credits
         tvc, lport, gports, lgw = self.tvc, self.lport, self.gports, self.lgw
         vc_dest, vc_inter = self.vc_dest, self.vc_inter
+        rr_order = tuple(tuple((v0 + k) % NV for k in range(1, NV + 1)) for v0 in range(NV))
         mode = self.routing
         randrange = self.rng.randrange
         ugal = self._ugal
@@ -492,13 +497,9 @@ class Network:
 
         def port_send(t, port, _=None):
             port.sched = False
-            vcs = port.vcs
-            v = port.rr
-            for _i in range(NV):
-                v += 1
-                if v == NV:
-                    v = 0
-                q = vcs[v].pend
+            pends = port.pends
+            for v in rr_order[port.rr]:  # round-robin: the VCs after the last one served, in turn
+                q = pends[v]
                 if q:
                     break
             else:
