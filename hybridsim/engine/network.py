@@ -10,7 +10,7 @@ What is modelled (packet = chunk):
   an arriving packet is routed, then *admitted* to its (port, VC) if ``occupancy + 1 packet <= buffer`` (occupancy
   grows, a credit goes upstream after the credit delay) or kept in that (port, VC)'s overflow list (no credit yet,
   the port's ``stalled`` counter grows and, if not running, its busy-on-credits clock starts; as CODES'
-  ``last_buf_full``, the next credit for the port stops it and adds the interval to ``busy_time``). A credit from
+  ``last_buf_full``, the port's next credit or next send stops it and adds the interval to ``busy_time``). A credit from
   downstream frees one packet
   of occupancy and admits the head of the overflow list. Occupancy is counted in whole packets (CODES adds
   ``chunk_size`` per chunk, whatever its real size).
@@ -505,6 +505,10 @@ class Network:
             else:
                 return
             port.rr = v
+            bs = port.busy_start
+            if bs >= 0.0:
+                port.busy_acc += t - bs
+                port.busy_start = -1.0
             pk = q.popleft()
             n = port.npend - 1
             port.npend = n

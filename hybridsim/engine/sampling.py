@@ -4,7 +4,7 @@ Features (see :data:`hybridsim.records.PORT_FEATURES` for the core six), per win
 
 * ``bytes``: bytes sent out of the port; ``util_pct`` = bytes / (nominal bandwidth x window) x 100;
 * ``busy_ns``: time blocked on credits, as CODES' ``busy_time``: an interval opens when a packet finds its downstream
-  buffer full and none is open, and closes at the port's next credit;
+  buffer full and none is open, and closes at the port's next credit or next send;
 * ``stalled``: packets that found their downstream (port, VC) buffer full;
 * ``vc_occ`` / ``queued``: bytes accounted in the VC buffers / waiting in the overflow lists, at ``t1``;
 * ``packets``: packets sent;
