@@ -40,6 +40,7 @@ def main(argv=None) -> int:
 
     from surrogate.dataset import build_dataset, load_dataset
     from surrogate.evaluate import evaluate, format_table
+    from hybridsim.rundir import git_revision
     from surrogate.registry import available
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
     fts = args.ft.split(",")
     OUT.mkdir(parents=True, exist_ok=True)
     report = {"command": " ".join(["python", "benchmarks/surrogate_mape.py"] + (argv or sys.argv[1:])),
-              "host": platform.node(), "torch_threads": torch.get_num_threads(), "runs": {}}
+              "git_revision": git_revision(), "host": platform.node(), "torch_threads": torch.get_num_threads(), "runs": {}}
     tables = []
     for run in args.runs.split(","):
         src = RUNS[run]
