@@ -251,3 +251,30 @@ def test_nan_features_in_dataset_rejected(tmp_path):
     meta = json.loads((tmp_path / "ds" / "meta.json").read_text())
     assert meta["topology"] == {"groups": 3, "routers_per_group": 2, "terminals_per_router": 2,
                                 "global_channels_per_router": 1}
+
+
+def test_placement_from_resolved_scenario(tmp_path):
+    """Engine run directories carry the resolved scenario only: ranks are attached through place_jobs."""
+    from hybridsim.placement import place_jobs
+    from hybridsim.scenario import Scenario, scenario_to_dict
+
+    sc = Scenario.model_validate({
+        "seed": 7, "topology": {"groups": 3, "routers_per_group": 2, "terminals_per_router": 2,
+                                "global_channels_per_router": 1},
+        "jobs": [{"name": "m", "ranks": 4, "iterations": 12,
+                  "workload": {"kind": "milc", "dimension_sizes": [2, 2, 1, 1], "msg_size": 1024}}],
+        "placement": {"policy": "random"}})
+    exp = place_jobs(sc, TOPO)[0]
+    make_synthetic_run(tmp_path / "run", jobs=(("m", "milc", 4, 12),))
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    for k in ("placement", "topology", "jobs"):
+        man.pop(k)
+    man["scenario"] = scenario_to_dict(sc)
+    (tmp_path / "run" / "manifest.json").write_text(json.dumps(man))
+    js = build_dataset(tmp_path / "run")["m"]
+    assert js.rank_port.tolist() == [TOPO.terminal_port(int(t)) for t in exp]
+    assert js.workload == "milc"
+    man.pop("scenario")
+    (tmp_path / "run" / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(DatasetError, match="topology"):
+        build_dataset(tmp_path / "run")
