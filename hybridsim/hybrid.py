@@ -13,6 +13,10 @@ Ground truth and the surrogate meet in three places:
   error-driven policies see;
 * end of a truth window: ``surrogate.tune`` on the window (``surrogate.tune`` is told the iteration indices).
 
+With ``sync="job"`` (the default) the ranks of a job end a predicted iteration together (the latest start plus the
+median of the per-rank predictions), as bulk-synchronous codes do; per-rank ends let inter-rank skew grow without
+bound (it feeds back through the waits measured in truth windows).
+
 Wall time is split into simulation (everything else), inference and tuning.
 """
 
@@ -91,13 +95,17 @@ class HybridController:
     """Director for a hybrid run. ``jobs`` = list of (name, workload kind, n_ranks, n_iterations or None)."""
 
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate, *, keep_background: bool = True,
-                 lookback: int | None = None, tune: bool = True, policy_name: str | None = None):
+                 lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
+                 sync: str = "job"):
         self.policy = policy
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
         self.surrogate = surrogate
         self.keep_background = keep_background
         self.lookback = int(lookback or max(getattr(surrogate, "lookback", 1), 1))
         self.do_tune = tune
+        if sync not in ("job", "rank"):
+            raise ValueError(f"sync must be 'job' or 'rank', got {sync!r}")
+        self.sync = sync
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             self.states[jid] = None if n_it is None else JobState.new(name, jid, kind, n_ranks, n_it)
@@ -175,6 +183,12 @@ class HybridController:
         st = self.states[job_id]
         ranks = np.asarray(ranks, dtype=np.int64)
         y = self._predict(st, iteration, ranks)
+        if self.sync == "job":
+            # Ranks of a coupled job finish an iteration together; ending each at its own start + prediction lets
+            # the skew between ranks grow with every predicted iteration and feed back through the waits measured
+            # in the next truth window. So the job's ranks end together: latest start + median prediction.
+            starts = np.asarray(starts, dtype=np.float64)
+            y = (starts.max() + float(np.median(y))) - starts
         st.pred[ranks, iteration] = y
         return y
 

@@ -49,7 +49,8 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None):
         n_it = None if j.is_background else (n_iterations[i] if n_iterations else j.iterations)
         jobs.append((j.name, j.workload.kind, j.ranks, n_it))
     return HybridController(jobs, policy, model, keep_background=scenario.controller.keep_background,
-                            lookback=sec.lookback, tune=sec.tune, policy_name=scenario.controller.policy)
+                            lookback=sec.lookback, tune=sec.tune, policy_name=scenario.controller.policy,
+                            sync=scenario.controller.sync)
 
 
 def make_backend(scenario, topology, placement, progress: bool):

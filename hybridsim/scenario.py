@@ -354,6 +354,10 @@ class ControllerSection(_Model):
     policy: str = "periodic"
     params: dict[str, Any] = Field(default_factory=dict)
     keep_background: bool = Field(True, description="predicted jobs leave their last measured link load behind")
+    sync: Literal["job", "rank"] = Field(
+        "job", description="job: a predicted iteration ends at the same time on every rank of the job (the latest "
+                           "start plus the median predicted time), as bulk-synchronous codes do; rank: each rank ends "
+                           "at its own start plus its own prediction")
 
 
 # ---------------------------------------------------------------------------------------------------------- scenario

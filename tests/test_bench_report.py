@@ -18,7 +18,7 @@ jobs:
   - {name: a, ranks: 4, iterations: 40, workload: {kind: allreduce}}
   - {name: b, ranks: 3, iterations: 40, workload: {kind: allreduce}}
 surrogate: {model: last}
-controller: {policy: surrogate, params: {warmup: 10}}
+controller: {policy: surrogate, params: {warmup: 10}, sync: rank}
 """
 
 

@@ -20,7 +20,7 @@ jobs:
   - {name: a, ranks: 4, iterations: 40, workload: {kind: allreduce}}
   - {name: b, ranks: 3, iterations: 40, workload: {kind: allreduce}}
 surrogate: {model: ridge, config: {k: 4}}
-controller: {policy: periodic, params: {warmup: 8, ft: 8, truth: 1}}
+controller: {policy: periodic, params: {warmup: 8, ft: 8, truth: 1}, sync: rank}
 """
 
 
@@ -153,3 +153,21 @@ def test_plugin_module_class_and_bad_params():
         load_policy("periodic", {"ft": 1})
     with pytest.raises(PolicyError, match="unknown policy"):
         load_policy("nope")
+
+
+def test_job_sync_ends_predicted_iterations_together(tmp_path):
+    """sync: job -- every rank of a job ends a predicted iteration at (latest start + median prediction)."""
+    sc = parse_scenario(SC.replace("sync: rank", "sync: job").replace("model: ridge, config: {k: 4}", "model: last"))
+    _, res, _ = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False, backend=FakeBackend(sc))
+    recs = [r for r in res.records if r.job == "a"]
+    by_it = {}
+    for r in recs:
+        by_it.setdefault(r.iteration, []).append(r)
+    # iteration 8 is the first predicted one: ranks start at their own simulated ends of iteration 7
+    it8 = sorted(by_it[8], key=lambda r: r.rank)
+    starts = np.array([r.start for r in it8])
+    last = np.array([duration(0, r, 7) for r in range(4)])
+    expected_end = starts.max() + np.median(last)
+    assert all(r.end == pytest.approx(expected_end, rel=1e-12) for r in it8)
+    # later predicted iterations start together and stay together
+    assert len({round(r.end, 6) for r in by_it[12]}) == 1
