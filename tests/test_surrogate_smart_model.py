@@ -132,7 +132,8 @@ def test_only_adapters_get_gradients(series, fitted):
         assert any(n.startswith(part) for n in names), part
     # the checkpoint holds only the trainable network, not the LM
     n_state = sum(v.numel() for v in m2._state().values())
-    assert n_state == sum(p.numel() for p in m2.net.parameters())
+    assert n_state == sum(p.numel() for p in m2.net.parameters()) + 1  # + the log_scale buffer
+    assert not any(k.startswith(("lm.", "model.")) or "word_embeddings" in k for k in m2._state())
 
 
 def test_save_load_identical_predictions(series, fitted, tmp_path):

@@ -16,7 +16,7 @@ look-back itself (a linear autoregressive skip, so SMART contains its no-LLM abl
 that through one linear layer to the normalised next value, which is de-normalised. Everything but the frozen LM trains end to
 end (L1 loss on log times, i.e. relative error, the MAPE the paper reports).
 
-``smart-nollm`` (the ablation) drops the LLM branch: ``ŷ_r = exp(denorm(W [z_r ; x̂_r] + x̂_r[-1]))`` with x̂_r the
+``smart-nollm`` (the ablation) drops the LLM branch: ``ŷ_r = exp(denorm(W [z_r ; x̂_r] + b))`` with x̂_r the
 RevIN-normalised look-back (the linear map of the look-back stands in for the LLM state).
 
 Both predict in log space relative to each rank's last value (scale robust; one model serves ranks whose times
@@ -35,7 +35,7 @@ from torch import nn
 from ..base import Context, Surrogate, SurrogateError
 from ..registry import register
 from .gcn import GCNEncoder
-from .timellm import RevIN, TimeLLM
+from .timellm import RevIN, TimeLLM, make_head, reset_head
 
 _LM_CACHE: dict = {}
 
@@ -68,19 +68,23 @@ class SmartNet(nn.Module):
     log next iteration time relative to the inputs' frame (``logh`` is log time minus each row's last log time)."""
 
     def __init__(self, in_features: int, adjacency, lookback: int = 8, hidden: int = 64, gcn_layers: int = 3,
-                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, lm=None, timellm_kw: dict | None = None):
+                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, lm=None,
+                 timellm_kw: dict | None = None):
         super().__init__()
         self.hidden, self.lookback = hidden, lookback
         self.gcn = GCNEncoder(in_features, hidden, gcn_layers, adjacency)
         self.register_buffer("pe", positional_encoding(64, hidden), persistent=False)
+        #: log of the job's typical iteration time (training median), for the absolute-level features
+        self.register_buffer("log_scale", torch.zeros(()))
         layer = nn.TransformerEncoderLayer(hidden, tf_heads, tf_ff, dropout=0.0, batch_first=True)
         self.temporal = nn.TransformerEncoder(layer, tf_layers, enable_nested_tensor=False)
         if lm is not None:
-            self.timellm = TimeLLM(lm, lookback=lookback, extra_dim=hidden, **(timellm_kw or {}))
+            self.timellm = TimeLLM(lm, lookback=lookback, extra_dim=hidden + 2, head_hidden=head_hidden,
+                                   **(timellm_kw or {}))
         else:
             self.timellm = None
             self.revin = RevIN()
-            self.head = nn.Linear(hidden + lookback, 1)
+            self.head = make_head(hidden + 2 + lookback, head_hidden)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -95,8 +99,7 @@ class SmartNet(nn.Module):
             self.timellm.reset_parameters()
         else:
             self.revin.reset_parameters()
-            nn.init.normal_(self.head.weight, std=1e-3)
-            nn.init.zeros_(self.head.bias)
+            reset_head(self.head)  # starts close to the look-back's (geometric) mean
 
     def node_embeddings(self, graphs: torch.Tensor, ports: np.ndarray) -> torch.Tensor:
         B, Lg, P, F = graphs.shape
@@ -105,9 +108,14 @@ class SmartNet(nn.Module):
         h = h.view(B, Lg, r, self.hidden).permute(0, 2, 1, 3).reshape(B * r, Lg, self.hidden)
         return self.temporal(h + self.pe[:Lg])[:, -1]  # (B*r, H)
 
-    def forward(self, graphs: torch.Tensor, ports: np.ndarray, logh: torch.Tensor, workload: str) -> torch.Tensor:
+    def forward(self, graphs: torch.Tensor, ports: np.ndarray, logh: torch.Tensor, workload: str,
+                last: torch.Tensor) -> torch.Tensor:
+        """``last`` (B, r): each row's last log iteration time (absolute). Instance normalisation hides the absolute
+        level, so ``[log(mean/scale), std]`` of the look-back join the head's inputs (level relative to the job's
+        training median: a slow rank or a congested phase is recognisable)."""
         B, r, L = logh.shape
-        z = self.node_embeddings(graphs, ports)
+        lvl = torch.stack([logh.mean(-1) + last - self.log_scale, logh.std(-1, unbiased=False)], dim=-1)
+        z = torch.cat([self.node_embeddings(graphs, ports), lvl.reshape(B * r, 2)], dim=-1)
         if self.timellm is not None:
             protos = self.timellm.prototypes()  # once per step (a (d_llm x vocab) @ (vocab x K) product)
             outs = [self.timellm(logh[b], workload, extra=z[b * r:(b + 1) * r], protos=protos) for b in range(B)]
@@ -139,7 +147,8 @@ class Smart(Surrogate):
     use_llm = True
 
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
-                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, llm_path: str | None = None,
+                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0,
+                 llm_path: str | None = None,
                  llm_layers: int | None = 1, llm_dtype: str = "bfloat16", patch_len: int = 4, stride: int = 4, d_model: int = 32,
                  n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, top_k_lags: int = 3,
                  prompt_decimals: int = 1, epochs: int = 60, lr: float = 5e-4, batch_windows: int = 8,
@@ -149,7 +158,7 @@ class Smart(Surrogate):
         if self.lookback < 1 or self.graph_lookback < 1:
             raise SurrogateError(f"{self.name}: lookback and graph_lookback must be >= 1")
         self.arch = dict(hidden=int(hidden), gcn_layers=int(gcn_layers), tf_heads=int(tf_heads),
-                         tf_layers=int(tf_layers), tf_ff=int(tf_ff))
+                         tf_layers=int(tf_layers), tf_ff=int(tf_ff), head_hidden=int(head_hidden))
         self.llm_path = None if llm_path is None else str(llm_path)
         self.llm_layers = None if llm_layers is None else int(llm_layers)
         self.llm_dtype = str(llm_dtype)
@@ -220,9 +229,10 @@ class Smart(Surrogate):
         return logy[:, cols]
 
     def _batch(self, series, items: np.ndarray, ranks: np.ndarray):
-        """Target iterations ``items`` -> graphs (B, Lg, P, F), logh rel (B, r, L), target log rel (B, r)."""
+        """Target iterations ``items`` -> graphs (B, Lg, P, F), logh rel (B, r, L), target log rel (B, r), last log
+        (B, r)."""
         logy = self._logy_cache(series)
-        g, h, tgt = [], [], []
+        g, h, tgt, last = [], [], [], []
         for t in np.asarray(items, dtype=np.int64):
             c = int(t) - 1
             gi = np.clip(np.arange(c - self.graph_lookback + 1, c + 1), 0, series.T - 1)
@@ -230,8 +240,9 @@ class Smart(Surrogate):
             hh = self._history(logy, c)[ranks]
             h.append(hh - hh[:, -1:])
             tgt.append(logy[ranks, t] - hh[:, -1])
+            last.append(hh[:, -1])
         return (torch.from_numpy(np.stack(g)).float(), torch.from_numpy(np.stack(h)).float(),
-                torch.from_numpy(np.stack(tgt)).float())
+                torch.from_numpy(np.stack(tgt)).float(), torch.from_numpy(np.stack(last)).float())
 
     def _logy_cache(self, series):
         if getattr(self, "_logy_src", None) is not series.y:
@@ -250,8 +261,8 @@ class Smart(Surrogate):
                 ranks = np.sort(self._rng.choice(R, ranks_per_step, replace=False))
             else:
                 ranks = np.arange(R)
-            g, h, tgt = self._batch(series, items, ranks)
-            pred = self.net(g, ports_all[ranks], h, series.workload)
+            g, h, tgt, last = self._batch(series, items, ranks)
+            pred = self.net(g, ports_all[ranks], h, series.workload, last)
             return (pred - tgt).abs().mean()
 
         return loss
@@ -273,6 +284,8 @@ class Smart(Surrogate):
             raise SurrogateError(f"{self.name}: no training targets for job {dataset.job!r} (need iterations >= 1)")
         val = self._items(dataset, val_idx)
         tk = self.train_kw
+        tr = np.unique(np.clip(np.concatenate([items - 1, items]), 0, dataset.T - 1))
+        self.net.log_scale.fill_(float(np.median(self._logy_cache(dataset)[:, tr])))
         loss_fn = self._loss_fn(dataset, tk["ranks_per_window"])
         init_val, init_state = None, None
         if val.size:  # the untrained net predicts ~ the look-back's geometric mean; never return anything worse
@@ -343,7 +356,7 @@ class Smart(Surrogate):
         rel = logh - logh[:, -1:]
         with torch.no_grad():
             out = self.net(torch.from_numpy(g).float()[None], ports, torch.from_numpy(rel).float()[None],
-                           ctx.workload)[0]
+                           ctx.workload, torch.from_numpy(logh[:, -1]).float()[None])[0]
         return np.exp(out.double().numpy() + logh[:, -1])
 
     # ------------------------------------------------------------------------------------------ checkpoints
@@ -390,11 +403,13 @@ class SmartNoLLM(Smart):
     use_llm = False
 
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
-                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, epochs: int = 60, lr: float = 5e-4,
+                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, epochs: int = 60,
+                 lr: float = 5e-4,
                  batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4,
                  tune_steps: int = 4, tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None,
                  in_features: int | None = None):
         super().__init__(lookback=lookback, graph_lookback=graph_lookback, hidden=hidden, gcn_layers=gcn_layers,
-                         tf_heads=tf_heads, tf_layers=tf_layers, tf_ff=tf_ff, epochs=epochs, lr=lr,
+                         tf_heads=tf_heads, tf_layers=tf_layers, tf_ff=tf_ff, head_hidden=head_hidden, epochs=epochs,
+                         lr=lr,
                          batch_windows=batch_windows, ranks_per_window=ranks_per_window, patience=patience,
                          weight_decay=weight_decay, tune_steps=tune_steps, tune_lr=tune_lr, seed=seed, topology=topology, in_features=in_features)

@@ -23,8 +23,8 @@ The statistics are computed from each rank's normalised look-back x̂ and summar
 ``prompt_decimals``: one statistics sentence per job and step, so all ranks share the prompt's cached keys/values
 (per-rank sentences were measured too slow on one CPU core: gathering a per-rank prompt cache costs ~90 ms per
 step for 512 ranks). The prediction head (in :class:`TimeLLM` ``head``) maps ``[h ; extra ; x̂]`` (``extra``: e.g.
-SMART's node embedding; x̂ with ``linear_skip``) to the normalised next value, added to the last normalised value, and de-normalised:
-``ŷ = μ + σ (out − β) / γ`` (then ``exp`` by the caller in log space).
+SMART's node embedding; x̂ with ``linear_skip``) to the normalised next value (0 = the look-back mean), which is
+de-normalised, ``ŷ = μ + σ (out − β) / γ`` (then ``exp`` by the caller in log space).
 
 Only W_p, W_m, the reprogramming projections, RevIN's γ/β and the head train; the LM is frozen.
 
@@ -40,6 +40,22 @@ import torch
 from torch import nn
 
 from ..llm import FrozenLM
+
+
+def make_head(n_in: int, hidden: int = 0) -> nn.Module:
+    """Output layer: ``Linear(n_in, 1)``, or ``Linear(n_in, hidden) -> GELU -> Linear(hidden, 1)``."""
+    if hidden <= 0:
+        return nn.Linear(n_in, 1)
+    return nn.Sequential(nn.Linear(n_in, hidden), nn.GELU(), nn.Linear(hidden, 1))
+
+
+def reset_head(head: nn.Module) -> None:
+    """Default init, with the last layer near zero so the untrained model predicts about the look-back mean."""
+    last = head if isinstance(head, nn.Linear) else head[-1]
+    if not isinstance(head, nn.Linear):
+        head[0].reset_parameters()
+    nn.init.normal_(last.weight, std=1e-3)
+    nn.init.zeros_(last.bias)
 
 
 class RevIN(nn.Module):
@@ -111,6 +127,7 @@ class TimeLLM(nn.Module):
         n_heads, d_keys: reprogramming attention heads and per-head size.
         n_prototypes: K text prototypes.
         extra_dim: size of the extra features concatenated to the LM state before the head (0: none).
+        head_hidden: 0 for a linear head (SMART's "fully connected layer"), else the width of a 2-layer GELU MLP.
         linear_skip: also feed the normalised look-back x̂ itself to the head (a linear autoregressive path beside
             the LM, so the branch can never do worse than a linear model of the look-back).
         top_k_lags, prompt_decimals: prompt statistics.
@@ -119,7 +136,8 @@ class TimeLLM(nn.Module):
 
     def __init__(self, lm: FrozenLM, lookback: int = 8, patch_len: int = 4, stride: int = 4, d_model: int = 32,
                  n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, extra_dim: int = 0,
-                 linear_skip: bool = True, top_k_lags: int = 3, prompt_decimals: int = 1, prompt_cache: int = 256):
+                 linear_skip: bool = True, head_hidden: int = 0, top_k_lags: int = 3, prompt_decimals: int = 1,
+                 prompt_cache: int = 256):
         super().__init__()
         if not 1 <= patch_len <= lookback or stride < 1:
             raise ValueError(f"need 1 <= patch_len <= lookback and stride >= 1 (patch_len={patch_len}, "
@@ -139,7 +157,7 @@ class TimeLLM(nn.Module):
         self.value = nn.Linear(d_llm, n_heads * d_keys)
         self.out = nn.Linear(n_heads * d_keys, d_llm)
         self.linear_skip = bool(linear_skip)
-        self.head = nn.Linear(d_llm + extra_dim + (lookback if self.linear_skip else 0), 1)
+        self.head = make_head(d_llm + extra_dim + (lookback if self.linear_skip else 0), head_hidden)
         self._shared: dict = {}
         self._stats: OrderedDict = OrderedDict()
         self._stats_cap = prompt_cache
@@ -150,8 +168,7 @@ class TimeLLM(nn.Module):
         self.revin.reset_parameters()
         for lin in (self.patch_embedding, self.mapping, self.query, self.key, self.value, self.out):
             lin.reset_parameters()
-        nn.init.normal_(self.head.weight, std=1e-3)  # starts close to "next = last"
-        nn.init.zeros_(self.head.bias)
+        reset_head(self.head)
         self._proto_cache = None
 
     def train(self, mode: bool = True):
