@@ -17,6 +17,11 @@ With ``sync="job"`` (the default) the ranks of a job end a predicted iteration t
 median of the per-rank predictions), as bulk-synchronous codes do; per-rank ends let inter-rank skew grow without
 bound (it feeds back through the waits measured in truth windows).
 
+With ``volumes`` (bytes each iteration sends, known from the workload definition), the surrogate works on
+volume-normalised times: history and training targets are divided by the iteration's relative volume and
+predictions multiplied by the target iteration's, so known irregular iterations (LAMMPS' neighbour-exchange steps)
+are not surprises. Jobs whose volume never changes are left as they are.
+
 Wall time is split into simulation (everything else), inference and tuning.
 """
 
@@ -96,7 +101,7 @@ class HybridController:
 
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate, *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
-                 sync: str = "job"):
+                 sync: str = "job", volumes: dict[int, np.ndarray] | None = None):
         self.policy = policy
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
         self.surrogate = surrogate
@@ -106,6 +111,12 @@ class HybridController:
         if sync not in ("job", "rank"):
             raise ValueError(f"sync must be 'job' or 'rank', got {sync!r}")
         self.sync = sync
+        # workload volume normalisation: job id -> (iterations,) relative bytes sent per iteration (mean 1)
+        self.volumes = {}
+        for jid, v in (volumes or {}).items():
+            v = np.asarray(v, dtype=np.float64)
+            if len(v) and np.all(v > 0) and np.ptp(v) > 0:
+                self.volumes[jid] = v / v.mean()
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             self.states[jid] = None if n_it is None else JobState.new(name, jid, kind, n_ranks, n_it)
@@ -154,9 +165,16 @@ class HybridController:
         st.modes.append(mode)
         return mode
 
+    def _scale(self, st: JobState, lo: int, hi: int) -> np.ndarray | None:
+        v = self.volumes.get(st.job_id)
+        return None if v is None else v[lo:hi]
+
     def _context(self, st: JobState, iteration: int, ranks: np.ndarray) -> Context:
         lo = max(0, iteration - self.lookback)
         hist = st.series(iteration)[ranks, lo:iteration]
+        sc = self._scale(st, lo, iteration)
+        if sc is not None:
+            hist = hist / sc[None, :]
         if hist.shape[1] < self.lookback:
             hist = np.hstack([np.full((len(ranks), self.lookback - hist.shape[1]), np.nan), hist])
         return Context(st.job, st.workload, hist, iteration=iteration - 1)
@@ -177,7 +195,8 @@ class HybridController:
         if (~np.isfinite(y) | (y <= 0)).any():
             raise HybridError(f"surrogate {self.surrogate.name!r} gave no usable prediction for job {st.job!r} "
                               f"iteration {iteration}")
-        return y
+        sc = self._scale(st, iteration, iteration + 1)
+        return y if sc is None else y * sc[0]
 
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         st = self.states[job_id]
@@ -220,7 +239,11 @@ class HybridController:
             st.window_start = None
 
     def _series(self, st: JobState) -> OnlineSeries:
-        return OnlineSeries(st.job, st.workload, st.truth.copy())
+        y = st.truth.copy()
+        v = self.volumes.get(st.job_id)
+        if v is not None:
+            y = y / v[None, :y.shape[1]]
+        return OnlineSeries(st.job, st.workload, y)
 
     def _fit(self, st: JobState, iteration: int) -> None:
         t0 = time.perf_counter()

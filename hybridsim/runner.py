@@ -45,12 +45,30 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None):
     model = load_surrogate(p) if ("/" in spec or p.is_dir()) else create(spec, **sec.config)
     policy = load_policy(scenario.controller.policy, scenario.controller.params, (scenario.base_dir,))
     jobs = []
+    volumes = {}
     for i, j in enumerate(scenario.jobs):
         n_it = None if j.is_background else (n_iterations[i] if n_iterations else j.iterations)
         jobs.append((j.name, j.workload.kind, j.ranks, n_it))
+        if n_it and sec.volume_scaling:
+            volumes[i] = workload_volumes(scenario, i, n_it)
     return HybridController(jobs, policy, model, keep_background=scenario.controller.keep_background,
                             lookback=sec.lookback, tune=sec.tune, policy_name=scenario.controller.policy,
-                            sync=scenario.controller.sync)
+                            sync=scenario.controller.sync, volumes=volumes)
+
+
+def workload_volumes(scenario, job_index: int, n_iterations: int, sample_ranks: int = 4) -> np.ndarray:
+    """Bytes sent per iteration (mean over up to ``sample_ranks`` evenly spread ranks) from the job's workload
+    definition -- known before anything is simulated."""
+    from .workloads import ISEND, SEND, build_workload
+
+    job = scenario.jobs[job_index]
+    wl = build_workload(job, job_index, scenario.seed, scenario=scenario)
+    ranks = np.unique(np.linspace(0, job.ranks - 1, min(sample_ranks, job.ranks)).astype(int))
+    vol = np.zeros(n_iterations)
+    for it in range(n_iterations):
+        for r in ranks:
+            vol[it] += sum(op[2] for op in wl.ops(int(r), it) if op[0] in (ISEND, SEND))
+    return vol / len(ranks)
 
 
 def make_backend(scenario, topology, placement, progress: bool):

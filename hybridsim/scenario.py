@@ -345,6 +345,8 @@ class SurrogateSection(_Model):
     config: dict[str, Any] = Field(default_factory=dict, description="constructor arguments for a named model")
     lookback: Optional[int] = Field(None, ge=1, description="history length given to the model (default: its own)")
     tune: bool = Field(True, description="tune the model online on each truth window")
+    volume_scaling: bool = Field(True, description="predict volume-normalised iteration times, using the bytes each "
+                                                   "iteration sends (known from the workload definition)")
 
 
 class ControllerSection(_Model):

@@ -18,8 +18,9 @@ def duration(job_id: int, rank: int, it: int, base=(1000.0, 5000.0, 300.0)) -> f
 
 
 class FakeBackend:
-    def __init__(self, scenario, events_per_iteration=100):
+    def __init__(self, scenario, events_per_iteration=100, duration_fn=None):
         self.scenario = scenario
+        self.duration = duration_fn or duration
         self.epi = events_per_iteration
         self.calls = []
 
@@ -38,7 +39,7 @@ class FakeBackend:
                 if mode == Mode.PREDICT:
                     d = np.asarray(director.predict(jid, it, np.arange(job.ranks), t.copy()))
                 else:
-                    d = np.array([duration(jid, r, it) for r in range(job.ranks)])
+                    d = np.array([self.duration(jid, r, it) for r in range(job.ranks)])
                     events += self.epi * job.ranks
                 for r in range(job.ranks):
                     rec = IterationRecord(job.name, jid, r, it, float(t[r]), float(t[r] + d[r]))

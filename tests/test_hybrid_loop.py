@@ -171,3 +171,28 @@ def test_job_sync_ends_predicted_iterations_together(tmp_path):
     assert all(r.end == pytest.approx(expected_end, rel=1e-12) for r in it8)
     # later predicted iterations start together and stay together
     assert len({round(r.end, 6) for r in by_it[12]}) == 1
+
+
+def test_volume_scaling_predicts_known_irregular_iterations(tmp_path):
+    """Iterations 10, 20, 30 send 1.5x the bytes and take 1.5x the time: LAST on volume-normalised times predicts
+    them exactly, plain LAST misses each by a third."""
+    from hybridsim.hybrid import HybridController
+    from surrogate.registry import create
+
+    vol = np.array([1.5 if i % 10 == 0 and i else 1.0 for i in range(40)])
+
+    def dur(jid, r, it):
+        return 1000.0 * (1 + 0.01 * r) * vol[it]
+
+    sc = parse_scenario(SC.replace("sync: rank", "sync: job").replace("model: ridge, config: {k: 4}", "model: last"))
+    for volumes, expect_exact in (({0: vol, 1: vol}, True), (None, False)):
+        ctl = HybridController([("a", "allreduce", 4, 40), ("b", "allreduce", 3, 40)],
+                               load_policy("surrogate", {"warmup": 5}), create("last"), volumes=volumes, sync="rank")
+        _, res, _ = run_scenario(sc, tmp_path / f"v{expect_exact}", mode="hybrid", progress=False, controller=ctl,
+                                 backend=FakeBackend(sc, duration_fn=dur))
+        d = {(r.rank, r.iteration): r.end - r.start for r in res.records if r.job == "a"}
+        err = max(abs(d[(r, i)] - dur(0, r, i)) / dur(0, r, i) for r in range(4) for i in range(5, 40))
+        if expect_exact:
+            assert err < 1e-12
+        else:
+            assert err == pytest.approx(1 / 3, rel=1e-9)

@@ -53,7 +53,7 @@ class Engine:
         self.debug = scenario.backend.embedded.debug if debug is None else bool(debug)
         if workloads is None:
             from ..workloads import build_workload
-            workloads = [build_workload(job, j, scenario.seed) for j, job in enumerate(scenario.jobs)]
+            workloads = [build_workload(job, j, scenario.seed, scenario=scenario) for j, job in enumerate(scenario.jobs)]
         self.workloads = list(workloads)
         if len(self.workloads) != len(scenario.jobs) or len(self.placement) != len(scenario.jobs):
             raise EngineError("one workload and one placement array are needed per job")

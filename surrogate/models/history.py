@@ -69,16 +69,17 @@ class Ewma(Surrogate):
 class Ridge(Surrogate):
     """Ridge regression from the last ``k`` iteration times to the next one (CODES' stock director fits a ridge on the
     last 4 values). Fitted on all gap-free (rank, window) pairs of the training history, in relative form:
-    features ``x_i / x_last - 1``, target ``y / x_last - 1``, every coefficient (intercept included) penalised by
-    ``alpha`` -- so one model serves ranks of different scales, and strong regularisation shrinks it to LAST, which
-    keeps multi-step (autoregressive) forecasts stable. Without a fit it is LAST."""
+    features ``x_i / x_last - 1``, target ``y / x_last - 1``, no intercept, coefficients penalised by ``alpha`` -- so
+    one model serves ranks of different scales, a constant history is a fixed point (an intercept would compound
+    into geometric drift over multi-step forecasts), and strong regularisation shrinks it to LAST. Without a fit it
+    is LAST."""
 
     name = "ridge"
 
     def __init__(self, k: int = 4, alpha: float = 0.1):
         self.k = self.lookback = int(k)
         self.alpha = float(alpha)
-        self.coef: np.ndarray | None = None  # (k,) : k-1 relative lags + intercept
+        self.coef: np.ndarray | None = None  # (k-1,) relative lags
 
     def config(self) -> dict:
         return {"k": self.k, "alpha": self.alpha}
@@ -99,7 +100,7 @@ class Ridge(Surrogate):
             return 0
         w = np.concatenate(wins)
         rel = w / w[:, -2:-1] - 1.0
-        A = np.hstack([rel[:, :self.k - 1], np.ones((len(w), 1))])
+        A = rel[:, :self.k - 1]
         y = rel[:, -1]
         n = len(w)
         self.coef = np.linalg.solve(A.T @ A / n + self.alpha * np.eye(A.shape[1]), A.T @ y / n)
@@ -120,7 +121,7 @@ class Ridge(Surrogate):
         x = h[:, -self.k:]
         bad = np.isnan(x).any(axis=1)
         rel = x[:, :-1] / last[:, None] - 1.0
-        pred = last * (1.0 + np.nan_to_num(rel) @ self.coef[:-1] + self.coef[-1])
+        pred = last * (1.0 + np.nan_to_num(rel) @ self.coef)
         return np.where(bad | ~np.isfinite(pred) | (pred <= 0), last, pred)
 
     def _state(self) -> dict:
