@@ -33,6 +33,26 @@ RUNS = {
     "F": CODES / "F-1056node-milc-lammps-syn" / "hf-random-opt-np2",
 }
 OUT = ROOT / "benchmarks" / "out"
+#: embedded-engine runs: examples/hybrid-72-long.yaml (MILC 36 x 240, LAMMPS 32 x 36, uniform-random background on the
+#: 72-node system) run as pure simulation with port samples, under each placement
+ENGINE = {"e72-random": "random", "e72-contiguous": "contiguous"}
+
+
+def engine_run(name: str, outdir: Path) -> None:
+    import subprocess
+
+    import yaml
+
+    d = yaml.safe_load((ROOT / "examples" / "hybrid-72-long.yaml").read_text())
+    d.pop("surrogate", None)
+    d.pop("controller", None)
+    d["output"] = {"ports": True}
+    d["placement"] = {"policy": ENGINE[name]}
+    d["name"] = f"surrogate-{name}"
+    scen = OUT / f"{name}-scenario.yaml"
+    scen.write_text(yaml.safe_dump(d, sort_keys=False))
+    subprocess.run([sys.executable, "-m", "hybridsim", "run", str(scen), "-o", str(outdir), "--force",
+                    "--no-progress"], check=True)
 
 
 def main(argv=None) -> int:
@@ -44,7 +64,8 @@ def main(argv=None) -> int:
     from surrogate.registry import available
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", default="E,F", help="comma list of E (72 nodes), F (1,056 nodes)")
+    ap.add_argument("--runs", default="E,F", help="comma list of E (72 nodes), F (1,056 nodes) (CODES runs), "
+                    "e72-random, e72-contiguous (embedded-engine runs made here)")
     ap.add_argument("--models", default=None,
                     help="comma list (default: last,mean,ewma,ridge,lstm,dcrnn + smart,smart-nollm if present)")
     ap.add_argument("--ft", default="8,inf")
@@ -62,13 +83,16 @@ def main(argv=None) -> int:
               "git_revision": git_revision(), "host": platform.node(), "torch_threads": torch.get_num_threads(), "runs": {}}
     tables = []
     for run in args.runs.split(","):
-        src = RUNS[run]
+        src = RUNS.get(run, Path(f"engine/{run}"))
         imp, dsdir = OUT / f"{run}-import", OUT / f"{run}-ds"
         t0 = time.perf_counter()
         if args.rebuild or not (imp / "manifest.json").is_file():
-            from codes_bridge.importer import import_codes_run
+            if run in ENGINE:
+                engine_run(run, imp)
+            else:
+                from codes_bridge.importer import import_codes_run
 
-            import_codes_run(src, imp, force=True)
+                import_codes_run(src, imp, force=True)
         t_imp = time.perf_counter() - t0
         t0 = time.perf_counter()
         if args.rebuild or not (dsdir / "meta.json").is_file():
