@@ -184,6 +184,7 @@ class Network:
             pt.pends = tuple(vc.pend for vc in pt.vcs)
             pt.rr = NV - 1
             self.ports.append(pt)
+        self.delay_nominal = [pt.delay for pt in self.ports]
 
         T = topo.n_terminals
         self.n_terminals = T
@@ -620,12 +621,18 @@ class Network:
 
     # ------------------------------------------------------------------------------------------------ background load
     def set_background(self, util_by_port: dict[int, float]) -> None:
-        """Reduce the capacity of ports by a utilisation fraction (predicted jobs' load); ``{}`` restores all."""
-        for pt, nom in zip(self.ports, self.nspb_nominal):
+        """Model predicted jobs' load ``u`` (utilisation fraction per port) on the ports they used; ``{}`` restores
+        all. Two effects of sharing a port with background packets: the capacity left is ``(1 - u)`` (serialisation
+        stretched by ``1 / (1 - u)``), and a packet first waits behind background packets already queued -- the
+        M/D/1 mean wait ``u / (2 (1 - u))`` packet times, added to the hop latency."""
+        for pt, nom, d0 in zip(self.ports, self.nspb_nominal, self.delay_nominal):
             pt.nspb = nom
+            pt.delay = d0
         for p, u in util_by_port.items():
             u = min(max(u, 0.0), 0.9)
-            self.ports[p].nspb = self.nspb_nominal[p] / (1.0 - u)
+            pt = self.ports[p]
+            pt.nspb = self.nspb_nominal[p] / (1.0 - u)
+            pt.delay = self.delay_nominal[p] + self.P * self.nspb_nominal[p] * u / (2.0 * (1.0 - u))
 
     # ------------------------------------------------------------------------------------------------ flat views
     # Lists over all ports (index = global port id) or all (port, VC) pairs (index = pid * num_vcs + vc), built on
