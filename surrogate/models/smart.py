@@ -151,7 +151,7 @@ class Smart(Surrogate):
                  llm_path: str | None = None,
                  llm_layers: int | None = 1, llm_dtype: str = "bfloat16", patch_len: int = 4, stride: int = 4, d_model: int = 32,
                  n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, top_k_lags: int = 3,
-                 prompt_decimals: int = 1, epochs: int = 60, lr: float = 5e-4, batch_windows: int = 8,
+                 prompt_decimals: int = 1, epochs: int = 60, lr: float = 2e-3, batch_windows: int = 8,
                  ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4, tune_steps: int = 4,
                  tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None, in_features: int | None = None):
         self.lookback, self.graph_lookback = int(lookback), int(graph_lookback)
@@ -404,7 +404,7 @@ class SmartNoLLM(Smart):
 
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, epochs: int = 60,
-                 lr: float = 5e-4,
+                 lr: float = 2e-3,
                  batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4,
                  tune_steps: int = 4, tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None,
                  in_features: int | None = None):
