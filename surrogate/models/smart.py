@@ -13,8 +13,8 @@ rank's last L iteration times y_r::
 onto text prototypes of the frozen LM, runs it behind the prompt through the frozen LM, concatenates the last
 hidden state with ``z_r`` (SMART's fusion of the LLM state with the active node's embedding) and with the normalised
 look-back itself (a linear autoregressive skip, so SMART contains its no-LLM ablation as a special case) and maps
-that through one linear layer to the normalised next value, which is de-normalised. Everything but the frozen LM trains end to
-end (L1 loss on log times, i.e. relative error, the MAPE the paper reports).
+that through one linear layer to the normalised next value, which is de-normalised. Everything but the frozen LM
+trains end to end (L1 loss on log times, i.e. relative error, the MAPE the paper reports).
 
 ``smart-nollm`` (the ablation) drops the LLM branch: ``ŷ_r = exp(denorm(W [z_r ; x̂_r] + b))`` with x̂_r the
 RevIN-normalised look-back (the linear map of the look-back stands in for the LLM state).
@@ -138,7 +138,8 @@ class Smart(Surrogate):
     ``prompt_decimals``.
     Training: ``epochs``, ``lr``, ``batch_windows`` (iterations per step), ``ranks_per_window`` (ranks sampled per
     training step), ``patience`` (early stopping on the validation split; the untrained net, which predicts about the
-    look-back's geometric mean, is kept if no epoch beats it on validation), ``weight_decay``, ``tune_steps``/``tune_lr`` (online tuning),
+    look-back's geometric mean, is kept if no epoch beats it on validation), ``weight_decay``,
+    ``tune_steps``/``tune_lr`` (online tuning),
     ``seed``. Set by ``fit``: ``topology`` (shape dict), ``in_features``.
     """
 
@@ -149,7 +150,8 @@ class Smart(Surrogate):
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0,
                  llm_path: str | None = None,
-                 llm_layers: int | None = 1, llm_dtype: str = "bfloat16", patch_len: int = 4, stride: int = 4, d_model: int = 32,
+                 llm_layers: int | None = 1, llm_dtype: str = "bfloat16", patch_len: int = 4, stride: int = 4,
+                 d_model: int = 32,
                  n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, top_k_lags: int = 3,
                  prompt_decimals: int = 1, epochs: int = 60, lr: float = 2e-3, batch_windows: int = 8,
                  ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4, tune_steps: int = 4,
@@ -167,7 +169,8 @@ class Smart(Surrogate):
                                top_k_lags=int(top_k_lags), prompt_decimals=int(prompt_decimals))
         self.train_kw = dict(epochs=int(epochs), lr=float(lr), batch_windows=int(batch_windows),
                              ranks_per_window=int(ranks_per_window), patience=int(patience),
-                             weight_decay=float(weight_decay), tune_steps=int(tune_steps), tune_lr=float(tune_lr), seed=int(seed))
+                             weight_decay=float(weight_decay), tune_steps=int(tune_steps), tune_lr=float(tune_lr),
+                             seed=int(seed))
         self.topology = dict(topology) if topology else None
         self.in_features = None if in_features is None else int(in_features)
         self.net: SmartNet | None = None
@@ -328,7 +331,8 @@ class Smart(Surrogate):
     def _check_features(self, x: np.ndarray, what: str) -> None:
         if not np.isfinite(x).all():
             bad = np.argwhere(~np.isfinite(x))[0]
-            raise SurrogateError(f"{self.name}: non-finite node feature in {what} at index {tuple(int(v) for v in bad)}")
+            where = tuple(int(v) for v in bad)
+            raise SurrogateError(f"{self.name}: non-finite node feature in {what} at index {where}")
 
     def predict(self, ctx: Context) -> np.ndarray:
         if self.net is None:
@@ -404,12 +408,11 @@ class SmartNoLLM(Smart):
 
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, epochs: int = 60,
-                 lr: float = 2e-3,
-                 batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4,
-                 tune_steps: int = 4, tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None,
+                 lr: float = 2e-3, batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8,
+                 weight_decay: float = 1e-4, tune_steps: int = 4, tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None,
                  in_features: int | None = None):
         super().__init__(lookback=lookback, graph_lookback=graph_lookback, hidden=hidden, gcn_layers=gcn_layers,
                          tf_heads=tf_heads, tf_layers=tf_layers, tf_ff=tf_ff, head_hidden=head_hidden, epochs=epochs,
-                         lr=lr,
-                         batch_windows=batch_windows, ranks_per_window=ranks_per_window, patience=patience,
-                         weight_decay=weight_decay, tune_steps=tune_steps, tune_lr=tune_lr, seed=seed, topology=topology, in_features=in_features)
+                         lr=lr, batch_windows=batch_windows, ranks_per_window=ranks_per_window, patience=patience,
+                         weight_decay=weight_decay, tune_steps=tune_steps, tune_lr=tune_lr, seed=seed,
+                         topology=topology, in_features=in_features)

@@ -59,7 +59,7 @@ def reset_head(head: nn.Module) -> None:
 
 
 class RevIN(nn.Module):
-    """Reversible instance normalisation over the last axis: ``x̂ = γ (x − μ) / σ + β``, ``σ = sqrt(var + eps)``."""
+    """Reversible instance normalisation over the last axis: ``x̂ = γ (x − μ) / σ + β``, σ = sqrt(var + eps)."""
 
     def __init__(self, eps: float = 1e-8, affine: bool = True):
         super().__init__()
