@@ -97,16 +97,26 @@ class JobState:
 
 
 class HybridController:
-    """Director for a hybrid run. ``jobs`` = list of (name, workload kind, n_ranks, n_iterations or None)."""
+    """Director for a hybrid run. ``jobs`` = list of (name, workload kind, n_ranks, n_iterations or None);
+    ``surrogate`` = one model per job id (dict) or a single model instance deep-copied per job (a model is fitted
+    and tuned on its own job's truth only)."""
 
-    def __init__(self, jobs, policy: Policy, surrogate: Surrogate, *, keep_background: bool = True,
+    def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None):
         self.policy = policy
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
-        self.surrogate = surrogate
+        if isinstance(surrogate, dict):
+            self.models = dict(surrogate)
+        else:
+            import copy
+
+            self.models = {jid: copy.deepcopy(surrogate) for jid, (_n, _k, _r, n_it) in enumerate(jobs)
+                           if n_it is not None}
+        self.surrogate = next(iter(self.models.values()), None) if not isinstance(surrogate, Surrogate) \
+            else surrogate
         self.keep_background = keep_background
-        self.lookback = int(lookback or max(getattr(surrogate, "lookback", 1), 1))
+        self.lookback = int(lookback or max([getattr(m, "lookback", 1) for m in self.models.values()] + [1]))
         self.do_tune = tune
         if sync not in ("job", "rank"):
             raise ValueError(f"sync must be 'job' or 'rank', got {sync!r}")
@@ -182,18 +192,19 @@ class HybridController:
     def _predict(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
         ctx = self._context(st, iteration, ranks)
         t0 = time.perf_counter()
-        y = np.asarray(self.surrogate.predict(ctx), dtype=np.float64).reshape(-1)
+        model = self.models[st.job_id]
+        y = np.asarray(model.predict(ctx), dtype=np.float64).reshape(-1)
         self.wall["inference"] += time.perf_counter() - t0
         self.counts["inference_calls"] += 1
         if y.shape[0] != len(ranks):
-            raise HybridError(f"surrogate {self.surrogate.name!r} returned {y.shape[0]} predictions for "
+            raise HybridError(f"surrogate {model.name!r} returned {y.shape[0]} predictions for "
                               f"{len(ranks)} ranks of job {st.job!r}")
         # a model may fail on a rank (NaN, <= 0): fall back to that rank's last known time
         last = ctx.history[:, -1]
         bad = ~np.isfinite(y) | (y <= 0)
         y[bad] = last[bad]
         if (~np.isfinite(y) | (y <= 0)).any():
-            raise HybridError(f"surrogate {self.surrogate.name!r} gave no usable prediction for job {st.job!r} "
+            raise HybridError(f"surrogate {model.name!r} gave no usable prediction for job {st.job!r} "
                               f"iteration {iteration}")
         sc = self._scale(st, iteration, iteration + 1)
         return y if sc is None else y * sc[0]
@@ -247,14 +258,14 @@ class HybridController:
 
     def _fit(self, st: JobState, iteration: int) -> None:
         t0 = time.perf_counter()
-        self.surrogate.fit(self._series(st), list(range(iteration)))
+        self.models[st.job_id].fit(self._series(st), list(range(iteration)))
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["fit_calls"] += 1
         st.fitted = True
 
     def _tune(self, st: JobState, idx: list[int]) -> None:
         t0 = time.perf_counter()
-        self.surrogate.tune(self._series(st), idx)
+        self.models[st.job_id].tune(self._series(st), idx)
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["tune_calls"] += 1
 
@@ -289,6 +300,7 @@ class HybridController:
                 "truth_window_mape": float(np.mean(errs)) if errs else None,
                 "truth_window_errors": st.errors,
             }
-        return {"policy": self.policy_name, "surrogate": self.surrogate.name, "lookback": self.lookback,
+        return {"policy": self.policy_name, "surrogate": self.surrogate.name if self.surrogate else None,
+                "lookback": self.lookback,
                 "keep_background": self.keep_background, "wall": dict(self.wall), "counts": dict(self.counts),
                 "jobs": jobs}

@@ -32,26 +32,45 @@ def default_outdir(scenario, path: str | os.PathLike | None) -> Path:
 
 
 def build_controller(scenario, n_iterations: list[int | None] | None = None):
-    """The :class:`HybridController` of a scenario's ``surrogate`` and ``controller`` sections."""
+    """The :class:`HybridController` of a scenario's ``surrogate`` and ``controller`` sections. Every job gets its
+    own model instance (fitted and tuned on that job only): a registered name is instantiated per job; a checkpoint
+    folder of ``hybridsim train`` gives each job its trained model (a single-model checkpoint is copied per job)."""
+    import copy
+
     from controllers import load_policy
-    from surrogate.base import load_surrogate
+    from surrogate.base import SurrogateError
     from surrogate.registry import create
+    from surrogate.train import load_checkpoints
 
     from .hybrid import HybridController
 
     sec = scenario.surrogate
     spec = sec.model
     p = scenario.resolve(spec)
-    model = load_surrogate(p) if ("/" in spec or p.is_dir()) else create(spec, **sec.config)
     policy = load_policy(scenario.controller.policy, scenario.controller.params, (scenario.base_dir,))
-    jobs = []
-    volumes = {}
+    trained = load_checkpoints(p)[1] if ("/" in spec or p.is_dir()) else None
+    jobs, volumes, models = [], {}, {}
     for i, j in enumerate(scenario.jobs):
         n_it = None if j.is_background else (n_iterations[i] if n_iterations else j.iterations)
         jobs.append((j.name, j.workload.kind, j.ranks, n_it))
-        if n_it and sec.volume_scaling:
+        if n_it is None:
+            continue
+        if trained is None:
+            model = create(spec, **sec.config)
+        elif j.name in trained:
+            model = trained[j.name]
+        elif "*" in trained:
+            model = copy.deepcopy(trained["*"])
+        else:
+            raise SurrogateError(f"surrogate.model {spec}: no trained model for job {j.name!r} "
+                                 f"(checkpoint has {', '.join(sorted(trained))})")
+        if getattr(model, "needs_graphs", False):
+            raise SurrogateError(f"surrogate.model {spec}: {model.name!r} needs port graphs, which the hybrid loop "
+                                 "does not build online yet; use a history model (ridge, lstm, ewma, mean, last)")
+        models[i] = model
+        if sec.volume_scaling:
             volumes[i] = workload_volumes(scenario, i, n_it)
-    return HybridController(jobs, policy, model, keep_background=scenario.controller.keep_background,
+    return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
                             lookback=sec.lookback, tune=sec.tune, policy_name=scenario.controller.policy,
                             sync=scenario.controller.sync, volumes=volumes)
 

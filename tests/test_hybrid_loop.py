@@ -196,3 +196,27 @@ def test_volume_scaling_predicts_known_irregular_iterations(tmp_path):
             assert err < 1e-12
         else:
             assert err == pytest.approx(1 / 3, rel=1e-9)
+
+
+def test_each_job_gets_its_own_model(tmp_path):
+    sc = parse_scenario(SC)
+    ctl = build_controller(sc)
+    assert set(ctl.models) == {0, 1} and ctl.models[0] is not ctl.models[1]
+    run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, controller=ctl, backend=FakeBackend(sc))
+    # each ridge was fitted on its own job's warm-up only
+    assert ctl.models[0].coef is not None and ctl.models[1].coef is not None
+    assert not np.array_equal(ctl.models[0].coef, ctl.models[1].coef)
+
+
+def test_checkpoint_folder_and_graph_models(tmp_path):
+    from surrogate.base import SurrogateError
+    from surrogate.registry import create
+
+    m = create("mean", k=3)
+    m.save(tmp_path / "ckpt")
+    sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", f"model: {tmp_path / 'ckpt'}"))
+    ctl = build_controller(sc)
+    assert [x.name for x in ctl.models.values()] == ["mean", "mean"] and ctl.models[0].k == 3
+    sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", "model: dcrnn"))
+    with pytest.raises(SurrogateError, match="needs port graphs"):
+        build_controller(sc)
