@@ -322,7 +322,7 @@ def test_hybrid_run_through_remote_engine_and_surrogate_equals_in_process(tmp_pa
     assert 0 < s_ref["hybrid"]["jobs"]["milc"]["predicted_iterations"] < 14
     with EngineServer() as eng, SurrogateServer(create("ridge", k=2)) as sur, RemoteSurrogate(sur.address) as rs:
         controller = build_controller(sc)
-        controller.surrogate = rs
+        controller.models = {jid: rs for jid in controller.models}  # the service keeps one model per job
         _, res, s = run_scenario(sc, tmp_path / "remote", mode="hybrid", progress=False, controller=controller,
                                  backend=RemoteBackend(eng.address, sc))
         assert rs.status().tune_calls > 0
