@@ -4,6 +4,7 @@ One command (from the repository root)::
 
     OMP_NUM_THREADS=1 python benchmarks/surrogate_mape.py              # runs E (72 nodes) and F (1,056 nodes)
     OMP_NUM_THREADS=1 python benchmarks/surrogate_mape.py --runs E --models last,lstm
+    OMP_NUM_THREADS=1 python benchmarks/surrogate_mape.py --runs e1056-random --prepare-only   # engine run + dataset
 
 Steps: import the CODES run (``codes_bridge.importer.import_codes_run``) into ``benchmarks/out/<run>-import``, build
 the dataset (``surrogate.dataset.build_dataset``, default splits 30 % train / 10 % val / 60 % test) into
@@ -33,9 +34,30 @@ RUNS = {
     "F": CODES / "F-1056node-milc-lammps-syn" / "hf-random-opt-np2",
 }
 OUT = ROOT / "benchmarks" / "out"
-#: embedded-engine runs: examples/hybrid-72-long.yaml (MILC 36 x 240, LAMMPS 32 x 36, uniform-random background on the
-#: 72-node system) run as pure simulation with port samples, under each placement
-ENGINE = {"e72-random": "random", "e72-contiguous": "contiguous"}
+#: embedded-engine runs, name -> (example scenario, placement policy), each run as pure simulation with port samples:
+#: e72-*: examples/hybrid-72-long.yaml (MILC 36 x 240, LAMMPS 32 x 36, uniform-random background, 72 nodes);
+#: e1056-*: the 1,056-node three-job scenario (MILC 512 x 100, LAMMPS 256 x 24, NN 256 x 100)
+ENGINE = {
+    "e72-random": ("hybrid-72-long.yaml", "random"),
+    "e72-contiguous": ("hybrid-72-long.yaml", "contiguous"),
+    "e1056-random": ("dragonfly-1056-3jobs-long.yaml", "random"),
+    "e1056-contiguous": ("dragonfly-1056-3jobs-long-contiguous.yaml", "contiguous"),
+}
+
+
+def engine_scenario(name: str) -> dict:
+    """The scenario of engine run ``name``: its example without surrogate/controller (pure simulation), with port
+    samples written and the run's placement policy."""
+    import yaml
+
+    example, placement = ENGINE[name]
+    d = yaml.safe_load((ROOT / "examples" / example).read_text())
+    d.pop("surrogate", None)
+    d.pop("controller", None)
+    d["output"] = {"ports": True}
+    d["placement"] = {"policy": placement}
+    d["name"] = f"surrogate-{name}"
+    return d
 
 
 def engine_run(name: str, outdir: Path) -> None:
@@ -43,16 +65,10 @@ def engine_run(name: str, outdir: Path) -> None:
 
     import yaml
 
-    d = yaml.safe_load((ROOT / "examples" / "hybrid-72-long.yaml").read_text())
-    d.pop("surrogate", None)
-    d.pop("controller", None)
-    d["output"] = {"ports": True}
-    d["placement"] = {"policy": ENGINE[name]}
-    d["name"] = f"surrogate-{name}"
     scen = OUT / f"{name}-scenario.yaml"
-    scen.write_text(yaml.safe_dump(d, sort_keys=False))
-    subprocess.run([sys.executable, "-m", "hybridsim", "run", str(scen), "-o", str(outdir), "--force",
-                    "--no-progress"], check=True)
+    scen.write_text(yaml.safe_dump(engine_scenario(name), sort_keys=False))
+    subprocess.run([sys.executable, "-m", "hybridsim", "run", str(scen), "-o", str(outdir), "--mode", "simulate",
+                    "--force", "--no-progress"], check=True)
 
 
 def main(argv=None) -> int:
@@ -65,11 +81,12 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", default="E,F", help="comma list of E (72 nodes), F (1,056 nodes) (CODES runs), "
-                    "e72-random, e72-contiguous (embedded-engine runs made here)")
+                    "e72-random, e72-contiguous, e1056-random, e1056-contiguous (embedded-engine runs made here)")
     ap.add_argument("--models", default=None,
                     help="comma list (default: last,mean,ewma,ridge,lstm,dcrnn + smart,smart-nollm if present)")
     ap.add_argument("--ft", default="8,inf")
     ap.add_argument("--rebuild", action="store_true", help="re-import and rebuild datasets even if present")
+    ap.add_argument("--prepare-only", action="store_true", help="only make the runs and datasets, evaluate nothing")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", default=str(OUT / "surrogate_mape.json"))
     args = ap.parse_args(argv)
@@ -98,6 +115,9 @@ def main(argv=None) -> int:
         if args.rebuild or not (dsdir / "meta.json").is_file():
             build_dataset(imp, dsdir)
         t_ds = time.perf_counter() - t0
+        print(f"[{run}] run/import {t_imp:.0f} s, dataset {t_ds:.0f} s", file=sys.stderr, flush=True)
+        if args.prepare_only:
+            continue
         ds = load_dataset(dsdir)
         rows = []
         for m in models:
