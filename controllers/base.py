@@ -33,6 +33,8 @@ class JobView:
         errors: list of ``(iteration, mape_percent)`` measured where a prediction was checked against truth (the
             shadow predictions made inside truth windows).
         costs: cumulative wall seconds: ``{"simulate": s, "inference": s, "tuning": s}`` and the event count.
+        now: virtual time (ns) at which the decision is asked: the end of the latest iteration the controller has
+            seen, of any job (0 before the first). Lets a policy coordinate the jobs in virtual time.
     """
 
     job: str
@@ -45,6 +47,7 @@ class JobView:
     predicted: tuple[float | None, ...]
     errors: tuple[tuple[int, float], ...]
     costs: dict = field(default_factory=dict)
+    now: float = 0.0
 
     @property
     def last_error(self) -> float | None:

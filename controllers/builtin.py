@@ -7,6 +7,12 @@
 ``error-adaptive``  like periodic, but the predicted stretch doubles (up to ``max_interval``) while the error measured
                     in the last truth window stays under ``threshold`` %, and halves (down to ``min_interval``) when it
                     rises above it.
+``aligned``         SMART's schedule in virtual time, shared by every job: the whole system is simulated during a
+                    warm-up (until every job has run ``warmup`` iterations) and during truth windows (until every job
+                    has run ``truth`` iterations in it), and fast-forwarded by the surrogate between them for
+                    ``ft - 1`` window lengths. The simulated iterations of one job meet the traffic of the others, as
+                    in the pure simulation; with ``threshold`` the gap doubles (up to ``max_ft``) while the errors
+                    measured in a window stay under ``threshold`` % and halves when they do not.
 ``budget``          picks the predicted stretch that meets a ``target_speedup`` by Amdahl's law,
                     speedup = 1 / ((1 - f) + f / s), with ``s`` the measured cost ratio of a simulated to a predicted
                     iteration (``assumed_ratio`` until measured).
@@ -152,4 +158,95 @@ class Budget(_Cyclic):
         return {"policy": self.name, "target_speedup": self.target, "warmup": self.warmup, "truth": self.truth}
 
 
-BUILTIN = {cls.name: cls for cls in (Pdes, SurrogateOnly, Periodic, ErrorAdaptive, Budget)}
+class _JobSlot:
+    __slots__ = ("n_iterations", "iteration", "first", "done", "error", "seen_errors")
+
+    def __init__(self):
+        self.n_iterations = None
+        self.iteration = 0
+        self.first = None       # first iteration this job ran in the current window (None: not entered yet)
+        self.done = False       # has run enough iterations in the current window
+        self.error = None       # latest error measured in a window
+        self.seen_errors = 0
+
+
+class Aligned(Policy):
+    """Truth windows shared by all jobs, in virtual time (see the module docstring).
+
+    Per-job schedules (``periodic``) let one job be simulated while the jobs it shares links with are predicted, so
+    its ground truth misses their traffic; here every job is simulated or every job is predicted, apart from the
+    partial iteration each job needs to reach the switch. A window opens at the first decision at or after its
+    opening time (each job enters it at its next iteration boundary) and closes at the boundary where the last job
+    completes its quota; jobs that finished their quota earlier keep being simulated meanwhile so the slow job meets
+    their traffic. One policy instance serves all jobs of a run (as the controller uses it)."""
+
+    name = "aligned"
+
+    def __init__(self, warmup: int = 2, ft: int = 16, truth: int = 1, threshold: float | None = None,
+                 min_ft: int = 2, max_ft: int = 256):
+        self.warmup = _check_int("warmup", warmup, 1)
+        self.truth = _check_int("truth", truth, 1)
+        self.ft = _check_int("ft", ft, 2)
+        self.threshold = None if threshold is None else float(threshold)
+        self.min_ft = _check_int("min_ft", min_ft, 2)
+        self.max_ft = _check_int("max_ft", max_ft, self.min_ft)
+        self.jobs: dict[int, _JobSlot] = {}
+        self.phase = "warmup"        # warmup | window | forward
+        self.opened = 0.0            # virtual time the current window opened
+        self.window_len = None       # virtual length of the last truth window
+        self.next_open = math.inf
+        self.windows = 0
+
+    def _quota(self) -> int:
+        return self.warmup if self.phase == "warmup" else self.truth
+
+    def _finishing(self, js: _JobSlot) -> bool:
+        return js.n_iterations is not None and js.iteration >= js.n_iterations - 1
+
+    def decide(self, view: JobView) -> Mode:
+        js = self.jobs.setdefault(view.job_id, _JobSlot())
+        js.n_iterations, js.iteration = view.n_iterations, view.iteration
+        if len(view.errors) > js.seen_errors:
+            js.seen_errors = len(view.errors)
+            js.error = view.errors[-1][1]
+        now = float(view.now)
+        if self.phase == "forward":
+            if now < self.next_open:
+                return PRED
+            self._open(now)
+        if js.first is None:
+            js.first = view.iteration
+        js.done = view.iteration - js.first >= self._quota()
+        if all(s.done or self._finishing(s) for s in self.jobs.values()):  # a job in its last iteration ends
+            self._close(now)
+            return PRED
+        return SIM
+
+    def _open(self, now: float) -> None:
+        self.phase, self.opened = "window", now
+        for s in self.jobs.values():
+            s.first, s.done = None, False
+
+    def _close(self, now: float) -> None:
+        length = now - self.opened
+        if self.phase == "warmup":
+            length *= self.truth / self.warmup   # the warm-up is ``warmup / truth`` windows long
+        elif self.threshold is not None:
+            errs = [s.error for s in self.jobs.values() if s.error is not None]
+            if errs and max(errs) <= self.threshold:
+                self.ft = min(self.ft * 2, self.max_ft)
+            elif errs:
+                self.ft = max(self.ft // 2, self.min_ft)
+        self.window_len = length
+        self.windows += 1
+        self.phase = "forward"
+        self.next_open = now + (self.ft - 1) * max(length, 0.0)
+        for s in self.jobs.values():
+            s.first, s.done = None, False
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "warmup": self.warmup, "ft": self.ft, "truth": self.truth,
+                "threshold": self.threshold}
+
+
+BUILTIN = {cls.name: cls for cls in (Pdes, SurrogateOnly, Periodic, ErrorAdaptive, Budget, Aligned)}

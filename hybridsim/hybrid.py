@@ -131,6 +131,7 @@ class HybridController:
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             self.states[jid] = None if n_it is None else JobState.new(name, jid, kind, n_ranks, n_it)
         self.wall = {"inference": 0.0, "tuning": 0.0}
+        self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0}
 
     # ------------------------------------------------------------------------------------------------ views
@@ -146,6 +147,7 @@ class HybridController:
             costs={**self.wall, "simulated_iterations": sum(m == Mode.SIMULATE for m in modes),
                    "predicted_iterations": sum(m == Mode.PREDICT for m in modes),
                    "simulate": getattr(self, "sim_wall", 0.0)},
+            now=self.now,
         )
 
     # ------------------------------------------------------------------------------------------------ director
@@ -225,6 +227,8 @@ class HybridController:
     # ------------------------------------------------------------------------------------------------ truth
     def on_record(self, rec: IterationRecord, simulated: bool) -> None:
         st = self.states.get(rec.job_id)
+        if rec.end > self.now:
+            self.now = rec.end
         if st is None or rec.iteration >= st.n_iterations:
             return
         if simulated:

@@ -220,3 +220,79 @@ def test_checkpoint_folder_and_graph_models(tmp_path):
     sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", "model: dcrnn"))
     with pytest.raises(SurrogateError, match="needs port graphs"):
         build_controller(sc)
+
+
+def aview(jid, it, now, n=100, errors=()):
+    return JobView(f"j{jid}", jid, it, n, None, (), (), (), tuple(errors), {}, now=now)
+
+
+def test_aligned_windows_hand_computed():
+    """Two jobs: A's iterations last 1 ns, B's 3 ns (hand-traced schedule, warm-up 2, truth 1, ft 4)."""
+    S, P = Mode.SIMULATE, Mode.PREDICT
+    p = load_policy("aligned", {"warmup": 2, "truth": 1, "ft": 4})
+    assert p.decide(aview(0, 0, 0.0)) == S and p.decide(aview(1, 0, 0.0)) == S
+    assert [p.decide(aview(0, i, float(i))) for i in (1, 2)] == [S, S]   # A done with its warm-up at t=2 ...
+    assert p.decide(aview(1, 1, 3.0)) == S                               # ... B is not (1 of 2)
+    assert [p.decide(aview(0, i, float(i))) for i in (3, 4, 5)] == [S, S, S]  # A keeps B company
+    # t=6: B completes its 2nd iteration: the warm-up closes (6 ns = 2 windows of 3 ns); next window at 6 + 3 * 3
+    assert p.decide(aview(1, 2, 6.0)) == P
+    assert p.next_open == pytest.approx(15.0)
+    assert [p.decide(aview(0, i, float(i))) for i in range(6, 15)] == [P] * 9
+    assert p.decide(aview(1, 3, 9.0)) == P and p.decide(aview(1, 4, 12.0)) == P
+    assert p.decide(aview(0, 15, 15.0)) == S                            # the window opens at t=15 ...
+    assert p.decide(aview(1, 5, 15.0)) == S                             # ... for both jobs
+    assert p.decide(aview(0, 16, 16.0)) == S and p.decide(aview(0, 17, 17.0)) == S
+    assert p.decide(aview(1, 6, 18.0)) == P                             # B done: window of 3 ns closes
+    assert p.next_open == pytest.approx(18.0 + 3 * 3.0)
+    assert p.decide(aview(0, 18, 18.0)) == P
+
+
+def test_aligned_does_not_wait_for_finished_jobs_and_adapts():
+    S, P = Mode.SIMULATE, Mode.PREDICT
+    p = load_policy("aligned", {"warmup": 1, "truth": 1, "ft": 4, "threshold": 2.0, "max_ft": 8})
+    assert p.decide(aview(0, 0, 0.0, n=3)) == S and p.decide(aview(1, 0, 0.0)) == S
+    assert p.decide(aview(1, 1, 1.0)) == S           # job 1 done with its warm-up, job 0 not yet
+    assert p.decide(aview(0, 1, 1.0, n=3)) == P and p.next_open == pytest.approx(4.0)
+    assert p.decide(aview(1, 2, 2.0)) == P
+    assert p.decide(aview(0, 2, 2.0, n=3)) == P      # job 0's last iteration: it never asks again
+    assert p.decide(aview(1, 3, 4.0)) == S           # the window opens; job 0 (finishing) is not waited for
+    assert p.decide(aview(1, 4, 5.0, errors=[(3, 1.0)])) == P and p.ft == 8   # error 1 % <= 2 %: ft doubles
+    assert p.next_open == pytest.approx(5.0 + 7 * 1.0)
+    assert p.decide(aview(1, 5, 12.0)) == S
+    assert p.decide(aview(1, 6, 14.0, errors=[(3, 1.0), (5, 5.0)])) == P and p.ft == 4   # 5 %: halves
+    assert p.next_open == pytest.approx(14.0 + 3 * 2.0)
+
+
+def test_aligned_engine_run_simulates_jobs_together(tmp_path):
+    """On the embedded engine, with ``aligned`` each job's simulated stretches overlap the other's in virtual time:
+    every truth window of the slow job lies inside the span where the fast job is simulated (up to one iteration
+    of the fast job at each edge)."""
+    sc = parse_scenario("""
+topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}
+jobs:
+  - {name: fast, ranks: 8, iterations: 120, workload: {kind: allreduce, size: 2048}}
+  - {name: slow, ranks: 8, iterations: 30, workload: {kind: allreduce, size: 65536, count: 4}}
+placement: {policy: random}
+surrogate: {model: mean, config: {k: 2}}
+controller: {policy: aligned, params: {warmup: 2, ft: 4, truth: 1}, keep_background: false}
+""")
+    rd, res, summary = run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False)
+    t = {k: np.asarray(v) for k, v in pq.read_table(rd.path / "iterations.parquet").to_pydict().items()}
+    spans = {}
+    for job in ("fast", "slow"):
+        sel = (t["job"] == job)
+        it = t["iteration"][sel]
+        n = it.max() + 1
+        start = np.array([t["start"][sel][it == i].min() for i in range(n)])
+        end = np.array([t["end"][sel][it == i].max() for i in range(n)])
+        sim = np.array([(t["mode"][sel][it == i] == "simulate").all() for i in range(n)])
+        spans[job] = (start, end, sim)
+    fs, fe, fsim = spans["fast"]
+    ss, se, ssim = spans["slow"]
+    assert ssim[:2].all() and not ssim.all() and not fsim.all()
+    fast_len = float(np.max(fe - fs))
+    for i in np.flatnonzero(ssim):
+        # the fast job is simulated for every instant of slow's simulated iteration i, edges aside
+        inside = (fe > ss[i] + fast_len) & (fs < se[i] - fast_len)
+        assert fsim[inside].all(), f"slow iteration {i} simulated while fast was predicted"
+    assert summary["jobs"]["fast"]["predicted_iterations"] > 0 and summary["jobs"]["slow"]["predicted_iterations"] > 0
