@@ -81,6 +81,9 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
     }
 
 
+SWEEPABLE = ("periodic", "aligned")
+
+
 def _with_policy(scenario, policy: str, params: dict):
     sc = scenario.model_copy(deep=True)
     sc._source = scenario._source
@@ -107,16 +110,18 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
                         backend=mk(scenario))
     runs = []
     cases = list(policies or [(scenario.controller.policy, scenario.controller.params)])
+    # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's
+    sweep_policy = scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
     for ft in sweep_ft or []:
-        params = dict(scenario.controller.params) if scenario.controller.policy == "periodic" else {}
+        params = dict(scenario.controller.params) if scenario.controller.policy == sweep_policy else {}
         params["ft"] = ft
-        cases.append(("periodic", params))
+        cases.append((sweep_policy, params))
     for k, (pol, params) in enumerate(cases):
         sc = _with_policy(scenario, pol, params)
         ctl = build_controller(sc)
         tag = f"{k:02d}-{pol.replace(':', '_').replace('/', '_')}"
-        if pol == "periodic" and "ft" in params:
-            tag += f"-ft{params['ft']}"
+        for key, val in sorted(params.items()):
+            tag += f"-{key}{val}".replace("/", "_").replace(" ", "")
         _, _, hsum = run_scenario(sc, outdir / tag, force=True, mode="hybrid", progress=progress, argv=argv,
                                   controller=ctl, backend=mk(sc))
         m = compare(scenario, pure[1].records, pure[2], hsum, ctl)
@@ -129,7 +134,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     if sweep_ft:
         from .report import plot_tradeoff
 
-        plot_tradeoff([r for r in runs if r["policy"] == "periodic" and "ft" in r["params"]],
+        plot_tradeoff([r for r in runs if r["policy"] == sweep_policy and "ft" in r["params"]],
                       outdir / "tradeoff-ft.png")
     return result
 

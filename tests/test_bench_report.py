@@ -56,7 +56,8 @@ def test_metrics_against_hand_computation(bench):
     saved = json.loads((out / "bench.json").read_text())
     assert saved["runs"][0]["speedup"] == sur["speedup"]
     table = format_table(res)
-    assert "speedup" in table and "00-surrogate" in table
+    assert "speedup" in table and "00-surrogate-warmup10" in table
+    assert any(r["run"].endswith("-ft4") for r in res["runs"])
 
 
 def test_report_makes_pngs(bench):
