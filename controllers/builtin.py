@@ -159,11 +159,13 @@ class Budget(_Cyclic):
 
 
 class _JobSlot:
-    __slots__ = ("n_iterations", "iteration", "first", "done", "error", "seen_errors")
+    __slots__ = ("n_iterations", "iteration", "first", "done", "error", "seen_errors", "asked", "length")
 
     def __init__(self):
         self.n_iterations = None
         self.iteration = 0
+        self.asked = None       # virtual time of this job's latest decision
+        self.length = 0.0       # virtual length of its latest iteration
         self.first = None       # first iteration this job ran in the current window (None: not entered yet)
         self.done = False       # has run enough iterations in the current window
         self.error = None       # latest error measured in a window
@@ -175,10 +177,12 @@ class Aligned(Policy):
 
     Per-job schedules (``periodic``) let one job be simulated while the jobs it shares links with are predicted, so
     its ground truth misses their traffic; here every job is simulated or every job is predicted, apart from the
-    partial iteration each job needs to reach the switch. A window opens at the first decision at or after its
-    opening time (each job enters it at its next iteration boundary) and closes at the boundary where the last job
-    completes its quota; jobs that finished their quota earlier keep being simulated meanwhile so the slow job meets
-    their traffic. One policy instance serves all jobs of a run (as the controller uses it)."""
+    partial iteration each job needs to reach the switch. A window opens when, at or after its opening time, the
+    job with the longest iterations (the *leader*) reaches an iteration boundary; the others join at their next
+    boundaries, i.e. within one of their shorter iterations, so the leader's truth iterations run beside the others'
+    simulated traffic. It closes at the boundary where the last job completes its quota; jobs that finished their
+    quota earlier keep being simulated meanwhile. One policy instance serves all jobs of a run (as the controller
+    uses it)."""
 
     name = "aligned"
 
@@ -205,13 +209,16 @@ class Aligned(Policy):
 
     def decide(self, view: JobView) -> Mode:
         js = self.jobs.setdefault(view.job_id, _JobSlot())
+        now = float(view.now)
+        if js.asked is not None and view.iteration == js.iteration + 1:
+            js.length = now - js.asked
+        js.asked = now
         js.n_iterations, js.iteration = view.n_iterations, view.iteration
         if len(view.errors) > js.seen_errors:
             js.seen_errors = len(view.errors)
             js.error = view.errors[-1][1]
-        now = float(view.now)
         if self.phase == "forward":
-            if now < self.next_open:
+            if now < self.next_open or js is not self._leader():
                 return PRED
             self._open(now)
         if js.first is None:
@@ -221,6 +228,11 @@ class Aligned(Policy):
             self._close(now)
             return PRED
         return SIM
+
+    def _leader(self) -> _JobSlot | None:
+        """The unfinished job with the longest latest iteration."""
+        live = [s for s in self.jobs.values() if not self._finishing(s)]
+        return max(live, key=lambda s: s.length) if live else None
 
     def _open(self, now: float) -> None:
         self.phase, self.opened = "window", now

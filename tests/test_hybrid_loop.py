@@ -227,7 +227,8 @@ def aview(jid, it, now, n=100, errors=()):
 
 
 def test_aligned_windows_hand_computed():
-    """Two jobs: A's iterations last 1 ns, B's 3 ns (hand-traced schedule, warm-up 2, truth 1, ft 4)."""
+    """Two jobs: A's iterations last 1 ns, B's 3 ns (hand-traced schedule, warm-up 2, truth 1, ft 4). B, the job
+    with the longer iterations, opens the windows."""
     S, P = Mode.SIMULATE, Mode.PREDICT
     p = load_policy("aligned", {"warmup": 2, "truth": 1, "ft": 4})
     assert p.decide(aview(0, 0, 0.0)) == S and p.decide(aview(1, 0, 0.0)) == S
@@ -239,9 +240,9 @@ def test_aligned_windows_hand_computed():
     assert p.next_open == pytest.approx(15.0)
     assert [p.decide(aview(0, i, float(i))) for i in range(6, 15)] == [P] * 9
     assert p.decide(aview(1, 3, 9.0)) == P and p.decide(aview(1, 4, 12.0)) == P
-    assert p.decide(aview(0, 15, 15.0)) == S                            # the window opens at t=15 ...
-    assert p.decide(aview(1, 5, 15.0)) == S                             # ... for both jobs
-    assert p.decide(aview(0, 16, 16.0)) == S and p.decide(aview(0, 17, 17.0)) == S
+    assert p.decide(aview(0, 15, 15.0)) == P                            # A waits for the leader B ...
+    assert p.decide(aview(1, 5, 15.0)) == S                             # ... which opens the window at t=15
+    assert p.decide(aview(0, 16, 16.0)) == S and p.decide(aview(0, 17, 17.0)) == S   # A joins
     assert p.decide(aview(1, 6, 18.0)) == P                             # B done: window of 3 ns closes
     assert p.next_open == pytest.approx(18.0 + 3 * 3.0)
     assert p.decide(aview(0, 18, 18.0)) == P
