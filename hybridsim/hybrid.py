@@ -22,7 +22,19 @@ volume-normalised times: history and training targets are divided by the iterati
 predictions multiplied by the target iteration's, so known irregular iterations (LAMMPS' neighbour-exchange steps)
 are not surprises. Jobs whose volume never changes are left as they are.
 
-Wall time is split into simulation (everything else), inference and tuning.
+Graph surrogates (``needs_graphs``: SMART, smart-nollm, DCRNN) get their port graphs online from an
+:class:`~hybridsim.online_graphs.OnlineGraphs` (``graphs=``): the controller wants the engine's port samples
+(``wants_samples``, ``on_samples``) and forwards them and the simulated records to it. Their contexts carry the last
+``graph_lookback`` graphs, ``rank_port`` and ``mask``; a predicted iteration, where nothing is simulated, reuses the
+graph of the latest simulated iteration before it. Their ``fit``/``tune`` series (:class:`OnlineSeries`) is dense,
+because these models index it like a dataset (``y[:, t]`` and ``x[t - Lg + 1 .. t]`` around every target): it spans
+the iterations every rank has completed, ``y`` is the truth where simulated and the controller's prediction where
+predicted (what the model's own contexts held), ``x`` the graphs as above, and the target indices are restricted to
+simulated iterations, so a model never trains on its own predictions. The graph normaliser is fitted once, on the
+warm-up, at the model's fit.
+
+Wall time is split into simulation (everything else), inference and tuning; building graphs for a context counts
+as inference, for a fit/tune series as tuning.
 """
 
 from __future__ import annotations
@@ -46,15 +58,38 @@ class HybridError(RuntimeError):
 
 @dataclass
 class OnlineSeries:
-    """What ``Surrogate.fit``/``tune`` see during a hybrid run: the job's truth table so far (NaN where an iteration
-    was predicted or has not run). Same field names as ``surrogate.dataset.JobSeries`` for the history part."""
+    """What ``Surrogate.fit``/``tune`` see during a hybrid run. Same field names as
+    ``surrogate.dataset.JobSeries``.
+
+    History models: ``y`` is the job's truth table so far, (R, n_iterations), NaN where an iteration was predicted
+    or has not run; ``x`` is None. Graph models (see the module docstring): ``y`` (R, T) over the T leading
+    iterations every rank has completed, truth where simulated, the controller's prediction where predicted; ``x``
+    a lazy (T, P, F) array of the node-feature graphs (:class:`hybridsim.online_graphs.GraphView`; a predicted
+    iteration has the latest simulated graph before it), ``rank_port``, ``mask`` and the topology ``shape``."""
 
     job: str
     workload: str
     y: np.ndarray
     rank_port: np.ndarray | None = None
     mask: np.ndarray | None = None
-    x: np.ndarray | None = None
+    x: object | None = None
+    shape: object | None = None
+
+    @property
+    def T(self) -> int:
+        return self.y.shape[1]
+
+    @property
+    def R(self) -> int:
+        return self.y.shape[0]
+
+    @property
+    def n_ports(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def n_features(self) -> int:
+        return self.x.shape[2]
 
     def context(self, t: int, lookback: int, graph_lookback: int = 0) -> Context:
         lo = max(0, t - lookback + 1)
@@ -62,7 +97,11 @@ class OnlineSeries:
         if hist.shape[1] < lookback:
             pad = np.full((hist.shape[0], lookback - hist.shape[1]), np.nan)
             hist = np.hstack([pad, hist])
-        return Context(self.job, self.workload, hist, mask=self.mask, rank_port=self.rank_port, iteration=t)
+        graphs = None
+        if graph_lookback > 0 and self.x is not None:
+            graphs = self.x[np.clip(np.arange(t - graph_lookback + 1, t + 1), 0, self.T - 1)]
+        return Context(self.job, self.workload, hist, graphs=graphs, mask=self.mask, rank_port=self.rank_port,
+                       iteration=t)
 
 
 @dataclass
@@ -103,7 +142,7 @@ class HybridController:
 
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
-                 sync: str = "job", volumes: dict[int, np.ndarray] | None = None):
+                 sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None):
         self.policy = policy
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
         if isinstance(surrogate, dict):
@@ -130,9 +169,23 @@ class HybridController:
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             self.states[jid] = None if n_it is None else JobState.new(name, jid, kind, n_ranks, n_it)
+        #: online port graphs (hybridsim.online_graphs.OnlineGraphs) for the graph models, or None
+        self.graphs = graphs
+        self.graph_jobs = {jid for jid, m in self.models.items() if getattr(m, "needs_graphs", False)}
+        if self.graph_jobs and graphs is None:
+            raise ValueError("graph surrogates need graphs=OnlineGraphs(...) (see hybridsim.runner.build_controller)")
         self.wall = {"inference": 0.0, "tuning": 0.0}
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0}
+
+    @property
+    def wants_samples(self) -> bool:
+        """Whether the backend should stream port samples to :meth:`on_samples` (graph surrogates)."""
+        return bool(self.graph_jobs)
+
+    def on_samples(self, block) -> None:
+        if self.graphs is not None:
+            self.graphs.on_samples(block)
 
     # ------------------------------------------------------------------------------------------------ views
     def view(self, st: JobState, iteration: int) -> JobView:
@@ -189,11 +242,17 @@ class HybridController:
             hist = hist / sc[None, :]
         if hist.shape[1] < self.lookback:
             hist = np.hstack([np.full((len(ranks), self.lookback - hist.shape[1]), np.nan), hist])
-        return Context(st.job, st.workload, hist, iteration=iteration - 1)
+        ctx = Context(st.job, st.workload, hist, iteration=iteration - 1)
+        if st.job_id in self.graph_jobs:
+            g = self.graphs
+            ctx.graphs = g.context_graphs(st.job_id, iteration - 1, self.models[st.job_id].graph_lookback)
+            ctx.rank_port = g.rank_port(st.job_id)[ranks]
+            ctx.mask = g.mask(st.job_id)
+        return ctx
 
     def _predict(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
-        ctx = self._context(st, iteration, ranks)
         t0 = time.perf_counter()
+        ctx = self._context(st, iteration, ranks)
         model = self.models[st.job_id]
         y = np.asarray(model.predict(ctx), dtype=np.float64).reshape(-1)
         self.wall["inference"] += time.perf_counter() - t0
@@ -233,6 +292,8 @@ class HybridController:
             return
         if simulated:
             st.truth[rec.rank, rec.iteration] = rec.end - rec.start
+            if st.job_id in self.graph_jobs:
+                self.graphs.on_record(rec.job_id, rec.rank, rec.iteration, rec.start, rec.end)
         st.done_count[rec.iteration] += 1
         if st.done_count[rec.iteration] == st.n_ranks and simulated:
             self._iteration_complete(st, rec.iteration)
@@ -254,22 +315,51 @@ class HybridController:
             st.window_start = None
 
     def _series(self, st: JobState) -> OnlineSeries:
+        if st.job_id in self.graph_jobs:
+            return self._graph_series(st)
         y = st.truth.copy()
         v = self.volumes.get(st.job_id)
         if v is not None:
             y = y / v[None, :y.shape[1]]
         return OnlineSeries(st.job, st.workload, y)
 
+    def _complete(self, st: JobState) -> int:
+        """Number of leading iterations every rank of the job has completed."""
+        full = st.done_count == st.n_ranks
+        return int(np.argmin(full)) if not full.all() else st.n_iterations
+
+    def _graph_series(self, st: JobState) -> OnlineSeries:
+        """The dense series of a graph model (see the module docstring)."""
+        T = self._complete(st)
+        y = st.series(T)
+        v = self.volumes.get(st.job_id)
+        if v is not None:
+            y = y / v[None, :T]
+        g = self.graphs
+        return OnlineSeries(st.job, st.workload, y, rank_port=g.rank_port(st.job_id), mask=g.mask(st.job_id),
+                            x=g.view(st.job_id, T), shape=g.topo.shape)
+
+    def _targets(self, st: JobState, series: OnlineSeries, idx) -> list[int]:
+        """For graph models: the indices of ``idx`` inside the series whose iteration was simulated (truth)."""
+        if st.job_id not in self.graph_jobs:
+            return list(idx)
+        return [int(i) for i in idx if 0 <= i < series.T and np.isfinite(st.truth[:, i]).all()]
+
     def _fit(self, st: JobState, iteration: int) -> None:
         t0 = time.perf_counter()
-        self.models[st.job_id].fit(self._series(st), list(range(iteration)))
+        series = self._series(st)
+        idx = self._targets(st, series, range(iteration))
+        if st.job_id in self.graph_jobs:
+            self.graphs.fit_normaliser(st.job_id, idx)
+        self.models[st.job_id].fit(series, idx)
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["fit_calls"] += 1
         st.fitted = True
 
     def _tune(self, st: JobState, idx: list[int]) -> None:
         t0 = time.perf_counter()
-        self.models[st.job_id].tune(self._series(st), idx)
+        series = self._series(st)
+        self.models[st.job_id].tune(series, self._targets(st, series, idx))
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["tune_calls"] += 1
 

@@ -31,10 +31,18 @@ def default_outdir(scenario, path: str | os.PathLike | None) -> Path:
     return Path("results") / stem
 
 
-def build_controller(scenario, n_iterations: list[int | None] | None = None):
+#: backends that stream port samples (``run(..., on_samples=...)``) during the run, which graph surrogates need
+SAMPLE_STREAMING_BACKENDS = ("embedded", "remote")
+
+
+def build_controller(scenario, n_iterations: list[int | None] | None = None, placement=None):
     """The :class:`HybridController` of a scenario's ``surrogate`` and ``controller`` sections. Every job gets its
     own model instance (fitted and tuned on that job only): a registered name is instantiated per job; a checkpoint
-    folder of ``hybridsim train`` gives each job its trained model (a single-model checkpoint is copied per job)."""
+    folder of ``hybridsim train`` gives each job its trained model (a single-model checkpoint is copied per job).
+
+    Graph models (``needs_graphs``: smart, smart-nollm, dcrnn) get an :class:`~hybridsim.online_graphs.OnlineGraphs`
+    fed by the backend's port samples (``placement``: the run's per-job terminal arrays, default
+    ``place_jobs(scenario)``); only backends that stream samples can run them."""
     import copy
 
     from controllers import load_policy
@@ -64,15 +72,28 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None):
         else:
             raise SurrogateError(f"surrogate.model {spec}: no trained model for job {j.name!r} "
                                  f"(checkpoint has {', '.join(sorted(trained))})")
-        if getattr(model, "needs_graphs", False):
+        if getattr(model, "needs_graphs", False) and scenario.backend.kind not in SAMPLE_STREAMING_BACKENDS:
             raise SurrogateError(f"surrogate.model {spec}: {model.name!r} needs port graphs, which the hybrid loop "
-                                 "does not build online yet; use a history model (ridge, lstm, ewma, mean, last)")
+                                 f"builds from the port samples the backend streams during the run; backend "
+                                 f"{scenario.backend.kind!r} does not stream them (use backend.kind: embedded, or a "
+                                 "history model: ridge, lstm, ewma, mean, last)")
         models[i] = model
         if sec.volume_scaling:
             volumes[i] = workload_volumes(scenario, i, n_it)
+    graphs = None
+    graph_jobs = [i for i, m in models.items() if getattr(m, "needs_graphs", False)]
+    if graph_jobs:
+        from .online_graphs import OnlineGraphs
+
+        if placement is None:
+            from .placement import place_jobs
+
+            placement = place_jobs(scenario, scenario.build_topology())
+        n_its = {i: jobs[i][3] for i in graph_jobs}
+        graphs = OnlineGraphs.for_scenario(scenario, placement, graph_jobs, n_its)
     return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
                             lookback=sec.lookback, tune=sec.tune, policy_name=scenario.controller.policy,
-                            sync=scenario.controller.sync, volumes=volumes)
+                            sync=scenario.controller.sync, volumes=volumes, graphs=graphs)
 
 
 def workload_volumes(scenario, job_index: int, n_iterations: int, sample_ranks: int = 4) -> np.ndarray:
@@ -154,15 +175,23 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
             result = run_codes(scenario, rd.path, progress=progress)
         else:
             if mode == "hybrid" and controller is None:
-                controller = build_controller(scenario)
+                controller = build_controller(scenario, placement=placement)
+            wants_samples = controller is not None and getattr(controller, "wants_samples", False)
             if backend is None:
-                backend = make_backend(scenario, topology, placement, progress)
+                run_sc = scenario
+                if wants_samples and not scenario.sampling.ports:
+                    # graph surrogates need the port samples even when the scenario records none
+                    run_sc = scenario.model_copy(deep=True)
+                    run_sc._source = scenario._source
+                    run_sc.sampling.ports = True
+                backend = make_backend(run_sc, topology, placement, progress)
             on_record = controller.on_record if controller is not None else None
-            result = backend.run(director=controller, on_record=on_record)
+            on_samples = controller.on_samples if wants_samples else None
+            result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
         wall = time.perf_counter() - t0
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
         write_iterations(result.records, rd.file(ITERATIONS), extra=extra)
-        ports_on = scenario.output.ports if write_ports is None else write_ports
+        ports_on = (scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports
         if ports_on and result.ports is not None:
             _write_ports(result.ports, rd.file(PORTS))
         summary = {

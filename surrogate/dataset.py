@@ -38,7 +38,8 @@ import numpy as np
 from hybridsim.topology import Dragonfly, DragonflyShape
 
 from .base import Context, SurrogateError
-from .graphs import feature_names, nearest_active_port, shape_dict, shape_from_dict, window_bounds, window_stats
+from .graphs import (feature_names, fit_normaliser, node_features, normalise, shape_dict, shape_from_dict,
+                     slog1p, window_ranks)
 
 FORMAT = "hybridsim-surrogate-dataset"
 VERSION = 1
@@ -251,10 +252,6 @@ def load_dataset(path: str | Path, verify: bool = True) -> SurrogateDataset:
 
 
 # ------------------------------------------------------------------------------------------------------------ build
-def slog1p(v: np.ndarray) -> np.ndarray:
-    return np.sign(v) * np.log1p(np.abs(v))
-
-
 def make_splits(T: int, train_frac: float = 0.3, val_frac: float = 0.1) -> dict[str, tuple[int, int]]:
     """Chronological split: train = ``[0, a)``, val = ``[a, b)``, test = ``[b, T)`` with ``a = max(2, floor(f T))``."""
     if not (0 < train_frac < 1 and 0 <= val_frac < 1 and train_frac + val_frac < 1):
@@ -482,24 +479,14 @@ def build_dataset(run_dir: str | Path, out: str | Path | None = None, *, train_f
             bad = np.argwhere(~(np.isfinite(y) & (y > 0)))[0]
             raise DatasetError(f"{run_dir}/{ITERATIONS}: job {name!r} rank {bad[0]} iteration {bad[1]}: "
                                f"iteration time {y[bad[0], bad[1]]} is not positive")
-        nearest, _ = nearest_active_port(topo, rank_port)
-        rank_of_port = np.full(P, -1, np.int64)
-        rank_of_port[rank_port] = np.arange(R)
-        wrank = rank_of_port[nearest]  # (P,) rank whose window each port uses
+        wrank = window_ranks(topo, rank_port)  # (P,) rank whose window each port uses
         if (wrank < 0).any():
             raise DatasetError(f"job {name!r}: ports not connected to any active port")
-        lo, hi = window_bounds(samples.t_end, samples.interval, S, E)   # (R, T)
-        lo_p = lo[wrank, :].T  # (T, P)
-        hi_p = hi[wrank, :].T
-        ports = np.broadcast_to(np.arange(P), (T, P))
-        raw = window_stats(values, ports.ravel(), lo_p.ravel(), hi_p.ravel()).reshape(T, P, -1)
+        raw = node_features(samples.t_end, samples.interval, values, wrank, S, E)   # (T, P, F)
         split = make_splits(T, train_frac, val_frac)
         a, b = split["train"]
-        z = slog1p(raw[a:b].astype(np.float64)).reshape(-1, raw.shape[2])
-        mu = z.mean(axis=0)
-        sd = z.std(axis=0)
-        sd = np.where(sd < 1e-6, 1.0, sd)
-        x = ((slog1p(raw.astype(np.float64)) - mu) / sd).astype(np.float32)
+        mu, sd = fit_normaliser(raw[a:b])
+        x = normalise(raw, mu, sd)
         if not np.isfinite(x).all():
             raise DatasetError(f"job {name!r}: non-finite node features after normalisation")
         mask = np.zeros(P, bool)

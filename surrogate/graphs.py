@@ -8,7 +8,13 @@ interpolation, as ``numpy.quantile``) and the last value of the port samples who
 iteration window. A port with a rank of the job attached (active) uses that rank's iteration window; any other port
 uses the window of its nearest active port (fewest port-graph hops, ties broken by the lower port id).
 
-Everything here is vectorised over ports and iterations (no per-port Python loops).
+Normalisation (:func:`fit_normaliser`, :func:`normalise`): ``x = (slog1p(raw) - mean) / std`` per feature with
+``slog1p(v) = sign(v) log(1 + |v|)``; the offline dataset builder fits mean/std on its training split, the hybrid
+loop (:mod:`hybridsim.online_graphs`) on the warm-up truth.
+
+Everything here is vectorised over ports and iterations (no per-port Python loops). :func:`window_ranks` and
+:func:`node_features` are the one implementation of the node features: ``surrogate.dataset.build_dataset`` (offline,
+from a run directory) and ``hybridsim.online_graphs`` (online, from the engine's sample blocks) both call them.
 """
 
 from __future__ import annotations
@@ -214,6 +220,55 @@ def window_stats(values: np.ndarray, port_idx: np.ndarray, lo: np.ndarray, hi: n
             o[:, :, k] = vf + (vc - vf) * frac
         o[:, :, 5] = values[ll - 1, pp, :]
     return out.reshape(N, F * len(STATS))
+
+
+def window_ranks(topo: Dragonfly, rank_port: np.ndarray) -> np.ndarray:
+    """``(P,)`` int64: the rank whose iteration window each port's features use (its own rank for an active port,
+    else the rank of its nearest active port); ``-1`` for ports not connected to any active port."""
+    rank_port = np.asarray(rank_port, dtype=np.int64)
+    nearest, _ = nearest_active_port(topo, rank_port)
+    rank_of_port = np.full(topo.n_ports, -1, np.int64)
+    rank_of_port[rank_port] = np.arange(len(rank_port))
+    return np.where(nearest >= 0, rank_of_port[np.maximum(nearest, 0)], -1)
+
+
+def node_features(t_end: np.ndarray, interval: float, values: np.ndarray, wrank: np.ndarray, start: np.ndarray,
+                  end: np.ndarray) -> np.ndarray:
+    """Raw (un-normalised) node features of T iterations of one job.
+
+    Args:
+        t_end, interval, values: port samples (``(S,)``, ns, ``(S, P, F)``), as :class:`hybridsim.records.PortSamples`.
+        wrank: ``(P,)`` rank whose window each port uses (:func:`window_ranks`, all ``>= 0``).
+        start, end: ``(R, T)`` iteration windows of each rank.
+    Returns:
+        ``(T, P, F * len(STATS))`` float32 (:func:`window_stats` per port and iteration).
+    """
+    P = values.shape[1]
+    start = np.asarray(start, dtype=np.float64)
+    T = start.shape[1]
+    lo, hi = window_bounds(t_end, interval, start, end)   # (R, T)
+    lo_p = lo[wrank, :].T  # (T, P)
+    hi_p = hi[wrank, :].T
+    ports = np.broadcast_to(np.arange(P), (T, P))
+    return window_stats(values, ports.ravel(), lo_p.ravel(), hi_p.ravel()).reshape(T, P, -1)
+
+
+def slog1p(v: np.ndarray) -> np.ndarray:
+    return np.sign(v) * np.log1p(np.abs(v))
+
+
+def fit_normaliser(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and std (float64 ``(F,)``) of ``slog1p(raw)`` over all ports of the graphs ``raw`` (T, P, F);
+    a std under 1e-6 becomes 1."""
+    z = slog1p(np.asarray(raw, dtype=np.float64)).reshape(-1, raw.shape[-1])
+    mu = z.mean(axis=0)
+    sd = z.std(axis=0)
+    return mu, np.where(sd < 1e-6, 1.0, sd)
+
+
+def normalise(raw: np.ndarray, mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """``(slog1p(raw) - mu) / sd`` as float32."""
+    return ((slog1p(np.asarray(raw, dtype=np.float64)) - mu) / sd).astype(np.float32)
 
 
 def feature_names(port_features) -> list[str]:

@@ -218,6 +218,9 @@ def test_checkpoint_folder_and_graph_models(tmp_path):
     ctl = build_controller(sc)
     assert [x.name for x in ctl.models.values()] == ["mean", "mean"] and ctl.models[0].k == 3
     sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", "model: dcrnn"))
+    ctl = build_controller(sc)   # graph models run on the embedded engine (tests/test_hybrid_graphs.py)
+    assert ctl.wants_samples and ctl.graphs is not None
+    sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", "model: dcrnn") + "backend: {kind: codes}\n")
     with pytest.raises(SurrogateError, match="needs port graphs"):
         build_controller(sc)
 

@@ -1,0 +1,240 @@
+"""Port graphs built online, during a hybrid run, for the graph surrogates (SMART, smart-nollm, DCRNN).
+
+Data flows one way: the engine's port-sample blocks (``on_samples``) and the simulated iteration records
+(``on_record``) come in; per job and iteration, node-feature graphs go out to the controller's contexts and online
+series (:class:`hybridsim.hybrid.HybridController`). Nothing here talks back to the engine or the surrogate.
+
+A simulated iteration's graph is built exactly as the offline dataset builder (``surrogate.dataset.build_dataset``)
+builds it from the same run's ``ports.parquet``: the same code (:func:`surrogate.graphs.window_ranks`,
+:func:`surrogate.graphs.node_features`), the same features (min/max/mean/q25/q75/last of every port feature over the
+samples overlapping the iteration window; inactive ports use the nearest active port's window), the same port graph
+(``Dragonfly(shape)``, CODES' arrangement, as offline) and the same normalisation
+``x = (slog1p(raw) - mean) / std`` -- with mean/std fitted once, at the surrogate's fit, on the graphs of the warm-up
+iterations (where the offline builder uses its training split), and never refitted on later data.
+
+Timing. An iteration's graph needs the sample whose window holds the iteration's end, which the engine emits up to
+one interval later. Until then the graph is *provisional*: computed from the samples so far (the offline rule
+"an iteration after the last sample uses the last sample"), recomputed on every request. It is frozen (cached) once
+a sample ending at least one interval after the iteration's last rank ended has arrived; from then on no later
+sample, not even the engine's shorter final one, can change it, and it equals the offline graph. The normaliser is
+fitted on the frozen warm-up graphs (on the provisional ones only if none is frozen yet).
+
+Predicted iterations simulate nothing, so they have no graph of their own: they reuse the graph of the latest
+simulated iteration before them (in contexts and in the ``x`` of the series given to ``fit``/``tune``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from surrogate.graphs import fit_normaliser, node_features, normalise, window_ranks
+
+
+class OnlineGraphError(RuntimeError):
+    """The graphs a graph surrogate needs cannot be built (no port samples streamed, iteration not simulated)."""
+
+
+class _Job:
+    __slots__ = ("name", "rank_port", "mask", "wrank", "start", "end", "count", "frozen", "mu", "sd",
+                 "norm_iterations")
+
+    def __init__(self, name: str, rank_port: np.ndarray, n_ports: int, wrank: np.ndarray, n_iterations: int):
+        R = len(rank_port)
+        self.name = name
+        self.rank_port = rank_port
+        self.mask = np.zeros(n_ports, bool)
+        self.mask[rank_port] = True
+        self.wrank = wrank
+        self.start = np.full((R, n_iterations), np.nan)
+        self.end = np.full((R, n_iterations), np.nan)
+        self.count = np.zeros(n_iterations, np.int64)  # simulated records per iteration
+        self.frozen: dict[int, np.ndarray] = {}         # iteration -> raw (P, F) float32, final
+        self.mu = self.sd = None
+        self.norm_iterations: list[int] = []
+
+
+class OnlineGraphs:
+    """Per-job node-feature graphs of the simulated iterations, from streamed port samples.
+
+    Args:
+        topology: the :class:`~hybridsim.topology.Dragonfly` of the graph (``Dragonfly(shape)``, as offline).
+        jobs: ``{job id: (name, terminal id of each rank, n_iterations)}`` for the jobs that need graphs.
+    """
+
+    def __init__(self, topology, jobs: dict[int, tuple[str, np.ndarray, int]]):
+        self.topo = topology
+        self.n_ports = topology.n_ports
+        self.jobs: dict[int, _Job] = {}
+        for jid, (name, terms, n_it) in jobs.items():
+            rank_port = topology.terminal_port_ids[np.asarray(terms, dtype=np.int64)].astype(np.int64)
+            wrank = window_ranks(topology, rank_port)
+            if (wrank < 0).any():
+                raise OnlineGraphError(f"job {name!r}: router ports not connected to any port of the job")
+            self.jobs[jid] = _Job(name, rank_port, self.n_ports, wrank, int(n_it))
+        self.interval: float | None = None
+        self.features: tuple[str, ...] | None = None
+        self._t = np.zeros(0)
+        self._v: np.ndarray | None = None
+        self.n_samples = 0
+
+    @classmethod
+    def for_scenario(cls, scenario, placement, job_ids, n_iterations: dict[int, int] | None = None) -> "OnlineGraphs":
+        from .topology import Dragonfly
+
+        topo = Dragonfly(scenario.topology.shape)
+        n_it = n_iterations or {j: scenario.jobs[j].iterations for j in job_ids}
+        return cls(topo, {j: (scenario.jobs[j].name, placement[j], n_it[j]) for j in job_ids})
+
+    # ------------------------------------------------------------------------------------------------ input
+    def on_samples(self, block) -> None:
+        """Append a :class:`~hybridsim.records.PortSamples` block (one or more sampling windows, in time order)."""
+        v = np.asarray(block.values, dtype=np.float32)
+        S, P, F = v.shape
+        if self._v is None:
+            self.interval, self.features = float(block.interval), tuple(block.features)
+            self._v = np.zeros((max(64, S), self.n_ports, F), np.float32)
+            self._t = np.zeros(self._v.shape[0])
+        if P > self.n_ports:
+            raise OnlineGraphError(f"port samples have {P} ports, the topology has {self.n_ports}")
+        n = self.n_samples
+        if n + S > self._v.shape[0]:
+            cap = max(2 * self._v.shape[0], n + S)
+            v2 = np.zeros((cap, self.n_ports, F), np.float32)
+            v2[:n] = self._v[:n]
+            t2 = np.zeros(cap)
+            t2[:n] = self._t[:n]
+            self._v, self._t = v2, t2
+        self._v[n:n + S, :P] = v   # ports past the sampled ones stay 0, as the offline builder pads them
+        self._t[n:n + S] = block.t_end
+        self.n_samples = n + S
+
+    def on_record(self, job_id: int, rank: int, iteration: int, start: float, end: float) -> None:
+        """A simulated iteration record."""
+        js = self.jobs.get(job_id)
+        if js is None or iteration >= js.start.shape[1]:
+            return
+        js.start[rank, iteration] = start
+        js.end[rank, iteration] = end
+        js.count[iteration] += 1
+
+    # ------------------------------------------------------------------------------------------------ graphs
+    def simulated(self, job_id: int, iteration: int) -> bool:
+        """Whether every rank of the job has a simulated record of ``iteration``."""
+        js = self.jobs[job_id]
+        return 0 <= iteration < len(js.count) and js.count[iteration] == js.start.shape[0]
+
+    def raw(self, job_id: int, iteration: int) -> np.ndarray:
+        """Un-normalised node features ``(P, F)`` of a simulated iteration (frozen or provisional, see the module
+        docstring)."""
+        js = self.jobs[job_id]
+        g = js.frozen.get(iteration)
+        if g is not None:
+            return g
+        if not self.simulated(job_id, iteration):
+            raise OnlineGraphError(f"job {js.name!r} iteration {iteration} was not simulated by every rank: "
+                                   "it has no port graph")
+        if self.n_samples == 0:
+            raise OnlineGraphError(f"job {js.name!r}: no port samples have arrived by iteration {iteration}; the "
+                                   "backend must stream port samples (sampling.interval shorter than the warm-up)")
+        S = self.n_samples
+        t = self._t[:S]
+        st = js.start[:, iteration:iteration + 1]
+        en = js.end[:, iteration:iteration + 1]
+        g = node_features(t, self.interval, self._v[:S], js.wrank, st, en)[0]
+        if t[-1] >= float(en.max()) + self.interval:
+            js.frozen[iteration] = g
+        return g
+
+    def is_final(self, job_id: int, iteration: int) -> bool:
+        js = self.jobs[job_id]
+        if iteration in js.frozen:
+            return True
+        if not self.simulated(job_id, iteration) or self.n_samples == 0:
+            return False
+        return self._t[self.n_samples - 1] >= float(js.end[:, iteration].max()) + self.interval
+
+    def fit_normaliser(self, job_id: int, iterations) -> int:
+        """Fit the job's normaliser once, on the simulated iterations among ``iterations`` (the warm-up): on those
+        whose graph is final (all of them if none is). Later calls keep the first fit. Returns the number of
+        iterations used."""
+        js = self.jobs[job_id]
+        if js.mu is not None:
+            return len(js.norm_iterations)
+        its = [int(i) for i in iterations if self.simulated(job_id, int(i))]
+        final = [i for i in its if self.is_final(job_id, i)]
+        use = final or its
+        if not use:
+            raise OnlineGraphError(f"job {js.name!r}: no simulated iteration to fit the graph normaliser on")
+        js.mu, js.sd = fit_normaliser(np.stack([self.raw(job_id, i) for i in use]))
+        js.norm_iterations = use
+        return len(use)
+
+    def graph(self, job_id: int, iteration: int) -> np.ndarray:
+        """Normalised node features ``(P, F)`` float32 of ``iteration``; a predicted iteration reuses the graph of
+        the latest simulated iteration before it."""
+        js = self.jobs[job_id]
+        if js.mu is None:
+            raise OnlineGraphError(f"job {js.name!r}: graph requested before the normaliser was fitted")
+        it = int(iteration)
+        while it > 0 and not self.simulated(job_id, it):
+            it -= 1
+        return normalise(self.raw(job_id, it), js.mu, js.sd)
+
+    def graphs(self, job_id: int, iterations) -> np.ndarray:
+        """``(len(iterations), P, F)`` float32 graphs (each computed once per call)."""
+        memo: dict[int, np.ndarray] = {}
+        out = []
+        for i in iterations:
+            i = int(i)
+            if i not in memo:
+                memo[i] = self.graph(job_id, i)
+            out.append(memo[i])
+        return np.stack(out)
+
+    def view(self, job_id: int, T: int) -> "GraphView":
+        """The job's graphs of iterations ``0..T-1`` as a lazy ``(T, P, F)`` array (for ``OnlineSeries.x``)."""
+        return GraphView(self, job_id, T)
+
+    def context_graphs(self, job_id: int, t: int, lookback: int) -> np.ndarray:
+        """The ``lookback`` graphs of iterations ``t-lookback+1 .. t`` (indices below 0 clamp to 0), as
+        ``surrogate.dataset.JobSeries.context`` gives them: ``(lookback, P, F)``."""
+        return self.graphs(job_id, np.clip(np.arange(t - lookback + 1, t + 1), 0, None))
+
+    def rank_port(self, job_id: int) -> np.ndarray:
+        return self.jobs[job_id].rank_port
+
+    def mask(self, job_id: int) -> np.ndarray:
+        return self.jobs[job_id].mask
+
+    @property
+    def n_features(self) -> int | None:
+        return None if self.features is None else len(self.features) * 6
+
+
+class GraphView:
+    """Read-only ``(T, P, F)`` array-like of one job's graphs: ``view[idx]`` with an int or an integer array of any
+    shape gives ``idx.shape + (P, F)`` float32, computed on demand (a whole run's graphs are never materialised)."""
+
+    def __init__(self, graphs: OnlineGraphs, job_id: int, T: int):
+        self.g, self.job_id, self.T = graphs, job_id, int(T)
+        self.shape = (self.T, graphs.n_ports, graphs.n_features)
+        self.ndim = 3
+        self.dtype = np.dtype(np.float32)
+
+    def __len__(self) -> int:
+        return self.T
+
+    def __getitem__(self, idx) -> np.ndarray:
+        if isinstance(idx, slice):
+            idx = np.arange(self.T)[idx]
+        a = np.asarray(idx, dtype=np.int64)
+        flat = a.ravel()
+        if flat.size and (flat.min() < -self.T or flat.max() >= self.T):
+            raise IndexError(f"graph index outside 0..{self.T - 1}")
+        flat = np.where(flat < 0, flat + self.T, flat)
+        out = self.g.graphs(self.job_id, flat) if flat.size else np.zeros((0,) + self.shape[1:], np.float32)
+        return out.reshape(a.shape + self.shape[1:])
+
+    def __array__(self, dtype=None, copy=None):
+        out = self[np.arange(self.T)]
+        return out if dtype is None else out.astype(dtype)
