@@ -11,8 +11,9 @@
                     warm-up (until every job has run ``warmup`` iterations) and during truth windows (until every job
                     has run ``truth`` iterations in it), and fast-forwarded by the surrogate between them for
                     ``ft - 1`` window lengths. The simulated iterations of one job meet the traffic of the others, as
-                    in the pure simulation; with ``threshold`` the gap doubles (up to ``max_ft``) while the errors
-                    measured in a window stay under ``threshold`` % and halves when they do not.
+                    in the pure simulation; with ``threshold`` the gap doubles (up to ``max_ft``) after a window where
+                    every job's summed shadow predictions are within ``threshold`` % of its summed truth (the
+                    window's completion-time error) and halves when they are not.
 ``budget``          picks the predicted stretch that meets a ``target_speedup`` by Amdahl's law,
                     speedup = 1 / ((1 - f) + f / s), with ``s`` the measured cost ratio of a simulated to a predicted
                     iteration (``assumed_ratio`` until measured).
@@ -159,7 +160,7 @@ class Budget(_Cyclic):
 
 
 class _JobSlot:
-    __slots__ = ("n_iterations", "iteration", "first", "done", "error", "seen_errors", "asked", "length")
+    __slots__ = ("n_iterations", "iteration", "first", "done", "error", "asked", "length")
 
     def __init__(self):
         self.n_iterations = None
@@ -168,8 +169,7 @@ class _JobSlot:
         self.length = 0.0       # virtual length of its latest iteration
         self.first = None       # first iteration this job ran in the current window (None: not entered yet)
         self.done = False       # has run enough iterations in the current window
-        self.error = None       # latest error measured in a window
-        self.seen_errors = 0
+        self.error = None       # completion-time error % of the shadow predictions in the current window
 
 
 class Aligned(Policy):
@@ -214,20 +214,31 @@ class Aligned(Policy):
             js.length = now - js.asked
         js.asked = now
         js.n_iterations, js.iteration = view.n_iterations, view.iteration
-        if len(view.errors) > js.seen_errors:
-            js.seen_errors = len(view.errors)
-            js.error = view.errors[-1][1]
         if self.phase == "forward":
             if now < self.next_open or js is not self._leader():
                 return PRED
             self._open(now)
         if js.first is None:
             js.first = view.iteration
+        elif self.threshold is not None:
+            js.error = self._window_error(view, js.first)
         js.done = view.iteration - js.first >= self._quota()
         if all(s.done or self._finishing(s) for s in self.jobs.values()):  # a job in its last iteration ends
             self._close(now)
             return PRED
         return SIM
+
+    @staticmethod
+    def _window_error(view: JobView, first: int) -> float | None:
+        """|sum of shadow predictions - sum of truth| / sum of truth (%) over the window's completed iterations:
+        what the window says about the completion-time error. Per-iteration MAPE would mostly measure rank-level
+        noise that averages out over a run."""
+        pairs = [(view.predicted[i], view.truth[i]) for i in range(first, min(view.iteration, len(view.truth)))
+                 if i < len(view.predicted) and view.predicted[i] is not None and view.truth[i] is not None]
+        if not pairs:
+            return None
+        p, t = (sum(x) for x in zip(*pairs))
+        return abs(p - t) / t * 100.0 if t > 0 else None
 
     def _leader(self) -> _JobSlot | None:
         """The unfinished job with the longest latest iteration."""
@@ -237,7 +248,7 @@ class Aligned(Policy):
     def _open(self, now: float) -> None:
         self.phase, self.opened = "window", now
         for s in self.jobs.values():
-            s.first, s.done = None, False
+            s.first, s.done, s.error = None, False, None
 
     def _close(self, now: float) -> None:
         length = now - self.opened

@@ -225,8 +225,12 @@ def test_checkpoint_folder_and_graph_models(tmp_path):
         build_controller(sc)
 
 
-def aview(jid, it, now, n=100, errors=()):
-    return JobView(f"j{jid}", jid, it, n, None, (), (), (), tuple(errors), {}, now=now)
+def aview(jid, it, now, n=100, shadow=None):
+    """``shadow`` = {iteration: (mean prediction, mean truth)} of a window."""
+    shadow = shadow or {}
+    truth = tuple(shadow[i][1] if i in shadow else None for i in range(it))
+    pred = tuple(shadow[i][0] if i in shadow else None for i in range(it))
+    return JobView(f"j{jid}", jid, it, n, None, (), truth, pred, (), {}, now=now)
 
 
 def test_aligned_windows_hand_computed():
@@ -260,10 +264,14 @@ def test_aligned_does_not_wait_for_finished_jobs_and_adapts():
     assert p.decide(aview(1, 2, 2.0)) == P
     assert p.decide(aview(0, 2, 2.0, n=3)) == P      # job 0's last iteration: it never asks again
     assert p.decide(aview(1, 3, 4.0)) == S           # the window opens; job 0 (finishing) is not waited for
-    assert p.decide(aview(1, 4, 5.0, errors=[(3, 1.0)])) == P and p.ft == 8   # error 1 % <= 2 %: ft doubles
+    # shadow prediction 101 vs truth 100: the window's completion error is 1 % <= 2 %: ft doubles
+    assert p.decide(aview(1, 4, 5.0, shadow={3: (101.0, 100.0)})) == P and p.ft == 8
     assert p.next_open == pytest.approx(5.0 + 7 * 1.0)
-    assert p.decide(aview(1, 5, 12.0)) == S
-    assert p.decide(aview(1, 6, 14.0, errors=[(3, 1.0), (5, 5.0)])) == P and p.ft == 4   # 5 %: halves
+    assert p.decide(aview(1, 5, 12.0, shadow={3: (101.0, 100.0)})) == S
+    # a 2-iteration window: (104 + 106) vs (100 + 100) = 5 % > 2 %: ft halves
+    p.truth = 2
+    assert p.decide(aview(1, 6, 13.0, shadow={5: (104.0, 100.0)})) == S
+    assert p.decide(aview(1, 7, 14.0, shadow={5: (104.0, 100.0), 6: (106.0, 100.0)})) == P and p.ft == 4
     assert p.next_open == pytest.approx(14.0 + 3 * 2.0)
 
 
