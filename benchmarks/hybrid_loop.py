@@ -18,20 +18,28 @@ sys.path.insert(0, str(ROOT))
 from hybridsim.bench import format_table, run_bench  # noqa: E402
 from hybridsim.scenario import load_scenario  # noqa: E402
 
+# per-job schedules, then the shared schedule with its adaptive variant; the Ft sweep runs --sweep-policy
 POLICIES = [("surrogate", {"warmup": 8}), ("error-adaptive", {"threshold": 2, "max_interval": 64}),
-            ("budget", {"target_speedup": 10})]
+            ("budget", {"target_speedup": 10}), ("periodic", {"warmup": 8, "ft": 16, "truth": 1}),
+            ("aligned", {"warmup": 2, "ft": 16, "threshold": 1})]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenarios", nargs="*", default=[str(ROOT / "examples" / "hybrid-72-long.yaml")])
     ap.add_argument("--sweep-ft", default="8,16,32")
+    ap.add_argument("--sweep-policy", default="aligned", choices=["aligned", "periodic"],
+                    help="the policy whose ft the sweep varies (default: aligned)")
+    ap.add_argument("--only-sweep", action="store_true", help="skip the POLICIES list, run the Ft sweep only")
     args = ap.parse_args(argv)
     out_all = {}
     for path in args.scenarios:
         sc = load_scenario(path)
+        if sc.controller.policy != args.sweep_policy:
+            sc.controller.policy, sc.controller.params = args.sweep_policy, {}
         out = ROOT / "benchmarks" / "out" / f"hybrid_{Path(path).stem}"
-        res = run_bench(sc, out, policies=POLICIES, sweep_ft=[int(x) for x in args.sweep_ft.split(",")],
+        policies = [] if args.only_sweep else POLICIES
+        res = run_bench(sc, out, policies=policies, sweep_ft=[int(x) for x in args.sweep_ft.split(",")],
                         force=True, progress=False)
         print(f"== {path}")
         print(format_table(res))

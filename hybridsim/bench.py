@@ -109,7 +109,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     pure = run_scenario(scenario, outdir / "pure", force=True, mode="simulate", progress=progress, argv=argv,
                         backend=mk(scenario))
     runs = []
-    cases = list(policies or [(scenario.controller.policy, scenario.controller.params)])
+    cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
     # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's
     sweep_policy = scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
     for ft in sweep_ft or []:
