@@ -350,10 +350,11 @@ class SurrogateSection(_Model):
 
 
 class ControllerSection(_Model):
-    """The switching policy: a built-in name (pdes, surrogate, periodic, error-adaptive, budget), an installed
-    ``hybridsim.policies`` entry point, or ``module:Class``; ``params`` go to its constructor."""
+    """The switching policy: a built-in name (pdes, surrogate, periodic, error-adaptive, budget, aligned (the
+    default)), an installed ``hybridsim.policies`` entry point, or ``module:Class``; ``params`` go to its
+    constructor."""
 
-    policy: str = "periodic"
+    policy: str = "aligned"
     params: dict[str, Any] = Field(default_factory=dict)
     keep_background: bool = Field(True, description="predicted jobs leave their last measured link load behind")
     sync: Literal["job", "rank"] = Field(
