@@ -30,8 +30,9 @@ graph of the latest simulated iteration before it. Their ``fit``/``tune`` series
 because these models index it like a dataset (``y[:, t]`` and ``x[t - Lg + 1 .. t]`` around every target): it spans
 the iterations every rank has completed, ``y`` is the truth where simulated and the controller's prediction where
 predicted (what the model's own contexts held), ``x`` the graphs as above, and the target indices are restricted to
-simulated iterations, so a model never trains on its own predictions. The graph normaliser is fitted once, on the
-warm-up, at the model's fit.
+simulated iterations, so a model never trains on its own predictions. A graph model is fitted at the job's first
+prediction (not when the policy first answers PREDICT: then other ranks may still run the last warm-up iteration);
+the graph normaliser is fitted once, on the warm-up, at that fit.
 
 Wall time is split into simulation (everything else), inference and tuning; building graphs for a context counts
 as inference, for a fit/tune series as tuning.
@@ -223,7 +224,7 @@ class HybridController:
         if mode == Mode.PREDICT and iteration == 0:
             raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
                               "no history to predict from; simulate at least one iteration first")
-        if mode == Mode.PREDICT and not st.fitted:
+        if mode == Mode.PREDICT and not st.fitted and st.job_id not in self.graph_jobs:
             self._fit(st, iteration)
         if mode == Mode.SIMULATE and st.modes and st.modes[-1] == Mode.PREDICT:
             st.window_start = iteration
@@ -273,6 +274,10 @@ class HybridController:
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         st = self.states[job_id]
         ranks = np.asarray(ranks, dtype=np.int64)
+        if not st.fitted:
+            # graph models are fitted here, at the first prediction: every rank of the job is parked, so every
+            # warm-up iteration is complete (when the policy decides, other ranks may still be in the last one)
+            self._fit(st, iteration)
         y = self._predict(st, iteration, ranks)
         if self.sync == "job":
             # Ranks of a coupled job finish an iteration together; ending each at its own start + prediction lets
