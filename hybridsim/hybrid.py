@@ -34,6 +34,12 @@ simulated iterations, so a model never trains on its own predictions. A graph mo
 prediction (not when the policy first answers PREDICT: then other ranks may still run the last warm-up iteration);
 the graph normaliser is fitted once, on the warm-up, at that fit.
 
+A prediction that is not finite, not positive or more than ``MAX_RATIO`` (100x) away from the rank's last
+simulated iteration time is replaced by that time and counted (``summary()["counts"]["fallback_predictions"]``): a graph
+model fitted on a warm-up of one or two iterations can extrapolate its level feature into a collapse (SMART on
+LAMMPS with warm-up 2 predicted 2.5 us, then 5e-35 ns, after 2.5 ms iterations), and an iteration time of 0 would
+stop the run.
+
 Wall time is split into simulation (everything else), inference and tuning; building graphs for a context counts
 as inference, for a fit/tune series as tuning.
 """
@@ -55,6 +61,11 @@ from .records import IterationRecord
 
 class HybridError(RuntimeError):
     pass
+
+
+#: a per-rank prediction more than this factor away from the rank's last simulated iteration time (or not finite,
+#: or <= 0) is a model failure: that time is used instead and ``counts["fallback_predictions"]`` counts it
+MAX_RATIO = 100.0
 
 
 @dataclass
@@ -177,7 +188,7 @@ class HybridController:
             raise ValueError("graph surrogates need graphs=OnlineGraphs(...) (see hybridsim.runner.build_controller)")
         self.wall = {"inference": 0.0, "tuning": 0.0}
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
-        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0}
+        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "fallback_predictions": 0}
 
     @property
     def wants_samples(self) -> bool:
@@ -261,15 +272,29 @@ class HybridController:
         if y.shape[0] != len(ranks):
             raise HybridError(f"surrogate {model.name!r} returned {y.shape[0]} predictions for "
                               f"{len(ranks)} ranks of job {st.job!r}")
-        # a model may fail on a rank (NaN, <= 0): fall back to that rank's last known time
-        last = ctx.history[:, -1]
-        bad = ~np.isfinite(y) | (y <= 0)
+        # a model may fail on a rank (NaN, <= 0, or more than MAX_RATIO away from the rank's last simulated time,
+        # which no real job's iterations come near): fall back to that rank's last simulated time (a chain of
+        # predictions may have drifted, so the reference is truth)
+        last = self._last_truth(st, iteration, ranks)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bad = ~np.isfinite(y) | (y <= 0) | (y > last * MAX_RATIO) | (y < last / MAX_RATIO)
+        if bad.any():
+            self.counts["fallback_predictions"] += int(bad.sum())
         y[bad] = last[bad]
         if (~np.isfinite(y) | (y <= 0)).any():
             raise HybridError(f"surrogate {model.name!r} gave no usable prediction for job {st.job!r} "
                               f"iteration {iteration}")
         sc = self._scale(st, iteration, iteration + 1)
         return y if sc is None else y * sc[0]
+
+    def _last_truth(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
+        """Each rank's last simulated iteration time before ``iteration`` (volume-normalised like the history)."""
+        t = st.truth[ranks, :iteration]
+        ok = np.isfinite(t)
+        col = np.where(ok.any(axis=1), t.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1), 0)
+        out = t[np.arange(len(ranks)), col] if t.shape[1] else np.full(len(ranks), np.nan)
+        sc = self._scale(st, 0, iteration)
+        return out if sc is None or not t.shape[1] else out / sc[col]
 
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         st = self.states[job_id]

@@ -308,3 +308,22 @@ controller: {policy: aligned, params: {warmup: 2, ft: 4, truth: 1}, keep_backgro
         inside = (fe > ss[i] + fast_len) & (fs < se[i] - fast_len)
         assert fsim[inside].all(), f"slow iteration {i} simulated while fast was predicted"
     assert summary["jobs"]["fast"]["predicted_iterations"] > 0 and summary["jobs"]["slow"]["predicted_iterations"] > 0
+
+
+def test_absurd_predictions_fall_back_to_last_truth(tmp_path):
+    """A model that collapses (1e-30 ns) or explodes is replaced, per rank, by the rank's last simulated time."""
+    sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", "model: last"))
+    ctl = build_controller(sc)
+    calls = []
+    for m in ctl.models.values():
+        def bad(ctx, calls=calls):
+            calls.append(1)
+            y = ctx.history[:, -1].copy()
+            y[0] = 1e-30 if len(calls) % 2 else 1e30
+            return y
+        m.predict = bad
+    run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, controller=ctl, backend=FakeBackend(sc))
+    assert ctl.counts["fallback_predictions"] == len(calls) > 0
+    for st in ctl.states.values():
+        p = st.pred[np.isfinite(st.pred)]
+        assert (p > 0).all() and p.max() < 1e20
