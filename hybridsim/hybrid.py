@@ -130,6 +130,7 @@ class JobState:
     errors: list = field(default_factory=list)
     fitted: bool = False
     window_start: int | None = None
+    fallbacks: int = 0
 
     @classmethod
     def new(cls, job: str, job_id: int, workload: str, n_ranks: int, n_iterations: int) -> "JobState":
@@ -280,6 +281,7 @@ class HybridController:
             bad = ~np.isfinite(y) | (y <= 0) | (y > last * MAX_RATIO) | (y < last / MAX_RATIO)
         if bad.any():
             self.counts["fallback_predictions"] += int(bad.sum())
+            st.fallbacks += int(bad.sum())
         y[bad] = last[bad]
         if (~np.isfinite(y) | (y <= 0)).any():
             raise HybridError(f"surrogate {model.name!r} gave no usable prediction for job {st.job!r} "
@@ -423,6 +425,7 @@ class HybridController:
                 "surrogate_fraction": n_pred / max(len(st.modes), 1),
                 "truth_window_mape": float(np.mean(errs)) if errs else None,
                 "truth_window_errors": st.errors,
+                "fallback_predictions": st.fallbacks,
             }
         return {"policy": self.policy_name, "surrogate": self.surrogate.name if self.surrogate else None,
                 "lookback": self.lookback,
