@@ -13,7 +13,8 @@
                     ``ft - 1`` window lengths. The simulated iterations of one job meet the traffic of the others, as
                     in the pure simulation; with ``threshold`` the gap doubles (up to ``max_ft``) after a window where
                     every job's summed shadow predictions are within ``threshold`` % of its summed truth (the
-                    window's completion-time error) and halves when they are not.
+                    window's completion-time error) and halves when they are not. A job's end (the others' traffic
+                    changes) opens a window at once (``on_job_end``, default on).
 ``budget``          picks the predicted stretch that meets a ``target_speedup`` by Amdahl's law,
                     speedup = 1 / ((1 - f) + f / s), with ``s`` the measured cost ratio of a simulated to a predicted
                     iteration (``assumed_ratio`` until measured).
@@ -160,13 +161,14 @@ class Budget(_Cyclic):
 
 
 class _JobSlot:
-    __slots__ = ("n_iterations", "iteration", "first", "done", "error", "asked", "length")
+    __slots__ = ("n_iterations", "iteration", "first", "done", "error", "asked", "length", "ended")
 
     def __init__(self):
         self.n_iterations = None
         self.iteration = 0
         self.asked = None       # virtual time of this job's latest decision
         self.length = 0.0       # virtual length of its latest iteration
+        self.ended = False      # its end has triggered a window
         self.first = None       # first iteration this job ran in the current window (None: not entered yet)
         self.done = False       # has run enough iterations in the current window
         self.error = None       # completion-time error % of the shadow predictions in the current window
@@ -187,7 +189,8 @@ class Aligned(Policy):
     name = "aligned"
 
     def __init__(self, warmup: int = 2, ft: int = 16, truth: int = 1, threshold: float | None = None,
-                 min_ft: int = 2, max_ft: int = 256):
+                 min_ft: int = 2, max_ft: int = 256, on_job_end: bool = True):
+        self.on_job_end = bool(on_job_end)
         self.warmup = _check_int("warmup", warmup, 1)
         self.truth = _check_int("truth", truth, 1)
         self.ft = _check_int("ft", ft, 2)
@@ -214,7 +217,10 @@ class Aligned(Policy):
             js.length = now - js.asked
         js.asked = now
         js.n_iterations, js.iteration = view.n_iterations, view.iteration
+        ended = self.on_job_end and self._job_ended(now)
         if self.phase == "forward":
+            if ended:
+                self.next_open = min(self.next_open, now)
             if now < self.next_open or js is not self._leader():
                 return PRED
             self._open(now)
@@ -239,6 +245,15 @@ class Aligned(Policy):
             return None
         p, t = (sum(x) for x in zip(*pairs))
         return abs(p - t) / t * 100.0 if t > 0 else None
+
+    def _job_ended(self, now: float) -> bool:
+        """A job has (by its last iteration's length) ended since the last window: the traffic the others meet has
+        changed, so the surrogates' truth is stale. Each end triggers one window."""
+        ended = False
+        for s in self.jobs.values():
+            if self._finishing(s) and not s.ended and now >= s.asked + s.length:
+                s.ended = ended = True
+        return ended
 
     def _leader(self) -> _JobSlot | None:
         """The unfinished job with the longest latest iteration."""
@@ -269,7 +284,7 @@ class Aligned(Policy):
 
     def describe(self) -> dict:
         return {"policy": self.name, "warmup": self.warmup, "ft": self.ft, "truth": self.truth,
-                "threshold": self.threshold}
+                "threshold": self.threshold, "on_job_end": self.on_job_end}
 
 
 BUILTIN = {cls.name: cls for cls in (Pdes, SurrogateOnly, Periodic, ErrorAdaptive, Budget, Aligned)}

@@ -131,12 +131,16 @@ class JobState:
     fitted: bool = False
     window_start: int | None = None
     fallbacks: int = 0
+    lo: np.ndarray | None = None     # per iteration: earliest start over ranks
+    hi: np.ndarray | None = None     # per iteration: latest end over ranks
+    clean: np.ndarray | None = None  # per simulated iteration: no other job was predicted while it ran
 
     @classmethod
     def new(cls, job: str, job_id: int, workload: str, n_ranks: int, n_iterations: int) -> "JobState":
         return cls(job, job_id, workload, n_ranks, n_iterations,
                    truth=np.full((n_ranks, n_iterations), np.nan), pred=np.full((n_ranks, n_iterations), np.nan),
-                   done_count=np.zeros(n_iterations, np.int64))
+                   done_count=np.zeros(n_iterations, np.int64), lo=np.full(n_iterations, np.inf),
+                   hi=np.full(n_iterations, -np.inf), clean=np.ones(n_iterations, bool))
 
     def series(self, upto: int) -> np.ndarray:
         """Truth where known, else prediction, for iterations < upto (R, upto)."""
@@ -155,7 +159,8 @@ class HybridController:
 
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
-                 sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None):
+                 sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
+                 drop_edges: bool = True):
         self.policy = policy
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
         if isinstance(surrogate, dict):
@@ -189,6 +194,10 @@ class HybridController:
             raise ValueError("graph surrogates need graphs=OnlineGraphs(...) (see hybridsim.runner.build_controller)")
         self.wall = {"inference": 0.0, "tuning": 0.0}
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
+        self.drop_edges = drop_edges
+        self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
+        self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
+        self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "fallback_predictions": 0}
 
     @property
@@ -240,6 +249,8 @@ class HybridController:
             self._fit(st, iteration)
         if mode == Mode.SIMULATE and st.modes and st.modes[-1] == Mode.PREDICT:
             st.window_start = iteration
+        if mode == Mode.PREDICT:
+            self.pending[job_id] = self.now   # its first rank stops injecting now (the others as they get here)
         st.modes.append(mode)
         return mode
 
@@ -250,6 +261,8 @@ class HybridController:
     def _context(self, st: JobState, iteration: int, ranks: np.ndarray) -> Context:
         lo = max(0, iteration - self.lookback)
         hist = st.series(iteration)[ranks, lo:iteration]
+        if self.drop_edges:
+            hist = np.where(self._edges(st, iteration)[None, lo:iteration], np.nan, hist)
         sc = self._scale(st, lo, iteration)
         if sc is not None:
             hist = hist / sc[None, :]
@@ -313,6 +326,11 @@ class HybridController:
             starts = np.asarray(starts, dtype=np.float64)
             y = (starts.max() + float(np.median(y))) - starts
         st.pred[ranks, iteration] = y
+        starts = np.asarray(starts, dtype=np.float64)
+        span = (float(starts.min()), float((starts + y).max()))
+        self.pending.pop(job_id, None)
+        self.pred_spans[job_id].append(span)
+        self.max_span[job_id] = max(self.max_span[job_id], span[1] - span[0])
         return y
 
     # ------------------------------------------------------------------------------------------------ truth
@@ -322,6 +340,10 @@ class HybridController:
             self.now = rec.end
         if st is None or rec.iteration >= st.n_iterations:
             return
+        if rec.start < st.lo[rec.iteration]:
+            st.lo[rec.iteration] = rec.start
+        if rec.end > st.hi[rec.iteration]:
+            st.hi[rec.iteration] = rec.end
         if simulated:
             st.truth[rec.rank, rec.iteration] = rec.end - rec.start
             if st.job_id in self.graph_jobs:
@@ -330,7 +352,43 @@ class HybridController:
         if st.done_count[rec.iteration] == st.n_ranks and simulated:
             self._iteration_complete(st, rec.iteration)
 
+    def _overlaps_prediction(self, st: JobState, a: float, b: float) -> bool:
+        """Whether another job was predicted (injected no packets) at some time in (a, b)."""
+        for jid, spans in self.pred_spans.items():
+            if jid == st.job_id:
+                continue
+            if self.pending.get(jid, np.inf) < b:
+                return True
+            reach = self.max_span[jid]
+            for s0, e0 in reversed(spans):
+                if s0 < b and e0 > a:
+                    return True
+                if s0 + reach <= a:
+                    break
+        return False
+
+    def _edges(self, st: JobState, upto: int) -> np.ndarray:
+        """(n_iterations,) bool: simulated iterations < ``upto`` that met another job predicted for part of their
+        time (the *edges* of a truth window, whose traffic differs from the pure run's) and belong to a contiguous
+        simulated stretch that also has clean iterations. They stay in the job's completion time but not in what the
+        surrogate sees (contexts, fit and tune), which takes the clean iterations beside them. A stretch with no
+        clean iteration at all (per-job schedules, where every truth window meets predicted jobs) is kept whole."""
+        out = np.zeros(st.n_iterations, bool)
+        n = min(upto, len(st.modes))
+        if n == 0:
+            return out
+        sim = np.fromiter((m == Mode.SIMULATE for m in st.modes[:n]), bool, n) & (st.done_count[:n] == st.n_ranks)
+        dirty = sim & ~st.clean[:n]
+        if not dirty.any():
+            return out
+        run = np.cumsum(np.r_[True, sim[1:] != sim[:-1]])          # stretch id of every iteration
+        has_clean = np.bincount(run, weights=(sim & st.clean[:n]).astype(float)) > 0
+        out[:n] = dirty & has_clean[run]
+        return out
+
     def _iteration_complete(self, st: JobState, it: int) -> None:
+        if self.drop_edges:
+            st.clean[it] = not self._overlaps_prediction(st, st.lo[it], st.hi[it])
         in_window = st.window_start is not None and it >= st.window_start
         if in_window and st.fitted:
             ranks = np.arange(st.n_ranks)
@@ -350,6 +408,8 @@ class HybridController:
         if st.job_id in self.graph_jobs:
             return self._graph_series(st)
         y = st.truth.copy()
+        if self.drop_edges:
+            y[:, self._edges(st, st.n_iterations)] = np.nan
         v = self.volumes.get(st.job_id)
         if v is not None:
             y = y / v[None, :y.shape[1]]

@@ -202,6 +202,9 @@ def test_each_job_gets_its_own_model(tmp_path):
     sc = parse_scenario(SC)
     ctl = build_controller(sc)
     assert set(ctl.models) == {0, 1} and ctl.models[0] is not ctl.models[1]
+    # the stand-in backend has no interference between jobs: keep window edges (job b's warm-up meets job a
+    # predicted from iteration 8 on, which would leave b's ridge only its first iteration to fit on)
+    ctl.drop_edges = False
     run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, controller=ctl, backend=FakeBackend(sc))
     # each ridge was fitted on its own job's warm-up only
     assert ctl.models[0].coef is not None and ctl.models[1].coef is not None
@@ -275,6 +278,24 @@ def test_aligned_does_not_wait_for_finished_jobs_and_adapts():
     assert p.next_open == pytest.approx(14.0 + 3 * 2.0)
 
 
+def test_aligned_opens_a_window_when_a_job_ends():
+    """Job 0 (1 ns iterations, 6 of them) ends during a fast-forward: the next decision of job 1 (5 ns iterations)
+    opens a window although ft = 100 would not for another ~500 ns."""
+    S, P = Mode.SIMULATE, Mode.PREDICT
+    p = load_policy("aligned", {"warmup": 1, "truth": 1, "ft": 100})
+    assert p.decide(aview(0, 0, 0.0, n=6)) == S and p.decide(aview(1, 0, 0.0)) == S
+    assert [p.decide(aview(0, i, float(i), n=6)) for i in range(1, 5)] == [S] * 4
+    assert p.decide(aview(1, 1, 5.0)) == P and p.next_open == pytest.approx(5.0 + 99 * 5.0)
+    assert p.decide(aview(0, 5, 5.0, n=6)) == P          # job 0's last iteration, predicted: ends at ~6 ns
+    assert p.decide(aview(1, 2, 10.0)) == S              # job 0 has ended: window
+    q = load_policy("aligned", {"warmup": 1, "truth": 1, "ft": 100, "on_job_end": False})
+    for pol in (q,):
+        pol.decide(aview(0, 0, 0.0, n=6)), pol.decide(aview(1, 0, 0.0))
+        [pol.decide(aview(0, i, float(i), n=6)) for i in range(1, 5)]
+        pol.decide(aview(1, 1, 5.0)), pol.decide(aview(0, 5, 5.0, n=6))
+        assert pol.decide(aview(1, 2, 10.0)) == P
+
+
 def test_aligned_engine_run_simulates_jobs_together(tmp_path):
     """On the embedded engine, with ``aligned`` each job's simulated stretches overlap the other's in virtual time:
     every truth window of the slow job lies inside the span where the fast job is simulated (up to one iteration
@@ -288,7 +309,8 @@ placement: {policy: random}
 surrogate: {model: mean, config: {k: 2}}
 controller: {policy: aligned, params: {warmup: 2, ft: 4, truth: 1}, keep_background: false}
 """)
-    rd, res, summary = run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False)
+    ctl = build_controller(sc)
+    rd, res, summary = run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, controller=ctl)
     t = {k: np.asarray(v) for k, v in pq.read_table(rd.path / "iterations.parquet").to_pydict().items()}
     spans = {}
     for job in ("fast", "slow"):
@@ -308,12 +330,24 @@ controller: {policy: aligned, params: {warmup: 2, ft: 4, truth: 1}, keep_backgro
         inside = (fe > ss[i] + fast_len) & (fs < se[i] - fast_len)
         assert fsim[inside].all(), f"slow iteration {i} simulated while fast was predicted"
     assert summary["jobs"]["fast"]["predicted_iterations"] > 0 and summary["jobs"]["slow"]["predicted_iterations"] > 0
+    # window edges: a simulated iteration is clean iff no predicted iteration of the other job overlaps it (from the
+    # written records); the edges of stretches that have clean iterations are hidden from the surrogate
+    for me, other in ((0, 1), (1, 0)):
+        (ms, me_, msim), (os_, oe, osim) = spans[("fast", "slow")[me]], spans[("fast", "slow")[other]]
+        st = ctl.states[me]
+        expect = np.array([msim[i] and not np.any(~osim & (os_ < me_[i]) & (oe > ms[i])) for i in range(len(ms))])
+        assert np.array_equal(st.clean[msim], expect[msim])
+        edges = ctl._edges(st, st.n_iterations)
+        assert not edges[~msim].any() and not edges[expect].any()
+    fast_edges = ctl._edges(ctl.states[0], ctl.states[0].n_iterations)
+    assert fast_edges.any()   # the fast job's iteration in flight when a window closes
 
 
 def test_absurd_predictions_fall_back_to_last_truth(tmp_path):
     """A model that collapses (1e-30 ns) or explodes is replaced, per rank, by the rank's last simulated time."""
     sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", "model: last"))
     ctl = build_controller(sc)
+    ctl.drop_edges = False  # no interference in the stand-in backend; keep every truth in the contexts
     calls = []
     for m in ctl.models.values():
         def bad(ctx, calls=calls):
