@@ -432,17 +432,19 @@ class HybridController:
                             x=g.view(st.job_id, T), shape=g.topo.shape)
 
     def _targets(self, st: JobState, series: OnlineSeries, idx) -> list[int]:
-        """For graph models: the indices of ``idx`` inside the series whose iteration was simulated (truth)."""
+        """For graph models: the indices of ``idx`` inside the series whose iteration was simulated (truth) and is
+        not a window edge (``drop_edges``; the dense series keeps an edge's time, as the contexts' back-fill does)."""
         if st.job_id not in self.graph_jobs:
             return list(idx)
-        return [int(i) for i in idx if 0 <= i < series.T and np.isfinite(st.truth[:, i]).all()]
+        edges = self._edges(st, series.T) if self.drop_edges else np.zeros(st.n_iterations, bool)
+        return [int(i) for i in idx if 0 <= i < series.T and np.isfinite(st.truth[:, i]).all() and not edges[i]]
 
     def _fit(self, st: JobState, iteration: int) -> None:
         t0 = time.perf_counter()
         series = self._series(st)
         idx = self._targets(st, series, range(iteration))
         if st.job_id in self.graph_jobs:
-            self.graphs.fit_normaliser(st.job_id, idx)
+            self.graphs.fit_normaliser(st.job_id, range(series.T))  # every simulated warm-up graph, edges too
         self.models[st.job_id].fit(series, idx)
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["fit_calls"] += 1
