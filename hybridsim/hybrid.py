@@ -134,18 +134,23 @@ class JobState:
     lo: np.ndarray | None = None     # per iteration: earliest start over ranks
     hi: np.ndarray | None = None     # per iteration: latest end over ranks
     clean: np.ndarray | None = None  # per simulated iteration: no other job was predicted while it ran
+    raw: np.ndarray | None = None    # the model's own per-rank predictions (before sync=job aligns the ends)
 
     @classmethod
     def new(cls, job: str, job_id: int, workload: str, n_ranks: int, n_iterations: int) -> "JobState":
         return cls(job, job_id, workload, n_ranks, n_iterations,
                    truth=np.full((n_ranks, n_iterations), np.nan), pred=np.full((n_ranks, n_iterations), np.nan),
                    done_count=np.zeros(n_iterations, np.int64), lo=np.full(n_iterations, np.inf),
-                   hi=np.full(n_iterations, -np.inf), clean=np.ones(n_iterations, bool))
+                   hi=np.full(n_iterations, -np.inf), clean=np.ones(n_iterations, bool),
+                   raw=np.full((n_ranks, n_iterations), np.nan))
 
     def series(self, upto: int) -> np.ndarray:
-        """Truth where known, else prediction, for iterations < upto (R, upto)."""
+        """Truth where known, else the model's prediction, for iterations < upto (R, upto). The prediction is the
+        model's own per-rank time, not the realised one: with sync=job a rank's realised time of the first predicted
+        iteration also absorbs the skew between the ranks' starts (the job's ranks end together), which is no
+        iteration time and, fed back as history, would repeat in every later prediction."""
         t = self.truth[:, :upto]
-        return np.where(np.isnan(t), self.pred[:, :upto], t)
+        return np.where(np.isnan(t), self.raw[:, :upto], t)
 
     def mean_or_none(self, arr: np.ndarray, i: int):
         col = arr[:, i]
@@ -319,6 +324,7 @@ class HybridController:
             # warm-up iteration is complete (when the policy decides, other ranks may still be in the last one)
             self._fit(st, iteration)
         y = self._predict(st, iteration, ranks)
+        st.raw[ranks, iteration] = y
         if self.sync == "job":
             # Ranks of a coupled job finish an iteration together; ending each at its own start + prediction lets
             # the skew between ranks grow with every predicted iteration and feed back through the waits measured
