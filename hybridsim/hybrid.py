@@ -165,7 +165,7 @@ class HybridController:
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
-                 drop_edges: bool = True):
+                 drop_edges: bool = True, history: str = "mixed"):
         self.policy = policy
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
         if isinstance(surrogate, dict):
@@ -200,6 +200,9 @@ class HybridController:
         self.wall = {"inference": 0.0, "tuning": 0.0}
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
         self.drop_edges = drop_edges
+        if history not in ("mixed", "truth"):
+            raise ValueError(f"history must be 'mixed' or 'truth', got {history!r}")
+        self.history = history
         self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
         self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
         self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
@@ -264,13 +267,27 @@ class HybridController:
         return None if v is None else v[lo:hi]
 
     def _context(self, st: JobState, iteration: int, ranks: np.ndarray) -> Context:
-        lo = max(0, iteration - self.lookback)
-        hist = st.series(iteration)[ranks, lo:iteration]
-        if self.drop_edges:
-            hist = np.where(self._edges(st, iteration)[None, lo:iteration], np.nan, hist)
-        sc = self._scale(st, lo, iteration)
-        if sc is not None:
-            hist = hist / sc[None, :]
+        if self.history == "truth" and st.job_id not in self.graph_jobs:
+            # the latest simulated, complete, non-edge iterations (graph models keep the mixed series)
+            ok = np.zeros(iteration, bool)
+            n = min(iteration, len(st.modes))
+            ok[:n] = (np.fromiter((m == Mode.SIMULATE for m in st.modes[:n]), bool, n)
+                      & (st.done_count[:n] == st.n_ranks))
+            if self.drop_edges:
+                ok &= ~self._edges(st, iteration)[:iteration]
+            cols = np.flatnonzero(ok)[-self.lookback:]
+            hist = st.truth[np.ix_(ranks, cols)]
+            v = self.volumes.get(st.job_id)
+            if v is not None:
+                hist = hist / v[None, cols]
+        else:
+            lo = max(0, iteration - self.lookback)
+            hist = st.series(iteration)[ranks, lo:iteration]
+            if self.drop_edges:
+                hist = np.where(self._edges(st, iteration)[None, lo:iteration], np.nan, hist)
+            sc = self._scale(st, lo, iteration)
+            if sc is not None:
+                hist = hist / sc[None, :]
         if hist.shape[1] < self.lookback:
             hist = np.hstack([np.full((len(ranks), self.lookback - hist.shape[1]), np.nan), hist])
         ctx = Context(st.job, st.workload, hist, iteration=iteration - 1)

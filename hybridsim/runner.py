@@ -92,7 +92,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
         n_its = {i: jobs[i][3] for i in graph_jobs}
         graphs = OnlineGraphs.for_scenario(scenario, placement, graph_jobs, n_its)
     return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
-                            lookback=sec.lookback, tune=sec.tune, policy_name=scenario.controller.policy,
+                            lookback=sec.lookback, tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
                             sync=scenario.controller.sync, volumes=volumes, graphs=graphs)
 
 

@@ -177,6 +177,24 @@ def test_job_sync_ends_predicted_iterations_together(tmp_path):
     assert all(r.end - r.start == pytest.approx(np.median(last), rel=1e-12) for r in it9)
 
 
+@pytest.mark.parametrize("history", ["mixed", "truth"])
+def test_history_truth_or_mixed(tmp_path, history):
+    """MEAN of 2 after a warm-up of 8 (sync: rank): with history=truth every predicted iteration of rank r is
+    (d(r, 6) + d(r, 7)) / 2; with mixed, iteration 9 is (d(r, 7) + prediction of 8) / 2, and so on."""
+    sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", f"model: mean, config: {{k: 2}}, history: {history}")
+                        .replace("policy: periodic, params: {warmup: 8, ft: 8, truth: 1}",
+                                 "policy: surrogate, params: {warmup: 8}"))
+    _, res, _ = run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, backend=FakeBackend(sc))
+    got = {(r.rank, r.iteration): r.end - r.start for r in res.records if r.job == "a"}
+    for r in range(4):
+        p8 = (duration(0, r, 6) + duration(0, r, 7)) / 2
+        assert got[(r, 8)] == pytest.approx(p8, rel=1e-12)
+        p9 = p8 if history == "truth" else (duration(0, r, 7) + p8) / 2
+        assert got[(r, 9)] == pytest.approx(p9, rel=1e-12)
+        if history == "truth":
+            assert got[(r, 20)] == pytest.approx(p8, rel=1e-12)
+
+
 def test_volume_scaling_predicts_known_irregular_iterations(tmp_path):
     """Iterations 10, 20, 30 send 1.5x the bytes and take 1.5x the time: LAST on volume-normalised times predicts
     them exactly, plain LAST misses each by a third."""
