@@ -200,8 +200,8 @@ class HybridController:
         self.wall = {"inference": 0.0, "tuning": 0.0}
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
         self.drop_edges = drop_edges
-        if history not in ("mixed", "truth"):
-            raise ValueError(f"history must be 'mixed' or 'truth', got {history!r}")
+        if history not in ("mixed", "truth", "window"):
+            raise ValueError(f"history must be 'mixed', 'truth' or 'window', got {history!r}")
         self.history = history
         self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
         self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
@@ -267,15 +267,20 @@ class HybridController:
         return None if v is None else v[lo:hi]
 
     def _context(self, st: JobState, iteration: int, ranks: np.ndarray) -> Context:
-        if self.history == "truth" and st.job_id not in self.graph_jobs:
-            # the latest simulated, complete, non-edge iterations (graph models keep the mixed series)
+        if self.history != "mixed" and st.job_id not in self.graph_jobs:
+            # the latest simulated, complete, non-edge iterations (graph models keep the mixed series); "window":
+            # only those of the latest stretch of simulated iterations
             ok = np.zeros(iteration, bool)
             n = min(iteration, len(st.modes))
-            ok[:n] = (np.fromiter((m == Mode.SIMULATE for m in st.modes[:n]), bool, n)
-                      & (st.done_count[:n] == st.n_ranks))
+            sim = np.fromiter((m == Mode.SIMULATE for m in st.modes[:n]), bool, n)
+            ok[:n] = sim & (st.done_count[:n] == st.n_ranks)
             if self.drop_edges:
                 ok &= ~self._edges(st, iteration)[:iteration]
-            cols = np.flatnonzero(ok)[-self.lookback:]
+            cols = np.flatnonzero(ok)
+            if self.history == "window" and len(cols):
+                stretch = np.cumsum(np.r_[True, sim[1:] != sim[:-1]]) if n else np.zeros(0, int)
+                cols = cols[stretch[cols] == stretch[cols[-1]]]
+            cols = cols[-self.lookback:]
             hist = st.truth[np.ix_(ranks, cols)]
             v = self.volumes.get(st.job_id)
             if v is not None:

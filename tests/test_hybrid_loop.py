@@ -383,3 +383,21 @@ def test_absurd_predictions_fall_back_to_last_truth(tmp_path):
     for st in ctl.states.values():
         p = st.pred[np.isfinite(st.pred)]
         assert (p > 0).all() and p.max() < 1e20
+
+
+def test_history_window_uses_the_latest_truth_window_only(tmp_path):
+    """periodic warm-up 8, ft 4, truth 2, MEAN of 8 with history=window: iteration 12 (the first after the window
+    10-11) is predicted from iterations 10 and 11 only; iteration 8 from the warm-up's last 8."""
+    sc = parse_scenario(SC.replace("model: ridge, config: {k: 4}", "model: mean, config: {k: 8}, history: window")
+                        .replace("params: {warmup: 8, ft: 8, truth: 1}", "params: {warmup: 8, ft: 4, truth: 2}"))
+    ctl = build_controller(sc)
+    ctl.drop_edges = False  # the stand-in backend has no interference
+    _, res, _ = run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, controller=ctl,
+                             backend=FakeBackend(sc))
+    modes = ctl.states[0].modes
+    assert [m.value[0] for m in modes[8:14]] == list("ppsspp")
+    got = {(r.rank, r.iteration): r.end - r.start for r in res.records if r.job == "a" and r.rank == 0}
+    d = [duration(0, 0, i) for i in range(40)]
+    assert got[(0, 8)] == pytest.approx(np.mean(d[0:8]), rel=1e-12)
+    assert got[(0, 9)] == pytest.approx(np.mean(d[0:8]), rel=1e-12)
+    assert got[(0, 12)] == pytest.approx((d[10] + d[11]) / 2, rel=1e-12)
