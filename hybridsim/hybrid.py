@@ -165,7 +165,7 @@ class HybridController:
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
-                 drop_edges: bool = True, history: str = "mixed"):
+                 drop_edges: bool = True, history: str = "truth"):
         self.policy = policy
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
         if isinstance(surrogate, dict):

@@ -348,7 +348,7 @@ class SurrogateSection(_Model):
     volume_scaling: bool = Field(True, description="predict volume-normalised iteration times, using the bytes each "
                                                    "iteration sends (known from the workload definition)")
     history: Literal["mixed", "truth", "window"] = Field(
-        "mixed", description="what a history model's look-back holds: mixed = the previous iterations, truth where "
+        "truth", description="what a history model's look-back holds: mixed = the previous iterations, truth where "
                              "simulated and the model's own predictions where predicted (SMART's autoregressive "
                              "roll-out); truth = the latest simulated iterations only (window edges excluded); "
                              "window = those of the latest truth window only")
