@@ -127,17 +127,24 @@ def plot_bench(result: dict, out_dir: Path) -> Path:
 
 
 def plot_tradeoff(runs: list[dict], path: Path) -> Path:
+    """Speedup (wall clock, and the event ratio dashed) against the largest per-job completion error, one point per
+    Ft of one policy."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
     runs = sorted(runs, key=lambda r: r["params"]["ft"])
     xs = [r["max_completion_error_pct"] or 0 for r in runs]
     ys = [r["speedup"] for r in runs]
-    ax.plot(xs, ys, "o-")
+    ax.plot(xs, ys, "o-", label="wall-clock speedup")
+    th = [r.get("theoretical_speedup") for r in runs]
+    if all(isinstance(t, (int, float)) for t in th):
+        ax.plot(xs, th, "s--", alpha=0.6, label="theoretical (event ratio)")
     for r, x, y in zip(runs, xs, ys):
         ax.annotate(f"Ft={r['params']['ft']}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.set_xlabel("max per-job completion-time error %")
-    ax.set_ylabel("wall-clock speedup")
-    ax.set_title("speedup-error trade-off over Ft (periodic policy)")
+    ax.set_ylabel("speedup")
+    policy = runs[0].get("policy") or "periodic" if runs else "periodic"
+    ax.set_title(f"speedup-error trade-off over Ft ({policy} policy)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -152,7 +159,11 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
     if (path / "bench.json").exists():
         result = json.loads((path / "bench.json").read_text())
         made.append(plot_bench(result, out_dir))
-        sweep = [r for r in result["runs"] if r.get("policy") == "periodic" and "ft" in r.get("params", {})]
+        groups: dict[str, list] = {}
+        for r in result["runs"]:
+            if r.get("policy") in ("periodic", "aligned") and "ft" in r.get("params", {}):
+                groups.setdefault(r["policy"], []).append(r)
+        sweep = max(groups.values(), key=len, default=[])
         if len(sweep) > 1:
             made.append(plot_tradeoff(sweep, out_dir / "tradeoff-ft.png"))
         for sub in sorted(p for p in path.iterdir() if (p / "iterations.parquet").exists()):
