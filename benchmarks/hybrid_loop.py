@@ -21,7 +21,7 @@ from hybridsim.scenario import load_scenario  # noqa: E402
 # per-job schedules, then the shared schedule with its adaptive variant; the Ft sweep runs --sweep-policy
 POLICIES = [("surrogate", {"warmup": 8}), ("error-adaptive", {"threshold": 2, "max_interval": 64}),
             ("budget", {"target_speedup": 10}), ("periodic", {"warmup": 8, "ft": 16, "truth": 1}),
-            ("aligned", {"warmup": 2, "ft": 16, "threshold": 1})]
+            ("aligned", {"warmup": 1, "ft": 16, "threshold": 1})]
 
 
 def main(argv=None) -> int:

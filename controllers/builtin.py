@@ -188,7 +188,7 @@ class Aligned(Policy):
 
     name = "aligned"
 
-    def __init__(self, warmup: int = 2, ft: int = 16, truth: int = 1, threshold: float | None = None,
+    def __init__(self, warmup: int = 1, ft: int = 16, truth: int = 1, threshold: float | None = None,
                  min_ft: int = 2, max_ft: int = 256, on_job_end: bool = True):
         self.on_job_end = bool(on_job_end)
         self.warmup = _check_int("warmup", warmup, 1)
