@@ -67,6 +67,9 @@ class HybridError(RuntimeError):
 #: or <= 0) is a model failure: that time is used instead and ``counts["fallback_predictions"]`` counts it
 MAX_RATIO = 100.0
 
+#: an edge correction never shortens a predicted iteration below this fraction of the prediction
+EDGE_FLOOR = 0.1
+
 
 @dataclass
 class OnlineSeries:
@@ -131,6 +134,7 @@ class JobState:
     fitted: bool = False
     window_start: int | None = None
     fallbacks: int = 0
+    edge_shift: float = 0.0          # total time (ns) the edge corrections moved the job by
     lo: np.ndarray | None = None     # per iteration: earliest start over ranks
     hi: np.ndarray | None = None     # per iteration: latest end over ranks
     clean: np.ndarray | None = None  # per simulated iteration: no other job was predicted while it ran
@@ -165,7 +169,7 @@ class HybridController:
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
-                 drop_edges: bool = True, history: str = "truth"):
+                 drop_edges: bool = True, history: str = "truth", correct_edges: bool = True):
         self.policy = policy
         self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
         if isinstance(surrogate, dict):
@@ -200,13 +204,15 @@ class HybridController:
         self.wall = {"inference": 0.0, "tuning": 0.0}
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
         self.drop_edges = drop_edges
+        self.correct_edges = correct_edges
         if history not in ("mixed", "truth", "window"):
             raise ValueError(f"history must be 'mixed', 'truth' or 'window', got {history!r}")
         self.history = history
         self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
         self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
         self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
-        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "fallback_predictions": 0}
+        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "fallback_predictions": 0,
+                       "edge_corrections": 0}
 
     @property
     def wants_samples(self) -> bool:
@@ -347,12 +353,16 @@ class HybridController:
             self._fit(st, iteration)
         y = self._predict(st, iteration, ranks)
         st.raw[ranks, iteration] = y
+        corr = self._edge_correction(st, iteration)
         if self.sync == "job":
             # Ranks of a coupled job finish an iteration together; ending each at its own start + prediction lets
             # the skew between ranks grow with every predicted iteration and feed back through the waits measured
             # in the next truth window. So the job's ranks end together: latest start + median prediction.
             starts = np.asarray(starts, dtype=np.float64)
-            y = (starts.max() + float(np.median(y))) - starts
+            med = float(np.median(y))
+            y = (starts.max() + max(med + corr, EDGE_FLOOR * med)) - starts
+        elif corr:
+            y = np.maximum(y + corr, EDGE_FLOOR * y)
         st.pred[ranks, iteration] = y
         starts = np.asarray(starts, dtype=np.float64)
         span = (float(starts.min()), float((starts + y).max()))
@@ -379,6 +389,26 @@ class HybridController:
         st.done_count[rec.iteration] += 1
         if st.done_count[rec.iteration] == st.n_ranks and simulated:
             self._iteration_complete(st, rec.iteration)
+
+    def _edge_correction(self, st: JobState, iteration: int) -> float:
+        """When the iteration before the first predicted one is a window edge (see :meth:`_edges`), the job's timeline
+        already holds its distorted simulated time; the surrogate's prediction of it from the clean history before it
+        replaces that time: the mean over ranks of (prediction - simulated) is returned, to be added to this
+        predicted iteration (the job's later iterations shift by it)."""
+        e = iteration - 1
+        if not (self.correct_edges and self.drop_edges and e >= 0 and e < len(st.modes)
+                and st.modes[e] == Mode.SIMULATE and self._edges(st, iteration)[e]):
+            return 0.0
+        ranks = np.arange(st.n_ranks)
+        p = self._predict(st, e, ranks)
+        d = st.truth[:, e]
+        ok = np.isfinite(p) & np.isfinite(d)
+        if not ok.any():
+            return 0.0
+        c = float(np.mean(p[ok] - d[ok]))
+        st.edge_shift += c
+        self.counts["edge_corrections"] += 1
+        return c
 
     def _overlaps_prediction(self, st: JobState, a: float, b: float) -> bool:
         """Whether another job was predicted (injected no packets) at some time in (a, b)."""
@@ -516,6 +546,7 @@ class HybridController:
                 "truth_window_mape": float(np.mean(errs)) if errs else None,
                 "truth_window_errors": st.errors,
                 "fallback_predictions": st.fallbacks,
+                "edge_shift_ns": st.edge_shift,
             }
         return {"policy": self.policy_name, "surrogate": self.surrogate.name if self.surrogate else None,
                 "lookback": self.lookback,

@@ -401,3 +401,48 @@ def test_history_window_uses_the_latest_truth_window_only(tmp_path):
     assert got[(0, 8)] == pytest.approx(np.mean(d[0:8]), rel=1e-12)
     assert got[(0, 9)] == pytest.approx(np.mean(d[0:8]), rel=1e-12)
     assert got[(0, 12)] == pytest.approx((d[10] + d[11]) / 2, rel=1e-12)
+
+
+class _Script:
+    """Policy: job 0 simulates iterations < 4, job 1 iterations < 1; then both predict."""
+    name = "script"
+
+    def decide(self, view):
+        return "simulate" if view.iteration < (4 if view.job_id == 0 else 1) else "predict"
+
+
+def test_edge_iteration_is_replaced_by_its_prediction():
+    """Job 0 runs iterations of 100, 110, 120 ns, then iteration 3 (200 ns) while job 1 is predicted: an edge. MEAN of
+    2 on the clean history predicts iteration 3 as 115, so the first predicted iteration, also 115, is lengthened
+    by 115 - 200 = -85 ns; job 0's completion then equals what it would be had iteration 3 taken 115."""
+    from hybridsim.hybrid import HybridController
+    from hybridsim.records import IterationRecord
+    from surrogate.registry import create
+
+    def run(correct):
+        ctl = HybridController([("a", "x", 2, 6), ("b", "x", 2, 6)], _Script(), {0: create("mean", k=2),
+                                                                                 1: create("mean", k=2)},
+                               sync="job", correct_edges=correct)
+        t = 0.0
+        assert ctl.mode_for(1, 0).value == "simulate"
+        for r in range(2):
+            ctl.on_record(IterationRecord("b", 1, r, 0, 0.0, 50.0), True)
+        for it, d in enumerate([100.0, 110.0, 120.0, 200.0]):
+            assert ctl.mode_for(0, it).value == "simulate"
+            if it == 3:   # job 1 predicted from t = 330 on, across job 0's iteration 3 (330 .. 530)
+                assert ctl.mode_for(1, 1).value == "predict"
+                ctl.predict(1, 1, np.arange(2), np.array([330.0, 330.0]))
+            for r in range(2):
+                ctl.on_record(IterationRecord("a", 0, r, it, t, t + d), True)
+            t += d
+        assert ctl.mode_for(0, 4).value == "predict"
+        return ctl, ctl.predict(0, 4, np.arange(2), np.array([t, t]))
+
+    ctl, y = run(True)
+    st = ctl.states[0]
+    assert bool(st.clean[2]) and not bool(st.clean[3])
+    assert ctl._edges(st, 4)[3]
+    assert np.allclose(y, 115.0 + (115.0 - 200.0))
+    assert ctl.counts["edge_corrections"] == 1 and st.edge_shift == pytest.approx(-85.0)
+    _, y0 = run(False)
+    assert np.allclose(y0, 115.0)
