@@ -14,13 +14,29 @@ def cmd_run(args) -> int:
     from .scenario import ScenarioError
 
     try:
-        run_scenario_file(args.scenario, outdir=args.output, force=args.force, mode=args.mode,
-                          progress=not args.no_progress, argv=sys.argv)
+        rd, _result, summary = run_scenario_file(args.scenario, outdir=args.output, force=args.force,
+                                                 mode=args.mode, progress=not args.no_progress, argv=sys.argv)
     except (ScenarioError, RunDirError) as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except RunError as exc:
         raise CliError(str(exc), EXIT_FAIL) from None
+    print(format_run_summary(rd.path, summary))
     return EXIT_OK
+
+
+def format_run_summary(path, summary: dict) -> str:
+    """A few lines for the terminal: where the run went, its cost, and each job's completion time."""
+    state = "partial" if summary.get("partial") else "completed"
+    lines = [f"{path}: {state} ({summary.get('mode')}, {summary.get('backend')}), {summary.get('wall_s', 0):.1f} s wall, "
+             f"{summary.get('events') or 0:,} events"]
+    for name, j in summary.get("jobs", {}).items():
+        t = j.get("completion_time_ns")
+        done = f"completion {t / 1e6:.3f} ms" if t is not None else "no iterations recorded"
+        extra = ""
+        if "predicted_iterations" in j:
+            extra = f" ({j['simulated_iterations']} simulated, {j['predicted_iterations']} predicted)"
+        lines.append(f"  {name:<12} {done}{extra}")
+    return "\n".join(lines)
 
 
 def register(sub) -> None:

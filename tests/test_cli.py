@@ -37,3 +37,17 @@ def test_run_bad_scenario_writes_nothing(tmp_path):
     assert r.returncode == 2
     assert "seed" in r.stderr and "greater than or equal to 0" in r.stderr
     assert not out.exists()
+
+
+def test_run_prints_a_summary(tmp_path, capsys):
+    import json
+
+    sc = tmp_path / "s.yaml"
+    sc.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+                  "jobs:\n  - {name: a, ranks: 4, iterations: 3, workload: {kind: allreduce, size: 1024}}\n")
+    assert main(["run", str(sc), "-o", str(tmp_path / "r"), "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert out[0].startswith(f"{tmp_path / 'r'}: completed (simulate, embedded)")
+    assert f"{summary['events']:,} events" in out[0]
+    assert out[1].split() == ["a", "completion", f"{summary['jobs']['a']['completion_time_ns'] / 1e6:.3f}", "ms"]
