@@ -253,3 +253,12 @@ def test_job_compute_delay_adds_to_every_iteration():
     assert len(base) == 6
     for k in base:
         assert slow[k] == pytest.approx(base[k] + 10_000.0, abs=1e-6)
+
+
+def test_progress_shows_each_jobs_mode():
+    from hybridsim.backend import Mode
+    from hybridsim.engine.engine import jobs_progress
+
+    txt = jobs_progress(["milc", "lammps", "nn"], [3, 24, 0], [100, 24, 10], [Mode.PREDICT, Mode.SIMULATE, None])
+    assert txt == "milc:3/100P lammps:24/24 nn:0/10"
+    assert jobs_progress(["a"], [5], [9], [Mode.SIMULATE]) == "a:5/9S"

@@ -25,6 +25,16 @@ from .network import Network
 from .sampling import PortSampler
 
 
+def jobs_progress(names, done, totals, modes) -> str:
+    """The progress bar's per-job part: ``name:done/total`` plus the mode of the iteration in progress, ``S``
+    (simulated) or ``P`` (predicted); nothing once the job is done or before its mode is known."""
+    out = []
+    for name, d, tot, m in zip(names, done, totals, modes):
+        tag = "" if m is None or d >= tot else ("P" if m is Mode.PREDICT else "S")
+        out.append(f"{name}:{d}/{tot}{tag}")
+    return " ".join(out)
+
+
 class EngineError(RuntimeError):
     """The scenario cannot be simulated as given (inconsistent workload, no way to end...)."""
 
@@ -133,8 +143,10 @@ class Engine:
                 pbar.update(n - state["last_ev"])
                 state["last_ev"] = n
                 el = time.perf_counter() - wall0
-                its = " ".join(f"{self.job_names[j]}:{self.iters_done[j] // self.n_ranks[j]}/{self.iters[j]}"
-                               for j in range(self.n_jobs) if not self.is_bg[j])
+                jobs = [j for j in range(self.n_jobs) if not self.is_bg[j]]
+                done = [self.iters_done[j] // self.n_ranks[j] for j in jobs]
+                its = jobs_progress([self.job_names[j] for j in jobs], done, [self.iters[j] for j in jobs],
+                                    [self.modes.get((j, d)) for j, d in zip(jobs, done)])
                 pbar.set_postfix_str(f"t={t / 1e3:,.1f}us {its} {n / max(el, 1e-9) / 1e3:,.0f}k ev/s")
 
         # The model makes no reference cycles per event (packets, messages and requests are freed by reference
