@@ -9,7 +9,8 @@ One command (from the repository root)::
 Steps: import the CODES run (``codes_bridge.importer.import_codes_run``) into ``benchmarks/out/<run>-import``, build
 the dataset (``surrogate.dataset.build_dataset``, default splits 30 % train / 10 % val / 60 % test) into
 ``benchmarks/out/<run>-ds``, fit every model on each job's train split (validation for early stopping), then
-evaluate on the test split with ``Ft = 8`` and ``Ft = inf`` (``surrogate.evaluate``). Writes a table to stdout and
+evaluate on the test split with ``Ft = 8`` and ``Ft = inf`` (``surrogate.evaluate``; ``--volume-scaling on|both``:
+with the workload volume normalisation of :mod:`surrogate.volumes`). Writes a table to stdout and
 ``benchmarks/out/surrogate_mape.json``. SMART / SMART-noLLM are included when ``surrogate.models.smart`` is present.
 """
 
@@ -87,6 +88,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ft", default="8,inf")
     ap.add_argument("--rebuild", action="store_true", help="re-import and rebuild datasets even if present")
     ap.add_argument("--prepare-only", action="store_true", help="only make the runs and datasets, evaluate nothing")
+    ap.add_argument("--volume-scaling", choices=["off", "on", "both"], default="off",
+                    help="workload volume normalisation (surrogate.volumes): off, on, or both (every model twice, "
+                         "the scaled rows labelled MODEL+vol)")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", default=str(OUT / "surrogate_mape.json"))
     args = ap.parse_args(argv)
@@ -120,15 +124,18 @@ def main(argv=None) -> int:
             continue
         ds = load_dataset(dsdir)
         rows = []
-        for m in models:
+        scalings = {"off": [False], "on": [True], "both": [False, True]}[args.volume_scaling]
+        for m, vs in [(m, vs) for m in models for vs in scalings]:
             t0 = time.perf_counter()
-            rep = evaluate(ds, [m], fts, progress=args.progress)
+            rep = evaluate(ds, [m], fts, progress=args.progress, volume_scaling=vs)
             wall = time.perf_counter() - t0
             for r in rep["results"]:
                 r["fit_s"] = (rep["fit"].get(m, {}).get(r["job"], {}) or {}).get("seconds")
                 r["fit_epochs"] = (rep["fit"].get(m, {}).get(r["job"], {}) or {}).get("epochs")
+                if vs and args.volume_scaling == "both":
+                    r["model"] += "+vol"
             rows += rep["results"]
-            print(f"[{run}] {m}: done in {wall:.0f} s", file=sys.stderr, flush=True)
+            print(f"[{run}] {m}{' +vol' if vs else ''}: done in {wall:.0f} s", file=sys.stderr, flush=True)
             # write partial results as we go (long runs)
             report["runs"][run] = {"source": str(src), "import_s": t_imp, "dataset_s": t_ds,
                                    "jobs": {n: {"workload": j.workload, "ranks": j.R, "iterations": j.T,

@@ -7,6 +7,11 @@ last ``ft`` iterations (targets ``t-ft .. t-1``); then it predicts ``y[:, t]`` f
 (history = true iteration times up to ``t - 1``). ``ft = inf`` never tunes.
 
 MAPE = mean over (rank, test iteration) of ``|y_hat - y| / y * 100`` on raw times (DESIGN.md §5).
+
+Volume scaling (``volume_scaling=True``, ``hybridsim evaluate --volume-scaling``; :mod:`surrogate.volumes`): as in
+the hybrid loop, every model is fitted, tuned and given histories on ``y[:, t] / v[t]`` (``v`` = the iteration's
+relative message volume from the run scenario's workload definition, mean 1 over the job) and its prediction of
+iteration ``t`` is multiplied by ``v[t]``; the MAPE is on raw times. Jobs with a constant volume are unchanged.
 """
 
 from __future__ import annotations
@@ -44,10 +49,19 @@ def parse_ft(v) -> float:
 
 
 def run_online(model: Surrogate, series, ft: float = 8, split: str = "test", progress: bool = False,
-               desc: str = "") -> dict:
+               desc: str = "", volumes: np.ndarray | None = None) -> dict:
     """Evaluate ``model`` (mutated by tuning; pass a copy) on ``series``' ``split`` with online tuning every ``ft``.
+    With ``volumes`` (relative volume per iteration, (T,)) the model tunes and predicts on ``y / volumes`` and its
+    predictions are multiplied by the target iteration's volume; ``true`` and the MAPE stay raw.
     Returns ``{"mape", "pred" (R, n), "true" (R, n), "tunes", "predict_ms" (mean per step), "tune_s"}``."""
     from tqdm import tqdm
+
+    raw = series
+    if volumes is not None:
+        from .volumes import scaled_series
+
+        volumes = np.asarray(volumes, dtype=np.float64)
+        series = scaled_series(series, volumes)
 
     a, b = series.split[split]
     a = max(a, 1)
@@ -74,8 +88,8 @@ def run_online(model: Surrogate, series, ft: float = 8, split: str = "test", pro
             raise SurrogateError(f"{model.name}: predict returned shape {p.shape}, expected ({R},)")
         if not np.isfinite(p).all():
             raise SurrogateError(f"{model.name}: non-finite prediction for job {series.job!r} iteration {t}")
-        pred[:, t - a] = p
-    true = np.asarray(series.y[:, a:b], dtype=np.float64)
+        pred[:, t - a] = p if volumes is None else p * volumes[t]
+    true = np.asarray(raw.y[:, a:b], dtype=np.float64)
     return {"mape": mape(pred, true), "pred": pred, "true": true, "tunes": tunes,
             "predict_ms": pred_s / (b - a) * 1e3, "tune_s": tune_s, "first": a, "stop": b}
 
@@ -131,26 +145,45 @@ def resolve_model_spec(spec: str, dataset, progress: bool = False, seed: int = 0
 
 
 def evaluate(dataset, specs: list[str], fts=(8,), jobs: list[str] | None = None, progress: bool = False,
-             seed: int = 0) -> dict:
+             seed: int = 0, volume_scaling: bool = False, volumes: dict | None = None) -> dict:
     """Evaluate every model spec at every Ft on every job. Returns a JSON-able dict
-    ``{"results": [{"model", "ft", "job", "mape", "tunes", "predict_ms", "tune_s"}], "fit": {...}}``."""
+    ``{"results": [{"model", "ft", "job", "mape", "tunes", "predict_ms", "tune_s"}], "fit": {...}}``.
+    ``volume_scaling``: normalise by the workload volumes of the dataset's source scenario (``volumes``:
+    ``{job: relative volume (T,)}`` given directly instead; jobs left out are not scaled). Models named here are then
+    fitted on the scaled train split; checkpoints are used as they are."""
+    import dataclasses
+
     fts = [parse_ft(f) for f in fts]
     names = list(jobs) if jobs else list(dataset.jobs)
     for j in names:
         dataset[j]  # raises DatasetError for unknown jobs
+    if volume_scaling and volumes is None:
+        from .volumes import dataset_volumes
+
+        volumes = dataset_volumes(dataset)
+    volumes = {k: np.asarray(v, dtype=np.float64) for k, v in (volumes or {}).items()} if volume_scaling else {}
+    fit_ds = dataset
+    if volumes:
+        from .volumes import scaled_series
+
+        fit_ds = dataclasses.replace(dataset, jobs={n: scaled_series(js, volumes[n]) if n in volumes else js
+                                                    for n, js in dataset.jobs.items()})
     results, fit_info = [], {}
     for spec in specs:
-        label, models, info = resolve_model_spec(spec, dataset, progress=progress, seed=seed)
+        label, models, info = resolve_model_spec(spec, fit_ds, progress=progress, seed=seed)
         fit_info[label] = info
         for ft in fts:
             for job in names:
                 m = clone_model(models[job])
-                r = run_online(m, dataset[job], ft, progress=progress, desc=f"{label} ft={ft} {job}")
+                r = run_online(m, dataset[job], ft, progress=progress, desc=f"{label} ft={ft} {job}",
+                               volumes=volumes.get(job))
                 results.append({"model": label, "ft": "inf" if math.isinf(ft) else int(ft), "job": job,
                                 "workload": dataset[job].workload, "mape": r["mape"], "tunes": r["tunes"],
                                 "predict_ms": r["predict_ms"], "tune_s": r["tune_s"],
-                                "test_iterations": [r["first"], r["stop"]], "ranks": dataset[job].R})
-    return {"dataset": str(dataset.path) if dataset.path else None, "results": results, "fit": fit_info}
+                                "test_iterations": [r["first"], r["stop"]], "ranks": dataset[job].R,
+                                "volume_scaled": job in volumes})
+    return {"dataset": str(dataset.path) if dataset.path else None, "results": results, "fit": fit_info,
+            "volume_scaling": bool(volume_scaling), "volume_scaled_jobs": sorted(volumes)}
 
 
 def format_table(report: dict) -> str:
