@@ -19,10 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import pyarrow.parquet as pq  # noqa: E402
-
 from hybridsim.bench import compare  # noqa: E402
-from hybridsim.records import IterationRecord  # noqa: E402
+from hybridsim.records import read_iterations, records_from_table  # noqa: E402
+from hybridsim.rundir import ITERATIONS  # noqa: E402
 from hybridsim.runner import build_controller, run_scenario  # noqa: E402
 from hybridsim.scenario import load_scenario  # noqa: E402
 
@@ -51,9 +50,7 @@ def main(argv=None) -> int:
             return 2
         SETTERS[k](sc, v)
     pure, out = Path(pure), Path(out)
-    t = pq.read_table(pure / "iterations.parquet", columns=["job", "job_id", "rank", "iteration", "start", "end"])
-    t = t.to_pydict()
-    recs = [IterationRecord(*row) for row in zip(t["job"], t["job_id"], t["rank"], t["iteration"], t["start"], t["end"])]
+    recs = records_from_table(read_iterations(pure / ITERATIONS))
     psum = json.loads((pure / "summary.json").read_text())
     ctl = build_controller(sc)
     _, _, hsum = run_scenario(sc, out / tag, force=True, mode="hybrid", progress=False, controller=ctl)

@@ -200,9 +200,7 @@ class Aligned(Policy):
         self.jobs: dict[int, _JobSlot] = {}
         self.phase = "warmup"        # warmup | window | forward
         self.opened = 0.0            # virtual time the current window opened
-        self.window_len = None       # virtual length of the last truth window
         self.next_open = math.inf
-        self.windows = 0
 
     def _quota(self) -> int:
         return self.warmup if self.phase == "warmup" else self.truth
@@ -275,8 +273,6 @@ class Aligned(Policy):
                 self.ft = min(self.ft * 2, self.max_ft)
             elif errs:
                 self.ft = max(self.ft // 2, self.min_ft)
-        self.window_len = length
-        self.windows += 1
         self.phase = "forward"
         self.next_open = now + (self.ft - 1) * max(length, 0.0)
         for s in self.jobs.values():

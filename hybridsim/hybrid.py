@@ -54,6 +54,7 @@ import numpy as np
 
 from controllers.base import JobView, Policy, PolicyError
 from surrogate.base import Context, Surrogate
+from surrogate.dataset import SeriesView
 
 from .backend import Mode
 from .records import IterationRecord
@@ -72,7 +73,7 @@ EDGE_FLOOR = 0.1
 
 
 @dataclass
-class OnlineSeries:
+class OnlineSeries(SeriesView):
     """What ``Surrogate.fit``/``tune`` see during a hybrid run. Same field names as
     ``surrogate.dataset.JobSeries``.
 
@@ -90,33 +91,10 @@ class OnlineSeries:
     x: object | None = None
     shape: object | None = None
 
-    @property
-    def T(self) -> int:
-        return self.y.shape[1]
 
-    @property
-    def R(self) -> int:
-        return self.y.shape[0]
-
-    @property
-    def n_ports(self) -> int:
-        return self.x.shape[1]
-
-    @property
-    def n_features(self) -> int:
-        return self.x.shape[2]
-
-    def context(self, t: int, lookback: int, graph_lookback: int = 0) -> Context:
-        lo = max(0, t - lookback + 1)
-        hist = self.y[:, lo:t + 1]
-        if hist.shape[1] < lookback:
-            pad = np.full((hist.shape[0], lookback - hist.shape[1]), np.nan)
-            hist = np.hstack([pad, hist])
-        graphs = None
-        if graph_lookback > 0 and self.x is not None:
-            graphs = self.x[np.clip(np.arange(t - graph_lookback + 1, t + 1), 0, self.T - 1)]
-        return Context(self.job, self.workload, hist, graphs=graphs, mask=self.mask, rank_port=self.rank_port,
-                       iteration=t)
+def stretch_ids(mask: np.ndarray) -> np.ndarray:
+    """Id of the run of equal values each element of ``mask`` belongs to (1, 1, 2, 2, 2, 3, ...)."""
+    return np.cumsum(np.r_[True, mask[1:] != mask[:-1]]) if len(mask) else np.zeros(0, np.int64)
 
 
 @dataclass
@@ -147,6 +125,10 @@ class JobState:
                    done_count=np.zeros(n_iterations, np.int64), lo=np.full(n_iterations, np.inf),
                    hi=np.full(n_iterations, -np.inf), clean=np.ones(n_iterations, bool),
                    raw=np.full((n_ranks, n_iterations), np.nan))
+
+    def simulated(self, n: int) -> np.ndarray:
+        """(n,) bool: which of the first ``n`` decided iterations were simulated."""
+        return np.fromiter((m == Mode.SIMULATE for m in self.modes[:n]), bool, n)
 
     def series(self, upto: int) -> np.ndarray:
         """Truth where known, else the model's prediction, for iterations < upto (R, upto). The prediction is the
@@ -278,13 +260,13 @@ class HybridController:
             # only those of the latest stretch of simulated iterations
             ok = np.zeros(iteration, bool)
             n = min(iteration, len(st.modes))
-            sim = np.fromiter((m == Mode.SIMULATE for m in st.modes[:n]), bool, n)
+            sim = st.simulated(n)
             ok[:n] = sim & (st.done_count[:n] == st.n_ranks)
             if self.drop_edges:
                 ok &= ~self._edges(st, iteration)[:iteration]
             cols = np.flatnonzero(ok)
             if self.history == "window" and len(cols):
-                stretch = np.cumsum(np.r_[True, sim[1:] != sim[:-1]]) if n else np.zeros(0, int)
+                stretch = stretch_ids(sim)
                 cols = cols[stretch[cols] == stretch[cols[-1]]]
             cols = cols[-self.lookback:]
             hist = st.truth[np.ix_(ranks, cols)]
@@ -435,11 +417,11 @@ class HybridController:
         n = min(upto, len(st.modes))
         if n == 0:
             return out
-        sim = np.fromiter((m == Mode.SIMULATE for m in st.modes[:n]), bool, n) & (st.done_count[:n] == st.n_ranks)
+        sim = st.simulated(n) & (st.done_count[:n] == st.n_ranks)
         dirty = sim & ~st.clean[:n]
         if not dirty.any():
             return out
-        run = np.cumsum(np.r_[True, sim[1:] != sim[:-1]])          # stretch id of every iteration
+        run = stretch_ids(sim)
         has_clean = np.bincount(run, weights=(sim & st.clean[:n]).astype(float)) > 0
         out[:n] = dirty & has_clean[run]
         return out

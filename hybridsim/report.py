@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .bench import SWEEPABLE
+
 
 def _plt():
     import matplotlib
@@ -161,7 +163,7 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
         made.append(plot_bench(result, out_dir))
         groups: dict[str, list] = {}
         for r in result["runs"]:
-            if r.get("policy") in ("periodic", "aligned") and "ft" in r.get("params", {}):
+            if r.get("policy") in SWEEPABLE and "ft" in r.get("params", {}):
                 groups.setdefault(r["policy"], []).append(r)
         sweep = max(groups.values(), key=len, default=[])
         if len(sweep) > 1:

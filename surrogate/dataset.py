@@ -49,8 +49,49 @@ class DatasetError(SurrogateError):
     """A run directory or dataset folder cannot be used (missing/corrupt file, wrong content)."""
 
 
+class SeriesView:
+    """Sizes and look-back windows of a job's series: shared by :class:`JobSeries` (datasets) and
+    ``hybridsim.hybrid.OnlineSeries`` (the hybrid loop's online series). Needs ``job``, ``workload``, ``y`` (R, T),
+    ``x`` (T, P, F) or None, ``mask`` and ``rank_port``."""
+
+    @property
+    def T(self) -> int:
+        return self.y.shape[1]
+
+    @property
+    def R(self) -> int:
+        return self.y.shape[0]
+
+    @property
+    def n_ports(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def n_features(self) -> int:
+        return self.x.shape[2]
+
+    def context(self, t: int, lookback: int, graph_lookback: int = 0) -> Context:
+        """What a model may use to predict iteration ``t + 1``: ``history = y[:, t-L+1 .. t]`` (NaN-padded on the
+        left when ``t - L + 1 < 0``) and ``graphs = x[t-Lg+1 .. t]`` (the first graph repeated on the left when
+        needed; ``None`` for ``graph_lookback == 0`` or a series without graphs)."""
+        t = int(t)
+        if not -1 <= t < self.T:
+            raise IndexError(f"context: t={t} outside -1..{self.T - 1}")
+        L = int(lookback)
+        hist = np.full((self.R, L), np.nan)
+        lo = max(0, t - L + 1)
+        if t >= 0 and L > 0:
+            hist[:, L - (t - lo + 1):] = self.y[:, lo:t + 1]
+        graphs = None
+        if graph_lookback > 0 and self.x is not None:
+            idx = np.clip(np.arange(t - graph_lookback + 1, t + 1), 0, self.T - 1)
+            graphs = self.x[idx]
+        return Context(job=self.job, workload=self.workload, history=hist, graphs=graphs, mask=self.mask,
+                       rank_port=self.rank_port, iteration=t)
+
+
 @dataclass
-class JobSeries:
+class JobSeries(SeriesView):
     """The temporal graph series of one job.
 
     Attributes (T iterations, R ranks, P router ports, F node features):
@@ -80,23 +121,6 @@ class JobSeries:
     norm_mean: np.ndarray | None = None
     norm_std: np.ndarray | None = None
 
-    # ----------------------------------------------------------------------------------------------------- sizes
-    @property
-    def T(self) -> int:
-        return self.y.shape[1]
-
-    @property
-    def R(self) -> int:
-        return self.y.shape[0]
-
-    @property
-    def n_ports(self) -> int:
-        return self.x.shape[1]
-
-    @property
-    def n_features(self) -> int:
-        return self.x.shape[2]
-
     def indices(self, name: str) -> np.ndarray:
         """Iteration indices of split ``name`` (``train``, ``val``, ``test``)."""
         a, b = self.split[name]
@@ -105,26 +129,7 @@ class JobSeries:
     def topology(self) -> Dragonfly:
         return Dragonfly(self.shape)
 
-    # -------------------------------------------------------------------------------------------------- context
-    def context(self, t: int, lookback: int, graph_lookback: int = 0) -> Context:
-        """What a model may use to predict iteration ``t + 1``: ``history = y[:, t-L+1 .. t]`` (NaN-padded on the
-        left when ``t - L + 1 < 0``) and ``graphs = x[t-Lg+1 .. t]`` (the first graph repeated on the left when
-        needed; ``None`` for ``graph_lookback == 0``)."""
-        t = int(t)
-        if not -1 <= t < self.T:
-            raise IndexError(f"context: t={t} outside -1..{self.T - 1}")
-        L = int(lookback)
-        hist = np.full((self.R, L), np.nan)
-        lo = max(0, t - L + 1)
-        if t >= 0 and L > 0:
-            hist[:, L - (t - lo + 1):] = self.y[:, lo:t + 1]
-        graphs = None
-        if graph_lookback > 0:
-            idx = np.clip(np.arange(t - graph_lookback + 1, t + 1), 0, self.T - 1)
-            graphs = self.x[idx]
-        return Context(job=self.job, workload=self.workload, history=hist, graphs=graphs, mask=self.mask,
-                       rank_port=self.rank_port, iteration=t)
-
+    # ------------------------------------------------------------------------------------------------- features
     def raw_features(self, t: int) -> np.ndarray:
         """Un-normalised node features of iteration ``t`` (float64 (P, F))."""
         z = self.x[t].astype(np.float64) * self.norm_std + self.norm_mean

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappush
+from operator import attrgetter
 
 from ..topology import GLOBAL, LOCAL, TERMINAL, Dragonfly
 from ..units import GIB
@@ -137,6 +138,17 @@ class Terminal:
         self.sched = False
         self.bytes_in = 0
         self.bytes_out = 0
+
+
+def _per_port(attr: str) -> property:
+    get = attrgetter(attr)
+    return property(lambda self: [get(pt) for pt in self.ports], doc=f"``Port.{attr}`` of every port (by port id)")
+
+
+def _per_vc(attr: str) -> property:
+    get = attrgetter(attr)
+    return property(lambda self: [get(vc) for pt in self.ports for vc in pt.vcs],
+                    doc=f"``VC.{attr}`` of every (port, VC) pair (index port id * num_vcs + vc)")
 
 
 class Network:
@@ -637,53 +649,18 @@ class Network:
     # ------------------------------------------------------------------------------------------------ flat views
     # Lists over all ports (index = global port id) or all (port, VC) pairs (index = pid * num_vcs + vc), built on
     # demand for sampling, tests and checks.
-    @property
-    def nspb(self):
-        return [pt.nspb for pt in self.ports]
-
-    @property
-    def bytes_out(self):
-        return [pt.bytes for pt in self.ports]
-
-    @property
-    def pkts_out(self):
-        return [pt.pkts for pt in self.ports]
-
-    @property
-    def stalled(self):
-        return [pt.stalled for pt in self.ports]
-
-    @property
-    def busy_acc(self):
-        return [pt.busy_acc for pt in self.ports]
-
-    @property
-    def busy_start(self):
-        return [pt.busy_start for pt in self.ports]
-
-    @property
-    def qcount(self):
-        return [pt.qcount for pt in self.ports]
-
-    @property
-    def port_occ(self):
-        return [pt.occ for pt in self.ports]
-
-    @property
-    def cap(self):
-        return [pt.cap for pt in self.ports]
-
-    @property
-    def occ(self):
-        return [vc.occ for pt in self.ports for vc in pt.vcs]
-
-    @property
-    def occ_int(self):
-        return [vc.occ_int for pt in self.ports for vc in pt.vcs]
-
-    @property
-    def occ_t(self):
-        return [vc.occ_t for pt in self.ports for vc in pt.vcs]
+    nspb = _per_port("nspb")
+    bytes_out = _per_port("bytes")
+    pkts_out = _per_port("pkts")
+    stalled = _per_port("stalled")
+    busy_acc = _per_port("busy_acc")
+    busy_start = _per_port("busy_start")
+    qcount = _per_port("qcount")
+    port_occ = _per_port("occ")
+    cap = _per_port("cap")
+    occ = _per_vc("occ")
+    occ_int = _per_vc("occ_int")
+    occ_t = _per_vc("occ_t")
 
     @property
     def bytes_injected(self) -> int:
