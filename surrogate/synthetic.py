@@ -21,8 +21,10 @@ SMALL_SHAPE = DragonflyShape(groups=3, routers_per_group=2, terminals_per_router
 
 def make_synthetic_run(path: str | Path, *, shape: DragonflyShape = SMALL_SHAPE, jobs=(("A", "milc", 4, 60),
                        ("B", "lammps", 3, 40)), interval: float = 100.0, period: int = 8, noise: float = 0.01,
-                       seed: int = 0, placement: dict[str, list[int]] | None = None, force: bool = True) -> Path:
-    """Write a synthetic run directory. ``jobs``: tuples ``(name, workload, ranks, iterations)``."""
+                       seed: int = 0, placement: dict[str, list[int]] | None = None, force: bool = True,
+                       times: dict[str, np.ndarray] | None = None) -> Path:
+    """Write a synthetic run directory. ``jobs``: tuples ``(name, workload, ranks, iterations)``. ``times``: optional
+    iteration times (ranks, iterations) per job name replacing the periodic formula."""
     rng = np.random.default_rng(seed)
     topo = Dragonfly(shape)
     if placement is None:
@@ -38,6 +40,8 @@ def make_synthetic_run(path: str | Path, *, shape: DragonflyShape = SMALL_SHAPE,
         tt = np.arange(T)
         for r in range(R):
             y = base * (1 + 0.2 * np.sin(2 * np.pi * tt / period) + 0.02 * r) * (1 + noise * rng.standard_normal(T))
+            if times is not None and name in times:
+                y = np.asarray(times[name], dtype=np.float64)[r]
             ends = np.cumsum(y)
             starts = ends - y
             for i in range(T):

@@ -132,7 +132,8 @@ def test_only_adapters_get_gradients(series, fitted):
         assert any(n.startswith(part) for n in names), part
     # the checkpoint holds only the trainable network, not the LM
     n_state = sum(v.numel() for v in m2._state().values())
-    assert n_state == sum(p.numel() for p in m2.net.parameters()) + 1  # + the log_scale buffer
+    # + the buffers: log_scale and the linear base (2 L weights + bias)
+    assert n_state == sum(p.numel() for p in m2.net.parameters()) + 1 + 2 * m2.lookback + 1
     assert not any(k.startswith(("lm.", "model.")) or "word_embeddings" in k for k in m2._state())
 
 
@@ -216,3 +217,38 @@ def test_short_history_is_backfilled(series, fitted):
     assert np.isnan(ctx.history).any()
     p = m.predict(ctx)
     assert np.isfinite(p).all()
+
+
+def test_job_context_learns_the_job_trend(tmp_path):
+    """All ranks share a job-level swing and each rank adds its own catch-up noise: in log space y[r, t] = m[t] + d[r, t]
+    with m[t] = 1.6 m[t-1] - 0.8 m[t-2] + 0.02 e[t] (a damped oscillation, e.g. another job's traffic coming and going)
+    and d[r, t] = -0.6 d[r, t-1] + 0.03 e[r, t] (a rank that waited catches up). One rank's look-back is too noisy to
+    follow m; the job's mean look-back averages 12 ranks. The generating process gives the oracle prediction
+    exp(1.6 m[t-1] - 0.8 m[t-2] - 0.6 d[r, t-1]) whose error is the innovations alone (2.8 % MAPE here). The
+    job-context base (default) must get near it and clearly beat the same model without it (measured: 3.2 % vs 4.1 %).""" 
+    rng = np.random.default_rng(7)
+    R, T = 12, 200
+    m = np.zeros(T)
+    for t in range(2, T):
+        m[t] = 1.6 * m[t - 1] - 0.8 * m[t - 2] + 0.02 * rng.standard_normal()
+    d = np.zeros((R, T))
+    for t in range(1, T):
+        d[:, t] = -0.6 * d[:, t - 1] + 0.03 * rng.standard_normal(R)
+    y = 1000.0 * np.exp(m[None, :] + d)
+    make_synthetic_run(tmp_path / "run", jobs=(("A", "nn", R, T),), times={"A": y}, seed=3)
+    s = build_dataset(tmp_path / "run", train_frac=0.5, val_frac=0.1)["A"]
+    np.testing.assert_allclose(s.y, y)
+    test = s.indices("test")
+    oracle = 1000.0 * np.exp(1.6 * m[None, test - 1] - 0.8 * m[None, test - 2] - 0.6 * d[:, test - 1])
+    errs = {}
+    for jc in (True, False):
+        mdl = create("smart-nollm", epochs=40, patience=40, hidden=16, tf_ff=32, batch_windows=4, lr=5e-3,
+                     job_context=jc)
+        assert mdl.config()["job_context"] is jc
+        mdl.fit(s, s.indices("train"), s.indices("val"))
+        pred = np.stack([mdl.predict(s.context(t - 1, mdl.lookback, mdl.graph_lookback)) for t in test], axis=1)
+        errs[jc] = mape(pred, y[:, test])
+    e_oracle = mape(oracle, y[:, test])
+    print("job context", errs[True], "without", errs[False], "oracle", e_oracle)
+    assert errs[True] < 1.3 * e_oracle
+    assert errs[True] < 0.85 * errs[False]

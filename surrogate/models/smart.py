@@ -21,6 +21,15 @@ RevIN-normalised look-back (the linear map of the look-back stands in for the LL
 
 Both predict in log space relative to each rank's last value (scale robust; one model serves ranks whose times
 differ by orders of magnitude). Histories shorter than L are back-filled with their first value.
+
+Job context (``job_context=True``, the default; an addition to the paper's model): a rank's look-back alone cannot
+tell its own skew from the job's trend (a rank that waited for a late neighbour catches up in the next iteration;
+the whole job slows down while another job's traffic passes), and the paper's per-rank inputs hide the other ranks.
+So the prediction becomes ``base_r + (network_r - mean(look-back_r))``, where ``base_r`` is a linear
+autoregression on the rank's look-back and the job's mean look-back (both relative to the rank's last value),
+fitted in closed form on the training split with its lags and ridge penalty chosen on the validation split, and
+shrunk towards the plain look-back mean. The untrained network then reproduces the base, and training (and online
+tuning) learns the residual. ``job_context=False`` gives the paper's model.
 """
 
 from __future__ import annotations
@@ -69,7 +78,7 @@ class SmartNet(nn.Module):
 
     def __init__(self, in_features: int, adjacency, lookback: int = 8, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, lm=None,
-                 timellm_kw: dict | None = None):
+                 timellm_kw: dict | None = None, job_context: bool = True):
         super().__init__()
         self.hidden, self.lookback = hidden, lookback
         self.gcn = GCNEncoder(in_features, hidden, gcn_layers, adjacency)
@@ -85,6 +94,12 @@ class SmartNet(nn.Module):
             self.timellm = None
             self.revin = RevIN()
             self.head = make_head(hidden + 2 + lookback, head_hidden)
+        self.job_context = bool(job_context)
+        if self.job_context:
+            #: the job-relative linear base (see ``forward``): weights of [own look-back, job look-back] and the bias,
+            #: fitted in closed form by :meth:`Smart.fit` (buffers: saved, not trained)
+            self.register_buffer("base_w", torch.zeros(2 * lookback))
+            self.register_buffer("base_b", torch.zeros(()))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -109,21 +124,38 @@ class SmartNet(nn.Module):
         return self.temporal(h + self.pe[:Lg])[:, -1]  # (B*r, H)
 
     def forward(self, graphs: torch.Tensor, ports: np.ndarray, logh: torch.Tensor, workload: str,
-                last: torch.Tensor) -> torch.Tensor:
+                last: torch.Tensor, jobh: torch.Tensor | None = None) -> torch.Tensor:
         """``last`` (B, r): each row's last log iteration time (absolute). Instance normalisation hides the absolute
         level, so ``[log(mean/scale), std]`` of the look-back join the head's inputs (level relative to the job's
-        training median: a slow rank or a congested phase is recognisable)."""
+        training median: a slow rank or a congested phase is recognisable).
+
+        ``jobh`` (B, r, L): the job's mean log look-back (over all its ranks) minus each row's last log time. A rank's
+        look-back alone cannot tell its own skew from the job's trend (ranks that waited for a late neighbour catch
+        up in the next iteration; the whole job slows down when another job's traffic arrives). With
+        ``job_context`` the prediction is a linear autoregression on ``[logh ; jobh]`` (fitted in closed form on the
+        training split) plus what the network adds to the look-back mean: ``base + (net - mean(logh))``, so the
+        untrained network reproduces the linear base and training only has to learn the residual."""
         B, r, L = logh.shape
         lvl = torch.stack([logh.mean(-1) + last - self.log_scale, logh.std(-1, unbiased=False)], dim=-1)
         z = torch.cat([self.node_embeddings(graphs, ports), lvl.reshape(B * r, 2)], dim=-1)
         if self.timellm is not None:
             protos = self.timellm.prototypes()  # once per step (a (d_llm x vocab) @ (vocab x K) product)
             outs = [self.timellm(logh[b], workload, extra=z[b * r:(b + 1) * r], protos=protos) for b in range(B)]
-            return torch.stack(outs)
-        x = logh.reshape(B * r, L)
-        xn, mu, sigma = self.revin.norm(x)
-        out = self.head(torch.cat([z, xn], dim=-1)).squeeze(-1)
-        return self.revin.denorm(out[:, None], mu, sigma).view(B, r)
+            out = torch.stack(outs)
+        else:
+            x = logh.reshape(B * r, L)
+            xn, mu, sigma = self.revin.norm(x)
+            out = self.head(torch.cat([z, xn], dim=-1)).squeeze(-1)
+            out = self.revin.denorm(out[:, None], mu, sigma).view(B, r)
+        if self.job_context:
+            if jobh is None:
+                raise ValueError("job_context needs jobh")
+            out = out - logh.mean(-1) + self.linear_base(logh, jobh)
+        return out
+
+    def linear_base(self, logh: torch.Tensor, jobh: torch.Tensor) -> torch.Tensor:
+        L = self.lookback
+        return logh @ self.base_w[:L] + jobh @ self.base_w[L:] + self.base_b
 
 
 @register
@@ -133,7 +165,8 @@ class Smart(Surrogate):
     Architecture: ``lookback`` (LLM look-back L, default 8), ``graph_lookback`` (GNN look-back Lg, 2), ``hidden``
     (64), ``gcn_layers`` (3), ``tf_heads``/``tf_layers``/``tf_ff`` (temporal transformer), ``llm_path`` (local Hugging
     Face checkpoint folder; default the packaged all-MiniLM-L6-v2), ``llm_layers`` (LM layers kept, default 1),
-    ``llm_dtype`` (``bfloat16`` default, as Time-LLM runs its LLM; or ``float32``),
+    ``llm_dtype`` (``bfloat16`` default, as Time-LLM runs its LLM; or ``float32``), ``job_context`` (True: a linear
+    path from the job's mean look-back, see :meth:`SmartNet.forward`; False: the paper's per-rank inputs only),
     Time-LLM ``patch_len``/``stride``/``d_model``/``n_heads``/``d_keys``/``n_prototypes``/``top_k_lags``/
     ``prompt_decimals``.
     Training: ``epochs``, ``lr``, ``batch_windows`` (iterations per step), ``ranks_per_window`` (ranks sampled per
@@ -155,12 +188,14 @@ class Smart(Surrogate):
                  n_heads: int = 4, d_keys: int = 16, n_prototypes: int = 64, top_k_lags: int = 3,
                  prompt_decimals: int = 1, epochs: int = 60, lr: float = 2e-3, batch_windows: int = 8,
                  ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4, tune_steps: int = 4,
-                 tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None, in_features: int | None = None):
+                 tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None, in_features: int | None = None,
+                 job_context: bool = True):
         self.lookback, self.graph_lookback = int(lookback), int(graph_lookback)
         if self.lookback < 1 or self.graph_lookback < 1:
             raise SurrogateError(f"{self.name}: lookback and graph_lookback must be >= 1")
         self.arch = dict(hidden=int(hidden), gcn_layers=int(gcn_layers), tf_heads=int(tf_heads),
-                         tf_layers=int(tf_layers), tf_ff=int(tf_ff), head_hidden=int(head_hidden))
+                         tf_layers=int(tf_layers), tf_ff=int(tf_ff), head_hidden=int(head_hidden),
+                         job_context=bool(job_context))
         self.llm_path = None if llm_path is None else str(llm_path)
         self.llm_layers = None if llm_layers is None else int(llm_layers)
         self.llm_dtype = str(llm_dtype)
@@ -233,19 +268,25 @@ class Smart(Surrogate):
 
     def _batch(self, series, items: np.ndarray, ranks: np.ndarray):
         """Target iterations ``items`` -> graphs (B, Lg, P, F), logh rel (B, r, L), target log rel (B, r), last log
-        (B, r)."""
+        (B, r), job mean look-back rel (B, r, L) (the mean over all the job's ranks, also when ``ranks`` is a
+        sample, as :meth:`predict` sees it)."""
+        return tuple(torch.from_numpy(a).float() for a in self._batch_arrays(series, items, ranks))
+
+    def _batch_arrays(self, series, items: np.ndarray, ranks: np.ndarray, graphs: bool = True):
         logy = self._logy_cache(series)
-        g, h, tgt, last = [], [], [], []
+        jm = self._logy_jobmean
+        g, h, tgt, last, jh = [], [], [], [], []
         for t in np.asarray(items, dtype=np.int64):
             c = int(t) - 1
-            gi = np.clip(np.arange(c - self.graph_lookback + 1, c + 1), 0, series.T - 1)
-            g.append(series.x[gi])
+            if graphs:
+                gi = np.clip(np.arange(c - self.graph_lookback + 1, c + 1), 0, series.T - 1)
+                g.append(series.x[gi])
             hh = self._history(logy, c)[ranks]
             h.append(hh - hh[:, -1:])
             tgt.append(logy[ranks, t] - hh[:, -1])
             last.append(hh[:, -1])
-        return (torch.from_numpy(np.stack(g)).float(), torch.from_numpy(np.stack(h)).float(),
-                torch.from_numpy(np.stack(tgt)).float(), torch.from_numpy(np.stack(last)).float())
+            jh.append(self._history(jm[None], c) - hh[:, -1:])
+        return (np.stack(g) if graphs else None, np.stack(h), np.stack(tgt), np.stack(last), np.stack(jh))
 
     def _logy_cache(self, series):
         if getattr(self, "_logy_src", None) is not series.y:
@@ -253,6 +294,7 @@ class Smart(Surrogate):
             if not np.isfinite(y).all() or (y <= 0).any():
                 raise SurrogateError(f"job {series.job!r}: iteration times must be positive and finite")
             self._logy, self._logy_src = np.log(y), series.y
+            self._logy_jobmean = self._logy.mean(axis=0)
         return self._logy
 
     def _loss_fn(self, series, ranks_per_step: int):
@@ -264,8 +306,8 @@ class Smart(Surrogate):
                 ranks = np.sort(self._rng.choice(R, ranks_per_step, replace=False))
             else:
                 ranks = np.arange(R)
-            g, h, tgt, last = self._batch(series, items, ranks)
-            pred = self.net(g, ports_all[ranks], h, series.workload, last)
+            g, h, tgt, last, jh = self._batch(series, items, ranks)
+            pred = self.net(g, ports_all[ranks], h, series.workload, last, jh)
             return (pred - tgt).abs().mean()
 
         return loss
@@ -289,9 +331,10 @@ class Smart(Surrogate):
         tk = self.train_kw
         tr = np.unique(np.clip(np.concatenate([items - 1, items]), 0, dataset.T - 1))
         self.net.log_scale.fill_(float(np.median(self._logy_cache(dataset)[:, tr])))
+        base = self._fit_base(dataset, items, val) if self.net.job_context else None
         loss_fn = self._loss_fn(dataset, tk["ranks_per_window"])
         init_val, init_state = None, None
-        if val.size:  # the untrained net predicts ~ the look-back's geometric mean; never return anything worse
+        if val.size:  # the untrained net predicts the linear base (or the look-back's geometric mean); keep the better
             init_val = evaluate_loss(self.net, loss_fn, val, tk["batch_windows"])
             init_state = copy.deepcopy(self.net.state_dict())
         info = fit_loop(self.net, loss_fn, items, val if val.size else None,
@@ -299,11 +342,57 @@ class Smart(Surrogate):
                         seed=tk["seed"] if seed is None else seed, progress=progress, desc=f"{self.name} {dataset.job}",
                         weight_decay=tk["weight_decay"])
         info["init_val"] = init_val
+        if base is not None:
+            info["base"] = base
         if init_val is not None and info.get("best_val") is not None and info["best_val"] > init_val:
             self.net.load_state_dict(init_state)
             info["restored_init"] = True
         self.net.eval()
         return info
+
+    #: ridge penalties tried for the linear base (relative to the mean diagonal of X'X); the largest is the prior
+    BASE_RIDGE = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 1e4)
+
+    def _fit_base(self, series, items: np.ndarray, val: np.ndarray) -> dict:
+        """Closed-form ridge fit of the job-relative linear base on the training targets (all ranks), in the same
+        log-relative frame as the network: target log y[t] - log y[t-1], inputs each rank's look-back and the job's
+        mean look-back relative to log y[t-1]. The weights shrink towards the prior "look-back mean" (own weights
+        1/L, job weights 0: what the network predicts without the base), so a large penalty gives back the plain
+        model. Only the newest ``k`` lags of each look-back are refitted (the rest keep the prior); ``k`` (2, 4, ..., L)
+        and the penalty (relative to the mean diagonal of X'X, from :attr:`BASE_RIDGE`) are chosen by the mean
+        absolute error on the validation targets (k = L, penalty 1.0 without any)."""
+        L = self.lookback
+
+        def design(idx):
+            _, h, tgt, _, jh = self._batch_arrays(series, idx, np.arange(series.R), graphs=False)
+            X = np.concatenate([h, jh, np.ones(h.shape[:2] + (1,))], axis=-1).reshape(-1, 2 * L + 1)
+            return X, tgt.reshape(-1)
+
+        X, y = design(items)
+        prior = np.concatenate([np.full(L, 1.0 / L), np.zeros(L + 1)])
+        A_all, rhs_all = X.T @ X, X.T @ (y - X @ prior)
+        scale = float(np.mean(np.diag(A_all)[:L])) + 1e-12
+
+        def solve(k, lam):
+            cols = np.r_[np.arange(L - k, L), np.arange(2 * L - k, 2 * L), 2 * L]
+            A, rhs = A_all[np.ix_(cols, cols)], rhs_all[cols]
+            reg = np.full(len(cols), lam * scale)
+            reg[-1] = 1e-9 * scale  # the bias is (almost) not penalised
+            w = prior.copy()
+            w[cols] += np.linalg.solve(A + np.diag(reg), rhs)
+            return w
+
+        ks = sorted({min(k, L) for k in (2, 4, L)})
+        if val.size:
+            Xv, yv = design(val)
+            errs = {(k, lam): float(np.mean(np.abs(Xv @ solve(k, lam) - yv))) for k in ks for lam in self.BASE_RIDGE}
+            k, lam = min(errs, key=errs.get)
+        else:
+            errs, (k, lam) = {}, (L, 1.0)
+        w = solve(k, lam)
+        self.net.base_w.copy_(torch.from_numpy(w[:-1]).float())
+        self.net.base_b.fill_(float(w[-1]))
+        return {"lags": k, "ridge": lam, "val_mae": errs.get((k, lam))}
 
     def tune(self, dataset, window_idx, **kw) -> dict:
         """``tune_steps`` Adam steps on the target iterations ``window_idx`` (all of them per step)."""
@@ -358,9 +447,10 @@ class Smart(Surrogate):
         h = _backfill(h, self.lookback, ctx.job)
         logh = np.log(h)
         rel = logh - logh[:, -1:]
+        jobh = logh.mean(axis=0)[None, :] - logh[:, -1:]
+        t = lambda a: torch.from_numpy(a).float()[None]  # noqa: E731
         with torch.no_grad():
-            out = self.net(torch.from_numpy(g).float()[None], ports, torch.from_numpy(rel).float()[None],
-                           ctx.workload, torch.from_numpy(logh[:, -1]).float()[None])[0]
+            out = self.net(t(g), ports, t(rel), ctx.workload, t(logh[:, -1]), t(jobh))[0]
         return np.exp(out.double().numpy() + logh[:, -1])
 
     # ------------------------------------------------------------------------------------------ checkpoints
@@ -410,9 +500,9 @@ class SmartNoLLM(Smart):
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, epochs: int = 60,
                  lr: float = 2e-3, batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8,
                  weight_decay: float = 1e-4, tune_steps: int = 4, tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None,
-                 in_features: int | None = None):
+                 in_features: int | None = None, job_context: bool = True):
         super().__init__(lookback=lookback, graph_lookback=graph_lookback, hidden=hidden, gcn_layers=gcn_layers,
                          tf_heads=tf_heads, tf_layers=tf_layers, tf_ff=tf_ff, head_hidden=head_hidden, epochs=epochs,
                          lr=lr, batch_windows=batch_windows, ranks_per_window=ranks_per_window, patience=patience,
                          weight_decay=weight_decay, tune_steps=tune_steps, tune_lr=tune_lr, seed=seed,
-                         topology=topology, in_features=in_features)
+                         topology=topology, in_features=in_features, job_context=job_context)
