@@ -32,7 +32,10 @@ the iterations every rank has completed, ``y`` is the truth where simulated and 
 predicted (what the model's own contexts held), ``x`` the graphs as above, and the target indices are restricted to
 simulated iterations, so a model never trains on its own predictions. A graph model is fitted at the job's first
 prediction (not when the policy first answers PREDICT: then other ranks may still run the last warm-up iteration);
-the graph normaliser is fitted once, on the warm-up, at that fit.
+the graph normaliser is fitted once, on the warm-up, at that fit. A graph model learns iteration t from t-1, so after
+a warm-up of one iteration its fit is deferred: its predictions fall back to each rank's last simulated time (counted
+as fallbacks) and the fit is retried at the end of every truth window until there is a target (the normaliser then
+sees every graph so far).
 
 A prediction that is not finite, not positive or more than ``MAX_RATIO`` (100x) away from the rank's last
 simulated iteration time is replaced by that time and counted (``summary()["counts"]["fallback_predictions"]``): a graph
@@ -110,6 +113,8 @@ class JobState:
     done_count: np.ndarray | None = None
     errors: list = field(default_factory=list)
     fitted: bool = False
+    #: a graph model's fit found no target yet (warm-up of one iteration); retried at the end of each truth window
+    fit_deferred: bool = False
     window_start: int | None = None
     fallbacks: int = 0
     edge_shift: float = 0.0          # total time (ns) the edge corrections moved the job by
@@ -193,7 +198,7 @@ class HybridController:
         self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
         self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
         self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
-        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "fallback_predictions": 0,
+        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0, "fallback_predictions": 0,
                        "edge_corrections": 0}
 
     @property
@@ -292,12 +297,15 @@ class HybridController:
         return ctx
 
     def _predict(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
-        t0 = time.perf_counter()
-        ctx = self._context(st, iteration, ranks)
         model = self.models[st.job_id]
-        y = np.asarray(model.predict(ctx), dtype=np.float64).reshape(-1)
-        self.wall["inference"] += time.perf_counter() - t0
-        self.counts["inference_calls"] += 1
+        if st.fitted:
+            t0 = time.perf_counter()
+            ctx = self._context(st, iteration, ranks)
+            y = np.asarray(model.predict(ctx), dtype=np.float64).reshape(-1)
+            self.wall["inference"] += time.perf_counter() - t0
+            self.counts["inference_calls"] += 1
+        else:  # fit deferred (see _fit): every rank falls back below
+            y = np.full(len(ranks), np.nan)
         if y.shape[0] != len(ranks):
             raise HybridError(f"surrogate {model.name!r} returned {y.shape[0]} predictions for "
                               f"{len(ranks)} ranks of job {st.job!r}")
@@ -329,7 +337,7 @@ class HybridController:
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         st = self.states[job_id]
         ranks = np.asarray(ranks, dtype=np.int64)
-        if not st.fitted:
+        if not st.fitted and not st.fit_deferred:
             # graph models are fitted here, at the first prediction: every rank of the job is parked, so every
             # warm-up iteration is complete (when the policy decides, other ranks may still be in the last one)
             self._fit(st, iteration)
@@ -440,7 +448,10 @@ class HybridController:
         nxt = it + 1
         window_over = in_window and (nxt >= st.n_iterations or (nxt < len(st.modes) and
                                                                   st.modes[nxt] == Mode.PREDICT))
-        if window_over and self.do_tune:
+        if window_over and not st.fitted:
+            self._fit(st, nxt)  # a deferred fit (see _fit)
+            st.window_start = None
+        elif window_over and self.do_tune:
             self._tune(st, list(range(max(0, st.window_start - self.lookback), it + 1)))
             st.window_start = None
 
@@ -484,6 +495,13 @@ class HybridController:
         series = self._series(st)
         idx = self._targets(st, series, range(iteration))
         if st.job_id in self.graph_jobs:
+            if not any(i >= 1 for i in idx):
+                # a graph model learns iteration t from t-1: with one clean simulated iteration (a warm-up of 1)
+                # there is nothing to fit yet. Its predictions fall back to the last truth (counted) and the fit is
+                # retried at the end of each truth window.
+                self.counts["deferred_fits"] += 1
+                st.fit_deferred = True
+                return
             self.graphs.fit_normaliser(st.job_id, range(series.T))  # every simulated warm-up graph, edges too
         self.models[st.job_id].fit(series, idx)
         self.wall["tuning"] += time.perf_counter() - t0

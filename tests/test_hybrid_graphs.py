@@ -125,6 +125,31 @@ def test_dcrnn_in_the_loop(tmp_path):
     _predictions_ok(ctl)
 
 
+def test_warmup_of_one_defers_the_graph_fit(tmp_path):
+    """aligned with warm-up 1 (the default policy's default): a graph model has no target (iteration t from t-1) at
+    the first prediction. The run must not fail: the first predictions are each rank's last simulated time (counted
+    as fallbacks), and the model is fitted at the end of the first truth window and predicts from then on."""
+    sc = parse_scenario(SC.replace("controller: {policy: periodic, params: {warmup: 8, ft: 4, truth: 1}}",
+                                   "controller: {policy: aligned, params: {warmup: 1, ft: 4, truth: 1}}"))
+    ctl = build_controller(sc)
+    rd, res, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False, controller=ctl)
+    c = summary["hybrid"]["counts"]
+    assert c["fit_calls"] == len(sc.jobs) and c["inference_calls"] > 0 and c["tune_calls"] > 0
+    deferred = 0
+    for st in ctl.states.values():
+        assert st.fitted
+        pred = [i for i, m in enumerate(st.modes) if m == Mode.PREDICT]
+        if pred[0] == 1:  # only iteration 0 simulated (the other job may run more during the leader's warm-up)
+            deferred += 1
+            v = ctl.volumes[st.job_id][:2] if st.job_id in ctl.volumes else np.ones(2)
+            # before the fit: exactly each rank's last truth (iteration 0), in the job's volume frame
+            np.testing.assert_allclose(st.raw[:, 1], st.truth[:, 0] / v[0] * v[1])
+            assert st.fallbacks >= st.n_ranks
+        assert np.isfinite(st.pred[:, pred]).all() and (st.pred[:, pred] > 0).all()
+        assert summary["jobs"][st.job]["iterations_recorded"] == st.n_ranks * 30
+    assert deferred >= 1 and c["deferred_fits"] == deferred
+
+
 def test_backend_without_sample_stream_is_refused():
     sc = parse_scenario(SC + "backend: {kind: codes}\n")
     with pytest.raises(SurrogateError, match="does not stream"):
