@@ -198,8 +198,8 @@ class HybridController:
         self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
         self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
         self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
-        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0, "fallback_predictions": 0,
-                       "edge_corrections": 0}
+        self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0,
+                       "fallback_predictions": 0, "edge_corrections": 0}
 
     @property
     def wants_samples(self) -> bool:

@@ -365,6 +365,18 @@ class Smart(Surrogate):
         penalty 1) put MILC 3.4 % and LAMMPS 6.1 % off at completion (72 nodes, warm-up 8), against 0.04 / 0.05 % for
         the plain model (benchmarks/RESULTS.md)."""
         L = self.lookback
+        prior = np.concatenate([np.full(L, 1.0 / L), np.zeros(L + 1)])
+        if not val.size:  # nothing to choose lags and penalty on (e.g. the hybrid loop's fit): the plain model
+            w, k, lam, errs = prior, 0, float("inf"), {}
+        else:
+            w, k, lam, errs = self._solve_base(series, items, val, prior)
+        self.net.base_w.copy_(torch.from_numpy(w[:-1]).float())
+        self.net.base_b.fill_(float(w[-1]))
+        return {"lags": k, "ridge": lam, "val_mae": errs.get((k, lam))}
+
+    def _solve_base(self, series, items: np.ndarray, val: np.ndarray, prior: np.ndarray):
+        """The grid of :meth:`_fit_base`: -> (weights, lags, penalty, validation MAE per (lags, penalty))."""
+        L = self.lookback
 
         def design(idx):
             _, h, tgt, _, jh = self._batch_arrays(series, idx, np.arange(series.R), graphs=False)
@@ -372,7 +384,6 @@ class Smart(Surrogate):
             return X, tgt.reshape(-1)
 
         X, y = design(items)
-        prior = np.concatenate([np.full(L, 1.0 / L), np.zeros(L + 1)])
         A_all, rhs_all = X.T @ X, X.T @ (y - X @ prior)
         scale = float(np.mean(np.diag(A_all)[:L])) + 1e-12
 
@@ -385,17 +396,11 @@ class Smart(Surrogate):
             w[cols] += np.linalg.solve(A + np.diag(reg), rhs)
             return w
 
+        Xv, yv = design(val)
         ks = sorted({min(k, L) for k in (2, 4, L)})
-        if val.size:
-            Xv, yv = design(val)
-            errs = {(k, lam): float(np.mean(np.abs(Xv @ solve(k, lam) - yv))) for k in ks for lam in self.BASE_RIDGE}
-            k, lam = min(errs, key=errs.get)
-        else:  # nothing to choose lags and penalty on (e.g. the hybrid loop's fit): keep the prior (the plain model)
-            errs, (k, lam) = {}, (0, float("inf"))
-        w = solve(k, lam) if k else prior.copy()
-        self.net.base_w.copy_(torch.from_numpy(w[:-1]).float())
-        self.net.base_b.fill_(float(w[-1]))
-        return {"lags": k, "ridge": lam, "val_mae": errs.get((k, lam))}
+        errs = {(k, lam): float(np.mean(np.abs(Xv @ solve(k, lam) - yv))) for k in ks for lam in self.BASE_RIDGE}
+        k, lam = min(errs, key=errs.get)
+        return solve(k, lam), k, lam, errs
 
     def tune(self, dataset, window_idx, **kw) -> dict:
         """``tune_steps`` Adam steps on the target iterations ``window_idx`` (all of them per step)."""
