@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .topology import Dragonfly
+from .topology import Dragonfly, DragonflyShape
 
 
 class PlacementError(ValueError):
@@ -41,6 +41,31 @@ def write_alloc_file(placement: list[np.ndarray], path: str | Path) -> None:
             fh.write(" ".join(str(int(x)) for x in arr) + " \n")
 
 
+#: the policies that choose terminals themselves (``file`` reads them); the scheduler allocates with the same ones
+ORDER_POLICIES = ("contiguous", "random", "random-router", "random-group")
+
+
+def terminal_order(policy: str, shape: DragonflyShape, rng: np.random.Generator) -> np.ndarray:
+    """Every terminal id once, in the order ``policy`` fills them: ``contiguous`` 0, 1, 2, ...; ``random`` a
+    permutation; ``random-router`` / ``random-group`` whole routers / groups in a random order, terminals in order
+    inside each. :func:`place` gives job after job consecutive slices of it; the scheduler gives a job the first free
+    terminals in it (:class:`hybridsim.scheduler.Scheduler`)."""
+    p = shape.terminals_per_router
+    n_routers = shape.groups * shape.routers_per_group
+    if policy == "contiguous":
+        return np.arange(n_routers * p)
+    if policy == "random":
+        return rng.permutation(n_routers * p)
+    if policy == "random-router":
+        routers = rng.permutation(n_routers)
+        return (routers[:, None] * p + np.arange(p)[None, :]).ravel()
+    if policy == "random-group":
+        groups = rng.permutation(shape.groups)
+        per = shape.routers_per_group * p
+        return (groups[:, None] * per + np.arange(per)[None, :]).ravel()
+    raise PlacementError(f"unknown placement policy {policy!r}")
+
+
 def place(policy: str, ranks: list[int], topo: Dragonfly, seed: int = 0,
           alloc: list[list[int]] | None = None, source: str = "allocation file") -> list[np.ndarray]:
     """Place jobs with ``ranks[j]`` ranks each on ``topo``'s terminals."""
@@ -48,19 +73,7 @@ def place(policy: str, ranks: list[int], topo: Dragonfly, seed: int = 0,
     need = sum(ranks)
     if need > n:
         raise PlacementError(f"jobs need {need} terminals, topology has {n}")
-    rng = np.random.default_rng(seed)
-    if policy == "contiguous":
-        order = np.arange(n)
-    elif policy == "random":
-        order = rng.permutation(n)
-    elif policy == "random-router":
-        routers = rng.permutation(topo.n_routers)
-        order = (routers[:, None] * topo.p + np.arange(topo.p)[None, :]).ravel()
-    elif policy == "random-group":
-        groups = rng.permutation(topo.g)
-        per = topo.a * topo.p
-        order = (groups[:, None] * per + np.arange(per)[None, :]).ravel()
-    elif policy == "file":
+    if policy == "file":
         if alloc is None:
             raise PlacementError("policy 'file' needs an allocation")
         if len(alloc) < len(ranks):
@@ -80,8 +93,7 @@ def place(policy: str, ranks: list[int], topo: Dragonfly, seed: int = 0,
                 seen[t] = j
             out.append(np.asarray(ids, dtype=np.int64))
         return out
-    else:
-        raise PlacementError(f"unknown placement policy {policy!r}")
+    order = terminal_order(policy, topo.shape, np.random.default_rng(seed))
     out, pos = [], 0
     for r in ranks:
         out.append(np.asarray(order[pos:pos + r], dtype=np.int64))

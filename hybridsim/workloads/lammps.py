@@ -162,6 +162,21 @@ def _cyc_of_long(ins: int, cpi: float, rf: float, cf: float, sp: float) -> int:
     return max(0, _ctrunc(ins * cpi * rf / cf / sp + 0.5))
 
 
+def _extent_problem(n_ranks: int, prd: list[float], pn: list[int]) -> str | None:
+    for i in range(3):
+        if _ctrunc(FFT_SKIN_CUTOFF / (prd[i] / pn[i]) + 1) != 1:
+            return (f"LAMMPS: {n_ranks} ranks give a process grid {pn} whose local extent in dimension {i} "
+                    f"({prd[i] / pn[i]:.3f}) is not larger than the FFT cutoff {FFT_SKIN_CUTOFF} (CODES asserts, "
+                    f"lammps.cpp k_pre_setup); use more replicas or fewer ranks")
+    return None
+
+
+def decomposition_problem(n_ranks: int, x_rep: int, y_rep: int, z_rep: int) -> str | None:
+    """Why ``n_ranks`` cannot run this LAMMPS problem (the message :class:`LammpsModel` raises), or ``None``."""
+    prd = [x_rep * (XHI_BASE - XLO_BASE), y_rep * (YHI_BASE - YLO_BASE), z_rep * (ZHI_BASE - ZLO_BASE)]
+    return _extent_problem(n_ranks, prd, proc_decomposition(n_ranks, prd))
+
+
 class LammpsModel:
     """Everything ``modelInit`` computes, per job (grids) and per rank (exchange lists, cycle counts)."""
 
@@ -175,12 +190,9 @@ class LammpsModel:
         prd, pn, g = self.prd, self.procs, self.grid
         self.t_vol = prd[0] / pn[0] * prd[1] / pn[1] * prd[2] / pn[2]
         self.f_vol = g[0] / pn[0] * g[1] / pn[1] * g[2] / pn[2]
-        for i in range(3):
-            if _ctrunc(FFT_SKIN_CUTOFF / (prd[i] / pn[i]) + 1) != 1:
-                raise WorkloadError(
-                    f"LAMMPS: {n_ranks} ranks give a process grid {pn} whose local extent in dimension {i} "
-                    f"({prd[i] / pn[i]:.3f}) is not larger than the FFT cutoff {FFT_SKIN_CUTOFF} (CODES asserts, "
-                    f"lammps.cpp k_pre_setup); use more replicas or fewer ranks")
+        problem = _extent_problem(n_ranks, prd, pn)
+        if problem:
+            raise WorkloadError(problem)
         self._fft_layouts = self._all_fft_layouts()
         c = self._c
         tv, fv = self.t_vol, self.f_vol
