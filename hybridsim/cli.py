@@ -21,6 +21,7 @@ EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 COMMAND_MODULES = (
     "hybridsim.cli_run",
     "hybridsim.cli_serve",
+    "hybridsim.cli_streams",
     "codes_bridge.cli",
     "surrogate.cli",
     "controllers.cli",

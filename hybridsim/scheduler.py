@@ -35,7 +35,6 @@ utilisation = sum(size x run time) / (terminals x makespan). Jobs that never end
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -95,7 +94,8 @@ class Scheduler:
         self._order = terminal_order(allocation, shape, np.random.default_rng(seed))
         self.n_terminals = len(self._order)
         self._free = np.ones(self.n_terminals, dtype=bool)  # indexed by terminal id
-        self._waiting: list[_Waiting] = []  # not started, sorted by (arrival, submission)
+        self._future: list[_Waiting] = []  # heap of jobs not yet arrived, by (arrival, submission)
+        self._queue: list[_Waiting] = []   # arrived and not started, in (arrival, submission) order
         self._running: dict[Hashable, _Running] = {}
         self._known: set[Hashable] = set()
         self._now = -math.inf
@@ -118,29 +118,34 @@ class Scheduler:
         if arrival < self._now:
             raise SchedulerError(f"job {job_id!r}: arrival {arrival} is before the scheduler's time {self._now}")
         self._known.add(job_id)
-        bisect.insort(self._waiting, _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime)))
+        heapq.heappush(self._future, _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime)))
         self._seq += 1
 
     def next_decisions(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
         """The jobs that start at ``now`` and their terminals (rank order), in start order. Call after releasing
         every job that ended at ``now``."""
         self._advance(now)
-        n_arrived = bisect.bisect_right(self._waiting, (now, math.inf),
-                                        key=lambda w: (w.arrival, w.seq))
-        queue = self._waiting[:n_arrived]
+        while self._future and self._future[0].arrival <= now:
+            self._queue.append(heapq.heappop(self._future))
+        queue = self._queue
         started: list[tuple[Hashable, np.ndarray]] = []
         free = int(self._free.sum())
-        while queue and queue[0].size <= free:
-            free -= queue[0].size
-            started.append(self._start(queue.pop(0), now))
+        n_head = 0
+        while n_head < len(queue) and queue[n_head].size <= free:
+            free -= queue[n_head].size
+            started.append(self._start(queue[n_head], now))
+            n_head += 1
+        del queue[:n_head]
         self.reservation = None
         if queue:
             head = queue[0]
             self._check_can_ever_fit(head)
-            if self.queue == "easy":
+            if self.queue == "easy" and free > 0:
                 shadow, extra = self._shadow(head, now, free)
                 self.reservation = (head.job_id, shadow)
-                for w in queue[1:]:
+                backfilled = []
+                for i in range(1, len(queue)):
+                    w = queue[i]
                     if w.size > free:
                         continue
                     ends_in_time = now + w.walltime <= shadow
@@ -149,9 +154,13 @@ class Scheduler:
                         if not ends_in_time:
                             extra -= w.size
                         started.append(self._start(w, now))
-        if started:
-            ids = {j for j, _ in started}
-            self._waiting = [w for w in self._waiting if w.job_id not in ids]
+                        backfilled.append(i)
+                        if free == 0:
+                            break
+                for i in reversed(backfilled):
+                    del queue[i]
+            elif self.queue == "easy":
+                self.reservation = (head.job_id, self._shadow(head, now, free)[0])
         return started
 
     def release(self, job_id: Hashable, now: float) -> np.ndarray:
@@ -165,9 +174,9 @@ class Scheduler:
         return run.terminals
 
     def next_event_time(self) -> float | None:
-        """The next arrival after the last time seen (``None``: no job still to arrive); job ends are the driver's."""
-        i = bisect.bisect_right(self._waiting, (self._now, math.inf), key=lambda w: (w.arrival, w.seq))
-        return self._waiting[i].arrival if i < len(self._waiting) else None
+        """When the next job not yet seen arrives (not before the last time seen; ``None``: no job still to arrive).
+        Job ends are the driver's."""
+        return max(self._future[0].arrival, self._now) if self._future else None
 
     # ------------------------------------------------------------------------------------------------ state
     @property
@@ -182,7 +191,7 @@ class Scheduler:
     @property
     def waiting(self) -> list[Hashable]:
         """Jobs submitted and not started (arrived or not), in queue order."""
-        return [w.job_id for w in self._waiting]
+        return [w.job_id for w in self._queue + sorted(self._future)]
 
     # ------------------------------------------------------------------------------------------------ internals
     def _advance(self, now: float) -> None:

@@ -1,0 +1,406 @@
+"""Real job traces: the Standard Workload Format (SWF) reader and its mapping to a job-stream scenario.
+
+SWF is the Parallel Workloads Archive's format (Chapin et al. 1999; version 2.2): header lines start with ``;``
+(``; Key: value``, free notes), every other non-blank line is one job of 18 whitespace-separated numbers, ``-1``
+where unknown -- 1 job number, 2 submit time (s), 3 wait time (s), 4 run time (s), 5 allocated processors, 6 average
+CPU time, 7 used memory, 8 requested processors, 9 requested time (s), 10 requested memory, 11 status, 12 user,
+13 group, 14 application, 15 queue, 16 partition, 17 preceding job, 18 think time.
+
+:func:`scenario_from_swf` turns a slice of a trace into a scenario for a given system (the ``hybridsim
+scenario-from-swf`` command): arrivals are submit times scaled to simulated time, sizes are processor counts scaled
+to the system and rounded to a rank count the job's workload template can run, the number of iterations makes the
+simulated run time about the trace's run time scaled, and the walltime is the trace's requested time scaled or, where
+the trace has none, ``walltime_factor`` x the estimated run time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .scheduler import StreamJob
+
+FIELDS = ("job", "submit", "wait", "run", "procs", "cpu", "mem", "req_procs", "req_time", "req_mem", "status",
+          "user", "group", "app", "queue", "partition", "prev_job", "think")
+COL = {name: i for i, name in enumerate(FIELDS)}
+
+
+class SwfError(ValueError):
+    """A trace or mapping problem; ``problems`` lists every message (``file:line: what``)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+@dataclass
+class SwfTrace:
+    """A parsed trace: ``jobs[i, COL[name]]`` (float64, -1 unknown), ``lines[i]`` the 1-based line of job ``i``."""
+
+    source: str
+    header: list[str]
+    jobs: np.ndarray
+    lines: np.ndarray
+    keys: dict[str, str] = field(default_factory=dict)
+
+    def col(self, name: str) -> np.ndarray:
+        return self.jobs[:, COL[name]]
+
+    @property
+    def max_procs(self) -> int | None:
+        """``MaxProcs`` (else ``MaxNodes``) of the header."""
+        for key in ("MaxProcs", "MaxNodes"):
+            try:
+                v = int(self.keys[key])
+            except (KeyError, ValueError):
+                continue
+            if v > 0:
+                return v
+        return None
+
+
+def parse_swf(text: str, source: str = "<string>", max_problems: int = 10) -> SwfTrace:
+    """Parse SWF text; every malformed job line is reported by number (the first ``max_problems`` of them)."""
+    header: list[str] = []
+    keys: dict[str, str] = {}
+    rows: list[list[float]] = []
+    lines: list[int] = []
+    problems: list[str] = []
+    n_bad = 0
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith(";"):
+            header.append(raw.rstrip())
+            m = re.match(r";\s*([A-Za-z]+)\s*:\s*(.*?)\s*$", line)
+            if m and m.group(1) not in keys:
+                keys[m.group(1)] = m.group(2)
+            continue
+        toks = line.split()
+        why = None
+        if len(toks) != len(FIELDS):
+            why = f"expected {len(FIELDS)} fields, got {len(toks)}"
+        else:
+            try:
+                vals = [float(t) for t in toks]
+            except ValueError:
+                bad = next(t for t in toks if not _is_number(t))
+                why = f"field {toks.index(bad) + 1} ({FIELDS[toks.index(bad)]}) is not a number: {bad!r}"
+            else:
+                if not all(math.isfinite(v) for v in vals):
+                    why = "a field is not finite"
+        if why is not None:
+            n_bad += 1
+            if len(problems) < max_problems:
+                problems.append(f"{source}:{lineno}: {why}")
+            continue
+        rows.append(vals)
+        lines.append(lineno)
+    if n_bad:
+        more = f" (and {n_bad - len(problems)} more)" if n_bad > len(problems) else ""
+        raise SwfError(f"{source}: {n_bad} malformed job line(s){more}:\n  " + "\n  ".join(problems), problems)
+    if not rows:
+        raise SwfError(f"{source}: no job lines (an SWF trace has one job of {len(FIELDS)} fields a line)")
+    return SwfTrace(source, header, np.asarray(rows, dtype=np.float64), np.asarray(lines, dtype=np.int64), keys)
+
+
+def read_swf(path: str | os.PathLike, max_problems: int = 10) -> SwfTrace:
+    p = Path(path)
+    try:
+        text = p.read_text(errors="strict")
+    except FileNotFoundError:
+        raise SwfError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SwfError(f"{p}: cannot read: {exc}") from None
+    return parse_swf(text, str(p), max_problems)
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------------- mapping
+#: workload templates: the scenario ``workload`` of a trace job, given its rank count
+TEMPLATES = ("milc", "lammps", "nn", "uniform-random")
+#: template choice rules: seeded draw, round robin, or by the trace's application / user number (unknown: drawn)
+ASSIGN_RULES = ("random", "cycle", "application", "user")
+#: rough simulated time per iteration, ns, used to turn a run time into iterations (override per template): MILC and
+#: LAMMPS as measured on the 1,056-node reference runs (DESIGN 4b), NN 90 us (benchmarks/RESULTS.md), uniform-random
+#: one message interval
+ITERATION_TIME_NS = {"milc": 430e3, "lammps": 1.7e6, "nn": 90e3, "uniform-random": 4e3}
+#: bounded-slowdown floor in trace seconds (scaled with the time scale into the scenario's scheduler section)
+SLOWDOWN_TAU_TRACE_S = 10.0
+
+
+@dataclass
+class SwfMapping:
+    """How a trace slice becomes jobs (``hybridsim scenario-from-swf`` options; times in trace seconds)."""
+
+    from_job: int | None = None          # first SWF job number kept
+    jobs: int | None = None              # how many jobs (after the other filters)
+    window: tuple[float | None, float | None] = (None, None)   # submit time range [start, end), trace seconds
+    time_scale: float = 1e3              # simulated ns per trace second (1 us)
+    size_scale: float | None = None      # ranks per trace processor; None = terminals / the trace's MaxProcs
+    templates: tuple[str, ...] = ("milc", "lammps", "nn")
+    assign: str = "random"
+    iteration_time: dict[str, float] = field(default_factory=dict)   # ns, overrides ITERATION_TIME_NS
+    walltime_factor: float = 2.0
+    lammps_replicas: int = 2
+    seed: int = 1
+    queue: str = "easy"
+    allocation: str = "contiguous"
+
+    def check(self) -> None:
+        from .scheduler import ALLOCATION_POLICIES, QUEUE_POLICIES
+
+        bad = [t for t in self.templates if t not in TEMPLATES]
+        if bad or not self.templates:
+            raise SwfError(f"unknown template(s) {bad or '(none)'} (valid: {', '.join(TEMPLATES)})")
+        if self.assign not in ASSIGN_RULES:
+            raise SwfError(f"unknown template rule {self.assign!r} (valid: {', '.join(ASSIGN_RULES)})")
+        if self.queue not in QUEUE_POLICIES:
+            raise SwfError(f"unknown queue policy {self.queue!r} (valid: {', '.join(QUEUE_POLICIES)})")
+        if self.allocation not in ALLOCATION_POLICIES:
+            raise SwfError(f"unknown allocation {self.allocation!r} (valid: {', '.join(ALLOCATION_POLICIES)})")
+        for name, v in (("time scale", self.time_scale), ("size scale", self.size_scale),
+                        ("walltime factor", self.walltime_factor)):
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise SwfError(f"{name} must be > 0, got {v}")
+        if self.jobs is not None and self.jobs < 1:
+            raise SwfError(f"--jobs must be >= 1, got {self.jobs}")
+        if self.lammps_replicas < 1:
+            raise SwfError(f"LAMMPS replicas must be >= 1, got {self.lammps_replicas}")
+        for k, v in self.iteration_time.items():
+            if k not in TEMPLATES or not v > 0:
+                raise SwfError(f"iteration time {k}={v}: template must be one of {', '.join(TEMPLATES)}, time > 0")
+        lo, hi = self.window
+        if lo is not None and hi is not None and hi <= lo:
+            raise SwfError(f"empty time window [{lo}, {hi})")
+
+
+def smooth_below(n: int) -> list[int]:
+    """Rank counts whose prime factors are 2 and 3, up to ``n``, ascending (balanced grids for any dimension)."""
+    out = []
+    p2 = 1
+    while p2 <= n:
+        p3 = p2
+        while p3 <= n:
+            out.append(p3)
+            p3 *= 3
+        p2 *= 2
+    return sorted(out)
+
+
+def grid_dims(n: int, ndims: int) -> list[int]:
+    """``ndims`` factors of ``n`` as equal as the prime factors allow, largest last (``grid_dims(512, 4)`` ->
+    ``[4, 4, 4, 8]``)."""
+    primes, m, f = [], n, 2
+    while m > 1:
+        while m % f == 0:
+            primes.append(f)
+            m //= f
+        f += 1
+    dims = [1] * ndims
+    for p in sorted(primes, reverse=True):
+        dims[dims.index(min(dims))] *= p
+    return sorted(dims)
+
+
+def template_workload(template: str, ranks: int, lammps_replicas: int = 2,
+                      interval_ns: float = ITERATION_TIME_NS["uniform-random"]) -> dict:
+    """The scenario ``workload`` mapping of ``template`` for ``ranks`` (a count :func:`fit_ranks` returned)."""
+    if template == "milc":
+        return {"kind": "milc", "dimension_sizes": grid_dims(ranks, 4), "msg_size": 49152}
+    if template == "nn":
+        return {"kind": "nearest_neighbor", "dimension_sizes": grid_dims(ranks, 3), "msg_size": 32768}
+    if template == "lammps":
+        r = lammps_replicas
+        return {"kind": "lammps", "num_x_replicas": r, "num_y_replicas": r, "num_z_replicas": r}
+    if template == "uniform-random":
+        return {"kind": "uniform_random", "msg_size": 4096, "interval": format_duration(interval_ns)}
+    raise SwfError(f"unknown template {template!r}")
+
+
+def fit_ranks(template: str, wanted: float, n_terminals: int, lammps_replicas: int = 2) -> int:
+    """The rank count closest to ``wanted`` that fits ``n_terminals`` and that ``template`` runs: 2^a 3^b ranks
+    (balanced grids; ties go to the smaller), at least 2 for uniform-random (a rank sends to another one), and a
+    LAMMPS process grid whose subdomains exceed the FFT cutoff."""
+    from .workloads.lammps import decomposition_problem
+
+    cands = smooth_below(n_terminals)
+    if template == "uniform-random":
+        cands = [c for c in cands if c >= 2] or cands
+    cands.sort(key=lambda c: (abs(c - wanted), c))
+    for c in cands:
+        if template != "lammps" or decomposition_problem(c, lammps_replicas, lammps_replicas, lammps_replicas) is None:
+            return c
+    raise SwfError(f"no rank count up to {n_terminals} runs template {template!r}")
+
+
+def format_duration(ns: float) -> str:
+    """A time in ns as a scenario duration string with the largest exact unit (``"25574us"``, ``"1.5ms"``)."""
+    ns = round(float(ns), 3)
+    for unit, f in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        v = ns / f
+        if ns >= f and abs(v - round(v, 3)) < 1e-9 * max(1.0, abs(v)):
+            return f"{round(v, 3):g}{unit}"
+    return f"{ns:g}ns"
+
+
+def parse_trace_seconds(text: str) -> float:
+    """``"3600"``, ``"90m"``, ``"36h"``, ``"2d"`` -> trace seconds."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smhd]?)\s*", text)
+    if not m:
+        raise SwfError(f"expected trace time like 3600, 90m, 36h or 2d, got {text!r}")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+@dataclass
+class SwfSelection:
+    """The trace rows a mapping keeps and why the others were dropped."""
+
+    rows: np.ndarray                     # indices into trace.jobs, submit order
+    skipped: dict[str, int]              # reason -> count (inside the slice)
+
+
+def select_jobs(trace: SwfTrace, m: SwfMapping) -> SwfSelection:
+    """Rows of ``trace`` in the slice (from job, window, count), without jobs of unknown run time or size."""
+    submit, jobno = trace.col("submit"), trace.col("job")
+    idx = np.argsort(submit, kind="stable")
+    keep = np.ones(len(idx), dtype=bool)
+    if m.from_job is not None:
+        keep &= jobno[idx] >= m.from_job
+    lo, hi = m.window
+    t0 = submit.min()  # trace seconds count from the first submit
+    if lo is not None:
+        keep &= submit[idx] - t0 >= lo
+    if hi is not None:
+        keep &= submit[idx] - t0 < hi
+    idx = idx[keep]
+    run, procs = trace.col("run")[idx], _procs(trace)[idx]
+    ok = (run > 0) & (procs > 0)
+    kept = np.flatnonzero(ok)[:m.jobs]
+    if len(kept) == 0:
+        raise SwfError(f"{trace.source}: no job with a known run time and size in the chosen slice")
+    seen = slice(0, kept[-1] + 1)  # dropped jobs are counted up to the last one kept
+    skipped = {"unknown or zero run time": int((run[seen] <= 0).sum()),
+               "unknown processor count": int(((procs[seen] <= 0) & (run[seen] > 0)).sum())}
+    return SwfSelection(idx[kept], {k: v for k, v in skipped.items() if v})
+
+
+def _procs(trace: SwfTrace) -> np.ndarray:
+    """Allocated processors, else requested ones."""
+    alloc, req = trace.col("procs"), trace.col("req_procs")
+    return np.where(alloc > 0, alloc, req)
+
+
+def assign_templates(trace: SwfTrace, rows: np.ndarray, m: SwfMapping) -> list[str]:
+    rng = np.random.default_rng(m.seed)
+    k = len(m.templates)
+    drawn = rng.integers(0, k, size=len(rows))  # drawn for every job, so a rule's fallback is seed-stable
+    if m.assign == "random":
+        pick = drawn
+    elif m.assign == "cycle":
+        pick = np.arange(len(rows)) % k
+    else:
+        key = trace.col("app" if m.assign == "application" else "user")[rows]
+        pick = np.where(key >= 0, np.mod(key, k).astype(np.int64), drawn)
+    return [m.templates[int(i)] for i in pick]
+
+
+def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping
+             ) -> tuple[list[dict], list[StreamJob], SwfSelection, dict]:
+    """Scenario job mappings (with ``arrival`` and ``walltime``) for a slice of ``trace``; the same jobs as the
+    scheduler sees them, with the estimated run time (iterations x iteration time, ns); what was selected; the
+    scales used (``size_scale``, ``slowdown_tau`` ns)."""
+    m.check()
+    sel = select_jobs(trace, m)
+    rows = sel.rows
+    size_scale = m.size_scale
+    if size_scale is None:
+        ref = trace.max_procs or int(_procs(trace)[rows].max())
+        size_scale = n_terminals / ref
+    it_ns = {**ITERATION_TIME_NS, **m.iteration_time}
+    templates = assign_templates(trace, rows, m)
+    submit = trace.col("submit")[rows]
+    t0 = submit[0]
+    jobs, stream = [], []
+    for i, (row, tpl) in enumerate(zip(rows, templates)):
+        procs, run, req = _procs(trace)[row], trace.col("run")[row], trace.col("req_time")[row]
+        ranks = fit_ranks(tpl, procs * size_scale, n_terminals, m.lammps_replicas)
+        it = it_ns[tpl]
+        iterations = max(1, int(round(run * m.time_scale / it)))
+        walltime = req * m.time_scale if req > 0 else m.walltime_factor * iterations * it
+        workload = template_workload(tpl, ranks, m.lammps_replicas, it)
+        name = f"j{int(trace.col('job')[row])}-{tpl}"
+        arrival = (submit[i] - t0) * m.time_scale
+        jobs.append({"name": name, "ranks": ranks, "iterations": iterations, "arrival": format_duration(arrival),
+                     "walltime": format_duration(walltime), "workload": workload})
+        stream.append(StreamJob(name, ranks, arrival, walltime, iterations * it))
+    return jobs, stream, sel, {"size_scale": size_scale, "slowdown_tau": SLOWDOWN_TAU_TRACE_S * m.time_scale}
+
+
+def check_jobs(jobs: list[dict]) -> None:
+    """Each job mapping, less the stream fields, is a valid scenario job (workload shape, rank product)."""
+    from pydantic import ValidationError
+
+    from .scenario import Job
+
+    for j in jobs:
+        try:
+            Job.model_validate({k: v for k, v in j.items() if k not in ("arrival", "walltime")})
+        except ValidationError as exc:  # a mapping bug, not bad input
+            raise AssertionError(f"scenario-from-swf made an invalid job {j['name']}: {exc}") from None
+
+
+@dataclass
+class SwfScenario:
+    """What :func:`scenario_from_swf` makes: the scenario mapping, its provenance comment lines, and the jobs as the
+    scheduler sees them (estimated run times) with the bounded-slowdown floor (ns), for a dry run."""
+
+    data: dict
+    notes: list[str]
+    stream: list[StreamJob]
+    slowdown_tau: float
+
+
+def scenario_from_swf(trace: SwfTrace, base: dict, n_terminals: int, m: SwfMapping) -> SwfScenario:
+    """The scenario for a slice of ``trace``: ``base``'s sections, its ``jobs`` and ``placement`` replaced by the
+    trace jobs and a ``scheduler`` section."""
+    jobs, stream, sel, scales = map_jobs(trace, n_terminals, m)
+    check_jobs(jobs)
+    first, last = int(trace.col("job")[sel.rows[0]]), int(trace.col("job")[sel.rows[-1]])
+    name = base.get("name") or Path(trace.source).stem
+    out: dict = {"name": f"{name}-swf-{len(jobs)}jobs",
+                 "description": f"{len(jobs)} jobs (SWF job numbers {first}..{last}) of {Path(trace.source).name} "
+                                f"on {n_terminals} terminals",
+                 "seed": m.seed}
+    for k, v in base.items():
+        if k not in ("name", "description", "seed", "jobs", "placement", "scheduler"):
+            out[k] = v
+    out["scheduler"] = {"queue": m.queue, "allocation": m.allocation,
+                        "slowdown_tau": format_duration(scales["slowdown_tau"])}
+    out["jobs"] = jobs
+    used = sorted(set(j["name"].rsplit("-", 1)[1] for j in jobs))
+    notes = [f"source: {trace.source} ({len(trace.jobs)} jobs; kept {len(jobs)}, SWF jobs {first}..{last})",
+             f"time: 1 trace second -> {format_duration(m.time_scale)}; sizes: x{scales['size_scale']:.4g} "
+             f"processors -> ranks (2^a 3^b, valid per template); bounded-slowdown floor "
+             f"{SLOWDOWN_TAU_TRACE_S:g} trace s",
+             f"templates {', '.join(m.templates)} by rule '{m.assign}' (seed {m.seed}); used: {', '.join(used)}",
+             "iterations = trace run time x time scale / iteration time ("
+             + ", ".join(f"{t} {format_duration(v)}" for t, v in {**ITERATION_TIME_NS, **m.iteration_time}.items()
+                         if t in m.templates) + ")",
+             f"walltime = requested time x time scale, else {m.walltime_factor:g} x iterations x iteration time"]
+    if sel.skipped:
+        notes.append("skipped in the slice: " + ", ".join(f"{v} ({k})" for k, v in sel.skipped.items()))
+    return SwfScenario(out, notes, stream, scales["slowdown_tau"])
