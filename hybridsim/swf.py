@@ -132,6 +132,8 @@ def _is_number(tok: str) -> bool:
 # ---------------------------------------------------------------------------------------------------------- mapping
 #: workload templates: the scenario ``workload`` of a trace job, given its rank count
 TEMPLATES = ("milc", "lammps", "nn", "uniform-random")
+#: the scenario workload kind of each template
+_KIND = {"milc": "milc", "lammps": "lammps", "nn": "nearest_neighbor", "uniform-random": "uniform_random"}
 #: template choice rules: seeded draw, round robin, or by the trace's application / user number (unknown: drawn)
 ASSIGN_RULES = ("random", "cycle", "application", "user")
 #: rough simulated time per iteration, ns, used to turn a run time into iterations (override per template): MILC and
@@ -220,14 +222,14 @@ def template_workload(template: str, ranks: int, lammps_replicas: int = 2,
                       interval_ns: float = ITERATION_TIME_NS["uniform-random"]) -> dict:
     """The scenario ``workload`` mapping of ``template`` for ``ranks`` (a count :func:`fit_ranks` returned)."""
     if template == "milc":
-        return {"kind": "milc", "dimension_sizes": grid_dims(ranks, 4), "msg_size": 49152}
+        return {"kind": _KIND[template], "dimension_sizes": grid_dims(ranks, 4), "msg_size": 49152}
     if template == "nn":
-        return {"kind": "nearest_neighbor", "dimension_sizes": grid_dims(ranks, 3), "msg_size": 32768}
+        return {"kind": _KIND[template], "dimension_sizes": grid_dims(ranks, 3), "msg_size": 32768}
     if template == "lammps":
         r = lammps_replicas
-        return {"kind": "lammps", "num_x_replicas": r, "num_y_replicas": r, "num_z_replicas": r}
+        return {"kind": _KIND[template], "num_x_replicas": r, "num_y_replicas": r, "num_z_replicas": r}
     if template == "uniform-random":
-        return {"kind": "uniform_random", "msg_size": 4096, "interval": format_duration(interval_ns)}
+        return {"kind": _KIND[template], "msg_size": 4096, "interval": format_duration(interval_ns)}
     raise SwfError(f"unknown template {template!r}")
 
 
@@ -332,18 +334,25 @@ def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping
         size_scale = n_terminals / ref
     it_ns = {**ITERATION_TIME_NS, **m.iteration_time}
     templates = assign_templates(trace, rows, m)
-    submit = trace.col("submit")[rows]
-    t0 = submit[0]
+    submit, procs, run = trace.col("submit")[rows], _procs(trace)[rows], trace.col("run")[rows]
+    req, jobno, lines = trace.col("req_time")[rows], trace.col("job")[rows].astype(np.int64), trace.lines[rows]
+    fitted: dict[tuple[str, float], int] = {}
+    names: set[str] = set()
     jobs, stream = [], []
-    for i, (row, tpl) in enumerate(zip(rows, templates)):
-        procs, run, req = _procs(trace)[row], trace.col("run")[row], trace.col("req_time")[row]
-        ranks = fit_ranks(tpl, procs * size_scale, n_terminals, m.lammps_replicas)
+    for i, tpl in enumerate(templates):
+        key = (tpl, procs[i])
+        if key not in fitted:
+            fitted[key] = fit_ranks(tpl, procs[i] * size_scale, n_terminals, m.lammps_replicas)
+        ranks = fitted[key]
         it = it_ns[tpl]
-        iterations = max(1, int(round(run * m.time_scale / it)))
-        walltime = req * m.time_scale if req > 0 else m.walltime_factor * iterations * it
+        iterations = max(1, int(round(run[i] * m.time_scale / it)))
+        walltime = req[i] * m.time_scale if req[i] > 0 else m.walltime_factor * iterations * it
         workload = template_workload(tpl, ranks, m.lammps_replicas, it)
-        name = f"j{int(trace.col('job')[row])}-{tpl}"
-        arrival = (submit[i] - t0) * m.time_scale
+        name = f"j{jobno[i]}-{tpl}"
+        if name in names:  # a job number used twice in the trace: the line number tells them apart
+            name = f"j{jobno[i]}-line{lines[i]}-{tpl}"
+        names.add(name)
+        arrival = (submit[i] - submit[0]) * m.time_scale
         jobs.append({"name": name, "ranks": ranks, "iterations": iterations, "arrival": format_duration(arrival),
                      "walltime": format_duration(walltime), "workload": workload})
         stream.append(StreamJob(name, ranks, arrival, walltime, iterations * it))
@@ -379,6 +388,7 @@ def scenario_from_swf(trace: SwfTrace, base: dict, n_terminals: int, m: SwfMappi
     trace jobs and a ``scheduler`` section."""
     jobs, stream, sel, scales = map_jobs(trace, n_terminals, m)
     check_jobs(jobs)
+    used = [t for t in m.templates if any(j["workload"]["kind"] == _KIND[t] for j in jobs)]
     first, last = int(trace.col("job")[sel.rows[0]]), int(trace.col("job")[sel.rows[-1]])
     name = base.get("name") or Path(trace.source).stem
     out: dict = {"name": f"{name}-swf-{len(jobs)}jobs",
@@ -391,7 +401,6 @@ def scenario_from_swf(trace: SwfTrace, base: dict, n_terminals: int, m: SwfMappi
     out["scheduler"] = {"queue": m.queue, "allocation": m.allocation,
                         "slowdown_tau": format_duration(scales["slowdown_tau"])}
     out["jobs"] = jobs
-    used = sorted(set(j["name"].rsplit("-", 1)[1] for j in jobs))
     notes = [f"source: {trace.source} ({len(trace.jobs)} jobs; kept {len(jobs)}, SWF jobs {first}..{last})",
              f"time: 1 trace second -> {format_duration(m.time_scale)}; sizes: x{scales['size_scale']:.4g} "
              f"processors -> ranks (2^a 3^b, valid per template); bounded-slowdown floor "
