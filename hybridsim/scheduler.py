@@ -106,7 +106,8 @@ class Scheduler:
     # ------------------------------------------------------------------------------------------------ driver API
     def submit(self, job_id: Hashable, size: int, arrival: float = 0.0, walltime: float = math.inf) -> None:
         """Announce a job: ``size`` terminals (one per rank), arriving at ``arrival``, estimated to run at most
-        ``walltime`` (``inf``: runs until the end; ``easy`` then never backfills past it)."""
+        ``walltime`` (``inf``: a job that runs until the others end; ``easy`` backfills it only on extra terminals,
+        and while it runs the terminals it holds are never counted on)."""
         if job_id in self._known:
             raise SchedulerError(f"job {job_id!r} submitted twice")
         if isinstance(size, bool) or int(size) != size or not 1 <= size <= self.n_terminals:
@@ -138,29 +139,11 @@ class Scheduler:
         del queue[:n_head]
         self.reservation = None
         if queue:
-            head = queue[0]
-            self._check_can_ever_fit(head)
-            if self.queue == "easy" and free > 0:
-                shadow, extra = self._shadow(head, now, free)
-                self.reservation = (head.job_id, shadow)
-                backfilled = []
-                for i in range(1, len(queue)):
-                    w = queue[i]
-                    if w.size > free:
-                        continue
-                    ends_in_time = now + w.walltime <= shadow
-                    if ends_in_time or w.size <= extra:
-                        free -= w.size
-                        if not ends_in_time:
-                            extra -= w.size
-                        started.append(self._start(w, now))
-                        backfilled.append(i)
-                        if free == 0:
-                            break
-                for i in reversed(backfilled):
-                    del queue[i]
-            elif self.queue == "easy":
-                self.reservation = (head.job_id, self._shadow(head, now, free)[0])
+            self._check_can_ever_fit(queue[0])
+            if self.queue == "easy":
+                shadow, extra = self._shadow(queue[0], now, free)
+                self.reservation = (queue[0].job_id, shadow)
+                started += self._backfill(now, free, shadow, extra)
         return started
 
     def release(self, job_id: Hashable, now: float) -> np.ndarray:
@@ -205,6 +188,22 @@ class Scheduler:
         self._free[terminals] = False
         self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals)
         return w.job_id, terminals
+
+    def _backfill(self, now: float, free: int, shadow: float, extra: int) -> list[tuple[Hashable, np.ndarray]]:
+        """EASY: start queued jobs behind the head that fit now and end by the shadow time or use only extra
+        terminals."""
+        started, kept = [], [self._queue[0]]
+        for w in self._queue[1:]:
+            ends_in_time = now + w.walltime <= shadow
+            if w.size <= free and (ends_in_time or w.size <= extra):
+                free -= w.size
+                if not ends_in_time:
+                    extra -= w.size
+                started.append(self._start(w, now))
+            else:
+                kept.append(w)
+        self._queue[:] = kept
+        return started
 
     def _check_can_ever_fit(self, head: _Waiting) -> None:
         forever = sum(r.size for r in self._running.values() if math.isinf(r.walltime))
@@ -255,6 +254,14 @@ class JobOutcome:
     @property
     def run_time(self) -> float:
         return self.end - self.start
+
+    def row(self, tau: float) -> dict:
+        """The per-job result record: arrival, start, end, wait, run time, bounded slowdown (floor ``tau``; NaN for
+        a job that never ends), size and terminals."""
+        bsld = bounded_slowdown(self.wait, self.run_time, tau) if math.isfinite(self.end) else math.nan
+        return {"job": self.job_id, "arrival": self.arrival, "start": self.start, "end": self.end, "wait": self.wait,
+                "run_time": self.run_time, "bounded_slowdown": bsld, "size": self.size,
+                "terminals": self.terminals.tolist()}
 
 
 def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape, queue: str = "fcfs",

@@ -214,3 +214,6 @@ def test_bounded_slowdown_and_stream_metrics():
     assert m["mean_wait"] == pytest.approx(3.0)
     assert m["mean_bounded_slowdown"] == pytest.approx((1 + 1.4 + 1) / 3)
     assert m["utilisation"] == pytest.approx(55 / 60)
+    assert out[1].row(10) == {"job": "B", "arrival": 1, "start": 10, "end": 15, "wait": 9, "run_time": 5,
+                              "bounded_slowdown": 1.4, "size": 4, "terminals": [0]}
+    assert math.isnan(out[3].row(10)["bounded_slowdown"])
