@@ -111,7 +111,7 @@ class Scheduler:
         if job_id in self._known:
             raise SchedulerError(f"job {job_id!r} submitted twice")
         if isinstance(size, bool) or int(size) != size or not 1 <= size <= self.n_terminals:
-            raise SchedulerError(f"job {job_id!r}: size {size} outside 1..{self.n_terminals} (terminals of the machine)")
+            raise SchedulerError(f"job {job_id!r}: size {size} outside 1..{self.n_terminals} (the machine's terminals)")
         if not math.isfinite(arrival) or arrival < 0:
             raise SchedulerError(f"job {job_id!r}: arrival {arrival} is not a finite time >= 0")
         if math.isnan(walltime) or walltime < 0:
