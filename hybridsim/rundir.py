@@ -177,6 +177,9 @@ class StagedDir:
         self._lock_fd: int | None = None
         check_replaceable(self.dest, force=force, what=what, recognise=recognise)
         parent = self._abs.parent
+        existing = next(p for p in (parent, *parent.parents) if os.path.lexists(p))
+        if not existing.is_dir():
+            raise RunDirError(f"cannot write {self.dest}: {existing} is not a directory")
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
