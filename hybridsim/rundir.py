@@ -175,6 +175,7 @@ class StagedDir:
         self.force, self.what, self.recognise = force, what, recognise
         self._abs = Path(os.path.abspath(self.dest))
         self._lock_fd: int | None = None
+        self.committed = False
         check_replaceable(self.dest, force=force, what=what, recognise=recognise)
         parent = self._abs.parent
         existing = next(p for p in (parent, *parent.parents) if os.path.lexists(p))
@@ -263,6 +264,7 @@ class StagedDir:
         except OSError as exc:
             raise RunDirError(f"{_cannot(self.dest, exc)}; the result is in {self.path}") from None
         self.path = self.dest
+        self.committed = True
         self._unlock()
         return self.dest
 
@@ -308,18 +310,21 @@ def _status(path: Path) -> str | None:
 
 @contextlib.contextmanager
 def _signals_deferred():
-    """Ctrl-C, SIGTERM and SIGHUP arriving while a failure manifest is written are dropped: the process is already
-    ending with the first one's status, and the manifest must not be left ``running``."""
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (a manifest written, a folder moved into place), then
+    are delivered again."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    pending: list[int] = []
     sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    old = {s: signal.signal(s, lambda *_: None) for s in sigs}
+    old = {s: signal.signal(s, lambda signum, _frame: pending.append(signum)) for s in sigs}
     try:
         yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if pending:
+            signal.raise_signal(pending[0])
 
 
 def _write_minimal_manifest(path: Path, kind, reason: str) -> None:
@@ -393,12 +398,15 @@ class RunDir:
         self.manifest["status"] = "completed"
         self.manifest["end_time"] = now_iso()
         self.write_manifest()
-        self.staged.commit()
+        with _signals_deferred():
+            self.staged.commit()
 
     def fail(self, reason: str, **extra) -> Path:
         """Mark failed, remove any table that may be incomplete (``*.partial``) and move the folder to where a
         failed run goes (:meth:`StagedDir.failed_target`); returns that place. Never raises: when the full manifest
         cannot be written, a minimal one is."""
+        if self.staged.committed:  # complete() went through: nothing failed that the folder should say
+            return self.path
         with _signals_deferred():
             staging = self.path
             try:
