@@ -14,10 +14,10 @@ interrupted run never leaves a table that looks complete.
 
 Where a run is written (:class:`StagedDir`, also used for bench directories, datasets and checkpoints): in a fresh
 hidden sibling ``.OUTDIR.XXXXXXXX.partial`` (same parent, so the final move is a rename), while an advisory lock on
-``.OUTDIR.lock`` turns a second writer of the same ``OUTDIR`` away. A completed run is renamed into place, replacing the
-old ``OUTDIR`` only then, so an interrupted or concurrent ``--force`` never destroys a finished run. ``--force`` only
-replaces a directory hybridsim recognises (its manifest), never the working directory, one of its parents, ``/`` or
-``$HOME``. A failed run is moved to ``OUTDIR`` with its failed manifest, unless ``OUTDIR`` holds a completed run: that
+``.OUTDIR.lock`` turns a second writer of the same ``OUTDIR`` away. A completed run is renamed into place, replacing
+the old ``OUTDIR`` only then, so an interrupted or concurrent ``--force`` never destroys a finished run. ``--force``
+only replaces a directory hybridsim recognises (its manifest), never the working directory, one of its parents, ``/``
+or ``$HOME``. A failed run is moved to ``OUTDIR`` with its failed manifest, unless ``OUTDIR`` holds a completed run: that
 one stays and the failed attempt goes to ``OUTDIR.failed``.
 """
 
@@ -129,7 +129,10 @@ def _protected(path: Path) -> str | None:
 
 def _is_empty_dir(path: Path) -> bool:
     try:
-        return path.is_dir() and not path.is_symlink() and next(os.scandir(path), None) is None
+        if not path.is_dir() or path.is_symlink():
+            return False
+        with os.scandir(path) as it:
+            return next(it, None) is None
     except OSError:
         return False
 
