@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .interrupts import failure_reason
 from .records import IterationRecord
-from .rundir import write_json_atomic
+from .rundir import RunDir, write_json_atomic
 
 
 def _durations(records: list[IterationRecord]) -> dict[tuple[int, int, int], float]:
@@ -95,18 +96,31 @@ def _with_policy(scenario, policy: str, params: dict):
 def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None = None,
               sweep_ft: list[int] | None = None, force: bool = False, progress: bool = False,
               argv: list[str] | None = None, backend_factory=None) -> dict:
-    """Pure run, then one hybrid run per policy (and per Ft of ``sweep_ft``); writes ``bench.json``.
-    ``backend_factory(scenario)`` replaces the scenario's backend (tests)."""
+    """Pure run, then one hybrid run per policy (and per Ft of ``sweep_ft``), each a run directory inside the bench
+    directory ``outdir`` (itself written like a run directory: manifest, staging, ``--force`` rules); writes
+    ``bench.json``. ``backend_factory(scenario)`` replaces the scenario's backend (tests)."""
+    from .runner import RunError
+    from .scenario import scenario_to_dict
+
+    rd = RunDir.create(outdir, kind="bench", scenario=scenario_to_dict(scenario), seed=scenario.seed, force=force,
+                       argv=argv)
+    staging = str(rd.path)
+    try:
+        result = _run_cases(scenario, rd, policies, sweep_ft, progress, argv, backend_factory)
+        rd.complete()
+    except BaseException as exc:
+        rd.fail(failure_reason(exc))
+        if isinstance(exc, RunError):  # it names the staging folder, which has moved
+            raise RunError(str(exc).replace(staging, str(rd.path))) from exc
+        raise
+    return result
+
+
+def _run_cases(scenario, rd: RunDir, policies, sweep_ft, progress, argv, backend_factory) -> dict:
     from .runner import build_controller, run_scenario
 
-    outdir = Path(outdir)
-    if outdir.exists() and not force:
-        from .rundir import RunDirError
-
-        raise RunDirError(f"{outdir} already exists; choose another -o or pass --force")
-    outdir.mkdir(parents=True, exist_ok=True)
     mk = backend_factory or (lambda sc: None)
-    pure = run_scenario(scenario, outdir / "pure", force=True, mode="simulate", progress=progress, argv=argv,
+    pure = run_scenario(scenario, rd.file("pure"), mode="simulate", progress=progress, argv=argv,
                         backend=mk(scenario))
     runs = []
     cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
@@ -122,7 +136,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
         tag = f"{k:02d}-{pol.replace(':', '_').replace('/', '_')}"
         for key, val in sorted(params.items()):
             tag += f"-{key}{val}".replace("/", "_").replace(" ", "")
-        _, _, hsum = run_scenario(sc, outdir / tag, force=True, mode="hybrid", progress=progress, argv=argv,
+        _, _, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
                                   controller=ctl, backend=mk(sc))
         m = compare(scenario, pure[1].records, pure[2], hsum, ctl)
         m["run"] = tag
@@ -130,12 +144,12 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
         runs.append(m)
     result = {"scenario": scenario.name, "definitions": __doc__, "runs": runs,
               "pure": {"wall_s": pure[2]["wall_s"], "events": pure[2]["events"]}}
-    write_json_atomic(outdir / "bench.json", result)
+    write_json_atomic(rd.file("bench.json"), result)
     if sweep_ft:
         from .report import plot_tradeoff
 
         plot_tradeoff([r for r in runs if r["policy"] == sweep_policy and "ft" in r["params"]],
-                      outdir / "tradeoff-ft.png")
+                      rd.file("tradeoff-ft.png"))
     return result
 
 

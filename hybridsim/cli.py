@@ -2,7 +2,9 @@
 
 The core commands (``validate``, ``topology``, ``run``) live here; every other layer adds its own commands from its own
 package through a ``register(subparsers)`` function in one of :data:`COMMAND_MODULES`, so the CLI grows without one
-file owning every layer. Exit status: 0 success, 1 run failure, 2 bad input (scenario, files, arguments).
+file owning every layer. Exit status: 0 success, 1 run failure, 2 bad input (scenario, files, arguments, an output
+that cannot be written), 130 Ctrl-C, 128 + N signal N (SIGTERM 143, SIGHUP 129; see :mod:`hybridsim.interrupts`).
+A closed stdout (``| head``) ends the command quietly with 0.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import importlib
 import importlib.util
 import json
 import os
+import select
 import sys
 from pathlib import Path
 
@@ -72,8 +75,11 @@ def cmd_topology(args) -> int:
     info = topo.summary()
     if args.write_graph:
         out = Path(args.write_graph)
-        out.mkdir(parents=True, exist_ok=True)
-        write_port_graph(topo, out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            write_port_graph(topo, out)
+        except OSError as exc:
+            raise CliError(f"--write-graph {out}: {exc.strerror or exc} ({exc.filename or out})") from None
         info["graph_dir"] = str(out)
     if args.json:
         print(json.dumps(info, indent=2))
@@ -138,14 +144,38 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .interrupts import Terminated, terminate_like_ctrl_c
+
     try:
-        return int(args.func(args) or 0)
+        with terminate_like_ctrl_c():
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()
+        return code
     except CliError as exc:
         _err(str(exc))
         return exc.code
+    except Terminated as exc:
+        _err(str(exc))
+        return exc.exit_status
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        # the reader went away (``| head``): nothing more to say; stdout to /dev/null so the exit flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _fd, ev in poll.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -95,12 +95,16 @@ def cmd_bench(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import report
+    from .report import report, status_warnings
 
+    for w in status_warnings(args.run_dir):
+        print(f"hybridsim: warning: {w}", file=sys.stderr)
     try:
         made = report(args.run_dir, args.output)
     except FileNotFoundError as exc:
         raise CliError(str(exc)) from None
+    except OSError as exc:  # an output folder that cannot be written, an unreadable file
+        raise CliError(f"{exc.filename or args.output or args.run_dir}: {exc.strerror or exc}") from None
     for p in made:
         print(p)
     return EXIT_OK

@@ -153,12 +153,42 @@ def plot_tradeoff(runs: list[dict], path: Path) -> Path:
     return path
 
 
+def status_warnings(path: str | Path) -> list[str]:
+    """One line for each manifest of the run (or of the bench and its runs) at ``path`` whose status is not
+    ``completed``: plots of a run that is still going, was killed or failed show only part of it."""
+    from .rundir import MANIFEST, RunDirError, read_manifest
+
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    out = []
+    for d in [path, *sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))]:
+        if not (d / MANIFEST).is_file():
+            continue
+        try:
+            man = read_manifest(d)
+        except RunDirError as exc:
+            out.append(str(exc))
+            continue
+        status = man.get("status") if isinstance(man, dict) else None
+        if status == "completed":
+            continue
+        reason = f" ({man['reason']})" if man.get("reason") else ""
+        what = ("the run has not finished, or was killed before it could say so" if status == "running"
+                else "the plots show only what it wrote")
+        out.append(f"{d}: manifest status is {status!r}{reason}; {what}")
+    return out
+
+
 def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
     path = Path(path)
     out_dir = Path(out) if out else path / "report"
+    is_bench = (path / "bench.json").exists()
+    if not is_bench and not (path / "iterations.parquet").exists():
+        raise FileNotFoundError(f"{path}: no iterations.parquet or bench.json (not a run or bench directory)")
     out_dir.mkdir(parents=True, exist_ok=True)
     made: list[Path] = []
-    if (path / "bench.json").exists():
+    if is_bench:
         result = json.loads((path / "bench.json").read_text())
         made.append(plot_bench(result, out_dir))
         groups: dict[str, list] = {}
@@ -168,13 +198,12 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
         sweep = max(groups.values(), key=len, default=[])
         if len(sweep) > 1:
             made.append(plot_tradeoff(sweep, out_dir / "tradeoff-ft.png"))
-        for sub in sorted(p for p in path.iterdir() if (p / "iterations.parquet").exists()):
+        for sub in sorted(p for p in path.iterdir() if not p.name.startswith(".")
+                          and (p / "iterations.parquet").exists()):
             sub_out = out_dir / sub.name
             sub_out.mkdir(exist_ok=True)
             made += plot_iterations(sub, sub_out)
         return made
-    if not (path / "iterations.parquet").exists():
-        raise FileNotFoundError(f"{path}: no iterations.parquet or bench.json (not a run or bench directory)")
     made += plot_iterations(path, out_dir)
     p = plot_ports(path, out_dir)
     if p:

@@ -11,17 +11,29 @@ Layout::
 ``manifest.json`` is written first with ``status: "running"`` and rewritten at the end with ``"completed"`` or
 ``"failed"`` plus the reason. Tables are written atomically (temp file + rename) only once complete, so a failed or
 interrupted run never leaves a table that looks complete.
+
+Where a run is written (:class:`StagedDir`, also used for bench directories, datasets and checkpoints): in a fresh
+hidden sibling ``.OUTDIR.XXXXXXXX.partial`` (same parent, so the final move is a rename), while an advisory lock on
+``.OUTDIR.lock`` turns a second writer of the same ``OUTDIR`` away. A completed run is renamed into place, replacing
+the old ``OUTDIR`` only then, so an interrupted or concurrent ``--force`` never destroys a finished run. ``--force``
+only replaces a directory hybridsim recognises (its manifest), never the working directory, one of its parents, ``/``
+or ``$HOME``. A failed run is moved to ``OUTDIR`` with its failed manifest, unless ``OUTDIR`` holds a completed run: that
+one stays and the failed attempt goes to ``OUTDIR.failed``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -36,7 +48,7 @@ _PACKAGES = ("hybridsim", "numpy", "torch", "torch-geometric", "transformers", "
 
 
 class RunDirError(RuntimeError):
-    pass
+    """An output directory that cannot be written or replaced; the message names the path and why."""
 
 
 def now_iso() -> str:
@@ -88,25 +100,270 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-class RunDir:
-    """A run directory being written. Use :meth:`create`, then :meth:`complete` or :meth:`fail`."""
+def is_hybridsim_dir(path: Path) -> bool:
+    """A run or bench directory: a ``manifest.json`` that hybridsim wrote (or an older bench's ``bench.json``)."""
+    for name, key in ((MANIFEST, "status"), ("bench.json", "runs")):
+        try:
+            with open(Path(path) / name) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and key in data:
+            return True
+    return False
 
-    def __init__(self, path: Path, manifest: dict):
-        self.path = Path(path)
+
+def _protected(path: Path) -> str | None:
+    """Why ``path`` must never be replaced: /, the working directory or a parent of it, $HOME."""
+    real = Path(path).resolve()
+    if real == Path(real.anchor):
+        return "it is the root directory"
+    cwd = Path.cwd().resolve()
+    if real == cwd or real in cwd.parents:
+        return "it is the working directory or one of its parents"
+    home = os.environ.get("HOME")
+    if home and real == Path(home).resolve():
+        return "it is your home directory ($HOME)"
+    return None
+
+
+def _is_empty_dir(path: Path) -> bool:
+    try:
+        if not path.is_dir() or path.is_symlink():
+            return False
+        with os.scandir(path) as it:
+            return next(it, None) is None
+    except OSError:
+        return False
+
+
+def _cannot(path, exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    return f"cannot write {path}: {exc.strerror or exc}{where}"
+
+
+def check_replaceable(dest: str | os.PathLike, *, force: bool, what: str = "run directory",
+                      recognise=is_hybridsim_dir) -> None:
+    """Raise :class:`RunDirError` unless ``dest`` is absent, an empty directory, or (with ``force``) a ``what``
+    that ``recognise`` accepts and that is not protected (see :func:`_protected`)."""
+    p = Path(dest)
+    if not os.path.lexists(p):
+        return
+    why = _protected(p)
+    if why is None and _is_empty_dir(p):
+        return
+    if not force:
+        raise RunDirError(f"{p} already exists; choose another -o or pass --force to replace it")
+    if why is None:
+        if p.is_symlink():
+            why = "it is a symbolic link"
+        elif not p.is_dir():
+            why = f"it is a file, not a {what}"
+        elif not recognise(p):
+            why = f"it is not a hybridsim {what}"
+    if why:
+        raise RunDirError(f"refusing to replace {p}: {why}; --force only replaces a {what} hybridsim wrote "
+                          "(remove it yourself or choose another -o)")
+
+
+class StagedDir:
+    """A directory written under a hidden temporary name beside ``dest`` (:attr:`path`) and moved into place by
+    :meth:`commit`, or dropped by :meth:`discard`. Holds ``.NAME.lock`` (``flock``) from creation to the end, so a
+    second writer of the same ``dest`` gets a :class:`RunDirError` instead of racing. ``recognise(path) -> bool``
+    says whether an existing ``dest`` may be replaced with ``force``; ``what`` names the kind in messages."""
+
+    def __init__(self, dest: str | os.PathLike, *, force: bool = False, what: str = "run directory",
+                 recognise=is_hybridsim_dir):
+        self.dest = Path(dest)
+        self.force, self.what, self.recognise = force, what, recognise
+        self._abs = Path(os.path.abspath(self.dest))
+        self._lock_fd: int | None = None
+        self.committed = False
+        check_replaceable(self.dest, force=force, what=what, recognise=recognise)
+        parent = self._abs.parent
+        existing = next(p for p in (parent, *parent.parents) if os.path.lexists(p))
+        if not existing.is_dir():
+            raise RunDirError(f"cannot write {self.dest}: {existing} is not a directory")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(_cannot(self.dest, exc)) from None
+        self._lock_path = parent / f".{self._abs.name}.lock"
+        self._lock()
+        try:
+            # checked again under the lock: another writer may have finished in between
+            check_replaceable(self.dest, force=force, what=what, recognise=recognise)
+            self.path = Path(tempfile.mkdtemp(prefix=f".{self._abs.name}.", suffix=".partial", dir=parent))
+        except OSError as exc:
+            self._unlock()
+            raise RunDirError(_cannot(self.dest, exc)) from None
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _lock(self) -> None:
+        import fcntl
+
+        while True:
+            try:
+                fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise RunDirError(_cannot(self.dest, exc)) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise RunDirError(f"{self.dest} is being written by another process (lock {self._lock_path} is "
+                                  "held); wait for it to finish or choose another -o") from None
+            except OSError as exc:
+                os.close(fd)
+                raise RunDirError(_cannot(self.dest, exc)) from None
+            try:
+                same = os.stat(self._lock_path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the previous holder removed the file after we opened it: lock the new one
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is None:
+            return
+        try:
+            os.unlink(self._lock_path)  # while still holding it, so no one locks a file that is gone
+        except OSError:
+            pass
+        os.close(self._lock_fd)
+        self._lock_fd = None
+
+    def _place(self, target: Path) -> None:
+        """Rename the staging folder to ``target``; a non-empty ``target`` is renamed aside first and removed only
+        once the new one is in place."""
+        target = Path(os.path.abspath(target))
+        if os.path.lexists(target) and not _is_empty_dir(target):
+            check_replaceable(target, force=True, what=self.what, recognise=self.recognise)
+            aside = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+            os.rename(target, aside)  # replaces the empty ``aside``
+            try:
+                os.rename(self.path, target)
+            except BaseException:
+                os.rename(aside, target)
+                raise
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(self.path, target)  # replaces an empty directory
+        self.path = target
+
+    def commit(self) -> Path:
+        """Move the finished folder to ``dest`` and release the lock. Raises :class:`RunDirError` (the folder stays
+        at :attr:`path`, the lock held) when ``dest`` cannot be replaced."""
+        if not self.force and os.path.lexists(self._abs) and not _is_empty_dir(self._abs):
+            raise RunDirError(f"{self.dest} appeared while it was being written; the result is in {self.path}")
+        try:
+            self._place(self._abs)
+        except OSError as exc:
+            raise RunDirError(f"{_cannot(self.dest, exc)}; the result is in {self.path}") from None
+        self.path = self.dest
+        self.committed = True
+        self._unlock()
+        return self.dest
+
+    def discard(self) -> None:
+        """Remove the staging folder (nothing lands at ``dest``) and release the lock."""
+        if self._lock_fd is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+        self._unlock()
+
+    def failed_target(self) -> Path | None:
+        """Where a failed attempt goes: ``dest``, unless that holds a completed result, then ``dest.failed``; None
+        (stay in the staging folder) when that is taken by something hybridsim did not write."""
+        for target in (self._abs, self._abs.with_name(self._abs.name + ".failed")):
+            if not os.path.lexists(target) or _is_empty_dir(target):
+                return target
+            if _protected(target) or not self.recognise(target):
+                continue
+            if target != self._abs or _status(target) != "completed":
+                return target
+        return None
+
+    def keep_failed(self, target: Path | None) -> Path:
+        """Move the failed folder to ``target`` (see :meth:`failed_target`) when possible; release the lock."""
+        try:
+            if target is not None:
+                self._place(target)
+                if self.path == self._abs:
+                    self.path = self.dest
+        except (OSError, RunDirError):
+            pass  # it stays in the staging folder, which the messages name
+        finally:
+            self._unlock()
+        return self.path
+
+
+def _status(path: Path) -> str | None:
+    try:
+        with open(path / MANIFEST) as fh:
+            return json.load(fh).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (a manifest written, a folder moved into place), then
+    are delivered again."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    old = {s: signal.signal(s, lambda signum, _frame: pending.append(signum)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if pending:
+            signal.raise_signal(pending[0])
+
+
+def _write_minimal_manifest(path: Path, kind, reason: str) -> None:
+    """The failed manifest without the run's details, for when writing the full one failed (no memory, ...)."""
+    try:
+        data = json.dumps({"kind": kind, "status": "failed", "reason": str(reason)[:2000], "end_time": now_iso()})
+    except BaseException:
+        data = '{"status": "failed", "reason": "the failure handler could not describe the failure"}'
+    try:
+        tmp = f"{path}.partial"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data.encode() + b"\n")
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        pass  # nothing left to try; the caller re-raises the run's own error
+
+
+class RunDir:
+    """A run directory being written (in its :class:`StagedDir`). Use :meth:`create`, then :meth:`complete` or
+    :meth:`fail`. :attr:`path` is the staging folder while the run is going, its final place afterwards."""
+
+    def __init__(self, staged: StagedDir, manifest: dict):
+        self.staged = staged
         self.manifest = manifest
+
+    @property
+    def path(self) -> Path:
+        return self.staged.path
 
     @classmethod
     def create(cls, path: str | os.PathLike, *, kind: str, scenario: dict | None = None, seed: int | None = None,
                force: bool = False, argv: list[str] | None = None, extra: dict | None = None) -> "RunDir":
-        path = Path(path)
-        if path.exists():
-            if not force:
-                raise RunDirError(f"{path} already exists; choose another -o or pass --force to overwrite it")
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        path.mkdir(parents=True)
+        staged = StagedDir(path, force=force)
         manifest = {
             "kind": kind,
             "status": "running",
@@ -122,8 +379,14 @@ class RunDir:
         }
         if extra:
             manifest.update(extra)
-        rd = cls(path, manifest)
-        rd.write_manifest()
+        rd = cls(staged, manifest)
+        try:
+            rd.write_manifest()
+        except BaseException as exc:
+            staged.discard()
+            if isinstance(exc, OSError):
+                raise RunDirError(_cannot(staged.dest, exc)) from None
+            raise
         return rd
 
     def write_manifest(self) -> None:
@@ -133,20 +396,41 @@ class RunDir:
         return self.path / name
 
     def complete(self, **extra) -> None:
+        """Mark completed and move into place (replacing the old run with ``force``)."""
         self.manifest.update(extra)
         self.manifest["status"] = "completed"
         self.manifest["end_time"] = now_iso()
         self.write_manifest()
+        with _signals_deferred():
+            self.staged.commit()
 
-    def fail(self, reason: str, **extra) -> None:
-        """Mark failed; remove any table that may be incomplete (``*.partial``)."""
-        for p in self.path.glob("*.partial"):
-            p.unlink(missing_ok=True)
-        self.manifest.update(extra)
-        self.manifest["status"] = "failed"
-        self.manifest["reason"] = reason
-        self.manifest["end_time"] = now_iso()
-        self.write_manifest()
+    def fail(self, reason: str, **extra) -> Path:
+        """Mark failed, remove any table that may be incomplete (``*.partial``) and move the folder to where a
+        failed run goes (:meth:`StagedDir.failed_target`); returns that place. Never raises: when the full manifest
+        cannot be written, a minimal one is."""
+        if self.staged.committed:  # complete() went through: nothing failed that the folder should say
+            return self.path
+        with _signals_deferred():
+            staging = self.path
+            try:
+                target = self.staged.failed_target()
+            except BaseException:
+                target = None
+            try:
+                # messages from inside the run name the staging folder; name the place the user will look at
+                where = self.staged.dest if target == self.staged._abs else (target or staging)
+                reason = str(reason).replace(str(staging), str(where))
+                for p in staging.glob("*.partial"):
+                    if p.is_file():
+                        p.unlink(missing_ok=True)
+                self.manifest.update(extra)
+                self.manifest["status"] = "failed"
+                self.manifest["reason"] = reason
+                self.manifest["end_time"] = now_iso()
+                self.write_manifest()
+            except BaseException:
+                _write_minimal_manifest(staging / MANIFEST, self.manifest.get("kind"), reason)
+            return self.staged.keep_failed(target)
 
 
 def read_manifest(path: str | os.PathLike) -> dict:

@@ -4,7 +4,7 @@
 backend runs the whole scenario packet by packet; in ``hybrid`` mode a :class:`~hybridsim.hybrid.HybridController`
 (policy + surrogate) decides per job and iteration. The run directory is created before the run (manifest
 ``running``), tables are written only once complete, and any failure or Ctrl-C marks the manifest ``failed`` with the
-reason.
+reason (SIGTERM and SIGHUP too, see :mod:`hybridsim.interrupts`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .backend import SimulationResult
+from .interrupts import failure_reason
 from .records import IterationRecord
 from .rundir import ITERATIONS, PORTS, SUMMARY, RunDir, write_json_atomic
 
@@ -223,14 +224,16 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         else:
             rd.complete()
         return rd, result, summary
-    except KeyboardInterrupt:
-        rd.fail("interrupted (Ctrl-C)")
-        raise
-    except Exception as exc:
-        rd.fail(f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, RunError):
+    except BaseException as exc:
+        reason = failure_reason(exc)
+        rd.fail(reason)
+        if isinstance(exc, RunError) or not isinstance(exc, Exception):  # Ctrl-C, SIGTERM, SystemExit go on as such
             raise
-        raise RunError(f"run failed: {type(exc).__name__}: {exc} (run directory {rd.path} marked failed)") from exc
+        raise RunError(f"run failed: {reason} (run directory {rd.path} marked failed{_kept(rd)})") from exc
+
+
+def _kept(rd: RunDir) -> str:
+    return "" if rd.path == rd.staged.dest else f"; the completed run in {rd.staged.dest} is kept"
 
 
 def _energy_summary(scenario, result: SimulationResult) -> dict | None:

@@ -37,18 +37,56 @@ def _parse_set(items: list[str] | None) -> dict:
     return out
 
 
+def _is_dataset(path: Path) -> bool:
+    from .dataset import FORMAT
+
+    try:
+        return json.loads((path / "meta.json").read_text()).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _is_checkpoint(path: Path) -> bool:
+    return (path / "train.json").is_file() or (path / "config.json").is_file()
+
+
+def _write_staged(out, force: bool, what: str, recognise, write) -> None:
+    """``write(folder)`` into a staging folder beside ``out`` that replaces ``out`` only once complete (see
+    :class:`hybridsim.rundir.StagedDir`): an interrupted or failed write leaves ``out`` as it was."""
+    from hybridsim.rundir import RunDirError, StagedDir
+
+    try:
+        staged = StagedDir(out, force=force, what=what, recognise=recognise)
+    except RunDirError as exc:
+        raise _cli_error(str(exc)) from None
+    try:
+        write(staged.path)
+        staged.commit()
+    except BaseException as exc:
+        staged.discard()
+        if isinstance(exc, OSError):
+            raise _cli_error(f"{exc.filename or out}: {exc.strerror or exc}") from None
+        if isinstance(exc, RunDirError):
+            raise _cli_error(str(exc)) from None
+        raise
+
+
 def cmd_dataset_build(args) -> int:
     from .base import SurrogateError
     from .dataset import build_dataset
 
     out = Path(args.output)
-    if out.exists() and any(out.iterdir()) and not args.force:
-        raise _cli_error(f"{out} exists and is not empty; pass --force to overwrite")
+    built = []
+
+    def write(folder):
+        built.append(build_dataset(args.run_dir, folder, train_frac=args.train_frac, val_frac=args.val_frac,
+                                   jobs=args.job, min_iterations=args.min_iterations))
+
     try:
-        ds = build_dataset(args.run_dir, out, train_frac=args.train_frac, val_frac=args.val_frac, jobs=args.job,
-                           min_iterations=args.min_iterations)
-    except (SurrogateError, ValueError, OSError) as exc:
+        _write_staged(out, args.force, "dataset", _is_dataset, write)
+    except (SurrogateError, ValueError) as exc:
         raise _cli_error(str(exc)) from None
+    ds = built[0]
     print(f"dataset {out}: topology {ds.shape}, {ds.n_ports} ports, {len(ds.port_features)} port features -> "
           f"{len(next(iter(ds.jobs.values())).feature_names)} node features")
     for name, js in ds.jobs.items():
@@ -75,13 +113,24 @@ def cmd_dataset_info(args) -> int:
 def cmd_train(args) -> int:
     from .base import SurrogateError
     from .dataset import load_dataset
-    from .train import train_dataset
+    from .train import save_checkpoints, train_dataset
 
     _threads(args.threads)
     try:
         ds = load_dataset(args.dataset)
-        res = train_dataset(ds, args.model, args.output, jobs=args.job, config=_parse_set(args.set),
-                            progress=not args.no_progress and sys.stderr.isatty() or args.progress, seed=args.seed)
+    except SurrogateError as exc:
+        raise _cli_error(str(exc)) from None
+    res = {}
+
+    def write(folder):
+        res.update(train_dataset(ds, args.model, None, jobs=args.job, config=_parse_set(args.set),
+                                 progress=not args.no_progress and sys.stderr.isatty() or args.progress,
+                                 seed=args.seed))
+        save_checkpoints(res["models"], folder, ds, args.model, res["info"])
+
+    try:
+        # an existing checkpoint folder is replaced (as retraining always did), anything else is refused
+        _write_staged(args.output, True, "checkpoint folder", _is_checkpoint, write)
     except (SurrogateError, ValueError, TypeError) as exc:
         raise _cli_error(str(exc)) from None
     for job, fi in res["info"].items():

@@ -1,0 +1,378 @@
+"""Output directories under hostile and careless use (issue #12): ``--force`` onto the wrong folder, interrupted and
+concurrent writers, SIGTERM / SIGHUP, outputs that cannot be written, a closed stdout, reports of unfinished runs.
+Signals, pipes and concurrent writers use real ``python -m hybridsim`` subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hybridsim.cli import main
+from hybridsim.interrupts import Terminated
+from hybridsim.rundir import RunDir, RunDirError, StagedDir
+from hybridsim.runner import RunError, run_scenario
+from hybridsim.scenario import parse_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
+           HF_HUB_OFFLINE="1")
+TOPO = "topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+#: runs in well under a second
+TINY = TOPO + "jobs:\n  - {name: %s, ranks: 4, iterations: 3, workload: {kind: allreduce, size: 1024}}\n"
+#: would run for minutes: only ever ended by a signal
+LONG = TOPO + "jobs:\n  - {name: %s, ranks: 8, iterations: 100000, workload: {kind: allreduce, size: 65536}}\n"
+
+
+def _scenario(d: Path, job: str = "a", text: str = TINY) -> str:
+    p = d / f"{job}-{len(text)}.yaml"
+    p.write_text(text % job)
+    return str(p)
+
+
+def _run(sc: str, out, *more) -> int:
+    return main(["run", sc, "-o", str(out), "--no-progress", *more])
+
+
+def _manifest(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+def _jobs(d: Path) -> list[str]:
+    return list(json.loads((d / "summary.json").read_text())["jobs"])
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
+
+
+def _start(args, cwd) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "hybridsim", *args], cwd=cwd, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_running(pattern_root: Path, pattern: str, proc: subprocess.Popen, timeout: float = 30.0) -> Path:
+    """The staging manifest matching ``pattern`` once it says ``running``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        for m in pattern_root.glob(pattern):
+            try:
+                if json.loads(m.read_text()).get("status") == "running":
+                    return m
+            except (OSError, ValueError):
+                pass
+        if proc.poll() is not None:
+            pytest.fail(f"process ended (rc {proc.returncode}) before running: {proc.communicate()[1][-500:]}")
+        time.sleep(0.02)
+    proc.kill()
+    pytest.fail(f"no running manifest {pattern} after {timeout} s")
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 30.0) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("process did not end after the signal")
+    assert "Traceback" not in err, err
+    return proc.returncode, out, err
+
+
+# ------------------------------------------------------------------------------------------- --force refusals
+@pytest.mark.parametrize("case", ["cwd", "parent", "home", "non-run folder", "regular file"])
+def test_force_refuses_what_is_not_a_run_and_deletes_nothing(tmp_path, monkeypatch, capsys, case):
+    work = tmp_path / "work"
+    work.mkdir()
+    sc = _scenario(tmp_path)
+    (work / "precious.txt").write_text("keep me")
+    (tmp_path / "precious.txt").write_text("keep me too")
+    monkeypatch.chdir(work)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "precious.txt").write_text("x")
+    monkeypatch.setenv("HOME", str(home))
+    target, why = {"cwd": (".", "working directory"), "parent": ("..", "working directory or one of its parents"),
+                   "home": (str(home), "home directory"), "non-run folder": ("precious-dir", "not a hybridsim run"),
+                   "regular file": ("precious.txt", "is a file")}[case]
+    if case == "non-run folder":
+        (work / "precious-dir").mkdir()
+        (work / "precious-dir" / "data.csv").write_text("1,2\n")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    assert _run(sc, target, "--force") == 2
+    err = capsys.readouterr().err
+    assert f"refusing to replace {target}: " in err and why in err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing deleted, nothing left behind
+    assert (work / "precious.txt").read_text() == "keep me"
+
+
+def test_force_refused_for_bench_dataset_and_checkpoint_onto_foreign_folders(tmp_path, capsys):
+    from surrogate.synthetic import make_synthetic_run
+
+    sc = _scenario(tmp_path)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("x")
+    assert main(["bench", sc, "-o", str(foreign), "--force", "--no-progress"]) == 2
+    assert "not a hybridsim run directory" in capsys.readouterr().err
+    make_synthetic_run(tmp_path / "run", jobs=(("A", "milc", 3, 30),))
+    assert main(["dataset", "build", str(tmp_path / "run"), "-o", str(foreign), "--force"]) == 2
+    assert f"refusing to replace {foreign}: it is not a hybridsim dataset" in capsys.readouterr().err
+    assert main(["dataset", "build", str(tmp_path / "run"), "-o", str(tmp_path / "ds")]) == 0
+    assert main(["train", str(tmp_path / "ds"), "--model", "last", "-o", str(foreign)]) == 2
+    assert f"refusing to replace {foreign}: it is not a hybridsim checkpoint folder" in capsys.readouterr().err
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+
+# ------------------------------------------------------------------------------------------- replacing a run
+def test_force_replaces_a_run_only_when_the_new_one_completes(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert _run(_scenario(tmp_path, "old"), out) == 0
+    assert _run(_scenario(tmp_path, "new"), out) == 2  # no --force
+    assert "already exists" in capsys.readouterr().err and _jobs(out) == ["old"]
+    # a replacement that fails: the completed run stays, the failed attempt is readable beside it
+    old_summary = (out / "summary.json").read_text()
+
+    class Boom:
+        def run(self, **_kw):
+            raise RuntimeError("backend died")
+
+    with pytest.raises(RunError, match=f"the completed run in {out} is kept"):
+        run_scenario(parse_scenario(TINY % "new"), out, force=True, progress=False, backend=Boom())
+    assert (out / "summary.json").read_text() == old_summary and _manifest(out)["status"] == "completed"
+    failed = _manifest(tmp_path / "r.failed")
+    assert failed["status"] == "failed" and failed["reason"] == "RuntimeError: backend died"
+    # a successful replacement
+    assert _run(_scenario(tmp_path, "new"), out, "--force") == 0
+    assert _jobs(out) == ["new"] and _manifest(out)["status"] == "completed"
+    assert _leftovers(tmp_path) == []  # no staging folder, no lock file
+    # a failed run replaces a failed one at the same place (nothing good to keep)
+    with pytest.raises(RunError):
+        run_scenario(parse_scenario(TINY % "x"), tmp_path / "r.failed", force=True, progress=False, backend=Boom())
+    assert _manifest(tmp_path / "r.failed")["scenario"]["jobs"][0]["name"] == "x"
+
+
+def test_memory_error_in_the_failure_handler_still_marks_failed(tmp_path, monkeypatch):
+    import hybridsim.rundir as rundir
+
+    full_write = rundir.write_json_atomic
+
+    def no_memory_for_failures(path, data):
+        if isinstance(data, dict) and data.get("status") == "failed":
+            raise MemoryError
+        return full_write(path, data)
+
+    monkeypatch.setattr(rundir, "write_json_atomic", no_memory_for_failures)
+
+    class Boom:
+        def run(self, **_kw):
+            raise RuntimeError("backend died")
+
+    with pytest.raises(RunError, match="backend died"):
+        run_scenario(parse_scenario(TINY % "a"), tmp_path / "r", progress=False, backend=Boom())
+    man = _manifest(tmp_path / "r")
+    assert man == {"kind": "run-simulate", "status": "failed", "reason": "RuntimeError: backend died",
+                   "end_time": man["end_time"]}
+    assert _leftovers(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------------- signals (subprocesses)
+def test_sigterm_during_force_keeps_the_old_run(tmp_path):
+    out = tmp_path / "r"
+    assert _run(_scenario(tmp_path, "old"), out) == 0
+    old = {p.name: p.read_bytes() for p in out.iterdir()}
+    proc = _start(["run", _scenario(tmp_path, "new", LONG), "-o", "r", "--force", "--no-progress"], tmp_path)
+    _wait_running(tmp_path, ".r.*.partial/manifest.json", proc)
+    proc.send_signal(signal.SIGTERM)
+    rc, _out, err = _finish(proc)
+    assert rc == 128 + signal.SIGTERM == 143
+    assert err.strip().splitlines()[-1] == "hybridsim: error: terminated (SIGTERM)"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == old
+    failed = _manifest(tmp_path / "r.failed")
+    assert failed["status"] == "failed" and failed["reason"] == "terminated (SIGTERM)" and failed["end_time"]
+    assert _leftovers(tmp_path) == []
+
+
+def test_sighup_marks_a_fresh_run_failed(tmp_path):
+    proc = _start(["run", _scenario(tmp_path, "a", LONG), "-o", "r", "--no-progress"], tmp_path)
+    _wait_running(tmp_path, ".r.*.partial/manifest.json", proc)
+    proc.send_signal(signal.SIGHUP)
+    rc, _out, err = _finish(proc)
+    assert rc == 128 + signal.SIGHUP == 129
+    assert err.strip().splitlines()[-1] == "hybridsim: error: terminated (SIGHUP)"
+    man = _manifest(tmp_path / "r")
+    assert man["status"] == "failed" and man["reason"] == "terminated (SIGHUP)"
+    assert not (tmp_path / "r" / "iterations.parquet").exists()
+    assert _leftovers(tmp_path) == []
+
+
+def test_sigterm_during_bench_marks_bench_and_run_failed(tmp_path):
+    sc = _scenario(tmp_path, "a", LONG + "surrogate: {model: last}\ncontroller: {policy: periodic}\n")
+    proc = _start(["bench", sc, "-o", "b", "--no-progress"], tmp_path)
+    _wait_running(tmp_path, ".b.*.partial/.pure.*.partial/manifest.json", proc)
+    proc.send_signal(signal.SIGTERM)
+    rc, _out, err = _finish(proc)
+    assert rc == 143 and err.strip().splitlines()[-1] == "hybridsim: error: terminated (SIGTERM)"
+    for d in (tmp_path / "b", tmp_path / "b" / "pure"):
+        man = _manifest(d)
+        assert man["status"] == "failed" and man["reason"] == "terminated (SIGTERM)"
+    assert _manifest(tmp_path / "b")["kind"] == "bench"
+    assert _leftovers(tmp_path) == [] and _leftovers(tmp_path / "b") == []
+
+
+def test_concurrent_force_writers_one_refused(tmp_path):
+    out = tmp_path / "r"
+    assert _run(_scenario(tmp_path, "old"), out) == 0
+    first = _start(["run", _scenario(tmp_path, "ja", LONG), "-o", "r", "--force", "--no-progress"], tmp_path)
+    _wait_running(tmp_path, ".r.*.partial/manifest.json", first)
+    second = subprocess.run([sys.executable, "-m", "hybridsim", "run", _scenario(tmp_path, "jb"), "-o", "r",
+                             "--force", "--no-progress"], cwd=tmp_path, env=ENV, capture_output=True, text=True,
+                            timeout=60)
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    assert "r is being written by another process" in second.stderr
+    first.send_signal(signal.SIGTERM)
+    assert _finish(first)[0] == 143
+    assert _jobs(out) == ["old"] and _manifest(out)["status"] == "completed"
+
+
+def test_closed_stdout_ends_quietly(tmp_path):
+    from surrogate.synthetic import make_synthetic_run
+
+    make_synthetic_run(tmp_path / "run", jobs=(("A", "milc", 3, 30),))
+    assert main(["dataset", "build", str(tmp_path / "run"), "-o", str(tmp_path / "ds")]) == 0
+    proc = _start(["dataset", "info", str(tmp_path / "ds")], tmp_path)
+    proc.stdout.close()  # the reader is gone before anything is written, as with `| head` once it has its lines
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and err == ""
+    # and through a real shell pipeline into head, pipefail on
+    sc = _scenario(tmp_path)
+    pipeline = f"set -o pipefail; {sys.executable} -m hybridsim topology {sc} --json | head -1"
+    r = subprocess.run(["bash", "-c", pipeline], env=ENV, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "{\n" and r.stderr == ""
+
+
+# ------------------------------------------------------------------------------------------- in-process interruptions
+def _raise_sigterm(*_a, **_k):
+    signal.raise_signal(signal.SIGTERM)  # a real signal, turned into Terminated by main's handler
+
+
+def test_interrupted_dataset_build_and_train_keep_the_old_output(tmp_path, monkeypatch, capsys):
+    import surrogate.dataset as dataset
+    import surrogate.train as train
+    from surrogate.synthetic import make_synthetic_run
+
+    make_synthetic_run(tmp_path / "run", jobs=(("A", "milc", 3, 30),))
+    make_synthetic_run(tmp_path / "run2", jobs=(("B", "nn", 2, 24),), seed=1)
+    ds, ck = tmp_path / "ds", tmp_path / "ck"
+    assert main(["dataset", "build", str(tmp_path / "run"), "-o", str(ds)]) == 0
+    assert main(["train", str(ds), "--model", "last", "-o", str(ck)]) == 0
+    old_ds = {p.name: p.read_bytes() for p in ds.iterdir()}
+    old_ck = sorted(str(p.relative_to(ck)) for p in ck.rglob("*"))
+    real_save = dataset.SurrogateDataset.save
+
+    def save_then_die(self, path):
+        real_save(self, path)
+        _raise_sigterm()
+
+    monkeypatch.setattr(dataset.SurrogateDataset, "save", save_then_die)
+    assert main(["dataset", "build", str(tmp_path / "run2"), "-o", str(ds), "--force"]) == 143
+    assert capsys.readouterr().err.strip() == "hybridsim: error: terminated (SIGTERM)"
+    assert {p.name: p.read_bytes() for p in ds.iterdir()} == old_ds
+    dataset.load_dataset(ds)  # still verifies
+    monkeypatch.setattr(train, "save_checkpoints", _raise_sigterm)
+    assert main(["train", str(ds), "--model", "ewma", "-o", str(ck)]) == 143
+    assert sorted(str(p.relative_to(ck)) for p in ck.rglob("*")) == old_ck
+    assert json.loads((ck / "train.json").read_text())["model"] == "last"
+    assert _leftovers(tmp_path) == []
+    # the handlers are main's only: outside it SIGTERM is back to what it was
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_folder(tmp_path, capsys):
+    sc = _scenario(tmp_path)
+    held = StagedDir(tmp_path / "r")
+    try:
+        assert _run(sc, tmp_path / "r") == 2
+        assert f"{tmp_path / 'r'} is being written by another process" in capsys.readouterr().err
+        with pytest.raises(RunDirError, match="being written by another process"):
+            RunDir.create(tmp_path / "r", kind="t", force=True)
+    finally:
+        held.commit()  # an empty folder lands; a later run may use it
+    assert _run(sc, tmp_path / "r") == 0 and _manifest(tmp_path / "r")["status"] == "completed"
+    assert _leftovers(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------------- unwritable outputs
+def _unwritable_cases(tmp_path: Path, base: Path) -> list[tuple[list[str], Path]]:
+    from surrogate.synthetic import make_synthetic_run
+
+    sc = _scenario(tmp_path)
+    assert _run(sc, tmp_path / "r") == 0
+    make_synthetic_run(tmp_path / "run", jobs=(("A", "milc", 3, 30),))
+    assert main(["dataset", "build", str(tmp_path / "run"), "-o", str(tmp_path / "ds")]) == 0
+    return [(["run", sc, "-o", str(base / "r"), "--no-progress"], base / "r"),
+            (["bench", sc, "-o", str(base / "b"), "--no-progress"], base / "b"),
+            (["topology", sc, "--write-graph", str(base / "g")], base / "g"),
+            (["report", str(tmp_path / "r"), "-o", str(base / "rep")], base / "rep"),
+            (["dataset", "build", str(tmp_path / "run"), "-o", str(base / "ds")], base / "ds"),
+            (["train", str(tmp_path / "ds"), "--model", "last", "-o", str(base / "ck")], base / "ck")]
+
+
+def test_outputs_under_a_regular_file_are_clean_errors(tmp_path, capsys):
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a directory\n")
+    capsys.readouterr()
+    for argv, out in _unwritable_cases(tmp_path, blocker):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("hybridsim: error: ") and "not a directory" in err.lower(), (argv, err)
+        assert str(blocker) in err and not out.exists(), (argv, err)
+    assert blocker.read_text() == "not a directory\n"
+
+
+def test_outputs_in_an_immutable_folder_are_clean_errors(tmp_path, capsys):
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(frozen)],
+                                                        capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (root ignores chmod, so there is no other read-only folder)")
+    try:
+        cases = _unwritable_cases(tmp_path, frozen)
+        capsys.readouterr()
+        for argv, out in cases:
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert err.startswith("hybridsim: error: ") and "Operation not permitted" in err, (argv, err)
+            assert str(frozen) in err, (argv, err)
+        assert list(frozen.iterdir()) == []
+    finally:
+        subprocess.run(["chattr", "-i", str(frozen)], check=True)
+
+
+# ------------------------------------------------------------------------------------------- report warnings
+@pytest.mark.parametrize("status,reason", [("running", None), ("failed", "terminated (SIGTERM)")])
+def test_report_warns_on_an_unfinished_run(tmp_path, capsys, status, reason):
+    run = tmp_path / "r"
+    assert _run(_scenario(tmp_path), run) == 0
+    man = _manifest(run)
+    man.update(status=status, reason=reason)
+    (run / "manifest.json").write_text(json.dumps(man))
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert f"hybridsim: warning: {run}: manifest status is '{status}'" in err
+    assert (reason is None) or f"({reason})" in err
+    assert (run / "report" / "iterations-a.png").is_file()
+
+
+def test_report_of_a_missing_folder_creates_nothing(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "not a run or bench directory" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
