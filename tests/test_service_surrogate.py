@@ -79,8 +79,11 @@ def test_server_side_truth_feeds_predict_when_history_is_empty():
         assert rep["truth_values"] == 12 and rep["model_version"] == 1
         # iteration 3 known for ranks 1 and 3 only; NaN = unknown keeps nothing for the others
         c.tune_window("nn", np.array([[123.0], [np.nan]]), first_iteration=3, ranks=[1, 3])
-        # the model's own look-back (1 for LAST) sees only iteration 3
-        assert np.array_equal(c.predict_times("nn", None), [np.nan, 123.0, np.nan, np.nan], equal_nan=True)
+        # the model's own look-back (1 for LAST) sees only iteration 3: nothing for rank 0, so no NaN answered with OK
+        with pytest.raises(RemoteError) as ei:
+            c.predict_times("nn", None)
+        assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT and "row 0 has no measured value" in str(ei.value)
+        assert np.array_equal(c.predict_times("nn", None, ranks=[1]), [123.0])
         # a longer look-back reaches back to iteration 2
         assert np.array_equal(c.predict_times("nn", None, lookback=4), [12.0, 123.0, 32.0, 42.0])
         assert np.array_equal(c.predict_times("nn", None, ranks=[3, 1], lookback=2), [42.0, 123.0])

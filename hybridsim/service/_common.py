@@ -3,8 +3,11 @@ reflection, and clean shutdown."""
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import threading
+from pathlib import Path
 from typing import Iterable
 
 import grpc
@@ -15,6 +18,7 @@ from ._gen import common_pb2
 DEFAULT_HOST = "127.0.0.1"
 #: default limit on one message either way (a (8, 3960, 40) float32 graph stack is 5 MB)
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_TENSOR_DIMS = 8
 
 _DTYPES = {
     common_pb2.Tensor.FLOAT32: np.dtype("<f4"),
@@ -35,6 +39,51 @@ class ServiceError(Exception):
 
 def invalid(field: str, msg: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {msg}")
+
+
+def over_limit(field: str, value, limit, flag: str) -> ServiceError:
+    """A request beyond an operator limit: INVALID_ARGUMENT (not RESOURCE_EXHAUSTED, which clients retry)."""
+    return invalid(field, f"{value} is more than this server's limit of {limit} ({flag})")
+
+
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+class Access:
+    """What a client may make the server import or read: the operator's ``--allow-module PREFIX`` (a module and its
+    submodules) and ``--allow-dir DIR`` (files below it, symbolic links resolved). Default: nothing.
+
+    Refusals are PERMISSION_DENIED with a message that depends only on the field, never on the server's files
+    (whether the file exists, what it holds, where a link points)."""
+
+    def __init__(self, modules: Iterable[str] = (), dirs: Iterable[str | os.PathLike] = ()):
+        self.modules = tuple(str(m).strip() for m in modules)
+        for m in self.modules:
+            if not _MODULE.fullmatch(m):
+                raise ValueError(f"--allow-module {m!r}: expected a dotted module name (e.g. mypkg.workloads)")
+        self.dirs = tuple(Path(os.path.realpath(d)) for d in dirs)
+        for d in self.dirs:
+            if not d.is_dir():
+                raise ValueError(f"--allow-dir {d}: not a directory")
+
+    def module_allowed(self, module: str) -> bool:
+        return any(module == m or module.startswith(m + ".") for m in self.modules)
+
+    def path_allowed(self, path: str | os.PathLike) -> bool:
+        real = Path(os.path.realpath(path))
+        return any(real == d or d in real.parents for d in self.dirs)
+
+    def check_module(self, field: str, module: str) -> None:
+        if not self.module_allowed(module):
+            raise ServiceError(grpc.StatusCode.PERMISSION_DENIED,
+                               f"{field}: this server imports no module a client names unless its operator allowed "
+                               f"it (serve --allow-module PREFIX); {module!r} is not allowed")
+
+    def check_path(self, field: str, path: str | os.PathLike) -> None:
+        if not self.path_allowed(path):
+            raise ServiceError(grpc.StatusCode.PERMISSION_DENIED,
+                               f"{field}: this server reads no file a client names outside the directories its "
+                               f"operator allowed (serve --allow-dir DIR)")
 
 
 def parse_address(text: str, default_host: str = DEFAULT_HOST) -> str:
@@ -76,9 +125,13 @@ def from_tensor(t: common_pb2.Tensor, field: str, dtype=None, ndim: int | None =
     shape = tuple(int(s) for s in t.shape)
     if ndim is not None and len(shape) != ndim:
         raise invalid(f"{field}.shape", f"expected {ndim} dimensions, got {list(shape)}")
+    if len(shape) > MAX_TENSOR_DIMS:
+        raise invalid(f"{field}.shape", f"{len(shape)} dimensions; at most {MAX_TENSOR_DIMS}")
     if any(s < 0 for s in shape):
         raise invalid(f"{field}.shape", f"negative size in {list(shape)}")
-    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    n = 1
+    for s in shape:             # Python ints: a product that overflows int64 must not wrap to a matching size
+        n *= s
     if len(t.data) != n * dt.itemsize:
         raise invalid(f"{field}.data", f"{len(t.data)} bytes for shape {list(shape)} of {dt} "
                                        f"(expected {n * dt.itemsize})")

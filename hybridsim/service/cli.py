@@ -16,6 +16,8 @@ import sys
 
 from hybridsim.cli import EXIT_OK, CliError
 
+from .limits import DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_RANKS, DEFAULT_MAX_STATE_BYTES, ScenarioLimits
+
 DEFAULT_SURROGATE_ADDRESS = "127.0.0.1:50051"
 DEFAULT_ENGINE_ADDRESS = "127.0.0.1:50052"
 
@@ -47,6 +49,41 @@ def add_serve_options(parser, surrogate_flag: str = "--surrogate", engine_flag: 
                    help="largest message either way (default 64 MiB)")
     g.add_argument("--grace", dest="grpc_grace", type=float, default=5.0, metavar="S",
                    help="seconds in-flight requests get to finish on SIGTERM (default 5)")
+    g.add_argument("--allow-module", dest="grpc_allow_module", action="append", default=[], metavar="PREFIX",
+                   help="module (and its submodules) a client's custom workload may name (repeatable; default: none)")
+    g.add_argument("--allow-dir", dest="grpc_allow_dir", action="append", default=[], metavar="DIR",
+                   help="folder whose files a client's scenario may name (repeatable; default: none)")
+    lim = ScenarioLimits()
+    for flag, dest, default, what in [
+        ("--max-jobs", "grpc_max_jobs", DEFAULT_MAX_JOBS, "jobs the surrogate server holds"),
+        ("--max-ranks", "grpc_max_ranks", DEFAULT_MAX_RANKS, "ranks of one job (surrogate and engine)"),
+        ("--max-history", "grpc_max_history", DEFAULT_MAX_HISTORY,
+         "truth iterations the surrogate keeps per job (and the largest Tune window)"),
+        ("--max-state-mb", "grpc_max_state_mb", DEFAULT_MAX_STATE_BYTES >> 20,
+         "MiB of truth and graphs the surrogate holds over all jobs"),
+        ("--max-scenario-kb", "grpc_max_scenario_kb", lim.max_scenario_bytes >> 10, "KiB of one scenario text"),
+        ("--max-terminals", "grpc_max_terminals", lim.max_terminals, "terminals of a remote engine topology"),
+        ("--max-ports", "grpc_max_ports", lim.max_ports, "router ports (routers x radix) of a remote engine topology"),
+        ("--max-iterations", "grpc_max_iterations", lim.max_iterations, "iterations of one job on the remote engine"),
+        ("--max-events", "grpc_max_events", lim.max_events,
+         "events of one remote engine run (imposed when the scenario sets no backend.embedded.max_events)"),
+    ]:
+        g.add_argument(flag, dest=dest, type=int, default=default, metavar="N", help=f"{what} (default {default})")
+
+
+def _positive(args, *dests: str) -> None:
+    for dest in dests:
+        if getattr(args, dest) < 1:
+            raise CliError(f"--{dest[5:].replace('_', '-')}: must be >= 1, got {getattr(args, dest)}")
+
+
+def _access(args):
+    from ._common import Access
+
+    try:
+        return Access(args.grpc_allow_module, args.grpc_allow_dir)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _max_bytes(args) -> int:
@@ -72,9 +109,8 @@ def start_surrogate_server(args):
             raise CliError(f"--model-config: not JSON: {exc}") from None
         if not isinstance(config, dict):
             raise CliError("--model-config: expected a JSON object")
-    for name in ("grpc_max_workers", "grpc_max_in_flight"):
-        if getattr(args, name) < 1:
-            raise CliError(f"--{name[5:].replace('_', '-')}: must be >= 1")
+    _positive(args, "grpc_max_workers", "grpc_max_in_flight", "grpc_max_jobs", "grpc_max_ranks", "grpc_max_history",
+              "grpc_max_state_mb")
     try:
         model = load_model(args.grpc_model, config)
     except (SurrogateError, ValueError, TypeError) as exc:
@@ -82,7 +118,9 @@ def start_surrogate_server(args):
     try:
         server = SurrogateServer(model, args.grpc_surrogate, max_workers=args.grpc_max_workers,
                                  max_in_flight=args.grpc_max_in_flight, max_message_bytes=_max_bytes(args),
-                                 save_dir=args.grpc_save_dir)
+                                 save_dir=args.grpc_save_dir, max_jobs=args.grpc_max_jobs,
+                                 max_ranks=args.grpc_max_ranks, max_truth_iterations=args.grpc_max_history,
+                                 max_state_bytes=args.grpc_max_state_mb << 20)
     except (ValueError, OSError, RuntimeError) as exc:
         raise CliError(f"--surrogate {args.grpc_surrogate}: {exc}") from None
     server.start()
@@ -94,10 +132,14 @@ def start_engine_server(args):
     """Build and start the engine server the options describe; returns it (not blocking)."""
     from .engine_server import EngineServer
 
-    if args.grpc_max_runs < 1:
-        raise CliError("--max-runs: must be >= 1")
+    _positive(args, "grpc_max_runs", "grpc_max_ranks", "grpc_max_scenario_kb", "grpc_max_terminals", "grpc_max_ports",
+              "grpc_max_iterations", "grpc_max_events")
+    limits = ScenarioLimits(max_scenario_bytes=args.grpc_max_scenario_kb << 10, max_ranks=args.grpc_max_ranks,
+                            max_terminals=args.grpc_max_terminals, max_ports=args.grpc_max_ports,
+                            max_iterations=args.grpc_max_iterations, max_events=args.grpc_max_events)
     try:
-        server = EngineServer(args.grpc_engine, max_runs=args.grpc_max_runs, max_message_bytes=_max_bytes(args))
+        server = EngineServer(args.grpc_engine, max_runs=args.grpc_max_runs, max_message_bytes=_max_bytes(args),
+                              limits=limits, access=_access(args))
     except (ValueError, OSError, RuntimeError) as exc:
         raise CliError(f"--engine {args.grpc_engine}: {exc}") from None
     server.start()

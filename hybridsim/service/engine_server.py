@@ -13,6 +13,10 @@ ends at its next callback) and the server forgets the session. At most ``max_run
 ``RESOURCE_EXHAUSTED``. A bad scenario or a malformed answer is ``INVALID_ARGUMENT`` naming the field; a client that
 does not answer within ``answer_timeout`` seconds gets ``DEADLINE_EXCEEDED``; an engine failure is ``INTERNAL``.
 
+Before anything is built, ``Start`` is checked by :mod:`.scenario_guard`: text size and YAML shape, run size
+(``limits``: ranks, terminals, ports, iterations, events; INVALID_ARGUMENT), and custom workload modules and files
+against ``access`` (the operator's ``--allow-module`` / ``--allow-dir``; default nothing; PERMISSION_DENIED).
+
 The engine is built by ``engine_factory(scenario)`` (default: ``hybridsim.engine.Engine(scenario, progress=False)``),
 so tests can put any object with the engine's ``run(director, on_record, on_samples)`` behind the service.
 """
@@ -32,8 +36,11 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from ._common import DEFAULT_MAX_MESSAGE_BYTES, ServiceError, add_health_and_reflection, bind, server_options, to_tensor
+from ._common import (DEFAULT_MAX_MESSAGE_BYTES, Access, ServiceError, add_health_and_reflection, bind, server_options,
+                      to_tensor)
 from ._gen import engine_pb2, engine_pb2_grpc
+from .limits import ScenarioLimits
+from .scenario_guard import check_scenario_limits, check_yaml_shape, confine_scenario
 
 log = logging.getLogger(__name__)
 
@@ -86,32 +93,50 @@ def _dumps(obj) -> str:
         return json.dumps(repr(obj))
 
 
-def parse_start(start, filename: str = "<remote scenario>"):
-    """The scenario a ``Start`` message describes; ``ServiceError(INVALID_ARGUMENT)`` if it is not valid."""
-    from hybridsim.scenario import ScenarioError, check_scenario_files, parse_scenario
+def parse_start(start, filename: str = "<remote scenario>", limits: ScenarioLimits | None = None,
+                access: Access | None = None):
+    """The scenario a ``Start`` message describes, checked against ``limits`` and ``access`` (default: the default
+    limits, nothing allowed) without building anything; ``ServiceError`` if it is refused. Call
+    :func:`check_start_files` next (it builds topology and placement)."""
+    from hybridsim.scenario import ScenarioError, parse_scenario
 
+    limits = limits or ScenarioLimits()
+    access = access or Access()
     if not start.scenario_yaml.strip():
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "start.scenario_yaml: required")
     if start.record_batch > MAX_RECORD_BATCH:
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
                            f"start.record_batch: {start.record_batch} is more than {MAX_RECORD_BATCH}")
+    if start.has_seed and start.seed > 2**63 - 1:
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start.seed: {start.seed} is too large")
+    base = None
+    if start.base_dir:
+        base = Path(start.base_dir)
+        if not base.is_absolute():
+            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "start.base_dir: must be an absolute path")
+    check_yaml_shape(start.scenario_yaml, limits)
     try:
         scenario = parse_scenario(start.scenario_yaml, filename)
         if start.has_seed:
-            if start.seed > 2**63 - 1:
-                raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start.seed: {start.seed} is too large")
             scenario.seed = int(start.seed)
-        if start.base_dir:
-            base = Path(start.base_dir)
-            if not base.is_absolute():
-                raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "start.base_dir: must be an absolute path")
-            scenario._source = base / "remote-scenario.yaml"
-        check_scenario_files(scenario, filename, start.scenario_yaml)
     except ScenarioError as exc:
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start.scenario_yaml: {exc}") from None
-    except ValueError as exc:  # pydantic assignment validation
-        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # pydantic assignment validation; a shape check_yaml_shape missed
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start: {type(exc).__name__}: {exc}") from None
+    check_scenario_limits(scenario, limits)
+    # paths become absolute and ``_source`` stays unset: the server reads no file in base_dir that was not allowed
+    confine_scenario(scenario, access, base)
     return scenario
+
+
+def check_start_files(scenario, start, filename: str = "<remote scenario>") -> None:
+    """Build topology and placement (sizes already checked); INVALID_ARGUMENT naming the field if they fail."""
+    from hybridsim.scenario import ScenarioError, check_scenario_files
+
+    try:
+        check_scenario_files(scenario, filename, start.scenario_yaml)
+    except (ScenarioError, ValueError) as exc:
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start.scenario_yaml: {exc}") from None
 
 
 class _Session:
@@ -268,8 +293,11 @@ class _ProxyDirector:
 
 
 class EngineServicer(engine_pb2_grpc.EngineServicer):
-    def __init__(self, engine_factory=None, max_runs: int = 4, answer_timeout: float = 600.0):
+    def __init__(self, engine_factory=None, max_runs: int = 4, answer_timeout: float = 600.0,
+                 limits: ScenarioLimits | None = None, access: Access | None = None):
         self.engine_factory = engine_factory or default_engine_factory
+        self.limits = limits or ScenarioLimits()
+        self.access = access or Access()
         self.max_runs = int(max_runs)
         self.answer_timeout = float(answer_timeout)
         self._lock = threading.Lock()
@@ -294,12 +322,18 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         if first.WhichOneof("msg") != "start":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"start: the first message must be a Start, got {first.WhichOneof('msg')}")
+        failure = None
         try:
-            scenario = parse_start(first.start)
+            scenario = parse_start(first.start, limits=self.limits, access=self.access)
         except ServiceError as exc:
-            context.abort(exc.code, str(exc))
+            failure = (exc.code, str(exc))
+        except Exception as exc:  # noqa: BLE001 - a server must answer, not die
+            log.exception("Start failed")
+            failure = (grpc.StatusCode.INTERNAL, f"start: {type(exc).__name__}: {exc}")
+        if failure:
+            context.abort(*failure)
         session = _Session(first.start, scenario, self.answer_timeout)
-        with self._lock:
+        with self._lock:        # the run slot is taken before topology and placement are built
             if len(self.sessions) >= self.max_runs:
                 session = None
             else:
@@ -308,6 +342,16 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         if session is None:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                           f"the engine server already runs {self.max_runs} simulations; retry later")
+        try:
+            check_start_files(scenario, first.start)
+        except ServiceError as exc:
+            failure = (exc.code, str(exc))
+        except Exception as exc:  # noqa: BLE001
+            log.exception("Start failed")
+            failure = (grpc.StatusCode.INTERNAL, f"start: {type(exc).__name__}: {exc}")
+        if failure:
+            self._forget(session)
+            context.abort(*failure)
         context.add_callback(session.cancelled.set)
         reader = threading.Thread(target=self._read_answers, args=(session, request_iterator),
                                   name=f"engine-answers-{session.id}", daemon=True)
@@ -368,6 +412,12 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         except ServiceError as exc:
             self._fail(session, exc.code, str(exc))
         except Exception as exc:  # noqa: BLE001 - report, never kill the server
+            from hybridsim.engine.engine import EngineError
+            from hybridsim.workloads.base import WorkloadError
+
+            if isinstance(exc, (EngineError, WorkloadError)):     # the scenario cannot run as given
+                self._fail(session, grpc.StatusCode.INVALID_ARGUMENT, f"start.scenario_yaml: {exc}")
+                return
             log.exception("engine run %s failed", session.id)
             self._fail(session, grpc.StatusCode.INTERNAL, f"engine: {type(exc).__name__}: {exc}")
         finally:
@@ -420,8 +470,10 @@ class EngineServer:
     """An ``Engine`` service (plus health and reflection); ``start()`` returns the bound address."""
 
     def __init__(self, address: str = "127.0.0.1:0", *, engine_factory=None, max_runs: int = 4,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, answer_timeout: float = 600.0):
-        self.servicer = EngineServicer(engine_factory, max_runs=max_runs, answer_timeout=answer_timeout)
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, answer_timeout: float = 600.0,
+                 limits: ScenarioLimits | None = None, access: Access | None = None):
+        self.servicer = EngineServicer(engine_factory, max_runs=max_runs, answer_timeout=answer_timeout,
+                                       limits=limits, access=access)
         # each run holds one RPC thread (the stream); a few more for Status/health/reflection and refusals
         self._pool = futures.ThreadPoolExecutor(max_workers=max_runs + 8, thread_name_prefix="engine-rpc")
         self.server = grpc.server(self._pool, options=server_options(max_message_bytes),

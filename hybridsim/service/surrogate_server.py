@@ -33,8 +33,9 @@ import grpc
 import numpy as np
 
 from ._common import (DEFAULT_MAX_MESSAGE_BYTES, InFlightLimiter, ServiceError, add_health_and_reflection, bind,
-                      from_tensor, invalid, server_options)
+                      from_tensor, invalid, over_limit, server_options)
 from ._gen import surrogate_pb2, surrogate_pb2_grpc
+from .limits import DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_RANKS, DEFAULT_MAX_STATE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,10 @@ class _Job:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
+    def state_bytes(self) -> int:
+        return (0 if self.truth is None else self.truth.nbytes) + sum(g.nbytes for g in self.graphs.values())
+
+    @property
     def n_truth(self) -> int:
         return 0 if self.truth is None else int(np.count_nonzero(~np.isnan(self.truth)))
 
@@ -182,11 +187,15 @@ def _check_name(value: str, field_name: str) -> str:
 
 
 class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
-    def __init__(self, model, *, save_dir: str | Path | None = None, max_jobs: int = 1024,
-                 max_truth_iterations: int = 1024, max_graph_iterations: int = 32, limiter: InFlightLimiter | None = None):
+    def __init__(self, model, *, save_dir: str | Path | None = None, max_jobs: int = DEFAULT_MAX_JOBS,
+                 max_truth_iterations: int = DEFAULT_MAX_HISTORY, max_graph_iterations: int = 32,
+                 limiter: InFlightLimiter | None = None, max_ranks: int = DEFAULT_MAX_RANKS,
+                 max_state_bytes: int = DEFAULT_MAX_STATE_BYTES):
         self.model = model
         self.save_dir = Path(save_dir).resolve() if save_dir else None
         self.max_jobs = int(max_jobs)
+        self.max_ranks = int(max_ranks)
+        self.max_state_bytes = int(max_state_bytes)
         self.max_truth_iterations = int(max_truth_iterations)
         self.max_graph_iterations = int(max_graph_iterations)
         self.limiter = limiter
@@ -234,6 +243,25 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
             raise invalid(field_name, "contains NaN or infinite values")
         return g
 
+    def _check_state_budget(self, job: _Job, first: int, W: int, graphs) -> None:
+        """Refuse (RESOURCE_EXHAUSTED) a Tune that would make the truth and graphs of all jobs exceed
+        ``max_state_bytes``, before anything is allocated."""
+        with job.lock:
+            lo, hi = (first, first + W) if job.truth is None else \
+                (min(job.first, first), max(job.first + job.truth.shape[1], first + W))
+            T = min(hi - lo, self.max_truth_iterations)
+            g = 0 if graphs is None else min(T, self.max_graph_iterations) * graphs[0].size * 4
+            after = job.ranks * T * 8 + g
+            before = job.state_bytes
+        with self._jobs_lock:
+            jobs = list(self._jobs.values())
+        total = sum(j.state_bytes for j in jobs if j is not job) + max(after, before)
+        if total > self.max_state_bytes:
+            raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               f"durations: keeping this window would hold {total} bytes of truth and graphs, more "
+                               f"than this server's limit of {self.max_state_bytes} (--max-state-mb); close jobs "
+                               f"(CloseJob)")
+
     # -------------------------------------------------------------------------------------------- RPCs
     @_servicer_method
     def OpenJob(self, request, context):
@@ -243,8 +271,8 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
             raise invalid("workload", f"longer than {MAX_NAME} characters")
         if request.ranks < 1:
             raise invalid("ranks", "must be >= 1")
-        if request.ranks > 1_000_000:
-            raise invalid("ranks", f"{request.ranks} is more than 1000000")
+        if request.ranks > self.max_ranks:
+            raise over_limit("ranks", request.ranks, self.max_ranks, "--max-ranks")
         rank_port = None
         mask = None
         if request.HasField("mask"):
@@ -307,6 +335,9 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
                     raise ServiceError(grpc.StatusCode.FAILED_PRECONDITION,
                                        f"history: empty, and the server holds no ground truth for job {job.name!r}")
                 history = job.history(rows, L)
+        history_field = "history" if len(request.history) else "history (the server's truth for the job)"
+        if np.isnan(history).all():
+            raise invalid(history_field, "every value is NaN (missing): nothing to predict from")
         graphs = self._graphs(request, job, "graphs")
         n = history.shape[0]
         if len(request.rank_port):
@@ -338,6 +369,13 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
         if out.shape != (n,):
             raise ServiceError(grpc.StatusCode.INTERNAL,
                                f"model {self.model.name!r} returned {out.shape[0]} values for {n} ranks")
+        bad = np.flatnonzero(~np.isfinite(out))
+        if len(bad):        # never answer NaN with OK: the client's all-NaN row, or the model's fault
+            i = int(bad[0])
+            if np.isnan(history[i]).all():
+                raise invalid(history_field, f"row {i} has no measured value (all NaN) and model "
+                                             f"{self.model.name!r} cannot predict it")
+            raise ServiceError(grpc.StatusCode.INTERNAL, f"model {self.model.name!r} returned {out[i]!r} for row {i}")
         with self._stats_lock:
             self.predict_calls += 1
             self.predictions += n
@@ -364,6 +402,7 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
             raise invalid(f"durations[{i}]", f"{y.ravel()[i]!r}: ground truth must be finite and > 0 (NaN = unknown)")
         graphs = self._graphs(request, job, "graphs", n=W)
         first = int(request.first_iteration)
+        self._check_state_budget(job, first, W, graphs)
         with job.lock:
             idx = job.add_truth(rows, first, y, self.max_truth_iterations)
             if graphs is not None:
@@ -433,8 +472,20 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
         path = (self.save_dir / name).resolve()
         if self.save_dir not in path.parents:
             raise invalid("name", "must stay inside the server's save directory")
+        if path.exists() or path.is_symlink():
+            raise ServiceError(grpc.StatusCode.ALREADY_EXISTS,
+                               f"name: {name!r} already exists in the save directory; choose another name")
         self._model_lock.acquire_write()
         try:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.mkdir()            # exclusive: two Saves of one name cannot both write
+            except FileExistsError:
+                raise ServiceError(grpc.StatusCode.ALREADY_EXISTS,
+                                   f"name: {name!r} already exists in the save directory; choose another name") \
+                    from None
+            except NotADirectoryError:
+                raise invalid("name", f"a parent of {name!r} in the save directory is a file") from None
             self.model.save(path)
             version = self.version
         finally:
@@ -447,15 +498,17 @@ class SurrogateServer:
     address; use as a context manager in tests."""
 
     def __init__(self, model, address: str = "127.0.0.1:0", *, max_workers: int = 16, max_in_flight: int = 64,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, save_dir=None, max_jobs: int = 1024,
-                 max_truth_iterations: int = 1024, max_graph_iterations: int = 32):
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, save_dir=None, max_jobs: int = DEFAULT_MAX_JOBS,
+                 max_truth_iterations: int = DEFAULT_MAX_HISTORY, max_graph_iterations: int = 32,
+                 max_ranks: int = DEFAULT_MAX_RANKS, max_state_bytes: int = DEFAULT_MAX_STATE_BYTES):
         if max_in_flight < 1 or max_workers < 1:
             raise ValueError("max_in_flight and max_workers must be >= 1")
         self.model = model
         self.limiter = InFlightLimiter(max_in_flight, [SERVICE_NAME], exempt=[f"/{SERVICE_NAME}/Status"])
         self.servicer = SurrogateServicer(model, save_dir=save_dir, max_jobs=max_jobs,
                                           max_truth_iterations=max_truth_iterations,
-                                          max_graph_iterations=max_graph_iterations, limiter=self.limiter)
+                                          max_graph_iterations=max_graph_iterations, limiter=self.limiter,
+                                          max_ranks=max_ranks, max_state_bytes=max_state_bytes)
         # ``max_workers`` threads run requests (+4 so probes get a thread). In flight = running + queued for a
         # thread: the limiter refuses Surrogate calls beyond ``max_in_flight`` running ones, and grpc itself refuses
         # (RESOURCE_EXHAUSTED) anything beyond ``max_in_flight`` + 4 accepted RPCs, so the queue is bounded too.

@@ -1,0 +1,110 @@
+"""What the remote engine checks in a client's scenario before it builds anything: the text's size and YAML shape,
+the run's size (ranks, terminals, ports, iterations, events), and the modules and files it names.
+
+The checks are plain functions of the scenario text / :class:`~hybridsim.scenario.Scenario` so scenario loading can
+reuse them; each raises :class:`~hybridsim.service._common.ServiceError` naming the field and the serve flag.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ._common import Access, invalid, over_limit
+from .limits import ScenarioLimits
+
+
+_OPEN = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
+         yaml.FlowSequenceStartToken)
+_CLOSE = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+def check_yaml_shape(text: str, limits: ScenarioLimits, field: str = "start.scenario_yaml") -> None:
+    """Refuse text that is too long, nested too deep or expands (aliases) to too many nodes. Token scan and node
+    count are iterative and stop at the limit, so this costs O(len(text)) whatever the text."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.max_scenario_bytes:
+        raise over_limit(field, f"{size} bytes", f"{limits.max_scenario_bytes} bytes", "--max-scenario-kb")
+    depth = 0
+    try:
+        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(tok, _OPEN):
+                depth += 1
+                if depth > limits.max_yaml_depth:
+                    line = tok.start_mark.line + 1
+                    raise invalid(field, f"line {line}: nested more than {limits.max_yaml_depth} levels deep")
+            elif isinstance(tok, _CLOSE):
+                depth -= 1
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return      # parse_scenario reports syntax errors with their location
+    count, stack = 0, [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limits.max_yaml_nodes:
+            raise invalid(field, f"more than {limits.max_yaml_nodes} YAML values once aliases are expanded")
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                stack += (k, v)
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+
+
+def check_scenario_limits(scenario, limits: ScenarioLimits, field: str = "start.scenario_yaml") -> None:
+    """Refuse a run bigger than the limits (INVALID_ARGUMENT); impose ``max_events`` when the scenario sets none.
+    Only arithmetic on the parsed scenario: nothing is built."""
+    topo = scenario.topology
+    terminals = topo.n_terminals
+    if terminals > limits.max_terminals:
+        raise over_limit(f"{field}: topology", f"{terminals} terminals", limits.max_terminals, "--max-terminals")
+    routers = topo.groups * topo.routers_per_group
+    radix = topo.terminals_per_router + topo.routers_per_group - 1 + topo.global_channels_per_router
+    if routers * radix > limits.max_ports:
+        raise over_limit(f"{field}: topology", f"{routers} routers x radix {radix} = {routers * radix} ports",
+                         limits.max_ports, "--max-ports")
+    for i, job in enumerate(scenario.jobs):
+        if job.ranks > limits.max_ranks:
+            raise over_limit(f"{field}: jobs[{i}].ranks", job.ranks, limits.max_ranks, "--max-ranks")
+        if job.iterations is not None and job.iterations > limits.max_iterations:
+            raise over_limit(f"{field}: jobs[{i}].iterations", job.iterations, limits.max_iterations,
+                             "--max-iterations")
+    emb = scenario.backend.embedded
+    if all(j.is_background for j in scenario.jobs) and emb.end_time is None and emb.max_events is None:
+        raise invalid(f"{field}: backend.embedded", "only background jobs: set end_time (or max_events) to end the run")
+    if emb.max_events is not None and emb.max_events > limits.max_events:
+        raise over_limit(f"{field}: backend.embedded.max_events", emb.max_events, limits.max_events, "--max-events")
+    if emb.max_events is None:
+        emb.max_events = limits.max_events
+
+
+def confine_scenario(scenario, access: Access, base_dir: Path | None, field: str = "start.scenario_yaml") -> None:
+    """Refuse (PERMISSION_DENIED) custom workload modules and files outside what the operator allowed, before
+    anything is imported or opened. Allowed relative paths are made absolute (against ``base_dir``, else the
+    server's working directory), so nothing else resolves against a folder the client named."""
+    for i, job in enumerate(scenario.jobs):
+        if job.workload.kind == "custom":
+            access.check_module(f"{field}: jobs[{i}].workload.function", job.workload.function.split(":", 1)[0])
+
+    def absolute(p) -> Path:
+        p = Path(p)
+        return p if p.is_absolute() else (base_dir if base_dir is not None else Path.cwd()) / p
+
+    conn = scenario.topology.connections
+    if conn is not None:
+        for name in ("intra", "inter"):
+            p = absolute(getattr(conn, name))
+            access.check_path(f"{field}: topology.connections.{name}", p)
+            setattr(conn, name, p)
+    if scenario.placement.file is not None:
+        p = absolute(scenario.placement.file)
+        access.check_path(f"{field}: placement.file", p)
+        scenario.placement.file = p
+    machine = scenario.machine
+    if isinstance(machine, dict) and "file" in machine:
+        if not isinstance(machine["file"], str):
+            raise invalid(f"{field}: machine.file", f"expected a path, got {type(machine['file']).__name__}")
+        p = absolute(machine["file"])
+        access.check_path(f"{field}: machine.file", p)
+        machine["file"] = str(p)
