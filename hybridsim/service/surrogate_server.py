@@ -330,6 +330,9 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
             L = request.lookback or max(1, int(getattr(self.model, "lookback", 1)))
             if L > MAX_LOOKBACK:
                 raise invalid("lookback", f"must be in 1..{MAX_LOOKBACK}, got {L}")
+            if len(rows) * L * 8 > self.max_state_bytes:
+                raise over_limit("lookback", f"{len(rows)} ranks x {L} iterations x 8 bytes",
+                                 f"{self.max_state_bytes} bytes", "--max-state-mb")
             with job.lock:
                 if job.truth is None:
                     raise ServiceError(grpc.StatusCode.FAILED_PRECONDITION,
