@@ -19,6 +19,7 @@ DEFAULT_HOST = "127.0.0.1"
 #: default limit on one message either way (a (8, 3960, 40) float32 graph stack is 5 MB)
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_TENSOR_DIMS = 8
+MAX_TENSOR_DIM = 2**31 - 1     # larger than any message can carry
 
 _DTYPES = {
     common_pb2.Tensor.FLOAT32: np.dtype("<f4"),
@@ -127,8 +128,8 @@ def from_tensor(t: common_pb2.Tensor, field: str, dtype=None, ndim: int | None =
         raise invalid(f"{field}.shape", f"expected {ndim} dimensions, got {list(shape)}")
     if len(shape) > MAX_TENSOR_DIMS:
         raise invalid(f"{field}.shape", f"{len(shape)} dimensions; at most {MAX_TENSOR_DIMS}")
-    if any(s < 0 for s in shape):
-        raise invalid(f"{field}.shape", f"negative size in {list(shape)}")
+    if any(not 0 <= s <= MAX_TENSOR_DIM for s in shape):
+        raise invalid(f"{field}.shape", f"sizes must be in 0..{MAX_TENSOR_DIM}, got {list(shape)}")
     n = 1
     for s in shape:             # Python ints: a product that overflows int64 must not wrap to a matching size
         n *= s

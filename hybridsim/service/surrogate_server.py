@@ -475,6 +475,8 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
         path = (self.save_dir / name).resolve()
         if self.save_dir not in path.parents:
             raise invalid("name", "must stay inside the server's save directory")
+        if any(p.exists() and not p.is_dir() for p in path.parents if self.save_dir in p.parents):
+            raise invalid("name", f"a parent of {name!r} in the save directory is a file")
         if path.exists() or path.is_symlink():
             raise ServiceError(grpc.StatusCode.ALREADY_EXISTS,
                                f"name: {name!r} already exists in the save directory; choose another name")

@@ -1,0 +1,379 @@
+"""Hostile and careless gRPC clients (issue #12) against real servers on 127.0.0.1 (ephemeral ports): the services
+import and read only what the operator allowed (``--allow-module`` / ``--allow-dir``), check limits before any big
+work, and answer client mistakes with the right status code (never UNKNOWN/INTERNAL, never NaN with OK)."""
+
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stderr
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from hybridsim.service._common import Access
+from hybridsim.service._gen import common_pb2, engine_pb2, engine_pb2_grpc, surrogate_pb2, surrogate_pb2_grpc
+from hybridsim.service.engine_server import EngineServer
+from hybridsim.service.remote import RemoteBackend
+from hybridsim.service.surrogate_server import SurrogateServer
+from surrogate.registry import create
+
+TOPO = "topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+JOB = "jobs: [{name: a, ranks: 4, iterations: 2, workload: {kind: allreduce}}]\n"
+SECRET_LINE = "top-secret: the server's own file"
+
+MOD = """
+from pathlib import Path
+from hybridsim.workloads import Program
+Path({marker!r}).write_text("imported")
+
+def ring(rank, iteration, n_ranks, nbytes=4096):
+    p = Program(rank, n_ranks)
+    r = p.irecv((rank - 1) % n_ranks, tag=0)
+    s = p.isend((rank + 1) % n_ranks, nbytes, tag=0)
+    p.waitall([r, s])
+    return p.ops
+"""
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+class Served:
+    """``hybridsim serve --grpc --engine`` as a process, with an allow-list and small limits."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        (root / "mods").mkdir()
+        (root / "allowed").mkdir()
+        (root / "ckpt").mkdir()
+        for name in ("hostile_ok_mod", "hostile_ok_mod_evil", "hostile_bad_mod"):
+            (root / "mods" / f"{name}.py").write_text(MOD.format(marker=str(root / f"{name}.imported")))
+        self.secret = root / "secret.txt"
+        self.secret.write_text(SECRET_LINE + "\n")
+        (root / "allowed" / "alloc.txt").write_text("3 2 1 0\n")
+        (root / "allowed" / "link.txt").symlink_to(self.secret)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": os.pathsep.join([str(root / "mods"), os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hybridsim", "serve", "--grpc", "127.0.0.1:0", "--model", "mean",
+             "--engine", "127.0.0.1:0", "--save-dir", str(root / "ckpt"), "--allow-module", "hostile_ok_mod",
+             "--allow-dir", str(root / "allowed"), "--max-ranks", "4096", "--max-message-mb", "1",
+             "--max-scenario-kb", "64", "--max-iterations", "1000", "--max-events", "200000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+        self.addr = {}
+        for _ in range(2):
+            line = self.proc.stdout.readline().strip()
+            m = re.match(r"hybridsim: (surrogate|engine) service.* listening on (127\.0\.0\.1:\d+)$", line)
+            assert m, (line, self.proc.stderr.read() if self.proc.poll() is not None else "")
+            self.addr[m.group(1)] = m.group(2)
+        self.s_channel = grpc.insecure_channel(self.addr["surrogate"],
+                                               options=[("grpc.max_send_message_length", 8 << 20)])
+        self.e_channel = grpc.insecure_channel(self.addr["engine"],
+                                               options=[("grpc.max_send_message_length", 8 << 20)])
+        self.s = surrogate_pb2_grpc.SurrogateStub(self.s_channel)
+        self.e = engine_pb2_grpc.EngineStub(self.e_channel)
+
+    def stop(self) -> None:
+        self.s_channel.close()
+        self.e_channel.close()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise
+        assert self.proc.returncode == 0, err
+        assert "Traceback" not in err, err
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    srv = Served(tmp_path_factory.mktemp("hostile"))
+    try:
+        yield srv
+    finally:
+        if srv.proc.poll() is None:
+            srv.stop()
+
+
+def run(stub, text: str, base_dir: str = "", timeout: float = 20.0):
+    """Start a run and drain it: (status code, details, Done or None)."""
+    req = engine_pb2.EngineRequest(start=engine_pb2.Start(scenario_yaml=text, base_dir=base_dir))
+    done = None
+    try:
+        for ev in stub.Run(iter([req]), timeout=timeout):
+            if ev.WhichOneof("msg") == "done":
+                done = ev.done
+        return grpc.StatusCode.OK, "", done
+    except grpc.RpcError as exc:
+        return exc.code(), exc.details(), None
+
+
+def call(fn, req, timeout: float = 10.0):
+    try:
+        fn(req, timeout=timeout)
+        return grpc.StatusCode.OK, ""
+    except grpc.RpcError as exc:
+        return exc.code(), exc.details()
+
+
+# ------------------------------------------------------------------------------------------ modules and files
+def test_custom_workload_imports_only_allowed_modules(served):
+    for fn in ("hostile_bad_mod:ring", "hostile_ok_mod_evil:ring", "this:s", "os:system"):
+        code, msg, _ = run(served.e, TOPO + f"jobs: [{{name: a, ranks: 4, iterations: 2, workload: "
+                                             f"{{kind: custom, function: '{fn}'}}}}]\n")
+        assert code == grpc.StatusCode.PERMISSION_DENIED, (fn, code, msg)
+        assert "jobs[0].workload.function" in msg and "--allow-module" in msg
+    assert not (served.root / "hostile_bad_mod.imported").exists()
+    assert not (served.root / "hostile_ok_mod_evil.imported").exists()
+    # the operator's module runs: 4 ranks x 3 iterations of a ring
+    code, msg, done = run(served.e, TOPO + "jobs: [{name: a, ranks: 4, iterations: 3, workload: "
+                                           "{kind: custom, function: 'hostile_ok_mod:ring', params: {nbytes: 64}}}]\n")
+    assert code == grpc.StatusCode.OK and done is not None, msg
+    assert (served.root / "hostile_ok_mod.imported").exists()
+
+
+def test_files_outside_allowed_dirs_refused_with_one_message_whatever_they_are(served):
+    allowed = served.root / "allowed"
+    outside = [str(served.secret), str(served.root / "missing.txt"), "/nonexistent/x", str(allowed / "link.txt"),
+               str(allowed / ".." / "secret.txt"), "/etc/passwd", str(served.root)]
+    replies = set()
+    for path in outside:
+        code, msg, _ = run(served.e, TOPO + JOB + f"placement: {{policy: file, file: '{path}'}}\n")
+        assert code == grpc.StatusCode.PERMISSION_DENIED, (path, code, msg)
+        replies.add(msg)
+    assert len(replies) == 1, replies                    # existing, missing, link, folder: the same answer
+    msg = replies.pop()
+    assert "placement.file" in msg and "--allow-dir" in msg
+    assert "secret" not in msg and "root:" not in msg and str(served.root) not in msg
+    # a relative path against a client-chosen base_dir, connection files and machine files are confined too
+    code, msg2, _ = run(served.e, TOPO + JOB + "placement: {policy: file, file: secret.txt}\n",
+                        base_dir=str(served.root))
+    assert (code, msg2) == (grpc.StatusCode.PERMISSION_DENIED, msg)
+    code, msg, _ = run(served.e, TOPO.replace("}\n", ", connections: {intra: /etc/passwd, inter: /etc/passwd}}\n")
+                       + JOB)
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "topology.connections.intra" in msg
+    code, msg, _ = run(served.e, TOPO + JOB + f"machine: {{file: '{served.secret}'}}\n")
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "machine.file" in msg and SECRET_LINE not in msg
+    # inside the allowed folder, relative to base_dir: the run uses it
+    code, msg, done = run(served.e, TOPO + JOB + "placement: {policy: file, file: alloc.txt}\n",
+                          base_dir=str(allowed))
+    assert code == grpc.StatusCode.OK and done is not None, msg
+
+
+def test_default_server_allows_no_module_and_no_file(tmp_path, monkeypatch):
+    (tmp_path / "alloc.txt").write_text("0 1 2 3\n")
+    monkeypatch.chdir(tmp_path)
+    with EngineServer() as srv, grpc.insecure_channel(srv.address) as ch:
+        stub = engine_pb2_grpc.EngineStub(ch)
+        code, msg, _ = run(stub, TOPO + JOB + "placement: {policy: file, file: alloc.txt}\n")
+        assert code == grpc.StatusCode.PERMISSION_DENIED, msg
+        code, msg, _ = run(stub, TOPO + "jobs: [{name: a, ranks: 2, iterations: 1, workload: "
+                                        "{kind: custom, function: 'hybridsim.workloads:compute'}}]\n")
+        assert code == grpc.StatusCode.PERMISSION_DENIED, msg
+    acc = Access(["pkg.sub"], [tmp_path])
+    assert acc.module_allowed("pkg.sub") and acc.module_allowed("pkg.sub.x")
+    assert not acc.module_allowed("pkg") and not acc.module_allowed("pkg.subx")
+    assert acc.path_allowed(tmp_path / "alloc.txt") and not acc.path_allowed(tmp_path / ".." / "x")
+
+
+# ------------------------------------------------------------------------------------------ limits
+def test_oversized_messages_and_scenarios(served):
+    code, msg = call(served.s.Predict, surrogate_pb2.PredictRequest(job="j", lookback=1, history=[1e5] * 200_000))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in msg           # --max-message-mb 1
+    code, msg, _ = run(served.e, TOPO + JOB + "#" * (65 << 10) + "\n")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "--max-scenario-kb" in msg
+    code, msg = call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(job="x" * 10_000, ranks=1))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("job:")
+
+
+def test_open_job_ranks_over_the_limit(served):
+    code, msg = call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(job="big", workload="milc", ranks=1_000_000))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "ranks: 1000000" in msg and "--max-ranks" in msg
+    assert call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(job="big", workload="milc", ranks=4096))[0] == \
+        grpc.StatusCode.OK
+    assert call(served.s.CloseJob, surrogate_pb2.CloseJobRequest(job="big"))[0] == grpc.StatusCode.OK
+
+
+def test_deep_yaml_and_alias_bomb_are_invalid_argument(served):
+    t0 = time.monotonic()
+    code, msg, _ = run(served.e, "jobs: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "nested more than 64 levels" in msg
+    bomb = "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}' if i else '1'] * 10)}]\n" for i in range(7))
+    code, msg, _ = run(served.e, TOPO + JOB + bomb)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "aliases are expanded" in msg
+    assert time.monotonic() - t0 < 10
+
+
+def test_huge_topology_and_long_runs_refused_before_anything_is_built(served):
+    before = peak_rss_mb(served.proc.pid)
+    t0 = time.monotonic()
+    code, msg, _ = run(served.e, "topology: {groups: 1025, routers_per_group: 128, terminals_per_router: 128, "
+                                 "global_channels_per_router: 16}\n" + JOB)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "16793600 terminals" in msg and "--max-terminals" in msg
+    code, msg, _ = run(served.e, "topology: {groups: 257, routers_per_group: 128, terminals_per_router: 1, "
+                                 "global_channels_per_router: 4}\n" + JOB)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "ports" in msg and "--max-ports" in msg
+    assert time.monotonic() - t0 < 5
+    assert peak_rss_mb(served.proc.pid) - before < 50
+    code, msg, _ = run(served.e, TOPO + "jobs: [{name: a, ranks: 2, iterations: 1000000000000, "
+                                        "workload: {kind: allreduce}}]\n")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "jobs[0].iterations" in msg and "--max-iterations" in msg
+    code, msg, _ = run(served.e, TOPO + JOB + "backend: {embedded: {max_events: 1000000000000}}\n")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "--max-events" in msg
+    code, msg, _ = run(served.e, TOPO + "jobs: [{name: bg, ranks: 2, workload: {kind: uniform_random}}]\n")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "end_time" in msg
+    # the event limit is imposed on runs that set none: this background run would never end
+    code, msg, done = run(served.e, TOPO + "jobs: [{name: bg, ranks: 16, workload: {kind: uniform_random, "
+                                           "interval: 1}}]\nbackend: {embedded: {end_time: 1e15}}\n")
+    assert code == grpc.StatusCode.OK and done.partial and done.events == 200_000, msg
+
+
+def test_run_limit_is_checked_before_topology_and_placement_are_built(monkeypatch):
+    import hybridsim.scenario
+
+    gate = threading.Event()
+    built = []
+
+    class Blocking:
+        def __init__(self, scenario):
+            pass
+
+        def run(self, director=None, on_record=None, on_samples=None):
+            gate.wait(20)
+            raise ValueError("stand-in stops")
+
+    real = hybridsim.scenario.check_scenario_files
+    monkeypatch.setattr(hybridsim.scenario, "check_scenario_files", lambda *a, **k: (built.append(1), real(*a, **k)))
+    with EngineServer(engine_factory=Blocking, max_runs=1) as srv, grpc.insecure_channel(srv.address) as ch:
+        stub = engine_pb2_grpc.EngineStub(ch)
+        first = stub.Run(iter([engine_pb2.EngineRequest(start=engine_pb2.Start(scenario_yaml=TOPO + JOB))]),
+                         timeout=20)
+        assert next(first).WhichOneof("msg") == "started"
+        assert built == [1]
+        code, msg, _ = run(stub, TOPO + JOB)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and built == [1]
+        gate.set()
+        first.cancel()
+
+
+# ------------------------------------------------------------------------------------------ status codes
+def test_save_onto_an_existing_file_is_already_exists(served):
+    taken = served.root / "ckpt" / "taken"
+    taken.write_text("keep me")
+    code, msg = call(served.s.Save, surrogate_pb2.SaveRequest(name="taken"))
+    assert code == grpc.StatusCode.ALREADY_EXISTS and "'taken' already exists" in msg
+    assert taken.read_text() == "keep me"
+    assert call(served.s.Save, surrogate_pb2.SaveRequest(name="v1"))[0] == grpc.StatusCode.OK
+    assert call(served.s.Save, surrogate_pb2.SaveRequest(name="v1"))[0] == grpc.StatusCode.ALREADY_EXISTS
+    code, msg = call(served.s.Save, surrogate_pb2.SaveRequest(name="taken/sub"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "is a file" in msg
+
+
+def test_all_nan_history_is_invalid_argument(served):
+    assert call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(job="nan", workload="milc", ranks=2))[0] == \
+        grpc.StatusCode.OK
+    code, msg = call(served.s.Predict, surrogate_pb2.PredictRequest(job="nan", lookback=2, history=[np.nan] * 4))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("history: every value is NaN")
+    # one row without data: the model's answer if finite (mean falls back to the other rows), never NaN with OK
+    reply = served.s.Predict(surrogate_pb2.PredictRequest(job="nan", lookback=2, history=[1e5, 3e5, np.nan, np.nan]),
+                             timeout=10)
+    assert np.isfinite(reply.durations).all()
+    with SurrogateServer(create("last")) as srv, grpc.insecure_channel(srv.address) as ch:      # LAST cannot
+        stub = surrogate_pb2_grpc.SurrogateStub(ch)
+        stub.OpenJob(surrogate_pb2.OpenJobRequest(job="nan", ranks=2), timeout=10)
+        code, msg = call(stub.Predict, surrogate_pb2.PredictRequest(job="nan", lookback=2,
+                                                                    history=[1e5, 3e5, np.nan, np.nan]))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "row 1 has no measured value" in msg
+    reply = served.s.Predict(surrogate_pb2.PredictRequest(job="nan", lookback=2, history=[1e5, 3e5, np.nan, 4e5]),
+                             timeout=10)
+    assert list(reply.durations) == [2e5, 4e5]          # mean of what is known
+
+
+def test_overflowing_tensor_shape_is_invalid_argument(served):
+    assert call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(job="g", workload="milc", ranks=2))[0] == \
+        grpc.StatusCode.OK
+    for shape in ([2**62, 2, 2], [2**32, 2**32, 1], [2**63 - 1, 2**63 - 1, 0]):
+        g = common_pb2.Tensor(dtype=common_pb2.Tensor.FLOAT32, shape=shape, data=b"")
+        code, msg = call(served.s.Predict, surrogate_pb2.PredictRequest(job="g", lookback=1, history=[1e5, 1e5],
+                                                                        graphs=g))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("graphs."), (shape, code, msg)
+    code, msg = call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(
+        job="m", ranks=1, mask=common_pb2.Tensor(dtype=common_pb2.Tensor.BOOL, shape=[1] * 9, data=b"\x01")))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("mask.shape")
+
+
+def test_surrogate_state_budget_is_resource_exhausted():
+    with SurrogateServer(create("mean"), max_state_bytes=64 << 10) as srv, \
+            grpc.insecure_channel(srv.address) as ch:
+        stub = surrogate_pb2_grpc.SurrogateStub(ch)
+        stub.OpenJob(surrogate_pb2.OpenJobRequest(job="a", ranks=64), timeout=10)
+        stub.Tune(surrogate_pb2.TuneRequest(job="a", window=64, durations=[1e5] * 64 * 64), timeout=10)   # 32 KiB
+        code, msg = call(stub.Tune, surrogate_pb2.TuneRequest(job="a", window=128, first_iteration=64,
+                                                              durations=[1e5] * 64 * 128))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "--max-state-mb" in msg
+        code, msg = call(stub.Predict, surrogate_pb2.PredictRequest(job="a", lookback=4096))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "--max-state-mb" in msg
+
+
+def test_flood_of_500_calls_leaves_both_services_serving(served):
+    assert call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(job="f", workload="milc", ranks=2))[0] == \
+        grpc.StatusCode.OK
+    good = surrogate_pb2.PredictRequest(job="f", lookback=2, history=[1e5, 3e5, 2e5, 4e5])
+    bad = surrogate_pb2.PredictRequest(job="f", lookback=2, history=[np.nan] * 4)
+
+    def one(k):
+        if k % 5 == 4:
+            return run(served.e, "jobs: [" if k % 2 else "x: 1\n", timeout=10)[0]
+        return call(served.s.Predict, good if k % 2 else bad)[0]
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(16) as pool:
+        codes = list(pool.map(one, range(500)))
+    assert time.monotonic() - t0 < 10
+    assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED}
+    assert codes.count(grpc.StatusCode.OK) > 100
+    for ch in (served.s_channel, served.e_channel):
+        st = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        assert st == health_pb2.HealthCheckResponse.SERVING
+    assert served.s.Predict(good, timeout=10).durations[:] == [2e5, 3e5]
+    assert served.proc.poll() is None
+
+
+# ------------------------------------------------------------------------------------------ serve options
+@pytest.mark.parametrize("args,msg", [
+    (["--grpc", "127.0.0.1:0", "--model", "mean", "--model-option", "k=abc"], "--model mean:"),
+    (["--engine", "127.0.0.1:0", "--allow-dir", "/nonexistent/dir"], "--allow-dir /nonexistent/dir: not a directory"),
+    (["--engine", "127.0.0.1:0", "--allow-module", "os;rm"], "--allow-module 'os;rm'"),
+    (["--engine", "127.0.0.1:0", "--max-terminals", "0"], "--max-terminals: must be >= 1"),
+    (["--grpc", "127.0.0.1:0", "--model", "mean", "--max-ranks", "-1"], "--max-ranks: must be >= 1"),
+])
+def test_bad_serve_options_exit_2_with_a_message(args, msg):
+    from hybridsim.cli import main
+
+    buf = io.StringIO()
+    with redirect_stderr(buf):
+        rc = main(["serve", *args])
+    assert rc == 2 and msg in buf.getvalue() and "Traceback" not in buf.getvalue(), buf.getvalue()
+
+
+def test_remote_backend_reports_a_refusal(served):
+    from hybridsim.service.remote import RemoteEngineError
+
+    with pytest.raises(RemoteEngineError) as ei:
+        RemoteBackend(served.addr["engine"], TOPO + JOB + "placement: {policy: file, file: /etc/passwd}\n").run()
+    assert ei.value.code == grpc.StatusCode.PERMISSION_DENIED
