@@ -6,10 +6,11 @@ round-trips bit for bit) and returns the model's answer unchanged, so prediction
 model. Predictions of many clients run at once (a thread pool; a readers-writer lock lets predictions share the
 model while ``Tune`` and ``Save`` have it alone).
 
-Hostile or broken clients: every field is checked (``INVALID_ARGUMENT`` names it), unknown jobs are ``NOT_FOUND``,
-requests beyond ``max_in_flight`` get ``RESOURCE_EXHAUSTED`` at once, as do jobs beyond ``max_jobs``; messages are
-limited to ``max_message_bytes``; truth and graphs kept per job are bounded. The server listens on 127.0.0.1 unless
-told otherwise.
+Hostile or broken clients: every field is checked (``INVALID_ARGUMENT`` names it, also for a request over a limit
+such as ``max_ranks``), unknown jobs are ``NOT_FOUND``, requests beyond ``max_in_flight`` get ``RESOURCE_EXHAUSTED``
+at once, as do jobs beyond ``max_jobs`` and truth beyond ``max_state_bytes``; messages are limited to
+``max_message_bytes``; an all-NaN history is refused rather than answered with NaN; Save never overwrites
+(``ALREADY_EXISTS``). The server listens on 127.0.0.1 unless told otherwise.
 
 Tuning: ``Tune`` appends the window to the job's truth and calls ``model.tune(dataset, window_idx)`` with a
 :class:`JobDataset` with the field names of ``surrogate.dataset.JobSeries`` / ``hybridsim.hybrid.OnlineSeries``:
@@ -392,7 +393,7 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
         rows = self._rows(job, request.ranks)
         W = request.window
         if not 1 <= W <= self.max_truth_iterations:
-            raise invalid("window", f"must be in 1..{self.max_truth_iterations}, got {W}")
+            raise invalid("window", f"must be in 1..{self.max_truth_iterations} (--max-history), got {W}")
         if not 0 <= request.first_iteration <= MAX_ITERATION - W:
             raise invalid("first_iteration", f"must be in 0..{MAX_ITERATION - W}, got {request.first_iteration}")
         if len(request.durations) != len(rows) * W:
