@@ -71,7 +71,8 @@ class Served:
             [sys.executable, "-m", "hybridsim", "serve", "--grpc", "127.0.0.1:0", "--model", "mean",
              "--engine", "127.0.0.1:0", "--save-dir", str(root / "ckpt"), "--allow-module", "hostile_ok_mod",
              "--allow-dir", str(root / "allowed"), "--max-ranks", "4096", "--max-message-mb", "1",
-             "--max-scenario-kb", "64", "--max-iterations", "1000", "--max-events", "200000"],
+             "--max-scenario-kb", "64", "--max-iterations", "1000", "--max-events", "200000",
+             "--max-samples-mb", "1"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
         self.addr = {}
         for _ in range(2):
@@ -241,6 +242,9 @@ def test_huge_topology_and_long_runs_refused_before_anything_is_built(served):
     code, msg, done = run(served.e, TOPO + "jobs: [{name: bg, ranks: 16, workload: {kind: uniform_random, "
                                            "interval: 1}}]\nbackend: {embedded: {end_time: 1e15}}\n")
     assert code == grpc.StatusCode.OK and done.partial and done.events == 200_000, msg
+    # port samples are counted as the engine makes them (streamed or not): 1 ns windows pass 1 MiB at once
+    code, msg, _ = run(served.e, TOPO + JOB + "sampling: {interval: 1}\n")
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "--max-samples-mb" in msg
 
 
 def test_run_limit_is_checked_before_topology_and_placement_are_built(monkeypatch):

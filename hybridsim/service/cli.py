@@ -67,6 +67,8 @@ def add_serve_options(parser, surrogate_flag: str = "--surrogate", engine_flag: 
         ("--max-iterations", "grpc_max_iterations", lim.max_iterations, "iterations of one job on the remote engine"),
         ("--max-events", "grpc_max_events", lim.max_events,
          "events of one remote engine run (imposed when the scenario sets no backend.embedded.max_events)"),
+        ("--max-samples-mb", "grpc_max_samples_mb", lim.max_sample_bytes >> 20,
+         "MiB of port samples one remote engine run keeps (the run stops with RESOURCE_EXHAUSTED past it)"),
     ]:
         g.add_argument(flag, dest=dest, type=int, default=default, metavar="N", help=f"{what} (default {default})")
 
@@ -133,10 +135,11 @@ def start_engine_server(args):
     from .engine_server import EngineServer
 
     _positive(args, "grpc_max_runs", "grpc_max_ranks", "grpc_max_scenario_kb", "grpc_max_terminals", "grpc_max_ports",
-              "grpc_max_iterations", "grpc_max_events")
+              "grpc_max_iterations", "grpc_max_events", "grpc_max_samples_mb")
     limits = ScenarioLimits(max_scenario_bytes=args.grpc_max_scenario_kb << 10, max_ranks=args.grpc_max_ranks,
                             max_terminals=args.grpc_max_terminals, max_ports=args.grpc_max_ports,
-                            max_iterations=args.grpc_max_iterations, max_events=args.grpc_max_events)
+                            max_iterations=args.grpc_max_iterations, max_events=args.grpc_max_events,
+                            max_sample_bytes=args.grpc_max_samples_mb << 20)
     try:
         server = EngineServer(args.grpc_engine, max_runs=args.grpc_max_runs, max_message_bytes=_max_bytes(args),
                               limits=limits, access=_access(args))

@@ -142,8 +142,10 @@ def check_start_files(scenario, start, filename: str = "<remote scenario>") -> N
 class _Session:
     """One run: the engine thread's side (callbacks, director proxy) and the stream's side (queues)."""
 
-    def __init__(self, start, scenario, answer_timeout: float):
+    def __init__(self, start, scenario, answer_timeout: float, max_sample_bytes: int):
         self.id = uuid.uuid4().hex[:12]
+        self.max_sample_bytes = max_sample_bytes
+        self.sample_bytes = 0
         self.start = start
         self.scenario = scenario
         self.answer_timeout = answer_timeout
@@ -185,8 +187,18 @@ class _Session:
         if len(self._recs) >= self.record_batch:
             self._flush_records()
 
-    def on_samples(self, block) -> None:
+    def count_samples(self, block) -> None:
+        """Every port sample block the engine keeps passes here, streamed or not: the run stops past the limit."""
         self._check()
+        self.sample_bytes += block.values.nbytes
+        if self.sample_bytes > self.max_sample_bytes:
+            raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               f"start.scenario_yaml: sampling: the run's port samples passed this server's limit of "
+                               f"{self.max_sample_bytes >> 20} MiB (--max-samples-mb); sample less often "
+                               f"(sampling.interval) or turn them off (sampling.ports: false)")
+
+    def on_samples(self, block) -> None:
+        self.count_samples(block)
         if self._recs:
             self._flush_records()
         self._blocks.append(block)
@@ -332,7 +344,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             failure = (grpc.StatusCode.INTERNAL, f"start: {type(exc).__name__}: {exc}")
         if failure:
             context.abort(*failure)
-        session = _Session(first.start, scenario, self.answer_timeout)
+        session = _Session(first.start, scenario, self.answer_timeout, self.limits.max_sample_bytes)
         with self._lock:        # the run slot is taken before topology and placement are built
             if len(self.sessions) >= self.max_runs:
                 session = None
@@ -402,7 +414,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         try:
             engine = self.engine_factory(session.scenario)
             director = _ProxyDirector(session) if session.start.director else None
-            on_samples = session.on_samples if session.start.samples else None
+            on_samples = session.on_samples if session.start.samples else session.count_samples
             result = engine.run(director=director, on_record=session.on_record, on_samples=on_samples)
             session.flush()
             self._send_done(session, result)

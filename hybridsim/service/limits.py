@@ -24,3 +24,4 @@ class ScenarioLimits:
     max_ports: int = 262144                # --max-ports: routers x router radix
     max_iterations: int = 1_000_000        # --max-iterations: iterations of one job
     max_events: int = 1_000_000_000        # --max-events: events of one run (imposed when the scenario sets none)
+    max_sample_bytes: int = 2 << 30        # --max-samples-mb: port samples one run keeps (counted as they come)
