@@ -275,6 +275,27 @@ def test_run_limit_is_checked_before_topology_and_placement_are_built(monkeypatc
         first.cancel()
 
 
+def test_streams_that_never_start_are_cancelled_and_do_not_block_the_server():
+    import queue
+
+    with EngineServer(max_runs=1, start_timeout=1.0) as srv, grpc.insecure_channel(srv.address) as ch:
+        stub = engine_pb2_grpc.EngineStub(ch)
+        silent = [queue.Queue() for _ in range(12)]             # more than the server's RPC threads (max_runs + 8)
+        calls = [stub.Run(iter(q.get, None), timeout=20) for q in silent]
+        t0 = time.monotonic()
+        codes = []
+        for c in calls:
+            with pytest.raises(grpc.RpcError) as ei:
+                next(c)
+            codes.append(ei.value.code())
+        assert time.monotonic() - t0 < 10
+        assert set(codes) <= {grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED}, codes
+        for q in silent:
+            q.put(None)
+        code, msg, done = run(stub, TOPO + JOB)
+        assert code == grpc.StatusCode.OK and done is not None, msg
+
+
 # ------------------------------------------------------------------------------------------ status codes
 def test_save_onto_an_existing_file_is_already_exists(served):
     taken = served.root / "ckpt" / "taken"

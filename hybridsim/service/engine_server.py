@@ -306,8 +306,9 @@ class _ProxyDirector:
 
 class EngineServicer(engine_pb2_grpc.EngineServicer):
     def __init__(self, engine_factory=None, max_runs: int = 4, answer_timeout: float = 600.0,
-                 limits: ScenarioLimits | None = None, access: Access | None = None):
+                 limits: ScenarioLimits | None = None, access: Access | None = None, start_timeout: float = 30.0):
         self.engine_factory = engine_factory or default_engine_factory
+        self.start_timeout = float(start_timeout)
         self.limits = limits or ScenarioLimits()
         self.access = access or Access()
         self.max_runs = int(max_runs)
@@ -325,12 +326,18 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
 
     # ------------------------------------------------------------------------------------- the stream
     def Run(self, request_iterator, context):
+        # a stream that never sends Start would hold an RPC thread for good: cancel it after start_timeout
+        watchdog = threading.Timer(self.start_timeout, context.cancel)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             first = next(request_iterator)
         except StopIteration:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "start: the stream ended before a Start message")
         except grpc.RpcError:
             return
+        finally:
+            watchdog.cancel()
         if first.WhichOneof("msg") != "start":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"start: the first message must be a Start, got {first.WhichOneof('msg')}")
@@ -483,9 +490,9 @@ class EngineServer:
 
     def __init__(self, address: str = "127.0.0.1:0", *, engine_factory=None, max_runs: int = 4,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, answer_timeout: float = 600.0,
-                 limits: ScenarioLimits | None = None, access: Access | None = None):
+                 limits: ScenarioLimits | None = None, access: Access | None = None, start_timeout: float = 30.0):
         self.servicer = EngineServicer(engine_factory, max_runs=max_runs, answer_timeout=answer_timeout,
-                                       limits=limits, access=access)
+                                       limits=limits, access=access, start_timeout=start_timeout)
         # each run holds one RPC thread (the stream); a few more for Status/health/reflection and refusals
         self._pool = futures.ThreadPoolExecutor(max_workers=max_runs + 8, thread_name_prefix="engine-rpc")
         self.server = grpc.server(self._pool, options=server_options(max_message_bytes),
