@@ -97,7 +97,7 @@ def main() -> int:
         try:
             sch = grpc.insecure_channel(addr["surrogate"], options=[("grpc.max_send_message_length", 200 << 20)])
             s = surrogate_pb2_grpc.SurrogateStub(sch)
-            ech = grpc.insecure_channel(addr["engine"])
+            ech = grpc.insecure_channel(addr["engine"], options=[("grpc.max_receive_message_length", 64 << 20)])
             e = engine_pb2_grpc.EngineStub(ech)
 
             def call(fn, req, timeout=10.0):
@@ -204,6 +204,21 @@ def main() -> int:
             record("max_events 1e15", c, m, secs=t)
             c, m, t = run_start(e, SMALL_TOPO + job + "#" * (2 << 20) + "\n", timeout=30)
             record("2 MiB scenario text", c, m, secs=t)
+            r0 = rss_mb(proc.pid)
+            c, m, t = run_start(e, SMALL_TOPO + job + "sampling: {interval: 1}\n", timeout=60)
+            record("port samples every 1 ns", c, m, secs=t, should_refuse=False,
+                   note=f"rss +{rss_mb(proc.pid) - r0:.0f} MB")
+            import queue
+
+            idle = [queue.Queue() for _ in range(12)]
+            streams = [e.Run(iter(q.get, None), timeout=60) for q in idle]
+            time.sleep(12.0)
+            c, m, t = run_start(e, SMALL_TOPO + job, timeout=30)
+            for q in idle:
+                q.put(None)
+            for st in streams:
+                st.cancel()
+            record("12 idle Run streams held open, a valid run 12 s later", c, m, secs=t, should_refuse=False)
             t0 = time.monotonic()
             with ThreadPoolExecutor(16) as pool:
                 codes = list(pool.map(lambda k: run_start(e, "jobs: [" if k % 2 else "x: 1\n", timeout=10)[0],

@@ -306,7 +306,7 @@ class _ProxyDirector:
 
 class EngineServicer(engine_pb2_grpc.EngineServicer):
     def __init__(self, engine_factory=None, max_runs: int = 4, answer_timeout: float = 600.0,
-                 limits: ScenarioLimits | None = None, access: Access | None = None, start_timeout: float = 30.0):
+                 limits: ScenarioLimits | None = None, access: Access | None = None, start_timeout: float = 10.0):
         self.engine_factory = engine_factory or default_engine_factory
         self.start_timeout = float(start_timeout)
         self.limits = limits or ScenarioLimits()
@@ -490,7 +490,7 @@ class EngineServer:
 
     def __init__(self, address: str = "127.0.0.1:0", *, engine_factory=None, max_runs: int = 4,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, answer_timeout: float = 600.0,
-                 limits: ScenarioLimits | None = None, access: Access | None = None, start_timeout: float = 30.0):
+                 limits: ScenarioLimits | None = None, access: Access | None = None, start_timeout: float = 10.0):
         self.servicer = EngineServicer(engine_factory, max_runs=max_runs, answer_timeout=answer_timeout,
                                        limits=limits, access=access, start_timeout=start_timeout)
         # each run holds one RPC thread (the stream); a few more for Status/health/reflection and refusals
