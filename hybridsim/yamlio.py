@@ -106,7 +106,13 @@ class _TooDeep(Exception):
 
 def load(text: str, filename: str, limits: YamlLimits = YamlLimits()):
     """Compose, check and construct ``text``. Returns ``(data, root node)`` (both ``None`` for an empty file)."""
-    loader = _Loader(text, limits.max_depth)
+    try:
+        loader = _Loader(text, limits.max_depth)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most control characters)
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise YamlInputError([f"{filename}:{line}:{col}: character #x{exc.character:04x} is not allowed in YAML "
+                              "text"]) from None
     try:
         try:
             root = loader.get_single_node()
