@@ -431,6 +431,11 @@ def parse_limit_args(items: list[str] | None) -> dict:
     bad = [k for k, v in yl.items() if not (isinstance(v, int) and v >= 1)]
     if bad:
         raise ScenarioError(f"--limit {bad[0]}: expected a positive integer, got {out[bad[0]]!r}")
+    try:
+        Limits.model_validate({k: v for k, v in out.items() if k in Limits.model_fields})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ScenarioError(f"--limit {err['loc'][0]}={out[err['loc'][0]]}: {err['msg']}") from None
     return out
 
 

@@ -232,6 +232,8 @@ def test_limits_are_overridable(tmp_path, capsys):
     assert "description" in capsys.readouterr().err
     assert main(["validate", str(p), "--limit", "nosuch=1"]) == 2
     assert "--limit 'nosuch=1'" in capsys.readouterr().err
+    assert main(["validate", str(p), "--limit", "max_nodes=0"]) == 2
+    assert "--limit max_nodes=0: Input should be greater than or equal to 1" in capsys.readouterr().err
 
 
 def test_limits_section_is_checked(tmp_path, capsys):
