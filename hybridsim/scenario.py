@@ -366,10 +366,11 @@ class SurrogateSection(_Model):
 
     model: str = "ridge"
     config: dict[str, Any] = Field(default_factory=dict, description="constructor arguments for a named model")
-    lookback: Optional[StrictInt] = Field(None, ge=1, description="history length given to the model (default: its own)")
+    lookback: Optional[StrictInt] = Field(None, ge=1,
+                                          description="history length given to the model (default: its own)")
     tune: StrictBool = Field(True, description="tune the model online on each truth window")
-    volume_scaling: StrictBool = Field(True, description="predict volume-normalised iteration times, using the bytes each "
-                                                   "iteration sends (known from the workload definition)")
+    volume_scaling: StrictBool = Field(True, description="predict volume-normalised iteration times, using the bytes "
+                                                         "each iteration sends (known from the workload definition)")
     history: Literal["mixed", "truth", "window"] = Field(
         "truth", description="what a history model's look-back holds: mixed = the previous iterations, truth where "
                              "simulated and the model's own predictions where predicted (SMART's autoregressive "
@@ -439,20 +440,22 @@ def parse_limit_args(items: list[str] | None) -> dict:
     return out
 
 
-def _lower_bound_ns(sc: "Scenario") -> float:
-    """A lower bound on the run's virtual duration from its compute phases alone (jobs run side by side)."""
-    lb = 0.0
-    for j in sc.jobs:
+def _lower_bound_ns(sc: "Scenario") -> tuple[float, int]:
+    """A lower bound on the run's virtual duration from its compute phases alone (jobs run side by side), and the
+    job that sets it."""
+    lb, longest = 0.0, 0
+    for i, j in enumerate(sc.jobs):
         if j.iterations is None:
             continue
         per_it = j.compute.delay
         w = j.workload
         if isinstance(w, (MilcWorkload, NearestNeighborWorkload)):
             per_it += w.compute_delay / w.cpu_freq * 1e9
-        lb = max(lb, per_it * j.iterations)
+        if per_it * j.iterations > lb:
+            lb, longest = per_it * j.iterations, i
     if sc.backend.kind == "embedded" and sc.backend.embedded.end_time is not None:
         lb = min(lb, sc.backend.embedded.end_time)
-    return lb
+    return lb, longest
 
 
 def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
@@ -479,12 +482,14 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
                         f"{size} B = {-(-size // topo.packet_size)} packets of {topo.packet_size} B per message, over "
                         f"limits.max_packets_per_message = {lim.max_packets_per_message}"))
     if sc.sampling.ports:
-        windows = _lower_bound_ns(sc) / sc.sampling.interval
+        lb, longest = _lower_bound_ns(sc)
+        windows = lb / sc.sampling.interval
         if windows * topo.n_ports > lim.max_samples:
-            out.append((("sampling", "interval"),
-                        f"at least {windows:.3g} sample windows (the jobs' compute phases alone) x {topo.n_ports} "
-                        f"ports = {windows * topo.n_ports:.3g} port samples, over limits.max_samples = "
-                        f"{lim.max_samples}"))
+            # point at the sampling section if the file has one, else at the job whose compute sets the duration
+            loc = ("sampling", "interval") if "sampling" in sc.model_fields_set else ("jobs", longest)
+            out.append((loc, f"at least {windows:.3g} sample windows of sampling.interval = {sc.sampling.interval:g} "
+                             f"ns (job {sc.jobs[longest].name!r}'s compute phases alone) x {topo.n_ports} ports = "
+                             f"{windows * topo.n_ports:.3g} port samples, over limits.max_samples = {lim.max_samples}"))
     return out
 
 
@@ -660,7 +665,8 @@ def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = 
         problems = format_validation_error(exc, root, filename)
         raise ScenarioError("\n".join(problems), problems) from None
     scenario._yaml_root, scenario._filename = root, filename
-    problems = [f"{scenario.where(loc)}: {'.'.join(str(p) for p in loc)}: {msg}" for loc, msg in limit_problems(scenario)]
+    problems = [f"{scenario.where(loc)}: {'.'.join(str(p) for p in loc)}: {msg}"
+                for loc, msg in limit_problems(scenario)]
     if problems:
         raise ScenarioError("\n".join(problems), problems)
     return scenario

@@ -36,8 +36,14 @@ def laughs(section: str, levels: int = 9) -> str:
     return out
 
 
-PLUGIN_CTOR = "from controllers import Policy\nclass P(Policy):\n    def __init__(self):\n        raise RuntimeError('no')\n" \
-              "    def decide(self, view):\n        return None\n"
+PLUGIN_CTOR = ("from controllers import Policy\nclass P(Policy):\n    def __init__(self):\n"
+               "        raise RuntimeError('no')\n    def decide(self, view):\n        return None\n")
+ITER = "    iterations: 2\n"
+
+
+def topo(extra: str) -> str:
+    """BASE with ``extra`` added to its topology line (line 1)."""
+    return BASE.replace("2}\n", f"2, {extra}}}\n", 1)
 PLUGIN_IMPORT = "raise RuntimeError('broken at import')\n"
 
 #: id -> (files (s.yaml is the scenario), fragments the error must contain, memory/time bomb on main)
@@ -49,34 +55,38 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
                                 ("s.yaml:", "surrogate.config.x", "yaml_nodes"), True),
     "msg_size_1e15": ({"s.yaml": BASE.replace(MSG, "msg_size: 1000000000000000")},
                       ("s.yaml:6:", "jobs.0.workload.msg_size", "max_packets_per_message"), True),
-    "msg_size_1e15_float": ({"s.yaml": BASE.replace(MSG, "msg_size: 1.0e15")},
+    "msg_size_1e15_string": ({"s.yaml": BASE.replace(MSG, "msg_size: 1e15")},  # YAML 1.1 reads 1e15 as a string
                             ("s.yaml:6:", "msg_size", "valid integer"), True),
     "iterations_1e12": ({"s.yaml": BASE.replace("iterations: 2", "iterations: 1000000000000")},
                         ("s.yaml:5:", "jobs.0.iterations", "max_rank_iterations"), True),
     "sampling_interval_1": ({"s.yaml": BASE + "sampling: {interval: 1}\n"},
                             ("s.yaml:7:", "sampling.interval", "greater than or equal to 1000"), True),
-    "bandwidth_1e-300": ({"s.yaml": BASE.replace("2}\n", "2, bandwidth: {local: 1.0e-300}}\n", 1)},
+    "bandwidth_1e-300": ({"s.yaml": topo("bandwidth: {local: 1.0e-300}")},
                          ("s.yaml:1:", "topology.bandwidth.local", "greater than or equal to 0.001"), True),
-    "packet_size_1": ({"s.yaml": BASE.replace("2}\n", "2, packet_size: 1}\n", 1)},
+    "packet_size_1": ({"s.yaml": topo("packet_size: 1")},
                       ("s.yaml:1:", "topology.packet_size", "greater than or equal to 64"), True),
-    "router_delay_inf": ({"s.yaml": BASE.replace("2}\n", "2, router_delay: .inf}\n", 1)},
+    "router_delay_inf": ({"s.yaml": topo("router_delay: .inf")},
                          ("s.yaml:1:", "topology.router_delay", "not a finite number"), True),
-    "compute_delay_1e300": ({"s.yaml": BASE.replace("    iterations: 2\n", "    iterations: 2\n    compute: {delay: 1.0e300}\n")},
+    "compute_delay_1e300": ({"s.yaml": BASE.replace(ITER, ITER + "    compute: {delay: 1.0e300}\n")},
                             ("s.yaml:6:", "jobs.0.compute.delay", "less than or equal to"), True),
-    "compute_delay_max_x_iterations": ({"s.yaml": BASE.replace("    iterations: 2\n",
-                                                               "    iterations: 10\n    compute: {delay: 1.0e12}\n")},
-                                       ("s.yaml:", "sampling.interval", "max_samples"), True),
-    "background_interval_1e-300": ({"s.yaml": BASE.replace("iterations: 2\n    workload: {kind: milc, dimension_sizes: [2, 2], "
-                                                           "msg_size: 4096}", "workload: {kind: uniform_random, interval: 1.0e-300}")
-                                    + "backend: {embedded: {end_time: 1000}}\n"},
-                                   ("s.yaml:5:", "workload.uniform_random.interval", "greater than or equal to 1"), True),
-    "credit_delay_nan": ({"s.yaml": BASE.replace("2}\n", "2, credit_delay: .nan}\n", 1)},
+    "compute_delay_max_x_iterations": ({"s.yaml": BASE.replace(ITER, "    iterations: 10\n"
+                                                                     "    compute: {delay: 1.0e12}\n")},
+                                       ("s.yaml:3:", "jobs.0: at least", "sampling.interval", "max_samples"), True),
+    "sample_windows_x_ports": ({"s.yaml": BASE.replace(ITER, "    iterations: 1000000\n"
+                                                       "    compute: {delay: 1ms}\n") + "sampling: {interval: 10us}\n"},
+                               ("s.yaml:8:", "sampling.interval", "max_samples"), False),
+    "background_interval_1e-300": ({"s.yaml": BASE.replace(ITER, "").replace(
+        "kind: milc, dimension_sizes: [2, 2], msg_size: 4096", "kind: uniform_random, interval: 1.0e-300")
+        + "backend: {embedded: {end_time: 1000}}\n"},
+                                   ("s.yaml:5:", "workload.uniform_random.interval", "greater than or equal to 1"),
+                                   True),
+    "credit_delay_nan": ({"s.yaml": topo("credit_delay: .nan")},
                          ("s.yaml:1:", "topology.credit_delay", "not a finite number"), False),
     "cpu_freq_1e-300": ({"s.yaml": BASE.replace(MSG, "msg_size: 4096, cpu_freq: 1.0e-300")},
                         ("s.yaml:6:", "cpu_freq", "greater than or equal to"), True),
     "end_time_inf_string": ({"s.yaml": BASE + "backend: {embedded: {end_time: inf}}\n"},
                             ("s.yaml:7:", "backend.embedded.end_time", "expected a time"), False),
-    "bandwidth_inf_string": ({"s.yaml": BASE.replace("2}\n", "2, bandwidth: {local: 'inf'}}\n", 1)},
+    "bandwidth_inf_string": ({"s.yaml": topo("bandwidth: {local: 'inf'}")},
                              ("s.yaml:1:", "topology.bandwidth.local", "finite"), False),
     # -- tracebacks on main
     "deep_yaml_100k": ({"s.yaml": BASE + "description: " + "[" * 100_000 + "]" * 100_000 + "\n"},
@@ -88,12 +98,15 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
                                                    "groups: 1000, routers_per_group: 1000, terminals_per_router: 1000, "
                                                    "global_channels_per_router: 1")},
                            ("s.yaml:1:", "topology", "max_nodes"), True),
-    "topology_huge_radix": ({"s.yaml": BASE.replace("global_channels_per_router: 2", "global_channels_per_router: 100000000")},
+    "topology_huge_radix": ({"s.yaml": BASE.replace("global_channels_per_router: 2",
+                                                    "global_channels_per_router: 100000000")},
                             ("s.yaml:1:", "topology", "max_ports"), True),
     "alloc_non_utf8": ({"s.yaml": BASE + "placement: {policy: file, file: alloc.txt}\n",
-                        "alloc.txt": b"0 1 2 \xff\xfe 3\n"}, ("s.yaml:7:", "placement", "alloc.txt:1:7", "0xff"), False),
+                        "alloc.txt": b"0 1 2 \xff\xfe 3\n"},
+                       ("s.yaml:7:", "placement", "alloc.txt:1:7", "0xff"), False),
     "alloc_huge_id": ({"s.yaml": BASE + "placement: {policy: file, file: alloc.txt}\n",
-                       "alloc.txt": "0 1 2 " + "9" * 5000 + "\n"}, ("s.yaml:7:", "alloc.txt:1", "not an integer"), False),
+                       "alloc.txt": "0 1 2 " + "9" * 5000 + "\n"},
+                      ("s.yaml:7:", "alloc.txt:1", "not an integer"), False),
     "huge_integer_literal": ({"s.yaml": BASE + "seed: " + "9" * 5000 + "\n"},
                              ("s.yaml:7:", "seed", "64 bits"), False),
     "huge_integer_groups": ({"s.yaml": BASE.replace("groups: 9", "groups: 1000000000000000000000000000000")},
@@ -108,7 +121,8 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
     "two_documents": ({"s.yaml": BASE + "---\n" + BASE}, ("s.yaml:7:", "single document"), False),
     "python_tag": ({"s.yaml": BASE + "name: !!python/object/apply:os.system ['echo pwned']\n"},
                    ("s.yaml:7:", "python/object/apply"), False),
-    "too_many_bytes": ({"s.yaml": BASE + "description: '" + "x" * (5 * 2**20) + "'\n"}, ("s.yaml", "yaml_bytes"), False),
+    "too_many_bytes": ({"s.yaml": BASE + "description: '" + "x" * (5 * 2**20) + "'\n"}, ("s.yaml", "yaml_bytes"),
+                       False),
     # -- late or silent
     "unknown_policy": ({"s.yaml": BASE + "controller: {policy: nosuch}\n"},
                        ("s.yaml:7:", "controller.policy", "unknown policy 'nosuch'"), False),
@@ -134,7 +148,7 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
     "plugin_import_raises": ({"s.yaml": BASE + "controller: {policy: 'hostile_import:P'}\n",
                               "hostile_import.py": PLUGIN_IMPORT},
                              ("s.yaml:7:", "controller.policy", "broken at import"), False),
-    "duplicate_key": ({"s.yaml": BASE.replace("    iterations: 2\n", "    iterations: 2\n    ranks: 8\n")},
+    "duplicate_key": ({"s.yaml": BASE.replace(ITER, ITER + "    ranks: 8\n")},
                       ("s.yaml:6:5", "jobs.0.ranks", "duplicate key 'ranks'", "first at line 4"), False),
     "duplicate_section": ({"s.yaml": BASE + "topology: {groups: 2}\n"},
                           ("s.yaml:7:1", "duplicate key 'topology'", "first at line 1"), False),
@@ -142,8 +156,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
                     ("s.yaml:1:", "topology.groups", "valid integer"), False),
     "iterations_yes": ({"s.yaml": BASE.replace("iterations: 2", "iterations: yes")},
                        ("s.yaml:5:", "jobs.0.iterations", "valid integer"), False),
-    "ranks_float": ({"s.yaml": BASE.replace("ranks: 4", "ranks: 4.0")}, ("s.yaml:4:", "jobs.0.ranks", "valid integer"), False),
-    "ports_as_number": ({"s.yaml": BASE + "sampling: {ports: 1}\n"}, ("s.yaml:7:", "sampling.ports", "valid boolean"), False),
+    "ranks_float": ({"s.yaml": BASE.replace("ranks: 4", "ranks: 4.0")}, ("s.yaml:4:", "jobs.0.ranks", "valid integer"),
+                    False),
+    "ports_as_number": ({"s.yaml": BASE + "sampling: {ports: 1}\n"}, ("s.yaml:7:", "sampling.ports", "valid boolean"),
+                        False),
 }
 
 
