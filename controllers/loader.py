@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from importlib.metadata import entry_points
@@ -54,6 +55,8 @@ def _resolve(spec: str, search_paths: tuple[str, ...] = ()) -> type:
             module = _import(mod, search_paths + (os.getcwd(),))
         except ImportError as exc:
             raise PolicyError(f"policy {spec!r}: cannot import module {mod!r}: {exc}") from exc
+        except Exception as exc:  # a plug-in's own code failed at import
+            raise PolicyError(f"policy {spec!r}: importing module {mod!r} raised {type(exc).__name__}: {exc}") from exc
         try:
             return getattr(module, attr)
         except AttributeError:
@@ -62,14 +65,40 @@ def _resolve(spec: str, search_paths: tuple[str, ...] = ()) -> type:
                       "or give 'module:Class'")
 
 
-def load_policy(spec: str, params: dict | None = None, search_paths: tuple[str, ...] = ()) -> Policy:
-    """Instantiate the policy named ``spec`` with keyword ``params``."""
+def policy_class(spec: str, search_paths: tuple[str, ...] = ()) -> type:
+    """The class the policy name ``spec`` stands for (imports a plug-in, instantiates nothing)."""
     cls = _resolve(spec, tuple(str(p) for p in search_paths))
     if not (isinstance(cls, type) and issubclass(cls, Policy)):
         # duck typing is allowed: any class with decide(view)
         if not callable(getattr(cls, "decide", None)):
             raise PolicyError(f"policy {spec!r} is not a Policy (no decide(view) method)")
+    return cls
+
+
+def unknown_params(cls: type, params: dict) -> list[str]:
+    """The keys of ``params`` that ``cls``'s constructor does not take (none if it takes ``**kwargs``)."""
     try:
-        return cls(**(params or {}))
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):  # no introspectable signature: let the constructor judge
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return []
+    ok = {n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return [k for k in params if k not in ok]
+
+
+def load_policy(spec: str, params: dict | None = None, search_paths: tuple[str, ...] = ()) -> Policy:
+    """Instantiate the policy named ``spec`` with keyword ``params``. Any failure, including an exception a
+    plug-in's import or constructor raises, is a :class:`PolicyError`."""
+    cls = policy_class(spec, search_paths)
+    params = params or {}
+    bad = unknown_params(cls, params)
+    if bad:
+        valid = [n for n in inspect.signature(cls).parameters if n != "self"]
+        raise PolicyError(f"policy {spec!r}: unknown parameter {bad[0]!r} (it takes: {', '.join(valid) or 'none'})")
+    try:
+        return cls(**params)
     except (TypeError, ValueError) as exc:
-        raise PolicyError(f"policy {spec!r}: bad parameters {params or {}}: {exc}") from None
+        raise PolicyError(f"policy {spec!r}: bad parameters {params}: {exc}") from None
+    except Exception as exc:  # a plug-in's constructor failed
+        raise PolicyError(f"policy {spec!r}: constructor raised {type(exc).__name__}: {exc}") from None

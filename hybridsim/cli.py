@@ -47,12 +47,18 @@ def _err(msg: str) -> None:
 
 # ------------------------------------------------------------------------------------------------------ validate
 def cmd_validate(args) -> int:
-    from .scenario import ScenarioError, load_scenario
+    from .preflight import check_hybrid
+    from .scenario import ScenarioError, load_scenario, parse_limit_args
 
+    try:
+        limits = parse_limit_args(args.limit)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
     bad = 0
     for f in args.files:
         try:
-            sc = load_scenario(f)
+            sc = load_scenario(f, limits=limits)
+            check_hybrid(sc)
         except ScenarioError as exc:
             bad += 1
             print(str(exc), file=sys.stderr)
@@ -107,6 +113,13 @@ def write_port_graph(topo, out: Path) -> None:
             fh.write(f"{s},{d}\n")
 
 
+def add_limit_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", action="append", metavar="NAME=VALUE",
+                   help="raise or lower a scenario limit (repeatable; overrides the file's limits: section): "
+                        "max_nodes, max_ports, max_rank_iterations, max_packets_per_message, max_samples, deadline "
+                        "(wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
+
+
 # ------------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybridsim",
@@ -119,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check scenario files without running them")
     p.add_argument("files", nargs="+", metavar="FILE")
+    add_limit_argument(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("topology", help="describe a scenario's Dragonfly (counts, radix, diameter)")

@@ -5,17 +5,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .cli import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
+from .cli import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError, add_limit_argument
 
 
 def cmd_run(args) -> int:
     from .rundir import RunDirError
     from .runner import RunError, run_scenario_file
-    from .scenario import ScenarioError
+    from .scenario import ScenarioError, parse_limit_args
 
     try:
         rd, _result, summary = run_scenario_file(args.scenario, outdir=args.output, force=args.force,
-                                                 mode=args.mode, progress=not args.no_progress, argv=sys.argv)
+                                                 mode=args.mode, progress=not args.no_progress, argv=sys.argv,
+                                                 limits=parse_limit_args(args.limit))
     except (ScenarioError, RunDirError) as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except RunError as exc:
@@ -47,6 +48,7 @@ def register(sub) -> None:
     p.add_argument("--mode", choices=["simulate", "hybrid"], default="simulate",
                    help="simulate: pure simulation; hybrid: controller loop with the surrogate")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_limit_argument(p)
     p.set_defaults(func=cmd_run)
     _register_more(sub)
 

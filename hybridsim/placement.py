@@ -20,17 +20,25 @@ class PlacementError(ValueError):
 def read_alloc_file(path: str | Path) -> list[list[int]]:
     """CODES allocation file: line j = whitespace-separated terminal ids of job j's ranks (rank order)."""
     out = []
-    with open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise PlacementError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("ascii")
+            except UnicodeDecodeError as exc:
+                raise PlacementError(f"{path}:{lineno}:{exc.start + 1}: not a text file of node ids "
+                                     f"(byte 0x{raw[exc.start]:02x})") from None
             toks = line.split()
             if not toks:
                 continue
             ids = []
             for tok in toks:
-                try:
-                    ids.append(int(tok))
-                except ValueError:
-                    raise PlacementError(f"{path}:{lineno}: node id {tok!r} is not an integer") from None
+                if len(tok) > 19 or not tok.lstrip("-").isdigit():
+                    raise PlacementError(f"{path}:{lineno}: node id {tok[:40]!r} is not an integer")
+                ids.append(int(tok))
             out.append(ids)
     return out
 

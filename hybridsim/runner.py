@@ -160,6 +160,10 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
 
     if mode not in ("simulate", "hybrid"):
         raise RunError(f"unknown mode {mode!r}")
+    if mode == "hybrid" and controller is None and scenario.backend.kind != "codes":
+        from .preflight import check_hybrid
+
+        check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
     topology = scenario.build_topology()
     placement = place_jobs(scenario, topology)
     rd = RunDir.create(outdir, kind=f"run-{mode}", scenario=scenario_to_dict(scenario), seed=scenario.seed,
@@ -245,9 +249,9 @@ def _energy_summary(scenario, result: SimulationResult) -> dict | None:
     return energy_report(scenario, result.records, link_bytes=result.link_totals)
 
 
-def run_scenario_file(path, outdir=None, force=False, mode="simulate", progress=True, argv=None):
+def run_scenario_file(path, outdir=None, force=False, mode="simulate", progress=True, argv=None, limits=None):
     from .scenario import load_scenario
 
-    scenario = load_scenario(path)
+    scenario = load_scenario(path, limits=limits)
     out = Path(outdir) if outdir else default_outdir(scenario, path)
     return run_scenario(scenario, out, force=force, mode=mode, progress=progress, argv=argv)

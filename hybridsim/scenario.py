@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator,
+                      model_validator)
 
+from . import yamlio
 from .topology import Dragonfly, DragonflyShape, TopologyError
 from .units import Duration, bytes_to_ns
+from .yamlio import YamlInputError, YamlLimits, locate, locate_key
+from .yamlio import where as _where
 
 
 class ScenarioError(ValueError):
@@ -31,7 +35,18 @@ class ScenarioError(ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True, allow_inf_nan=False)
+
+
+#: sanity bounds: values beyond them make a run endless or meaningless (virtual time stops advancing, one packet per
+#: byte, a link that never delivers), so they are validation errors rather than limits to raise
+MIN_BANDWIDTH, MAX_BANDWIDTH = 1e-3, 1e6        # GiB/s
+MAX_LINK_DELAY = 1e9                            # ns (1 s) per hop: router, link, credit
+MAX_COMPUTE_DELAY = 1e12                        # ns (1000 s) per compute phase or interval
+MIN_SAMPLE_INTERVAL = 1000.0                    # ns
+MIN_PACKET_SIZE = 64                            # bytes
+MIN_FREQ, MAX_FREQ = 1e6, 1e12                  # Hz
+MAX_CYCLES = 1e15                               # CPU cycles per compute phase
 
 
 # ---------------------------------------------------------------------------------------------------------- topology
@@ -49,26 +64,26 @@ class PerLinkClass(_Model):
 class Bandwidth(PerLinkClass):
     """Link bandwidth per class in GiB/s (2^30 B/s, as CODES)."""
 
-    local: float = Field(5.25, gt=0)
-    global_: float = Field(4.7, gt=0, alias="global")
-    terminal: float = Field(5.25, gt=0)
+    local: float = Field(5.25, ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)
+    global_: float = Field(4.7, ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH, alias="global")
+    terminal: float = Field(5.25, ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)
 
 
 class Latency(_Model):
     """Link propagation latency per class in ns; ``null`` = one packet's serialisation time at that link's bandwidth
     (CODES' default, 726.6 ns at 5.25 GiB/s for 4 KiB)."""
 
-    local: Optional[Duration] = Field(None, ge=0)
-    global_: Optional[Duration] = Field(None, ge=0, alias="global")
-    terminal: Optional[Duration] = Field(None, ge=0)
+    local: Optional[Duration] = Field(None, ge=0, le=MAX_LINK_DELAY)
+    global_: Optional[Duration] = Field(None, ge=0, le=MAX_LINK_DELAY, alias="global")
+    terminal: Optional[Duration] = Field(None, ge=0, le=MAX_LINK_DELAY)
 
 
 class VcBuffer(_Model):
     """Bytes per virtual-channel buffer, per link class of the output port."""
 
-    local: int = Field(16384, gt=0)
-    global_: int = Field(16384, gt=0, alias="global")
-    terminal: int = Field(32768, gt=0)
+    local: StrictInt = Field(16384, gt=0)
+    global_: StrictInt = Field(16384, gt=0, alias="global")
+    terminal: StrictInt = Field(32768, gt=0)
 
 
 class Connections(_Model):
@@ -82,17 +97,18 @@ class Connections(_Model):
 class Topology(_Model):
     """1D Dragonfly (CODES dragonfly-dally)."""
 
-    groups: int = Field(33, ge=1)
-    routers_per_group: int = Field(8, ge=1)
-    terminals_per_router: int = Field(4, ge=1)
-    global_channels_per_router: int = Field(4, ge=1)
+    groups: StrictInt = Field(33, ge=1)
+    routers_per_group: StrictInt = Field(8, ge=1)
+    terminals_per_router: StrictInt = Field(4, ge=1)
+    global_channels_per_router: StrictInt = Field(4, ge=1)
     bandwidth: Bandwidth = Field(default_factory=Bandwidth)
     latency: Latency = Field(default_factory=Latency)
-    router_delay: Duration = Field(100.0, ge=0)
-    credit_delay: Optional[Duration] = Field(None, ge=0, description="ns; null = 8 B at the local bandwidth (CODES)")
+    router_delay: Duration = Field(100.0, ge=0, le=MAX_LINK_DELAY)
+    credit_delay: Optional[Duration] = Field(None, ge=0, le=MAX_LINK_DELAY,
+                                             description="ns; null = 8 B at the local bandwidth (CODES)")
     vc_buffer: VcBuffer = Field(default_factory=VcBuffer)
-    num_vcs: int = Field(4, ge=1, le=16)
-    packet_size: int = Field(4096, gt=0)
+    num_vcs: StrictInt = Field(4, ge=1, le=16)
+    packet_size: StrictInt = Field(4096, ge=MIN_PACKET_SIZE)
     routing: Literal["minimal", "nonminimal", "adaptive", "prog-adaptive"] = "prog-adaptive"
     global_arrangement: Literal["codes"] = "codes"
     connections: Optional[Connections] = None
@@ -114,6 +130,12 @@ class Topology(_Model):
                 f"{self.groups} groups need >= {self.groups - 1} global channels per group, but routers_per_group x "
                 f"global_channels_per_router = {self.routers_per_group * self.global_channels_per_router}")
         return self
+
+    @property
+    def n_ports(self) -> int:
+        """Router ports (computed from the shape, without building the Dragonfly)."""
+        radix = (self.routers_per_group - 1) + self.global_channels_per_router + self.terminals_per_router
+        return self.groups * self.routers_per_group * radix
 
     @property
     def shape(self) -> DragonflyShape:
@@ -152,25 +174,25 @@ class MilcWorkload(_Model):
     over ``dimension_sizes``, compute ``compute_delay`` cycles, Waitall), then two 8-B allreduces."""
 
     kind: Literal["milc"]
-    dimension_sizes: list[int] = Field(min_length=1)
-    msg_size: int = Field(49152, ge=0)
-    compute_delay: float = Field(100, ge=0, description="CPU cycles per half-iteration (SWM)")
-    max_dimension_distance: int = Field(1, ge=1)
-    cpu_freq: float = Field(4e9, gt=0)
-    allreduce_count: int = Field(2, ge=0)
-    allreduce_size: int = Field(8, ge=0)
+    dimension_sizes: list[StrictInt] = Field(min_length=1)
+    msg_size: StrictInt = Field(49152, ge=0)
+    compute_delay: float = Field(100, ge=0, le=MAX_CYCLES, description="CPU cycles per half-iteration (SWM)")
+    max_dimension_distance: StrictInt = Field(1, ge=1)
+    cpu_freq: float = Field(4e9, ge=MIN_FREQ, le=MAX_FREQ)
+    allreduce_count: StrictInt = Field(2, ge=0)
+    allreduce_size: StrictInt = Field(8, ge=0)
 
 
 class LammpsWorkload(_Model):
     """SWM LAMMPS: 3D domain decomposition, ghost/k-space/FFT exchanges with sizes that vary step to step."""
 
     kind: Literal["lammps"]
-    num_x_replicas: int = Field(1, ge=1)
-    num_y_replicas: int = Field(1, ge=1)
-    num_z_replicas: int = Field(1, ge=1)
-    router_freq: float = Field(800e6, gt=0)
-    cpu_freq: float = Field(4e9, gt=0)
-    cpu_sim_speedup: float = Field(1e6, gt=0)
+    num_x_replicas: StrictInt = Field(1, ge=1)
+    num_y_replicas: StrictInt = Field(1, ge=1)
+    num_z_replicas: StrictInt = Field(1, ge=1)
+    router_freq: float = Field(800e6, ge=MIN_FREQ, le=MAX_FREQ)
+    cpu_freq: float = Field(4e9, ge=MIN_FREQ, le=MAX_FREQ)
+    cpu_sim_speedup: float = Field(1e6, ge=1e-3, le=1e12)
 
 
 class NearestNeighborWorkload(_Model):
@@ -178,12 +200,12 @@ class NearestNeighborWorkload(_Model):
     (3 in 3D = 26 neighbours, the 27-point stencil), then one Waitall."""
 
     kind: Literal["nearest_neighbor", "nn"]
-    dimension_sizes: list[int] = Field(min_length=1)
-    msg_size: int = Field(32768, ge=0)
-    max_dimension_distance: int = Field(1, ge=1)
-    compute_delay: float = Field(0, ge=0, description="CPU cycles per iteration")
-    cpu_freq: float = Field(4e9, gt=0)
-    iterations_per_sync: int = Field(1, ge=1, description="SWM iterations between Waitalls; one hybridsim "
+    dimension_sizes: list[StrictInt] = Field(min_length=1)
+    msg_size: StrictInt = Field(32768, ge=0)
+    max_dimension_distance: StrictInt = Field(1, ge=1)
+    compute_delay: float = Field(0, ge=0, le=MAX_CYCLES, description="CPU cycles per iteration")
+    cpu_freq: float = Field(4e9, ge=MIN_FREQ, le=MAX_FREQ)
+    iterations_per_sync: StrictInt = Field(1, ge=1, description="SWM iterations between Waitalls; one hybridsim "
                                      "iteration = one such group")
 
 
@@ -192,16 +214,16 @@ class UniformRandomWorkload(_Model):
     drawn other rank of the job, no MPI protocol. Runs until every other job has finished."""
 
     kind: Literal["uniform_random", "synthetic1"]
-    msg_size: int = Field(4096, gt=0)
-    interval: Duration = Field(4000.0, gt=0)
+    msg_size: StrictInt = Field(4096, gt=0)
+    interval: Duration = Field(4000.0, ge=1.0, le=MAX_COMPUTE_DELAY, description="ns between messages, >= 1")
 
 
 class AllreduceWorkload(_Model):
     """Allreduce only: ``count`` allreduces of ``size`` bytes per iteration (recursive doubling)."""
 
     kind: Literal["allreduce"]
-    size: int = Field(8, ge=0)
-    count: int = Field(1, ge=1)
+    size: StrictInt = Field(8, ge=0)
+    count: StrictInt = Field(1, ge=1)
 
 
 class CustomWorkload(_Model):
@@ -224,14 +246,14 @@ class Compute(_Model):
     """Compute phase added at the start of every iteration of every rank (on top of the workload's own compute).
     The node model (``machine:``) may replace ``delay`` by kernels."""
 
-    delay: Duration = Field(0.0, ge=0)
+    delay: Duration = Field(0.0, ge=0, le=MAX_COMPUTE_DELAY)
     kernels: Optional[list[dict[str, Any]]] = None
 
 
 class Job(_Model):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
-    ranks: int = Field(ge=1)
-    iterations: Optional[int] = Field(None, ge=1, description="null only for background (uniform_random) jobs")
+    ranks: StrictInt = Field(ge=1)
+    iterations: Optional[StrictInt] = Field(None, ge=1, description="null only for background (uniform_random) jobs")
     workload: Workload
     compute: Compute = Field(default_factory=Compute)
 
@@ -264,7 +286,7 @@ class Placement(_Model):
     ``seed`` defaults to the scenario seed."""
 
     policy: Literal["contiguous", "random", "random-router", "random-group", "file"] = "contiguous"
-    seed: Optional[int] = None
+    seed: Optional[StrictInt] = None
     file: Optional[Path] = None
 
     @model_validator(mode="after")
@@ -278,9 +300,9 @@ class Placement(_Model):
 
 # ---------------------------------------------------------------------------------------------------------- backend
 class EmbeddedBackend(_Model):
-    debug: bool = Field(False, description="check invariants (credits, buffers, byte conservation) as it runs")
-    progress: bool = True
-    max_events: Optional[int] = Field(None, ge=1)
+    debug: StrictBool = Field(False, description="check invariants (credits, buffers, byte conservation) as it runs")
+    progress: StrictBool = True
+    max_events: Optional[StrictInt] = Field(None, ge=1)
     end_time: Optional[Duration] = Field(None, gt=0, description="stop at this virtual time (ns)")
 
 
@@ -288,12 +310,12 @@ class CodesBackend(_Model):
     bin_dir: Optional[Path] = Field(None, description="folder with model-net-mpi-replay; default $CODES_BIN_DIR")
     executable: str = "model-net-mpi-replay"
     mpirun: str = "mpirun"
-    np: int = Field(1, ge=1)
+    np: StrictInt = Field(1, ge=1)
     synch: Literal["sequential", "optimistic"] = "sequential"
     extra_args: list[str] = Field(default_factory=list)
     timeout: Optional[Duration] = Field(None, gt=0, description="wall-clock seconds x 1e9 (ns) or '30min'-style")
-    sample_count: int = Field(400, ge=1, description="--sample-count: model-stats samples pre-allocated per LP")
-    payload_size: int = Field(4096, gt=0, description="--payload_sz for synthetic background jobs")
+    sample_count: StrictInt = Field(400, ge=1, description="--sample-count: model-stats samples pre-allocated per LP")
+    payload_size: StrictInt = Field(4096, gt=0, description="--payload_sz for synthetic background jobs")
 
     @model_validator(mode="after")
     def _check(self) -> "CodesBackend":
@@ -327,13 +349,14 @@ class Backend(_Model):
 
 
 class Sampling(_Model):
-    interval: Duration = Field(250_000.0, gt=0, description="port sample window, ns (default 250 us)")
-    ports: bool = Field(True, description="record per-port samples")
+    interval: Duration = Field(250_000.0, ge=MIN_SAMPLE_INTERVAL, le=MAX_COMPUTE_DELAY,
+                               description="port sample window, ns (default 250 us, at least 1 us)")
+    ports: StrictBool = Field(True, description="record per-port samples")
 
 
 class Output(_Model):
     dir: Optional[Path] = Field(None, description="run directory; default results/<scenario file stem>")
-    ports: bool = Field(True, description="write ports.parquet")
+    ports: StrictBool = Field(True, description="write ports.parquet")
 
 
 # ---------------------------------------------------------------------------------------------------------- hybrid loop
@@ -343,10 +366,11 @@ class SurrogateSection(_Model):
 
     model: str = "ridge"
     config: dict[str, Any] = Field(default_factory=dict, description="constructor arguments for a named model")
-    lookback: Optional[int] = Field(None, ge=1, description="history length given to the model (default: its own)")
-    tune: bool = Field(True, description="tune the model online on each truth window")
-    volume_scaling: bool = Field(True, description="predict volume-normalised iteration times, using the bytes each "
-                                                   "iteration sends (known from the workload definition)")
+    lookback: Optional[StrictInt] = Field(None, ge=1,
+                                          description="history length given to the model (default: its own)")
+    tune: StrictBool = Field(True, description="tune the model online on each truth window")
+    volume_scaling: StrictBool = Field(True, description="predict volume-normalised iteration times, using the bytes "
+                                                         "each iteration sends (known from the workload definition)")
     history: Literal["mixed", "truth", "window"] = Field(
         "truth", description="what a history model's look-back holds: mixed = the previous iterations, truth where "
                              "simulated and the model's own predictions where predicted (SMART's autoregressive "
@@ -361,18 +385,119 @@ class ControllerSection(_Model):
 
     policy: str = "aligned"
     params: dict[str, Any] = Field(default_factory=dict)
-    keep_background: bool = Field(True, description="predicted jobs leave their last measured link load behind")
+    keep_background: StrictBool = Field(True, description="predicted jobs leave their last measured link load behind")
     sync: Literal["job", "rank"] = Field(
         "job", description="job: a predicted iteration ends at the same time on every rank of the job (the latest "
                            "start plus the median predicted time), as bulk-synchronous codes do; rank: each rank ends "
                            "at its own start plus its own prediction")
 
 
+# ---------------------------------------------------------------------------------------------------------- limits
+class Limits(_Model):
+    """Bounds on what a scenario asks for, checked before anything is built or written; raise them here or with
+    ``--limit NAME=VALUE`` (which wins). The YAML text itself is bounded by ``yaml_bytes``/``yaml_depth``/
+    ``yaml_nodes`` (:class:`hybridsim.yamlio.YamlLimits`), settable only with ``--limit``."""
+
+    max_nodes: StrictInt = Field(100_000, ge=1, description="terminals of the topology")
+    max_ports: StrictInt = Field(2_000_000, ge=1, description="router ports of the topology")
+    max_rank_iterations: StrictInt = Field(10_000_000, ge=1, description="sum over jobs of ranks x iterations")
+    max_packets_per_message: StrictInt = Field(65_536, ge=1, description="ceil(message size / packet_size)")
+    max_samples: StrictInt = Field(20_000_000, ge=1, description="port samples of a run: windows x ports")
+    deadline: Optional[float] = Field(None, gt=0, description="wall-clock seconds; a run still going then fails "
+                                                              "with reason 'deadline' (default: none)")
+
+
+#: ``--limit`` names: the :class:`Limits` fields and the YAML bounds
+LIMIT_NAMES = tuple(Limits.model_fields) + tuple(YamlLimits.CLI_NAMES)
+
+
+def parse_limit_args(items: list[str] | None) -> dict:
+    """``["max_nodes=2000000", "deadline=600"]`` -> dict; raises :class:`ScenarioError` naming the bad item."""
+    out: dict = {}
+    for item in items or ():
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or name not in LIMIT_NAMES:
+            raise ScenarioError(f"--limit {item!r}: expected NAME=VALUE with NAME one of {', '.join(LIMIT_NAMES)}")
+        value = value.strip()
+        if value.lower() in ("none", "null", ""):
+            out[name] = None
+            continue
+        try:
+            num = float(value)
+        except ValueError:
+            raise ScenarioError(f"--limit {item!r}: {value!r} is not a number") from None
+        out[name] = int(num) if num.is_integer() and name != "deadline" else num
+    yl = {k: v for k, v in out.items() if k in YamlLimits.CLI_NAMES}
+    bad = [k for k, v in yl.items() if not (isinstance(v, int) and v >= 1)]
+    if bad:
+        raise ScenarioError(f"--limit {bad[0]}: expected a positive integer, got {out[bad[0]]!r}")
+    try:
+        Limits.model_validate({k: v for k, v in out.items() if k in Limits.model_fields})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ScenarioError(f"--limit {err['loc'][0]}={out[err['loc'][0]]}: {err['msg']}") from None
+    return out
+
+
+def _lower_bound_ns(sc: "Scenario") -> tuple[float, int]:
+    """A lower bound on the run's virtual duration from its compute phases alone (jobs run side by side), and the
+    job that sets it."""
+    lb, longest = 0.0, 0
+    for i, j in enumerate(sc.jobs):
+        if j.iterations is None:
+            continue
+        per_it = j.compute.delay
+        w = j.workload
+        if isinstance(w, (MilcWorkload, NearestNeighborWorkload)):
+            per_it += w.compute_delay / w.cpu_freq * 1e9
+        if per_it * j.iterations > lb:
+            lb, longest = per_it * j.iterations, i
+    if sc.backend.kind == "embedded" and sc.backend.embedded.end_time is not None:
+        lb = min(lb, sc.backend.embedded.end_time)
+    return lb, longest
+
+
+def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
+    """(field path, message) for every limit the scenario exceeds; cheap arithmetic only, nothing is built."""
+    lim, topo, out = sc.limits, sc.topology, []
+    if topo.n_terminals > lim.max_nodes:
+        out.append((("topology",), f"{topo.n_terminals} terminals ({topo.groups} groups x {topo.routers_per_group} "
+                                   f"routers x {topo.terminals_per_router}) exceed limits.max_nodes = {lim.max_nodes}"))
+    if topo.n_ports > lim.max_ports:
+        out.append((("topology",), f"{topo.n_ports} router ports exceed limits.max_ports = {lim.max_ports}"))
+    work = [(i, j.ranks * j.iterations) for i, j in enumerate(sc.jobs) if j.iterations is not None]
+    total = sum(w for _i, w in work)
+    if total > lim.max_rank_iterations:
+        big = max(work, key=lambda x: x[1])[0]
+        out.append((("jobs", big, "iterations"), f"ranks x iterations over all jobs = {total} exceed "
+                                                 f"limits.max_rank_iterations = {lim.max_rank_iterations}"))
+    for i, j in enumerate(sc.jobs):
+        w = j.workload
+        field = "size" if isinstance(w, AllreduceWorkload) else "msg_size"
+        size = getattr(w, field, None) if isinstance(w, (MilcWorkload, NearestNeighborWorkload, AllreduceWorkload,
+                                                         UniformRandomWorkload)) else None
+        if size is not None and -(-size // topo.packet_size) > lim.max_packets_per_message:
+            out.append((("jobs", i, "workload", field),
+                        f"{size} B = {-(-size // topo.packet_size)} packets of {topo.packet_size} B per message, over "
+                        f"limits.max_packets_per_message = {lim.max_packets_per_message}"))
+    if sc.sampling.ports:
+        lb, longest = _lower_bound_ns(sc)
+        windows = lb / sc.sampling.interval
+        if windows * topo.n_ports > lim.max_samples:
+            # point at the sampling section if the file has one, else at the job whose compute sets the duration
+            loc = ("sampling", "interval") if "sampling" in sc.model_fields_set else ("jobs", longest)
+            out.append((loc, f"at least {windows:.3g} sample windows of sampling.interval = {sc.sampling.interval:g} "
+                             f"ns (job {sc.jobs[longest].name!r}'s compute phases alone) x {topo.n_ports} ports = "
+                             f"{windows * topo.n_ports:.3g} port samples, over limits.max_samples = {lim.max_samples}"))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------- scenario
 class Scenario(_Model):
     name: Optional[str] = None
     description: Optional[str] = None
-    seed: int = Field(1, ge=0)
+    seed: StrictInt = Field(1, ge=0)
     topology: Topology = Field(default_factory=Topology)
     jobs: list[Job] = Field(min_length=1)
     placement: Placement = Field(default_factory=Placement)
@@ -383,9 +508,13 @@ class Scenario(_Model):
     controller: ControllerSection = Field(default_factory=ControllerSection)
     # the node model (roofline / energy) validates this section itself (hybridsim.energy)
     machine: Optional[dict[str, Any]] = None
+    limits: Limits = Field(default_factory=Limits)
 
     # where the file came from (not part of the schema)
     _source: Optional[Path] = None
+    # the composed YAML tree and the file name errors name (set by parse_scenario)
+    _yaml_root: Optional[Any] = None
+    _filename: Optional[str] = None
 
     @model_validator(mode="after")
     def _check(self) -> "Scenario":
@@ -422,38 +551,20 @@ class Scenario(_Model):
                 return i
         raise KeyError(name)
 
+    def where(self, loc: tuple) -> str:
+        """``file:line:column`` of the field at ``loc`` (as near as the YAML goes), or the file name."""
+        filename = self._filename or (str(self._source) if self._source else "<scenario>")
+        node = locate(self._yaml_root, loc) if self._yaml_root is not None else None
+        return _where(filename, node) if node is not None else filename
+
+    def error(self, loc: tuple, message: str) -> "ScenarioError":
+        """A :class:`ScenarioError` located at the field ``loc``."""
+        return ScenarioError(f"{self.where(loc)}: {'.'.join(str(p) for p in loc)}: {message}")
+
 
 # ---------------------------------------------------------------------------------------------------------- loading
-def _node_for(root: yaml.Node | None, loc: tuple) -> yaml.Node | None:
-    """Follow a pydantic error location through the composed YAML tree; return the deepest node reached."""
-    node = root
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            nxt = None
-            for k, v in node.value:
-                if k.value == part or (part == "global" and k.value == "global"):
-                    nxt = (k, v)
-                    break
-            if nxt is None:
-                return node
-            node = nxt[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if part >= len(node.value):
-                return node
-            node = node.value[part]
-        else:
-            # discriminated-union tags (e.g. 'milc') and similar are not YAML keys: skip them
-            continue
-    return node
-
-
-def _key_node_for(root: yaml.Node | None, loc: tuple) -> yaml.Node | None:
-    parent = _node_for(root, loc[:-1])
-    if isinstance(parent, yaml.MappingNode):
-        for k, _v in parent.value:
-            if k.value == loc[-1]:
-                return k
-    return parent
+_node_for = locate          # kept for hybridsim.energy
+_key_node_for = locate_key
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:
@@ -530,64 +641,66 @@ def format_validation_error(exc: ValidationError, root: yaml.Node | None, filena
     return problems
 
 
-def parse_scenario(text: str, filename: str = "<string>") -> Scenario:
-    """Parse and validate scenario YAML text. Raises :class:`ScenarioError`."""
+def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = None) -> Scenario:
+    """Parse and validate scenario YAML text, then check it against its limits (``limits``: ``--limit`` overrides,
+    which win over the file's ``limits:`` section). Raises :class:`ScenarioError`."""
+    limits = limits or {}
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
-        problem = getattr(exc, "problem", None) or str(exc)
-        ctx = getattr(exc, "context", None)
-        raise ScenarioError(f"{where}: YAML syntax error: {problem}" + (f" ({ctx})" if ctx else "")) from None
+        data, root = yamlio.load(text, filename, YamlLimits().updated(limits))
+    except YamlInputError as exc:
+        raise ScenarioError(str(exc), exc.problems) from None
     if data is None:
         raise ScenarioError(f"{filename}:1:1: empty scenario file (expected a mapping with at least 'jobs')")
     if not isinstance(data, dict):
-        raise ScenarioError(f"{filename}:1:1: <top level>: expected a mapping of sections, got {type(data).__name__}")
+        raise ScenarioError(f"{_where(filename, root)}: <top level>: expected a mapping of sections, got "
+                            f"{type(data).__name__}")
+    overrides = {k: v for k, v in limits.items() if k in Limits.model_fields}
+    if overrides:
+        file_limits = data.get("limits") or {}
+        if isinstance(file_limits, dict):
+            data = {**data, "limits": {**file_limits, **overrides}}
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         problems = format_validation_error(exc, root, filename)
         raise ScenarioError("\n".join(problems), problems) from None
+    scenario._yaml_root, scenario._filename = root, filename
+    problems = [f"{scenario.where(loc)}: {'.'.join(str(p) for p in loc)}: {msg}"
+                for loc, msg in limit_problems(scenario)]
+    if problems:
+        raise ScenarioError("\n".join(problems), problems)
     return scenario
 
 
-def load_scenario(path: str | os.PathLike, check_files: bool = True) -> Scenario:
+def load_scenario(path: str | os.PathLike, check_files: bool = True, limits: dict | None = None) -> Scenario:
     """Load a scenario file; with ``check_files`` also build the topology (connection files) and the placement, so
-    every error a run would meet is raised here, before anything is written."""
+    every error a run would meet is raised here, before anything is written. ``limits``: ``--limit`` overrides."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc}") from None
-    scenario = parse_scenario(text, str(path))
+        text = yamlio.read_text(path, YamlLimits().updated(limits or {}))
+    except YamlInputError as exc:
+        raise ScenarioError(str(exc), exc.problems) from None
+    scenario = parse_scenario(text, str(path), limits)
     scenario._source = path.resolve()
     if check_files:
-        check_scenario_files(scenario, str(path), text)
+        check_scenario_files(scenario, str(path))
     return scenario
 
 
 def check_scenario_files(scenario: Scenario, filename: str, text: str | None = None) -> None:
-    """Build topology and placement; turn their errors into located :class:`ScenarioError`."""
+    """Build topology and placement; turn their errors into located :class:`ScenarioError`. (``text`` is accepted for
+    callers that have it; the tree :func:`parse_scenario` kept is what locates errors.)"""
     from .placement import PlacementError, place_jobs
 
-    root = yaml.compose(text, Loader=yaml.SafeLoader) if text else None
-
-    def where(loc: tuple) -> str:
-        node = _node_for(root, loc) if root is not None else None
-        return f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node is not None else filename
-
+    scenario._filename = scenario._filename or filename
     try:
         topo = scenario.build_topology()
     except TopologyError as exc:
-        raise ScenarioError(f"{where(('topology', 'connections'))}: topology.connections: {exc}") from None
+        raise scenario.error(("topology", "connections"), str(exc)) from None
     try:
         place_jobs(scenario, topo)
     except PlacementError as exc:
-        raise ScenarioError(f"{where(('placement',))}: placement: {exc}") from None
+        raise scenario.error(("placement",), str(exc)) from None
     if scenario.machine is not None or any(j.compute.kernels for j in scenario.jobs):
         from .energy.roofline import check_scenario
 

@@ -37,6 +37,23 @@ class Context:
     iteration: int | None = None
 
 
+def check_kwargs(cls, config: dict) -> None:
+    """:class:`SurrogateError` naming the first key of ``config`` that ``cls``'s constructor does not take."""
+    import inspect
+
+    params = inspect.signature(cls).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for key in config:
+        if key not in params or params[key].kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                         inspect.Parameter.KEYWORD_ONLY):
+            raise SurrogateError(f"{cls.name}: unknown config key {key!r} (it takes: {', '.join(params) or 'none'})")
+    missing = [n for n, p in params.items() if p.default is p.empty and p.kind is not p.VAR_POSITIONAL
+               and n not in config]
+    if missing:
+        raise SurrogateError(f"{cls.name}: config needs {', '.join(missing)}")
+
+
 class Surrogate(abc.ABC):
     """Base class. Subclasses set ``name`` and implement ``predict``; learned ones also ``fit``/``tune`` and the
     ``_state``/``_load_state`` pair used by :meth:`save` / :meth:`load` (config JSON + safetensors)."""
@@ -51,6 +68,19 @@ class Surrogate(abc.ABC):
 
     def config(self) -> dict:
         return {}
+
+    @classmethod
+    def check_config(cls, config: dict) -> None:
+        """Raise :class:`SurrogateError` if ``cls(**config)`` would fail, before a run starts. The default builds one:
+        the built-in constructors are cheap (no data, no fitting); a model whose constructor reaches outside the
+        process (a service) overrides this with :func:`check_kwargs` and its own argument checks."""
+        check_kwargs(cls, config)
+        try:
+            cls(**config)
+        except SurrogateError:
+            raise
+        except Exception as exc:
+            raise SurrogateError(f"{cls.name}: bad config {config}: {type(exc).__name__}: {exc}") from None
 
     def fit(self, dataset, train_idx, val_idx=None, **kw) -> dict:  # history models: nothing to fit
         return {}

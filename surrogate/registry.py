@@ -30,11 +30,23 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def create(name: str, **config):
+def model_class(name: str) -> type:
+    """The registered class of ``name``; :class:`~surrogate.base.SurrogateError` if there is none."""
     from .base import SurrogateError
 
     if name not in _REGISTRY:
         _load_all()
     if name not in _REGISTRY:
         raise SurrogateError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
-    return _REGISTRY[name](**config)
+    return _REGISTRY[name]
+
+
+def check_config(name: str, config: dict) -> type:
+    """Check that ``create(name, **config)`` would succeed (see ``Surrogate.check_config``); returns the class."""
+    cls = model_class(name)
+    cls.check_config(dict(config))
+    return cls
+
+
+def create(name: str, **config):
+    return model_class(name)(**config)

@@ -83,7 +83,7 @@ def test_more_ranks_than_terminals():
 def test_zero_or_negative_bandwidth():
     expect_error(BASE + "  bandwidth: {local: 0}\n".replace("  bandwidth", "") if False else
                  BASE.replace("  global_channels_per_router: 2", "  global_channels_per_router: 2\n  bandwidth: {global: -1}"),
-                 "topology.bandwidth.global", "greater than 0", "f.yaml:6:")
+                 "topology.bandwidth.global", "greater than or equal to 0.001", "f.yaml:6:")
 
 
 def test_vc_buffer_smaller_than_packet():

@@ -10,8 +10,8 @@ Modules, smallest first: :mod:`.core` (the event loop), :mod:`.network` (termina
 :mod:`.mpi` (ranks and MPI protocol), :mod:`.sampling` (port samples), :mod:`.engine` (wiring, director, records).
 """
 
-from .core import EventLoop
+from .core import EventLoop, LimitExceeded
 from .engine import Engine, EngineError
 from .network import Network, Packet
 
-__all__ = ["Engine", "EngineError", "EventLoop", "Network", "Packet"]
+__all__ = ["Engine", "EngineError", "EventLoop", "LimitExceeded", "Network", "Packet"]

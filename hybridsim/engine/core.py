@@ -17,6 +17,11 @@ from heapq import heappop, heappush
 from typing import Callable
 
 
+class LimitExceeded(RuntimeError):
+    """A run went past one of its scenario's ``limits`` (deadline, samples, packets per message); the message
+    starts with the limit's name."""
+
+
 class EventLoop:
     """A deterministic discrete-event loop over virtual nanoseconds."""
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..backend import AlwaysSimulate, Director, Mode, SimulationResult
 from ..records import IterationRecord
-from .core import EventLoop
+from .core import EventLoop, LimitExceeded
 from .mpi import MpiLayer, Rank
 from .network import Network
 from .sampling import PortSampler
@@ -86,7 +86,10 @@ class Engine:
         loop = self.loop = EventLoop()
         self.rng = random.Random(sc.seed)
         self.bg_rng = random.Random(sc.seed * 7919 + 17)
-        net = self.net = Network(self.topo, sc.topology, loop, self.rng, self.debug)
+        lim = sc.limits
+        net = self.net = Network(self.topo, sc.topology, loop, self.rng, self.debug,
+                                 max_packets=lim.max_packets_per_message)
+        self.max_windows = max(1, lim.max_samples // max(net.n_ports, 1))
         jobs = sc.jobs
         self.n_jobs = len(jobs)
         self.job_names = [j.name for j in jobs]
@@ -137,6 +140,9 @@ class Engine:
                         desc=sc.name or "engine", mininterval=0.5)
 
         def on_check(t, n):
+            if lim.deadline is not None and time.perf_counter() - wall0 > lim.deadline:
+                raise LimitExceeded(f"deadline: the run passed its wall-clock deadline of {lim.deadline:g} s "
+                                    f"(limits.deadline) at t={t:,.0f} ns after {n:,} events")
             if self.debug:
                 net.check_invariants()
             if pbar is not None:
@@ -315,6 +321,9 @@ class Engine:
             self.loop.at(t + self.sampler.interval, self._sample)
 
     def _emit_samples(self, t):
+        if len(self.sampler.blocks) >= self.max_windows:
+            raise LimitExceeded(f"max_samples: {len(self.sampler.blocks)} sample windows x {self.net.n_ports} ports "
+                                f"reach limits.max_samples = {self.scenario.limits.max_samples} at t={t:,.0f} ns")
         block = self.sampler.sample(t)
         if self.on_samples is not None:
             self.on_samples(block)

@@ -30,12 +30,14 @@ event touches sits together in memory. Handlers have the event-loop signature ``
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from heapq import heappush
 from operator import attrgetter
 
 from ..topology import GLOBAL, LOCAL, TERMINAL, Dragonfly
 from ..units import GIB
+from .core import LimitExceeded
 
 ROUTINGS = ("minimal", "nonminimal", "adaptive", "prog-adaptive")
 MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE = range(4)
@@ -160,8 +162,10 @@ class Network:
     byte counters of its job, or ``None``) attributes.
     """
 
-    def __init__(self, topo: Dragonfly, tcfg, loop, rng, debug: bool = False, exact_credits: bool = False):
+    def __init__(self, topo: Dragonfly, tcfg, loop, rng, debug: bool = False, exact_credits: bool = False,
+                 max_packets: float = math.inf):
         self.topo = topo
+        self.max_packets = max_packets  # per message (limits.max_packets_per_message): refuse before building them
         self.exact_credits = exact_credits
         self.loop = loop
         self.rng = rng
@@ -264,6 +268,7 @@ class Network:
         seq = self.loop.seq
         NV = self.nv
         P = self.P
+        max_packets = self.max_packets
         a, p_per_r = self.a, self.p
         terms = self.terms
         tcap, t_nspb, t_lat = self.tcap, self.t_nspb, self.t_lat
@@ -372,6 +377,9 @@ class Network:
                 net.on_deliver(t, msg)
                 return
             npk = max(1, -(-size // P))
+            if npk > max_packets:
+                raise LimitExceeded(f"max_packets_per_message: a message of {size} B is {npk} packets of {P} B, "
+                                    f"over limits.max_packets_per_message = {max_packets}")
             msg.left = npk
             dr = dst // p_per_r
             dg = dr // a

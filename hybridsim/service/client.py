@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
-from surrogate.base import Context, Surrogate, SurrogateError
+from surrogate.base import Context, Surrogate, SurrogateError, check_kwargs
 from surrogate.registry import register
 
 from ._common import DEFAULT_MAX_MESSAGE_BYTES, channel_options, parse_address, to_tensor
@@ -72,6 +72,15 @@ class RemoteSurrogate(Surrogate):
     ``{"address": "HOST:PORT"}``) once ``hybridsim.service.client`` is imported."""
 
     name = "remote"
+
+    @classmethod
+    def check_config(cls, config: dict) -> None:
+        """Arguments only: validating a scenario does not connect to the service."""
+        check_kwargs(cls, config)
+        try:
+            parse_address(config["address"])
+        except Exception as exc:
+            raise SurrogateError(f"{cls.name}: bad address {config['address']!r}: {exc}") from None
 
     def __init__(self, address: str, timeout: float = 60.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  wait_ready: float | None = 10.0, retries: int = 5):

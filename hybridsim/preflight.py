@@ -1,0 +1,69 @@
+"""Checks of a scenario's hybrid-loop sections (``controller``, ``surrogate``) that ``hybridsim validate`` and
+``hybridsim run --mode hybrid`` make before a run directory exists: the policy resolves (a plug-in imports), takes
+the given parameters and constructs; the surrogate model is registered (or a checkpoint folder exists) and its
+``config`` is accepted by its constructor. Errors are :class:`~hybridsim.scenario.ScenarioError` located at the
+section's field."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+
+from .scenario import Scenario, ScenarioError
+
+
+def hybrid_problems(scenario: Scenario) -> list[str]:
+    """Located messages, one per problem (empty: the sections are usable)."""
+    from controllers import PolicyError, load_policy, policy_class
+    from controllers.loader import unknown_params
+    from surrogate.base import SurrogateError
+    from surrogate.registry import model_class
+
+    out: list[str] = []
+
+    def problem(loc: tuple, msg: str) -> None:
+        out.append(f"{scenario.where(loc)}: {'.'.join(loc)}: {msg}")
+
+    ctl = scenario.controller
+    search = (str(scenario.base_dir),)
+    try:
+        cls = policy_class(ctl.policy, search)
+    except PolicyError as exc:
+        problem(("controller", "policy"), str(exc))
+    else:
+        bad = unknown_params(cls, ctl.params)
+        for key in bad:
+            valid = [n for n in inspect.signature(cls).parameters if n != "self"]
+            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problem(("controller", "params", key), f"policy {ctl.policy!r} has no parameter {key!r}{hint} "
+                                                   f"(it takes: {', '.join(valid) or 'none'})")
+        if not bad:
+            try:
+                load_policy(ctl.policy, ctl.params, search)
+            except PolicyError as exc:
+                problem(("controller", "params") if ctl.params else ("controller", "policy"), str(exc))
+
+    sec = scenario.surrogate
+    path = scenario.resolve(sec.model)
+    if "/" in sec.model or path.is_dir():
+        if not path.is_dir():
+            problem(("surrogate", "model"), f"no checkpoint folder {path} (and {sec.model!r} is not a model name)")
+        return out
+    try:
+        mcls = model_class(sec.model)
+    except SurrogateError as exc:
+        problem(("surrogate", "model"), str(exc))
+        return out
+    try:
+        mcls.check_config(dict(sec.config))
+    except SurrogateError as exc:
+        problem(("surrogate", "config") if sec.config else ("surrogate", "model"), str(exc))
+    return out
+
+
+def check_hybrid(scenario: Scenario) -> None:
+    """Raise a :class:`ScenarioError` listing every problem :func:`hybrid_problems` finds."""
+    problems = hybrid_problems(scenario)
+    if problems:
+        raise ScenarioError("\n".join(problems), problems)

@@ -1,0 +1,250 @@
+"""Bounded, strict YAML reading for scenario files.
+
+A scenario file is read as UTF-8 of at most :attr:`YamlLimits.max_bytes`, composed with a depth bound
+(:attr:`YamlLimits.max_depth`; PyYAML's composer recurses once per level) and then checked as a node tree before any
+Python object is built: its alias-expanded size (``&a``/``*a`` chains, the "billion laughs") against
+:attr:`YamlLimits.max_nodes`, recursive aliases, duplicate mapping keys, non-finite floats (``.inf``, ``.nan``,
+``1e999``) and integers beyond 64 bits. Every error is a :class:`YamlInputError` naming file:line:column and the path
+of the field. :func:`locate` maps a field path (a pydantic error location) back to its node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import yaml
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_INT64 = 2**63
+
+
+@dataclass(frozen=True)
+class YamlLimits:
+    """Bounds on the YAML text itself (the scenario cannot raise these: they apply before it is read; use
+    ``--limit yaml_bytes=...`` and friends)."""
+
+    max_bytes: int = 4 * 2**20
+    max_depth: int = 64
+    max_nodes: int = 1_000_000
+
+    #: ``--limit`` names of the fields
+    CLI_NAMES = {"yaml_bytes": "max_bytes", "yaml_depth": "max_depth", "yaml_nodes": "max_nodes"}
+
+    def updated(self, overrides: dict) -> "YamlLimits":
+        kw = {f.name: getattr(self, f.name) for f in fields(self)}
+        for cli, attr in self.CLI_NAMES.items():
+            if cli in overrides:
+                kw[attr] = overrides[cli]
+        return YamlLimits(**kw)
+
+
+class YamlInputError(ValueError):
+    """The text is not acceptable YAML for a scenario; ``problems`` are located one-line messages."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def where(filename: str, node_or_mark) -> str:
+    mark = getattr(node_or_mark, "start_mark", node_or_mark)
+    return f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark is not None else filename
+
+
+def read_text(path: str | Path, limits: YamlLimits = YamlLimits()) -> str:
+    """The file's text; too large, unreadable or not UTF-8 -> :class:`YamlInputError` (never more than
+    ``max_bytes + 1`` bytes are read, so a FIFO or /dev/zero is safe)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limits.max_bytes + 1)
+    except FileNotFoundError:
+        raise YamlInputError([f"{path}: no such file"]) from None
+    except OSError as exc:
+        raise YamlInputError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    if len(data) > limits.max_bytes:
+        raise YamlInputError([f"{path}: file is larger than {limits.max_bytes} bytes (limit yaml_bytes; raise it "
+                              f"with --limit yaml_bytes=N)"])
+    return decode_utf8(data, str(path))
+
+
+def decode_utf8(data: bytes, filename: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise YamlInputError([f"{filename}:{line}:{col}: not UTF-8 text (byte 0x{data[exc.start]:02x})"]) from None
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader whose composer stops at ``max_depth`` nesting levels instead of exhausting the Python stack."""
+
+    def __init__(self, stream, max_depth: int):
+        super().__init__(stream)
+        self._depth = 0
+        self._max_depth = max_depth
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > self._max_depth:
+                raise _TooDeep(self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _TooDeep(Exception):
+    def __init__(self, mark):
+        self.mark = mark
+
+
+def load(text: str, filename: str, limits: YamlLimits = YamlLimits()):
+    """Compose, check and construct ``text``. Returns ``(data, root node)`` (both ``None`` for an empty file)."""
+    try:
+        loader = _Loader(text, limits.max_depth)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most control characters)
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise YamlInputError([f"{filename}:{line}:{col}: character #x{exc.character:04x} is not allowed in YAML "
+                              "text"]) from None
+    try:
+        try:
+            root = loader.get_single_node()
+        except _TooDeep as exc:
+            raise YamlInputError([f"{where(filename, exc.mark)}: YAML nested deeper than {limits.max_depth} levels "
+                                  "(limit yaml_depth)"]) from None
+        except yaml.YAMLError as exc:
+            raise YamlInputError([_yaml_error(exc, filename)]) from None
+        if root is None:
+            return None, None
+        check_tree(root, filename, limits, loader)
+        try:
+            data = loader.construct_document(root)
+        except yaml.YAMLError as exc:
+            raise YamlInputError([_yaml_error(exc, filename)]) from None
+        except (ValueError, OverflowError) as exc:  # e.g. an impossible date such as 2001-13-45
+            raise YamlInputError([f"{filename}: YAML value error: {exc}"]) from None
+        return data, root
+    finally:
+        loader.dispose()
+
+
+def _yaml_error(exc: yaml.YAMLError, filename: str) -> str:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    ctx = getattr(exc, "context", None)
+    return f"{where(filename, mark)}: YAML syntax error: {problem}" + (f" ({ctx})" if ctx else "")
+
+
+def _children(node) -> list[tuple[object, yaml.Node]]:
+    """(path part, child) pairs; a mapping's keys count as nodes too (part None)."""
+    if isinstance(node, yaml.MappingNode):
+        out = []
+        for k, v in node.value:
+            out.append((None, k))
+            out.append((k.value if isinstance(k, yaml.ScalarNode) else "?", v))
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return list(enumerate(node.value))
+    return []
+
+
+def _fmt_path(path: tuple) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def check_tree(root: yaml.Node, filename: str, limits: YamlLimits, loader: yaml.SafeLoader) -> None:
+    """Iterative walk (no recursion: depth is bounded, but stay safe) visiting each distinct node once: duplicate
+    keys, non-finite floats, 64-bit integer range, recursive aliases and the alias-expanded node count."""
+    problems: list[str] = []
+    size: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list = [(root, (), False)]
+    while stack:
+        node, path, done = stack.pop()
+        nid = id(node)
+        if done:
+            active.discard(nid)
+            n = 1 + sum(size[id(c)] for _p, c in _children(node))
+            size[nid] = n
+            if n > limits.max_nodes:
+                raise YamlInputError(problems + [
+                    f"{where(filename, node)}: {_fmt_path(path)}: YAML expands to more than {limits.max_nodes} nodes "
+                    "through aliases (limit yaml_nodes)"])
+            continue
+        if nid in size:
+            continue
+        if nid in active:
+            raise YamlInputError(problems + [f"{where(filename, node)}: {_fmt_path(path)}: recursive YAML alias"])
+        if isinstance(node, yaml.ScalarNode):
+            msg = _scalar_problem(node, loader)
+            if msg:
+                problems.append(f"{where(filename, node)}: {_fmt_path(path)}: {msg}")
+            size[nid] = 1
+            continue
+        active.add(nid)
+        stack.append((node, path, True))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for k, _v in node.value:
+                if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
+                    continue
+                key = (k.tag, k.value)
+                if key in seen:
+                    problems.append(f"{where(filename, k)}: {_fmt_path(path + (k.value,))}: duplicate key "
+                                    f"{k.value!r} (first at line {seen[key].start_mark.line + 1})")
+                else:
+                    seen[key] = k
+        for part, child in reversed(_children(node)):
+            stack.append((child, path if part is None else path + (part,), False))
+    if problems:
+        raise YamlInputError(problems)
+
+
+def _scalar_problem(node: yaml.ScalarNode, loader: yaml.SafeLoader) -> str | None:
+    if node.tag == _FLOAT_TAG:
+        if not math.isfinite(loader.construct_yaml_float(node)):
+            return f"{node.value!r} is not a finite number"
+    elif node.tag == _INT_TAG:
+        try:
+            v = loader.construct_yaml_int(node)
+        except ValueError:
+            v = None
+        if v is None or not -_INT64 <= v < _INT64:
+            return "integer out of range (it must fit in 64 bits)"
+    return None
+
+
+def locate(root: yaml.Node | None, loc: tuple) -> yaml.Node | None:
+    """Follow a field path through the composed tree; the deepest node reached (discriminated-union tags such as
+    ``milc``, which are not YAML keys, are skipped)."""
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if k.value == part:
+                    node = v
+                    break
+            else:
+                return node
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                return node
+            node = node.value[part]
+    return node
+
+
+def locate_key(root: yaml.Node | None, loc: tuple) -> yaml.Node | None:
+    """The key node of the field at ``loc`` (for unknown keys), else its parent."""
+    parent = locate(root, loc[:-1])
+    if isinstance(parent, yaml.MappingNode):
+        for k, _v in parent.value:
+            if k.value == loc[-1]:
+                return k
+    return parent

@@ -1,0 +1,298 @@
+"""Hostile and careless scenario files: every one is a clean exit 2 from ``hybridsim validate`` (and ``run``), fast,
+with file:line and the field named, and nothing written. The files are generated here; the memory bombs run in a
+subprocess under a timeout so that a regression cannot take the test run down with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hybridsim.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+BASE = """\
+topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}
+jobs:
+  - name: a
+    ranks: 4
+    iterations: 2
+    workload: {kind: milc, dimension_sizes: [2, 2], msg_size: 4096}
+"""
+MSG = "msg_size: 4096"
+
+
+def laughs(section: str, levels: int = 9) -> str:
+    """The "billion laughs": 10 aliases per level, 10^levels nodes once expanded, a few hundred bytes of YAML."""
+    out = f"{section}:\n    x0: &a0 [{', '.join(['lol'] * 10)}]\n"
+    for i in range(1, levels):
+        out += f"    x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n"
+    return out
+
+
+PLUGIN_CTOR = ("from controllers import Policy\nclass P(Policy):\n    def __init__(self):\n"
+               "        raise RuntimeError('no')\n    def decide(self, view):\n        return None\n")
+ITER = "    iterations: 2\n"
+
+
+def topo(extra: str) -> str:
+    """BASE with ``extra`` added to its topology line (line 1)."""
+    return BASE.replace("2}\n", f"2, {extra}}}\n", 1)
+PLUGIN_IMPORT = "raise RuntimeError('broken at import')\n"
+
+#: id -> (files (s.yaml is the scenario), fragments the error must contain, memory/time bomb on main)
+CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
+    # -- unbounded cost
+    "laughs_controller_params": ({"s.yaml": BASE + "controller:\n  policy: periodic\n" + laughs("  params")},
+                                 ("s.yaml:", "controller.params.x", "yaml_nodes"), True),
+    "laughs_surrogate_config": ({"s.yaml": BASE + "surrogate:\n  model: ridge\n" + laughs("  config")},
+                                ("s.yaml:", "surrogate.config.x", "yaml_nodes"), True),
+    "msg_size_1e15": ({"s.yaml": BASE.replace(MSG, "msg_size: 1000000000000000")},
+                      ("s.yaml:6:", "jobs.0.workload.msg_size", "max_packets_per_message"), True),
+    "msg_size_1e15_string": ({"s.yaml": BASE.replace(MSG, "msg_size: 1e15")},  # YAML 1.1 reads 1e15 as a string
+                            ("s.yaml:6:", "msg_size", "valid integer"), True),
+    "iterations_1e12": ({"s.yaml": BASE.replace("iterations: 2", "iterations: 1000000000000")},
+                        ("s.yaml:5:", "jobs.0.iterations", "max_rank_iterations"), True),
+    "sampling_interval_1": ({"s.yaml": BASE + "sampling: {interval: 1}\n"},
+                            ("s.yaml:7:", "sampling.interval", "greater than or equal to 1000"), True),
+    "bandwidth_1e-300": ({"s.yaml": topo("bandwidth: {local: 1.0e-300}")},
+                         ("s.yaml:1:", "topology.bandwidth.local", "greater than or equal to 0.001"), True),
+    "packet_size_1": ({"s.yaml": topo("packet_size: 1")},
+                      ("s.yaml:1:", "topology.packet_size", "greater than or equal to 64"), True),
+    "router_delay_inf": ({"s.yaml": topo("router_delay: .inf")},
+                         ("s.yaml:1:", "topology.router_delay", "not a finite number"), True),
+    "compute_delay_1e300": ({"s.yaml": BASE.replace(ITER, ITER + "    compute: {delay: 1.0e300}\n")},
+                            ("s.yaml:6:", "jobs.0.compute.delay", "less than or equal to"), True),
+    "compute_delay_max_x_iterations": ({"s.yaml": BASE.replace(ITER, "    iterations: 10\n"
+                                                                     "    compute: {delay: 1.0e12}\n")},
+                                       ("s.yaml:3:", "jobs.0: at least", "sampling.interval", "max_samples"), True),
+    "sample_windows_x_ports": ({"s.yaml": BASE.replace(ITER, "    iterations: 1000000\n"
+                                                       "    compute: {delay: 1ms}\n") + "sampling: {interval: 10us}\n"},
+                               ("s.yaml:8:", "sampling.interval", "max_samples"), False),
+    "background_interval_1e-300": ({"s.yaml": BASE.replace(ITER, "").replace(
+        "kind: milc, dimension_sizes: [2, 2], msg_size: 4096", "kind: uniform_random, interval: 1.0e-300")
+        + "backend: {embedded: {end_time: 1000}}\n"},
+                                   ("s.yaml:5:", "workload.uniform_random.interval", "greater than or equal to 1"),
+                                   True),
+    "credit_delay_nan": ({"s.yaml": topo("credit_delay: .nan")},
+                         ("s.yaml:1:", "topology.credit_delay", "not a finite number"), False),
+    "cpu_freq_1e-300": ({"s.yaml": BASE.replace(MSG, "msg_size: 4096, cpu_freq: 1.0e-300")},
+                        ("s.yaml:6:", "cpu_freq", "greater than or equal to"), True),
+    "end_time_inf_string": ({"s.yaml": BASE + "backend: {embedded: {end_time: inf}}\n"},
+                            ("s.yaml:7:", "backend.embedded.end_time", "expected a time"), False),
+    "bandwidth_inf_string": ({"s.yaml": topo("bandwidth: {local: 'inf'}")},
+                             ("s.yaml:1:", "topology.bandwidth.local", "finite"), False),
+    # -- tracebacks on main
+    "deep_yaml_100k": ({"s.yaml": BASE + "description: " + "[" * 100_000 + "]" * 100_000 + "\n"},
+                       ("s.yaml:7:", "deeper than 64", "yaml_depth"), True),
+    "deep_yaml_mapping": ({"s.yaml": BASE + "controller: {params: " + "{a: " * 5000 + "1" + "}" * 5001 + "\n"},
+                          ("s.yaml:7:", "yaml_depth"), True),
+    "topology_1e9_nodes": ({"s.yaml": BASE.replace("groups: 9, routers_per_group: 4, terminals_per_router: 2, "
+                                                   "global_channels_per_router: 2",
+                                                   "groups: 1000, routers_per_group: 1000, terminals_per_router: 1000, "
+                                                   "global_channels_per_router: 1")},
+                           ("s.yaml:1:", "topology", "max_nodes"), True),
+    "topology_huge_radix": ({"s.yaml": BASE.replace("global_channels_per_router: 2",
+                                                    "global_channels_per_router: 100000000")},
+                            ("s.yaml:1:", "topology", "max_ports"), True),
+    "alloc_non_utf8": ({"s.yaml": BASE + "placement: {policy: file, file: alloc.txt}\n",
+                        "alloc.txt": b"0 1 2 \xff\xfe 3\n"},
+                       ("s.yaml:7:", "placement", "alloc.txt:1:7", "0xff"), False),
+    "alloc_huge_id": ({"s.yaml": BASE + "placement: {policy: file, file: alloc.txt}\n",
+                       "alloc.txt": "0 1 2 " + "9" * 5000 + "\n"},
+                      ("s.yaml:7:", "alloc.txt:1", "not an integer"), False),
+    "huge_integer_literal": ({"s.yaml": BASE + "seed: " + "9" * 5000 + "\n"},
+                             ("s.yaml:7:", "seed", "64 bits"), False),
+    "huge_integer_groups": ({"s.yaml": BASE.replace("groups: 9", "groups: 1000000000000000000000000000000")},
+                            ("s.yaml:1:", "topology.groups", "64 bits"), False),
+    "recursive_alias": ({"s.yaml": BASE + "controller:\n  params:\n    x: &a [*a]\n"},
+                        ("s.yaml:9:", "controller.params.x", "recursive"), True),
+    "non_utf8_scenario": ({"s.yaml": BASE.encode() + b"description: caf\xe9\n"}, ("s.yaml:7:17", "not UTF-8"), False),
+    "binary_garbage": ({"s.yaml": bytes(range(256)) * 16}, ("s.yaml:2:", "not UTF-8 text (byte 0x80)"), False),
+    "nul_byte": ({"s.yaml": BASE + "name: \x00\n"}, ("s.yaml:7:7", "#x0000"), False),
+    "empty_file": ({"s.yaml": ""}, ("s.yaml:1:1", "empty scenario"), False),
+    "list_at_top": ({"s.yaml": "- jobs\n- topology\n"}, ("s.yaml:1:1", "expected a mapping", "list"), False),
+    "two_documents": ({"s.yaml": BASE + "---\n" + BASE}, ("s.yaml:7:", "single document"), False),
+    "python_tag": ({"s.yaml": BASE + "name: !!python/object/apply:os.system ['echo pwned']\n"},
+                   ("s.yaml:7:", "python/object/apply"), False),
+    "too_many_bytes": ({"s.yaml": BASE + "description: '" + "x" * (5 * 2**20) + "'\n"}, ("s.yaml", "yaml_bytes"),
+                       False),
+    # -- late or silent
+    "unknown_policy": ({"s.yaml": BASE + "controller: {policy: nosuch}\n"},
+                       ("s.yaml:7:", "controller.policy", "unknown policy 'nosuch'"), False),
+    "policy_ft_0": ({"s.yaml": BASE + "controller: {policy: periodic, params: {ft: 0}}\n"},
+                    ("s.yaml:7:", "controller.params", "ft must be an integer >= 2"), False),
+    "policy_ft_bool": ({"s.yaml": BASE + "controller: {policy: periodic, params: {ft: true}}\n"},
+                       ("s.yaml:7:", "controller.params", "ft must be an integer"), False),
+    "unknown_policy_param": ({"s.yaml": BASE + "controller: {policy: periodic, params: {fft: 8}}\n"},
+                             ("s.yaml:7:", "controller.params.fft", "did you mean 'ft'"), False),
+    "unknown_model": ({"s.yaml": BASE + "surrogate: {model: nosuch}\n"},
+                      ("s.yaml:7:", "surrogate.model", "unknown surrogate model 'nosuch'"), False),
+    "model_config_unknown_key": ({"s.yaml": BASE + "surrogate: {model: ridge, config: {kk: 3}}\n"},
+                                 ("s.yaml:7:", "surrogate.config", "unknown config key 'kk'"), False),
+    "model_config_bad_value": ({"s.yaml": BASE + "surrogate: {model: lstm, config: {hidden: many}}\n"},
+                               ("s.yaml:7:", "surrogate.config", "hidden", "many"), False),
+    "remote_model_bad_address": ({"s.yaml": BASE + "surrogate: {model: remote, config: {address: nohost}}\n"},
+                                 ("s.yaml:7:", "surrogate.config", "HOST:PORT"), False),
+    "checkpoint_folder_missing": ({"s.yaml": BASE + "surrogate: {model: ./no/such/}\n"},
+                                  ("s.yaml:7:", "surrogate.model", "no checkpoint folder"), False),
+    "plugin_constructor_raises": ({"s.yaml": BASE + "controller: {policy: 'hostile_ctor:P'}\n",
+                                   "hostile_ctor.py": PLUGIN_CTOR},
+                                  ("s.yaml:7:", "controller.policy", "RuntimeError", "no"), False),
+    "plugin_import_raises": ({"s.yaml": BASE + "controller: {policy: 'hostile_import:P'}\n",
+                              "hostile_import.py": PLUGIN_IMPORT},
+                             ("s.yaml:7:", "controller.policy", "broken at import"), False),
+    "duplicate_key": ({"s.yaml": BASE.replace(ITER, ITER + "    ranks: 8\n")},
+                      ("s.yaml:6:5", "jobs.0.ranks", "duplicate key 'ranks'", "first at line 4"), False),
+    "duplicate_section": ({"s.yaml": BASE + "topology: {groups: 2}\n"},
+                          ("s.yaml:7:1", "duplicate key 'topology'", "first at line 1"), False),
+    "groups_true": ({"s.yaml": BASE.replace("groups: 9", "groups: true")},
+                    ("s.yaml:1:", "topology.groups", "valid integer"), False),
+    "iterations_yes": ({"s.yaml": BASE.replace("iterations: 2", "iterations: yes")},
+                       ("s.yaml:5:", "jobs.0.iterations", "valid integer"), False),
+    "ranks_float": ({"s.yaml": BASE.replace("ranks: 4", "ranks: 4.0")}, ("s.yaml:4:", "jobs.0.ranks", "valid integer"),
+                    False),
+    "ports_as_number": ({"s.yaml": BASE + "sampling: {ports: 1}\n"}, ("s.yaml:7:", "sampling.ports", "valid boolean"),
+                        False),
+}
+
+
+def write_case(tmp_path: Path, name: str) -> Path:
+    files = CASES[name][0]
+    for fname, content in files.items():
+        p = tmp_path / fname
+        p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return tmp_path / "s.yaml"
+
+
+def check_message(text: str, name: str, path: Path) -> None:
+    fragments = CASES[name][1]
+    for frag in fragments:
+        frag = frag.replace("s.yaml", str(path))
+        assert frag in text, f"{name}: {frag!r} not in:\n{text}"
+    assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_validate_rejects(tmp_path, capsys, monkeypatch, name):
+    path = write_case(tmp_path, name)
+    monkeypatch.chdir(tmp_path)
+    if CASES[name][2]:  # bounded in a subprocess: on main these exhaust memory or never finish
+        r = subprocess.run([sys.executable, "-m", "hybridsim", "validate", str(path)], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+        rc, err = r.returncode, r.stderr
+    else:
+        t0 = time.perf_counter()
+        rc = main(["validate", str(path)])
+        assert time.perf_counter() - t0 < 30
+        err = capsys.readouterr().err
+    assert rc == 2, err
+    check_message(err, name, path)
+
+
+@pytest.mark.parametrize("name", ["unknown_policy", "policy_ft_0", "unknown_model", "model_config_unknown_key",
+                                  "plugin_constructor_raises", "duplicate_key", "laughs_controller_params",
+                                  "iterations_1e12", "topology_1e9_nodes", "alloc_non_utf8", "msg_size_1e15"])
+def test_run_writes_nothing(tmp_path, capsys, monkeypatch, name):
+    path = write_case(tmp_path, name)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    rc = main(["run", str(path), "--mode", "hybrid", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    check_message(err, name, path)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == before
+
+
+def test_run_hybrid_subprocess_writes_nothing(tmp_path):
+    path = write_case(tmp_path, "policy_ft_0")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(path), "-o", str(out), "--mode", "hybrid",
+                        "--no-progress"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2, r.stderr
+    assert f"{path}:7:" in r.stderr and "controller.params" in r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.yaml"))
+                         + sorted((REPO / "benchmarks" / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_scenarios_validate(path, capsys):
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_limits_are_overridable(tmp_path, capsys):
+    big = BASE.replace("iterations: 2", "iterations: 3000000")  # 4 x 3e6 = 1.2e7 rank-iterations > 1e7
+    p = tmp_path / "s.yaml"
+    p.write_text(big)
+    assert main(["validate", str(p)]) == 2
+    assert "max_rank_iterations" in capsys.readouterr().err
+    assert main(["validate", str(p), "--limit", "max_rank_iterations=2e7"]) == 0
+    p.write_text(big + "limits: {max_rank_iterations: 20000000}\n")
+    assert main(["validate", str(p)]) == 0
+    # the command line wins over the file, in both directions
+    assert main(["validate", str(p), "--limit", "max_rank_iterations=100"]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}:5:" in err and "max_rank_iterations = 100" in err
+    # YAML bounds only come from the command line
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(BASE + "description: " + "[" * 100 + "]" * 100 + "\n")
+    assert main(["validate", str(deep)]) == 2
+    assert main(["validate", str(deep), "--limit", "yaml_depth=200"]) == 2  # a list is not a description
+    assert "description" in capsys.readouterr().err
+    assert main(["validate", str(p), "--limit", "nosuch=1"]) == 2
+    assert "--limit 'nosuch=1'" in capsys.readouterr().err
+    assert main(["validate", str(p), "--limit", "max_nodes=0"]) == 2
+    assert "--limit max_nodes=0: Input should be greater than or equal to 1" in capsys.readouterr().err
+
+
+def test_limits_section_is_checked(tmp_path, capsys):
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE + "limits: {max_nodes: 0, deadline: -1}\n")
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}:7:" in err and "limits.max_nodes" in err and "limits.deadline" in err
+
+
+def _runs_dir(tmp_path) -> Path:
+    return tmp_path / "out"
+
+
+def test_deadline_fails_the_run(tmp_path, capsys):
+    # background traffic for a long virtual time: far more than a second of wall clock
+    p = tmp_path / "s.yaml"
+    p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+                 "jobs:\n  - {name: bg, ranks: 72, workload: {kind: uniform_random, interval: 500}}\n"
+                 "backend: {embedded: {end_time: 1.0e9, progress: false}}\nsampling: {ports: false}\n")
+    out = _runs_dir(tmp_path)
+    t0 = time.perf_counter()
+    rc = main(["run", str(p), "-o", str(out), "--no-progress", "--limit", "deadline=1"])
+    wall = time.perf_counter() - t0
+    assert rc == 1
+    assert wall < 30
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "failed" and "deadline" in man["reason"] and "1 s" in man["reason"]
+
+
+def test_runtime_sample_and_packet_limits(tmp_path, capsys):
+    # samples: the compute phases give no lower bound on the duration, so the engine stops at the limit
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE + "sampling: {interval: 1us}\nlimits: {max_samples: 252}\n")  # 1 window x 252 ports
+    rc = main(["run", str(p), "-o", str(tmp_path / "o1"), "--no-progress"])
+    assert rc == 1
+    man = json.loads((tmp_path / "o1" / "manifest.json").read_text())
+    assert man["status"] == "failed" and "max_samples" in man["reason"]
+    # packets per message: LAMMPS sizes are only known as it runs
+    p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+                 "jobs:\n  - {name: l, ranks: 8, iterations: 1, workload: {kind: lammps}}\n"
+                 "limits: {max_packets_per_message: 1}\n")
+    rc = main(["run", str(p), "-o", str(tmp_path / "o2"), "--no-progress"])
+    assert rc == 1
+    man = json.loads((tmp_path / "o2" / "manifest.json").read_text())
+    assert man["status"] == "failed" and "max_packets_per_message" in man["reason"]
