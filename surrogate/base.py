@@ -37,6 +37,53 @@ class Context:
     iteration: int | None = None
 
 
+class SeriesView:
+    """The one series contract a model's ``fit``/``tune`` read: offline datasets (:class:`surrogate.dataset.JobSeries`),
+    the hybrid loop's online feeds (:class:`surrogate.online.OnlineSeries`) and the gRPC service's ``JobDataset``.
+
+    Fields (R ranks, T iterations, P ports, F features): ``job``, ``workload``, ``y`` float64 (R, T) iteration times
+    (NaN where unknown), ``x`` (T, P, F) node-feature graphs (an array or a lazy array-like indexed like one; row t
+    belongs to column t of ``y``) or None, ``mask`` (P,), ``rank_port`` (R,), ``shape`` the topology
+    :class:`~hybridsim.topology.DragonflyShape` (None: the series does not say; a graph model must already be built
+    for one). Every implementation has all of these fields. The target indices given with a series are columns of
+    ``y``."""
+
+    @property
+    def T(self) -> int:
+        return self.y.shape[1]
+
+    @property
+    def R(self) -> int:
+        return self.y.shape[0]
+
+    @property
+    def n_ports(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def n_features(self) -> int:
+        return self.x.shape[2]
+
+    def context(self, t: int, lookback: int, graph_lookback: int = 0) -> Context:
+        """What a model may use to predict iteration ``t + 1``: ``history = y[:, t-L+1 .. t]`` (NaN-padded on the
+        left when ``t - L + 1 < 0``) and ``graphs = x[t-Lg+1 .. t]`` (the first graph repeated on the left when
+        needed; ``None`` for ``graph_lookback == 0`` or a series without graphs)."""
+        t = int(t)
+        if not -1 <= t < self.T:
+            raise IndexError(f"context: t={t} outside -1..{self.T - 1}")
+        L = int(lookback)
+        hist = np.full((self.R, L), np.nan)
+        lo = max(0, t - L + 1)
+        if t >= 0 and L > 0:
+            hist[:, L - (t - lo + 1):] = self.y[:, lo:t + 1]
+        graphs = None
+        if graph_lookback > 0 and self.x is not None:
+            idx = np.clip(np.arange(t - graph_lookback + 1, t + 1), 0, self.T - 1)
+            graphs = self.x[idx]
+        return Context(job=self.job, workload=self.workload, history=hist, graphs=graphs, mask=self.mask,
+                       rank_port=self.rank_port, iteration=t)
+
+
 class Surrogate(abc.ABC):
     """Base class. Subclasses set ``name`` and implement ``predict``; learned ones also ``fit``/``tune`` and the
     ``_state``/``_load_state`` pair used by :meth:`save` / :meth:`load` (config JSON + safetensors)."""
@@ -53,7 +100,13 @@ class Surrogate(abc.ABC):
         return {}
 
     def fit(self, dataset, train_idx, val_idx=None, **kw) -> dict:  # history models: nothing to fit
+        """Fit on the target columns ``train_idx`` of a :class:`SeriesView` (``val_idx``: validation targets)."""
         return {}
+
+    def can_fit(self, series: SeriesView, train_idx) -> bool:
+        """Whether :meth:`fit` on these targets has anything to learn from; the hybrid loop defers a fit until it
+        has (predicting each rank's last truth meanwhile). Default: always."""
+        return True
 
     @abc.abstractmethod
     def predict(self, ctx: Context) -> np.ndarray:
