@@ -277,8 +277,8 @@ class IterationTimeService:
                 w.writerow([client, _fmt(v)])
 
     def _fit(self) -> int:
-        fit = getattr(self.model, "fit_series", None)
-        if fit is None:
+        fit = self.model.fit_series
+        if not self.model.fits_series:
             raise DirectorError(f"model {self.model.name!r} cannot be fitted from iteration times by the director "
                                 f"(no fit_series); train it offline and serve its checkpoint")
         ids = sorted(c for c, st in self.clients.items() if st.records)
@@ -301,7 +301,7 @@ class IterationTimeService:
         return self.records_at_fit == 0 or total - self.records_at_fit >= max(1, self.refit_fraction * total)
 
     def _trainable(self) -> bool:
-        return hasattr(self.model, "fit_series")
+        return self.model.fits_series
 
     # --------------------------------------------------------------------------------------------- operations
     def send_records(self, args: list[str], data: bytes) -> dict:

@@ -95,6 +95,8 @@ class Surrogate(abc.ABC):
     needs_graphs: ClassVar[bool] = False
     #: how many past graphs ``predict`` wants (``Context.graphs`` has this many; 0 for history-only models)
     graph_lookback: int = 0
+    #: whether :meth:`fit_series` fits the model from bare iteration-time series (CODES' director uses it)
+    fits_series: ClassVar[bool] = False
 
     def config(self) -> dict:
         return {}
@@ -102,6 +104,11 @@ class Surrogate(abc.ABC):
     def fit(self, dataset, train_idx, val_idx=None, **kw) -> dict:  # history models: nothing to fit
         """Fit on the target columns ``train_idx`` of a :class:`SeriesView` (``val_idx``: validation targets)."""
         return {}
+
+    def fit_series(self, series: list[np.ndarray]) -> int:
+        """Fit on a list of 1-D iteration-time series (one per rank or client); returns the number of training
+        examples. Only models with ``fits_series`` implement it."""
+        raise SurrogateError(f"{self.name}: cannot be fitted from bare iteration-time series")
 
     def can_fit(self, series: SeriesView, train_idx) -> bool:
         """Whether :meth:`fit` on these targets has anything to learn from; the hybrid loop defers a fit until it

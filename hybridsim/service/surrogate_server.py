@@ -299,7 +299,7 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
                 raise invalid(f"history[{i}]", f"{history.ravel()[i]!r}: iteration times must be finite and > 0 "
                                                "(NaN = missing)")
         else:
-            L = request.lookback or max(1, int(getattr(self.model, "lookback", 1)))
+            L = request.lookback or max(1, int(self.model.lookback))
             if L > MAX_LOOKBACK:
                 raise invalid("lookback", f"must be in 1..{MAX_LOOKBACK}, got {L}")
             with job.lock:
@@ -330,7 +330,7 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
             version = self.version
             out = self.model.predict(ctx)
         except SurrogateError as exc:
-            field_name = "graphs" if graphs is None and getattr(self.model, "needs_graphs", False) else "model"
+            field_name = "graphs" if graphs is None and self.model.needs_graphs else "model"
             raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{field_name}: {exc}") from None
         finally:
             self._model_lock.release_read()
@@ -416,7 +416,7 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
         with self._stats_lock:
             return surrogate_pb2.StatusReply(
                 model=str(self.model.name), config_json=cfg, model_version=self.version,
-                lookback=int(getattr(self.model, "lookback", 1)), needs_graphs=bool(self.model.needs_graphs),
+                lookback=int(self.model.lookback), needs_graphs=bool(self.model.needs_graphs),
                 jobs=len(jobs), truth_values=truth, predictions=self.predictions, predict_calls=self.predict_calls,
                 tune_calls=self.tune_calls, in_flight=self.limiter.in_flight if self.limiter else 0,
                 max_in_flight=self.limiter.limit if self.limiter else 0, job_names=sorted(j.name for j in jobs))

@@ -104,7 +104,7 @@ class LSTMSurrogate(Surrogate):
         va = None if val_idx is None else np.asarray(val_idx, dtype=np.int64)
         info = fit_loop(self.net, self._loss_fn(dataset), tr, va, epochs=self.epochs, lr=self.lr,
                         batch_size=self.batch_size, patience=self.patience, seed=self.seed, progress=progress,
-                        desc=f"lstm {getattr(dataset, 'job', '')}")
+                        desc=f"lstm {dataset.job}")
         self.fitted = True
         return info
 

@@ -211,6 +211,7 @@ class Smart(Surrogate):
         self.net: SmartNet | None = None
         self.lm = None
         self._rng = np.random.default_rng(self.train_kw["seed"])
+        self._logy_src = None  # the series.y the log cache was computed from
         if self.topology is not None and self.in_features is not None:
             self._build()
 
@@ -289,7 +290,7 @@ class Smart(Surrogate):
         return (np.stack(g) if graphs else None, np.stack(h), np.stack(tgt), np.stack(last), np.stack(jh))
 
     def _logy_cache(self, series):
-        if getattr(self, "_logy_src", None) is not series.y:
+        if self._logy_src is not series.y:
             y = np.asarray(series.y, dtype=np.float64)
             if not np.isfinite(y).all() or (y <= 0).any():
                 raise SurrogateError(f"job {series.job!r}: iteration times must be positive and finite")
