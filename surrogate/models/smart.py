@@ -46,6 +46,10 @@ from ..registry import register
 from .gcn import GCNEncoder
 from .timellm import RevIN, TimeLLM, make_head, reset_head
 
+#: a tune step uses this many times ``ranks_per_window`` ranks: a window has few target iterations, so more ranks
+#: per step keep its gradient about as averaged as a fit step's
+TUNE_RANKS_FACTOR = 4
+
 _LM_CACHE: dict = {}
 
 
@@ -361,10 +365,8 @@ class Smart(Surrogate):
         1/L, job weights 0: what the network predicts without the base), so a large penalty gives back the plain
         model. Only the newest ``k`` lags of each look-back are refitted (the rest keep the prior); ``k`` (2, 4, ..., L)
         and the penalty (relative to the mean diagonal of X'X, from :attr:`BASE_RIDGE`) are chosen by the mean
-        absolute error on the validation targets. Without validation targets the base stays at the prior: measured
-        in the hybrid loop (fit on a warm-up of a few iterations, no validation split), an unchosen fit (k = L,
-        penalty 1) put MILC 3.4 % and LAMMPS 6.1 % off at completion (72 nodes, warm-up 8), against 0.04 / 0.05 % for
-        the plain model (benchmarks/RESULTS.md)."""
+        absolute error on the validation targets. Without validation targets (the hybrid loop's fit) the base stays at
+        the prior: an unchosen fit did worse than the plain model in the loop (benchmarks/RESULTS.md)."""
         L = self.lookback
         prior = np.concatenate([np.full(L, 1.0 / L), np.zeros(L + 1)])
         if not val.size:  # nothing to choose lags and penalty on (e.g. the hybrid loop's fit): the plain model
@@ -413,7 +415,7 @@ class Smart(Surrogate):
             return {"steps": 0}
         params = [p for p in self.net.parameters() if p.requires_grad]
         opt = torch.optim.Adam(params, lr=self.train_kw["tune_lr"])
-        loss_fn = self._loss_fn(dataset, 4 * self.train_kw["ranks_per_window"])
+        loss_fn = self._loss_fn(dataset, TUNE_RANKS_FACTOR * self.train_kw["ranks_per_window"])
         self.net.train()
         last = None
         for _ in range(self.train_kw["tune_steps"]):
