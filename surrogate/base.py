@@ -84,6 +84,38 @@ class SeriesView:
                        rank_port=self.rank_port, iteration=t)
 
 
+class TailGraphs:
+    """A series' ``x`` when only the graphs of its last ``Tg`` columns are held: a read-only ``(T, P, F)`` array-like
+    indexed by column of ``y`` (``x[t]`` is column t's graph), NaN for the columns before ``offset = T - Tg``."""
+
+    def __init__(self, held: np.ndarray, T: int):
+        self.held = np.asarray(held, dtype=np.float32)
+        self.offset = int(T) - self.held.shape[0]
+        if self.offset < 0:
+            raise ValueError(f"TailGraphs: {self.held.shape[0]} graphs for {T} columns")
+        self.shape = (int(T),) + self.held.shape[1:]
+        self.ndim, self.dtype = 3, self.held.dtype
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx) -> np.ndarray:
+        T = self.shape[0]
+        a = np.arange(T)[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
+        flat = a.ravel()
+        if flat.size and (flat.min() < -T or flat.max() >= T):
+            raise IndexError(f"graph index outside 0..{T - 1}")
+        flat = np.where(flat < 0, flat + T, flat)
+        out = np.full((flat.size,) + self.shape[1:], np.nan, np.float32)
+        ok = flat >= self.offset
+        out[ok] = self.held[flat[ok] - self.offset]
+        return out.reshape(a.shape + self.shape[1:])
+
+    def __array__(self, dtype=None, copy=None):
+        out = self[np.arange(self.shape[0])]
+        return out if dtype is None else out.astype(dtype)
+
+
 class Surrogate(abc.ABC):
     """Base class. Subclasses set ``name`` and implement ``predict``; learned ones also ``fit``/``tune`` and the
     ``_state``/``_load_state`` pair used by :meth:`save` / :meth:`load` (config JSON + safetensors)."""

@@ -246,7 +246,16 @@ class Smart(Surrogate):
     def _bind(self, series) -> None:
         from ..graphs import shape_dict
 
-        topo, F = shape_dict(series.shape), int(series.n_features)
+        F = int(series.n_features)
+        if series.shape is None:  # e.g. the gRPC service's series: the model must already be built for a topology
+            if self.net is None:
+                raise SurrogateError(f"{self.name}: job {series.job!r}'s series does not give its topology; create "
+                                     "the model with topology and in_features in its config")
+            if F != self.in_features:
+                raise SurrogateError(f"{self.name}: model was built for {self.in_features} features; job "
+                                     f"{series.job!r} has {F}")
+            return
+        topo = shape_dict(series.shape)
         if self.net is not None:
             if topo != self.topology or F != self.in_features:
                 raise SurrogateError(f"{self.name}: model was built for topology {self.topology} with "
