@@ -7,7 +7,8 @@ not) and asks the surrogate for the next iteration time of every rank in one bat
 
 Ground truth and the surrogate meet in three places:
 
-* end of the warm-up (the first switch to PREDICT): ``surrogate.fit`` on every truth so far;
+* end of the warm-up: ``surrogate.fit`` on every truth so far, when the policy first answers PREDICT or, if the
+  job's feed says so (``fit_at_first_prediction``), at the job's first prediction;
 * inside a truth window (a SIMULATE iteration after predicted ones): once every rank of the job has finished it, the
   surrogate predicts it from the history *before* it (a shadow prediction), and the error is recorded -- this is what
   error-driven policies see;
@@ -85,7 +86,7 @@ class JobState:
     done_count: np.ndarray | None = None
     errors: list = field(default_factory=list)
     fitted: bool = False
-    #: a graph model's fit found no target yet (warm-up of one iteration); retried at the end of each truth window
+    #: the fit found nothing to learn from yet (feed.can_fit); retried at the end of each truth window
     fit_deferred: bool = False
     window_start: int | None = None
     fallbacks: int = 0

@@ -115,10 +115,10 @@ def quick_pure(tmp_path_factory):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_every_builtin_model_completes_the_quickstart_in_the_loop(model, quick_pure, tmp_path):
-    """Default policy and settings (aligned, warm-up 1, volume scaling on). Bound: 25 % per job. A model that
-    predicts each rank's last truth throughout (the fallback of a deferred fit) is within about 10 % here, since the
-    quickstart's iteration times are steady; a model that fails (a collapse to the 1/100 fallback limit, or
-    predictions off by a factor) is far beyond 25 %."""
+    """Default policy and settings (aligned, warm-up 1, volume scaling on). Bound: 10 % per job. LAST (each rank's
+    last truth, which is also what a deferred fit predicts) is 3.3 % (MILC) and 5.1 % (NN) off here, every model
+    within 5.2 % when this test was written; a failing model (a fit on one target whose chain of predictions drifts,
+    a collapse to the fallback limit) is off by tens of per cent or more."""
     sc = parse_scenario(_quick(model))
     ctl = build_controller(sc)
     _, _, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False, controller=ctl)
@@ -129,5 +129,5 @@ def test_every_builtin_model_completes_the_quickstart_in_the_loop(model, quick_p
         assert np.isfinite(p).all() and (p > 0).all()
         done = summary["jobs"][st.job]["completion_time_ns"]
         err = abs(done - quick_pure[st.job]) / quick_pure[st.job] * 100
-        assert err < 25.0, f"{model}: job {st.job} completion {err:.1f} % off the pure run"
+        assert err < 10.0, f"{model}: job {st.job} completion {err:.1f} % off the pure run"
     assert summary["hybrid"]["counts"]["fit_calls"] + summary["hybrid"]["counts"]["deferred_fits"] >= 2

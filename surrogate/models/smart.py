@@ -50,6 +50,10 @@ from .timellm import RevIN, TimeLLM, make_head, reset_head
 #: per step keep its gradient about as averaged as a fit step's
 TUNE_RANKS_FACTOR = 4
 
+#: a fit without validation targets (the hybrid loop's) on fewer training targets than this keeps the untrained net
+#: (it predicts the look-back's geometric mean): fitted on a warm-up of a few iterations, its chain of predictions drifts
+MIN_UNVALIDATED_TARGETS = 5
+
 _LM_CACHE: dict = {}
 
 
@@ -345,6 +349,9 @@ class Smart(Surrogate):
         tk = self.train_kw
         tr = np.unique(np.clip(np.concatenate([items - 1, items]), 0, dataset.T - 1))
         self.net.log_scale.fill_(float(np.median(self._logy_cache(dataset)[:, tr])))
+        if not val.size and items.size < MIN_UNVALIDATED_TARGETS:
+            self.net.eval()
+            return {"epochs": 0, "kept_prior": True, "targets": int(items.size)}
         base = self._fit_base(dataset, items, val) if self.net.job_context else None
         loss_fn = self._loss_fn(dataset, tk["ranks_per_window"])
         init_val, init_state = None, None
