@@ -221,7 +221,7 @@ def make_model(spec: str | None = None, **options):
             raise DirectorError(f"bad options for model {spec!r}: {exc}") from None
         except SurrogateError as exc:
             raise DirectorError(f"{exc} (or give a checkpoint folder)") from None
-    if getattr(model, "needs_graphs", False):
+    if model.needs_graphs:
         raise DirectorError(f"model {model.name!r} needs port graphs, but CODES' director sends only iteration times; "
                             f"use a history model (ridge, last, mean, ewma) or a checkpoint of one")
     return model
@@ -333,7 +333,7 @@ class IterationTimeService:
                                 f"context values in the data)")
         if self._should_refit():
             self._fit()
-        L = max(int(getattr(self.model, "lookback", 1) or 1), 1)
+        L = max(int(self.model.lookback or 1), 1)
         window = np.full(L, np.nan)
         tail = np.asarray(hist[-L:], dtype=np.float64)
         window[L - len(tail):] = tail
@@ -365,7 +365,7 @@ class IterationTimeService:
             raise DirectorError(f"train-model: model {self.model.name!r} has nothing to fit from iteration times")
         n = self._fit()
         if n == 0:
-            k = getattr(self.model, "k", getattr(self.model, "lookback", 1))
+            k = self.model.lookback
             raise DirectorError(f"train-model: not enough records to fit (need more than {k} iteration times for at "
                                 f"least one client; have {total} over {len(self.clients)} clients)")
         return {"target": "all", "total_clients": str(len(self.clients)),
