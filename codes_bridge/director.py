@@ -221,7 +221,7 @@ def make_model(spec: str | None = None, **options):
             raise DirectorError(f"bad options for model {spec!r}: {exc}") from None
         except SurrogateError as exc:
             raise DirectorError(f"{exc} (or give a checkpoint folder)") from None
-    if getattr(model, "needs_graphs", False):
+    if model.needs_graphs:
         raise DirectorError(f"model {model.name!r} needs port graphs, but CODES' director sends only iteration times; "
                             f"use a history model (ridge, last, mean, ewma) or a checkpoint of one")
     return model
@@ -277,8 +277,8 @@ class IterationTimeService:
                 w.writerow([client, _fmt(v)])
 
     def _fit(self) -> int:
-        fit = getattr(self.model, "fit_series", None)
-        if fit is None:
+        fit = self.model.fit_series
+        if not self.model.fits_series:
             raise DirectorError(f"model {self.model.name!r} cannot be fitted from iteration times by the director "
                                 f"(no fit_series); train it offline and serve its checkpoint")
         ids = sorted(c for c, st in self.clients.items() if st.records)
@@ -301,7 +301,7 @@ class IterationTimeService:
         return self.records_at_fit == 0 or total - self.records_at_fit >= max(1, self.refit_fraction * total)
 
     def _trainable(self) -> bool:
-        return hasattr(self.model, "fit_series")
+        return self.model.fits_series
 
     # --------------------------------------------------------------------------------------------- operations
     def send_records(self, args: list[str], data: bytes) -> dict:
@@ -333,7 +333,7 @@ class IterationTimeService:
                                 f"context values in the data)")
         if self._should_refit():
             self._fit()
-        L = max(int(getattr(self.model, "lookback", 1) or 1), 1)
+        L = max(int(self.model.lookback or 1), 1)
         window = np.full(L, np.nan)
         tail = np.asarray(hist[-L:], dtype=np.float64)
         window[L - len(tail):] = tail
@@ -365,7 +365,7 @@ class IterationTimeService:
             raise DirectorError(f"train-model: model {self.model.name!r} has nothing to fit from iteration times")
         n = self._fit()
         if n == 0:
-            k = getattr(self.model, "k", getattr(self.model, "lookback", 1))
+            k = self.model.lookback
             raise DirectorError(f"train-model: not enough records to fit (need more than {k} iteration times for at "
                                 f"least one client; have {total} over {len(self.clients)} clients)")
         return {"target": "all", "total_clients": str(len(self.clients)),

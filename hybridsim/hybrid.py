@@ -7,7 +7,8 @@ not) and asks the surrogate for the next iteration time of every rank in one bat
 
 Ground truth and the surrogate meet in three places:
 
-* end of the warm-up (the first switch to PREDICT): ``surrogate.fit`` on every truth so far;
+* end of the warm-up: ``surrogate.fit`` on every truth so far, when the policy first answers PREDICT or, if the
+  job's feed says so (``fit_at_first_prediction``), at the job's first prediction;
 * inside a truth window (a SIMULATE iteration after predicted ones): once every rank of the job has finished it, the
   surrogate predicts it from the history *before* it (a shadow prediction), and the error is recorded -- this is what
   error-driven policies see;
@@ -22,29 +23,21 @@ volume-normalised times: history and training targets are divided by the iterati
 predictions multiplied by the target iteration's, so known irregular iterations (LAMMPS' neighbour-exchange steps)
 are not surprises. Jobs whose volume never changes are left as they are.
 
-Graph surrogates (``needs_graphs``: SMART, smart-nollm, DCRNN) get their port graphs online from an
-:class:`~hybridsim.online_graphs.OnlineGraphs` (``graphs=``): the controller wants the engine's port samples
-(``wants_samples``, ``on_samples``) and forwards them and the simulated records to it. Their contexts carry the last
-``graph_lookback`` graphs, ``rank_port`` and ``mask``; a predicted iteration, where nothing is simulated, reuses the
-graph of the latest simulated iteration before it. Their ``fit``/``tune`` series (:class:`OnlineSeries`) is dense,
-because these models index it like a dataset (``y[:, t]`` and ``x[t - Lg + 1 .. t]`` around every target): it spans
-the iterations every rank has completed, ``y`` is the truth where simulated and the controller's prediction where
-predicted (what the model's own contexts held), ``x`` the graphs as above, and the target indices are restricted to
-simulated iterations, so a model never trains on its own predictions. A graph model is fitted at the job's first
-prediction (not when the policy first answers PREDICT: then other ranks may still run the last warm-up iteration);
-the graph normaliser is fitted once, on the warm-up, at that fit. A graph model learns iteration t from t-1, so after
-a warm-up of one iteration its fit is deferred: its predictions fall back to each rank's last simulated time (counted
-as fallbacks) and the fit is retried at the end of every truth window until there is a target (the normaliser then
-sees every graph so far).
+What each model sees (its contexts, its fit/tune series and targets, whether a fit is possible yet) comes from a
+per-job feed chosen once from the model (:func:`surrogate.online.feed_for`: history models and graph models, whose
+port graphs are built online from the port samples the controller asks the backend for: ``wants_samples``,
+``on_samples``). When a fit has nothing to learn from yet (a graph model after a warm-up of one iteration), it is
+deferred: predictions fall back to each rank's last simulated time (counted as fallbacks) and the fit is retried at
+the end of every truth window.
 
 A prediction that is not finite, not positive or more than ``MAX_RATIO`` (100x) away from the rank's last
-simulated iteration time is replaced by that time and counted (``summary()["counts"]["fallback_predictions"]``): a graph
-model fitted on a warm-up of one or two iterations can extrapolate its level feature into a collapse (SMART on
-LAMMPS with warm-up 2 predicted 2.5 us, then 5e-35 ns, after 2.5 ms iterations), and an iteration time of 0 would
+simulated iteration time is replaced by that time and counted (``summary()["counts"]["fallback_predictions"]``): a
+model fitted on a warm-up of one or two iterations can extrapolate into a collapse, and an iteration time of 0 would
 stop the run.
 
-Wall time is split into simulation (everything else), inference and tuning; building graphs for a context counts
-as inference, for a fit/tune series as tuning.
+Wall time is split into simulation (everything else since the first director call: the backend's time between
+calls), inference and tuning; building graphs for a context counts as inference, for a fit/tune series as tuning.
+Policies see all three in ``JobView.costs``.
 """
 
 from __future__ import annotations
@@ -57,7 +50,7 @@ import numpy as np
 
 from controllers.base import JobView, Policy, PolicyError
 from surrogate.base import Context, Surrogate
-from surrogate.dataset import SeriesView
+from surrogate.online import JobFeed, OnlineSeries, feed_for, stretch_ids
 
 from .backend import Mode
 from .records import IterationRecord
@@ -75,29 +68,9 @@ MAX_RATIO = 100.0
 EDGE_FLOOR = 0.1
 
 
-@dataclass
-class OnlineSeries(SeriesView):
-    """What ``Surrogate.fit``/``tune`` see during a hybrid run. Same field names as
-    ``surrogate.dataset.JobSeries``.
-
-    History models: ``y`` is the job's truth table so far, (R, n_iterations), NaN where an iteration was predicted
-    or has not run; ``x`` is None. Graph models (see the module docstring): ``y`` (R, T) over the T leading
-    iterations every rank has completed, truth where simulated, the controller's prediction where predicted; ``x``
-    a lazy (T, P, F) array of the node-feature graphs (:class:`hybridsim.online_graphs.GraphView`; a predicted
-    iteration has the latest simulated graph before it), ``rank_port``, ``mask`` and the topology ``shape``."""
-
-    job: str
-    workload: str
-    y: np.ndarray
-    rank_port: np.ndarray | None = None
-    mask: np.ndarray | None = None
-    x: object | None = None
-    shape: object | None = None
-
-
-def stretch_ids(mask: np.ndarray) -> np.ndarray:
-    """Id of the run of equal values each element of ``mask`` belongs to (1, 1, 2, 2, 2, 3, ...)."""
-    return np.cumsum(np.r_[True, mask[1:] != mask[:-1]]) if len(mask) else np.zeros(0, np.int64)
+#: policies see the per-iteration truth and predictions of jobs up to this many iterations (building the tuples
+#: costs O(n) per decision; longer jobs get empty tuples and decide from errors and costs)
+VIEW_HISTORY_LIMIT = 4096
 
 
 @dataclass
@@ -113,7 +86,7 @@ class JobState:
     done_count: np.ndarray | None = None
     errors: list = field(default_factory=list)
     fitted: bool = False
-    #: a graph model's fit found no target yet (warm-up of one iteration); retried at the end of each truth window
+    #: the fit found nothing to learn from yet (feed.can_fit); retried at the end of each truth window
     fit_deferred: bool = False
     window_start: int | None = None
     fallbacks: int = 0
@@ -122,6 +95,7 @@ class JobState:
     hi: np.ndarray | None = None     # per iteration: latest end over ranks
     clean: np.ndarray | None = None  # per simulated iteration: no other job was predicted while it ran
     raw: np.ndarray | None = None    # the model's own per-rank predictions (before sync=job aligns the ends)
+    drop_edges: bool = True          # window edges are left out of what the model sees (see edges())
 
     @classmethod
     def new(cls, job: str, job_id: int, workload: str, n_ranks: int, n_iterations: int) -> "JobState":
@@ -143,6 +117,34 @@ class JobState:
         t = self.truth[:, :upto]
         return np.where(np.isnan(t), self.raw[:, :upto], t)
 
+    def complete(self) -> int:
+        """Number of leading iterations every rank of the job has completed."""
+        full = self.done_count == self.n_ranks
+        return int(np.argmin(full)) if not full.all() else self.n_iterations
+
+    def window_edges(self, upto: int) -> np.ndarray:
+        """(n_iterations,) bool: simulated iterations < ``upto`` that met another job predicted for part of their
+        time (the *edges* of a truth window, whose traffic differs from the pure run's) and belong to a contiguous
+        simulated stretch that also has clean iterations. They stay in the job's completion time but not in what the
+        surrogate sees (contexts, fit and tune), which takes the clean iterations beside them. A stretch with no
+        clean iteration at all (per-job schedules, where every truth window meets predicted jobs) is kept whole."""
+        out = np.zeros(self.n_iterations, bool)
+        n = min(upto, len(self.modes))
+        if n == 0:
+            return out
+        sim = self.simulated(n) & (self.done_count[:n] == self.n_ranks)
+        dirty = sim & ~self.clean[:n]
+        if not dirty.any():
+            return out
+        run = stretch_ids(sim)
+        has_clean = np.bincount(run, weights=(sim & self.clean[:n]).astype(float)) > 0
+        out[:n] = dirty & has_clean[run]
+        return out
+
+    def edges(self, upto: int) -> np.ndarray:
+        """The window edges the model must not see: :meth:`window_edges`, or none with ``drop_edges`` off."""
+        return self.window_edges(upto) if self.drop_edges else np.zeros(self.n_iterations, bool)
+
     def mean_or_none(self, arr: np.ndarray, i: int):
         col = arr[:, i]
         return float(np.nanmean(col)) if np.isfinite(col).any() else None
@@ -158,7 +160,7 @@ class HybridController:
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True):
         self.policy = policy
-        self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
+        self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)  # plug-ins may not name it
         if isinstance(surrogate, dict):
             self.models = dict(surrogate)
         else:
@@ -169,7 +171,7 @@ class HybridController:
         self.surrogate = next(iter(self.models.values()), None) if not isinstance(surrogate, Surrogate) \
             else surrogate
         self.keep_background = keep_background
-        self.lookback = int(lookback or max([getattr(m, "lookback", 1) for m in self.models.values()] + [1]))
+        self.lookback = int(lookback or max([m.lookback for m in self.models.values()] + [1]))
         self.do_tune = tune
         if sync not in ("job", "rank"):
             raise ValueError(f"sync must be 'job' or 'rank', got {sync!r}")
@@ -183,18 +185,20 @@ class HybridController:
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             self.states[jid] = None if n_it is None else JobState.new(name, jid, kind, n_ranks, n_it)
-        #: online port graphs (hybridsim.online_graphs.OnlineGraphs) for the graph models, or None
+        #: online port graphs (surrogate.online_graphs.OnlineGraphs) shared by the graph models' feeds, or None
         self.graphs = graphs
-        self.graph_jobs = {jid for jid, m in self.models.items() if getattr(m, "needs_graphs", False)}
-        if self.graph_jobs and graphs is None:
-            raise ValueError("graph surrogates need graphs=OnlineGraphs(...) (see hybridsim.runner.build_controller)")
-        self.wall = {"inference": 0.0, "tuning": 0.0}
-        self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
-        self.drop_edges = drop_edges
-        self.correct_edges = correct_edges
         if history not in ("mixed", "truth", "window"):
             raise ValueError(f"history must be 'mixed', 'truth' or 'window', got {history!r}")
         self.history = history
+        #: what each job's model sees (surrogate.online), chosen once from the model
+        self.feeds: dict[int, JobFeed] = {
+            jid: feed_for(m, jid, self.lookback, volumes=self.volumes.get(jid), history=history, graphs=graphs)
+            for jid, m in self.models.items()}
+        self.wall = {"inference": 0.0, "tuning": 0.0}
+        self._t0: float | None = None  # wall clock at the first director call (start of the backend's run)
+        self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
+        self.drop_edges = drop_edges
+        self.correct_edges = correct_edges
         self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
         self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
         self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
@@ -202,32 +206,58 @@ class HybridController:
                        "fallback_predictions": 0, "edge_corrections": 0}
 
     @property
+    def drop_edges(self) -> bool:
+        """Whether window edges are left out of what the models see (see :meth:`JobState.window_edges`)."""
+        return self._drop_edges
+
+    @drop_edges.setter
+    def drop_edges(self, value: bool) -> None:
+        self._drop_edges = bool(value)
+        for st in self.states.values():
+            if st is not None:
+                st.drop_edges = self._drop_edges
+
+    @property
     def wants_samples(self) -> bool:
         """Whether the backend should stream port samples to :meth:`on_samples` (graph surrogates)."""
-        return bool(self.graph_jobs)
+        return any(f.wants_samples for f in self.feeds.values())
 
     def on_samples(self, block) -> None:
         if self.graphs is not None:
             self.graphs.on_samples(block)
 
     # ------------------------------------------------------------------------------------------------ views
+    def _clock(self) -> float:
+        t = time.perf_counter()
+        if self._t0 is None:
+            self._t0 = t
+        return t
+
+    def simulate_wall(self) -> float:
+        """Wall seconds spent outside inference and tuning since the first director call: the backend's time."""
+        if self._t0 is None:
+            return 0.0
+        return max(0.0, self._clock() - self._t0 - self.wall["inference"] - self.wall["tuning"])
+
     def view(self, st: JobState, iteration: int) -> JobView:
         n = iteration
         modes = tuple(st.modes[:n])
+        short = n <= VIEW_HISTORY_LIMIT
         return JobView(
             job=st.job, job_id=st.job_id, iteration=iteration, n_iterations=st.n_iterations,
             mode=modes[-1] if modes else None, modes=modes,
-            truth=tuple(st.mean_or_none(st.truth, i) for i in range(n)) if n <= 4096 else (),
-            predicted=tuple(st.mean_or_none(st.pred, i) for i in range(n)) if n <= 4096 else (),
+            truth=tuple(st.mean_or_none(st.truth, i) for i in range(n)) if short else (),
+            predicted=tuple(st.mean_or_none(st.pred, i) for i in range(n)) if short else (),
             errors=tuple(st.errors),
             costs={**self.wall, "simulated_iterations": sum(m == Mode.SIMULATE for m in modes),
                    "predicted_iterations": sum(m == Mode.PREDICT for m in modes),
-                   "simulate": getattr(self, "sim_wall", 0.0)},
+                   "simulate": self.simulate_wall()},
             now=self.now,
         )
 
     # ------------------------------------------------------------------------------------------------ director
     def mode_for(self, job_id: int, iteration: int) -> Mode:
+        self._clock()
         st = self.states.get(job_id)
         if st is None or iteration >= st.n_iterations:
             return Mode.SIMULATE
@@ -246,7 +276,8 @@ class HybridController:
         if mode == Mode.PREDICT and iteration == 0:
             raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
                               "no history to predict from; simulate at least one iteration first")
-        if mode == Mode.PREDICT and not st.fitted and st.job_id not in self.graph_jobs:
+        if (mode == Mode.PREDICT and not st.fitted and not st.fit_deferred
+                and not self.feeds[job_id].fit_at_first_prediction):
             self._fit(st, iteration)
         if mode == Mode.SIMULATE and st.modes and st.modes[-1] == Mode.PREDICT:
             st.window_start = iteration
@@ -260,41 +291,7 @@ class HybridController:
         return None if v is None else v[lo:hi]
 
     def _context(self, st: JobState, iteration: int, ranks: np.ndarray) -> Context:
-        if self.history != "mixed" and st.job_id not in self.graph_jobs:
-            # the latest simulated, complete, non-edge iterations (graph models keep the mixed series); "window":
-            # only those of the latest stretch of simulated iterations
-            ok = np.zeros(iteration, bool)
-            n = min(iteration, len(st.modes))
-            sim = st.simulated(n)
-            ok[:n] = sim & (st.done_count[:n] == st.n_ranks)
-            if self.drop_edges:
-                ok &= ~self._edges(st, iteration)[:iteration]
-            cols = np.flatnonzero(ok)
-            if self.history == "window" and len(cols):
-                stretch = stretch_ids(sim)
-                cols = cols[stretch[cols] == stretch[cols[-1]]]
-            cols = cols[-self.lookback:]
-            hist = st.truth[np.ix_(ranks, cols)]
-            v = self.volumes.get(st.job_id)
-            if v is not None:
-                hist = hist / v[None, cols]
-        else:
-            lo = max(0, iteration - self.lookback)
-            hist = st.series(iteration)[ranks, lo:iteration]
-            if self.drop_edges:
-                hist = np.where(self._edges(st, iteration)[None, lo:iteration], np.nan, hist)
-            sc = self._scale(st, lo, iteration)
-            if sc is not None:
-                hist = hist / sc[None, :]
-        if hist.shape[1] < self.lookback:
-            hist = np.hstack([np.full((len(ranks), self.lookback - hist.shape[1]), np.nan), hist])
-        ctx = Context(st.job, st.workload, hist, iteration=iteration - 1)
-        if st.job_id in self.graph_jobs:
-            g = self.graphs
-            ctx.graphs = g.context_graphs(st.job_id, iteration - 1, self.models[st.job_id].graph_lookback)
-            ctx.rank_port = g.rank_port(st.job_id)[ranks]
-            ctx.mask = g.mask(st.job_id)
-        return ctx
+        return self.feeds[st.job_id].context(st, iteration, ranks)
 
     def _predict(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
         model = self.models[st.job_id]
@@ -374,8 +371,7 @@ class HybridController:
             st.hi[rec.iteration] = rec.end
         if simulated:
             st.truth[rec.rank, rec.iteration] = rec.end - rec.start
-            if st.job_id in self.graph_jobs:
-                self.graphs.on_record(rec.job_id, rec.rank, rec.iteration, rec.start, rec.end)
+            self.feeds[st.job_id].on_record(rec.rank, rec.iteration, rec.start, rec.end)
         st.done_count[rec.iteration] += 1
         if st.done_count[rec.iteration] == st.n_ranks and simulated:
             self._iteration_complete(st, rec.iteration)
@@ -416,23 +412,8 @@ class HybridController:
         return False
 
     def _edges(self, st: JobState, upto: int) -> np.ndarray:
-        """(n_iterations,) bool: simulated iterations < ``upto`` that met another job predicted for part of their
-        time (the *edges* of a truth window, whose traffic differs from the pure run's) and belong to a contiguous
-        simulated stretch that also has clean iterations. They stay in the job's completion time but not in what the
-        surrogate sees (contexts, fit and tune), which takes the clean iterations beside them. A stretch with no
-        clean iteration at all (per-job schedules, where every truth window meets predicted jobs) is kept whole."""
-        out = np.zeros(st.n_iterations, bool)
-        n = min(upto, len(st.modes))
-        if n == 0:
-            return out
-        sim = st.simulated(n) & (st.done_count[:n] == st.n_ranks)
-        dirty = sim & ~st.clean[:n]
-        if not dirty.any():
-            return out
-        run = stretch_ids(sim)
-        has_clean = np.bincount(run, weights=(sim & st.clean[:n]).astype(float)) > 0
-        out[:n] = dirty & has_clean[run]
-        return out
+        """The window edges of ``st`` before ``upto`` (:meth:`JobState.window_edges`)."""
+        return st.window_edges(upto)
 
     def _iteration_complete(self, st: JobState, it: int) -> None:
         if self.drop_edges:
@@ -456,53 +437,23 @@ class HybridController:
             st.window_start = None
 
     def _series(self, st: JobState) -> OnlineSeries:
-        if st.job_id in self.graph_jobs:
-            return self._graph_series(st)
-        y = st.truth.copy()
-        if self.drop_edges:
-            y[:, self._edges(st, st.n_iterations)] = np.nan
-        v = self.volumes.get(st.job_id)
-        if v is not None:
-            y = y / v[None, :y.shape[1]]
-        return OnlineSeries(st.job, st.workload, y)
-
-    def _complete(self, st: JobState) -> int:
-        """Number of leading iterations every rank of the job has completed."""
-        full = st.done_count == st.n_ranks
-        return int(np.argmin(full)) if not full.all() else st.n_iterations
-
-    def _graph_series(self, st: JobState) -> OnlineSeries:
-        """The dense series of a graph model (see the module docstring)."""
-        T = self._complete(st)
-        y = st.series(T)
-        v = self.volumes.get(st.job_id)
-        if v is not None:
-            y = y / v[None, :T]
-        g = self.graphs
-        return OnlineSeries(st.job, st.workload, y, rank_port=g.rank_port(st.job_id), mask=g.mask(st.job_id),
-                            x=g.view(st.job_id, T), shape=g.topo.shape)
+        return self.feeds[st.job_id].series(st)
 
     def _targets(self, st: JobState, series: OnlineSeries, idx) -> list[int]:
-        """For graph models: the indices of ``idx`` inside the series whose iteration was simulated (truth) and is
-        not a window edge (``drop_edges``; the dense series keeps an edge's time, as the contexts' back-fill does)."""
-        if st.job_id not in self.graph_jobs:
-            return list(idx)
-        edges = self._edges(st, series.T) if self.drop_edges else np.zeros(st.n_iterations, bool)
-        return [int(i) for i in idx if 0 <= i < series.T and np.isfinite(st.truth[:, i]).all() and not edges[i]]
+        return self.feeds[st.job_id].targets(st, series, idx)
 
     def _fit(self, st: JobState, iteration: int) -> None:
         t0 = time.perf_counter()
-        series = self._series(st)
-        idx = self._targets(st, series, range(iteration))
-        if st.job_id in self.graph_jobs:
-            if not any(i >= 1 for i in idx):
-                # a graph model learns iteration t from t-1: with one clean simulated iteration (a warm-up of 1)
-                # there is nothing to fit yet. Its predictions fall back to the last truth (counted) and the fit is
-                # retried at the end of each truth window.
-                self.counts["deferred_fits"] += 1
-                st.fit_deferred = True
-                return
-            self.graphs.fit_normaliser(st.job_id, range(series.T))  # every simulated warm-up graph, edges too
+        feed = self.feeds[st.job_id]
+        series = feed.series(st)
+        idx = feed.targets(st, series, range(iteration))
+        if not feed.can_fit(series, idx):
+            # nothing to learn from yet: predictions fall back to the last truth (counted) and the fit is retried
+            # at the end of each truth window
+            self.counts["deferred_fits"] += 1
+            st.fit_deferred = True
+            return
+        feed.prepare_fit(st, series)
         self.models[st.job_id].fit(series, idx)
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["fit_calls"] += 1
@@ -510,8 +461,9 @@ class HybridController:
 
     def _tune(self, st: JobState, idx: list[int]) -> None:
         t0 = time.perf_counter()
-        series = self._series(st)
-        self.models[st.job_id].tune(series, self._targets(st, series, idx))
+        feed = self.feeds[st.job_id]
+        series = feed.series(st)
+        self.models[st.job_id].tune(series, feed.targets(st, series, idx))
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["tune_calls"] += 1
 

@@ -43,8 +43,7 @@ ITERATIONS = "iterations.parquet"
 PORTS = "ports.parquet"
 SUMMARY = "summary.json"
 
-_PACKAGES = ("hybridsim", "numpy", "torch", "torch-geometric", "transformers", "pydantic", "pyarrow", "simpy",
-             "grpcio", "pyzmq")
+_PACKAGES = ("hybridsim", "numpy", "torch", "transformers", "pydantic", "pyarrow", "grpcio", "pyzmq")
 
 
 class RunDirError(RuntimeError):

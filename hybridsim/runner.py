@@ -41,7 +41,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     own model instance (fitted and tuned on that job only): a registered name is instantiated per job; a checkpoint
     folder of ``hybridsim train`` gives each job its trained model (a single-model checkpoint is copied per job).
 
-    Graph models (``needs_graphs``: smart, smart-nollm, dcrnn) get an :class:`~hybridsim.online_graphs.OnlineGraphs`
+    Graph models (``needs_graphs``: smart, smart-nollm, dcrnn) get an :class:`~surrogate.online_graphs.OnlineGraphs`
     fed by the backend's port samples (``placement``: the run's per-job terminal arrays, default
     ``place_jobs(scenario)``); only backends that stream samples can run them."""
     import copy
@@ -73,7 +73,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
         else:
             raise SurrogateError(f"surrogate.model {spec}: no trained model for job {j.name!r} "
                                  f"(checkpoint has {', '.join(sorted(trained))})")
-        if getattr(model, "needs_graphs", False) and scenario.backend.kind not in SAMPLE_STREAMING_BACKENDS:
+        if model.needs_graphs and scenario.backend.kind not in SAMPLE_STREAMING_BACKENDS:
             raise SurrogateError(f"surrogate.model {spec}: {model.name!r} needs port graphs, which the hybrid loop "
                                  f"builds from the port samples the backend streams during the run; backend "
                                  f"{scenario.backend.kind!r} does not stream them (use backend.kind: embedded, or a "
@@ -82,16 +82,18 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
         if sec.volume_scaling:
             volumes[i] = workload_volumes(scenario, i, n_it)
     graphs = None
-    graph_jobs = [i for i, m in models.items() if getattr(m, "needs_graphs", False)]
+    graph_jobs = [i for i, m in models.items() if m.needs_graphs]
     if graph_jobs:
-        from .online_graphs import OnlineGraphs
+        from surrogate.online_graphs import OnlineGraphs
+
+        from .topology import Dragonfly
 
         if placement is None:
             from .placement import place_jobs
 
             placement = place_jobs(scenario, scenario.build_topology())
-        n_its = {i: jobs[i][3] for i in graph_jobs}
-        graphs = OnlineGraphs.for_scenario(scenario, placement, graph_jobs, n_its)
+        graphs = OnlineGraphs(Dragonfly(scenario.topology.shape),
+                              {i: (jobs[i][0], placement[i], jobs[i][3]) for i in graph_jobs})
     return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
                             lookback=sec.lookback, tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
                             sync=scenario.controller.sync, volumes=volumes, graphs=graphs)

@@ -54,6 +54,85 @@ def check_kwargs(cls, config: dict) -> None:
         raise SurrogateError(f"{cls.name}: config needs {', '.join(missing)}")
 
 
+class SeriesView:
+    """The one series contract a model's ``fit``/``tune`` read: offline datasets (:class:`surrogate.dataset.JobSeries`),
+    the hybrid loop's online feeds (:class:`surrogate.online.OnlineSeries`) and the gRPC service's ``JobDataset``.
+
+    Fields (R ranks, T iterations, P ports, F features): ``job``, ``workload``, ``y`` float64 (R, T) iteration times
+    (NaN where unknown), ``x`` (T, P, F) node-feature graphs (an array or a lazy array-like indexed like one; row t
+    belongs to column t of ``y``) or None, ``mask`` (P,), ``rank_port`` (R,), ``shape`` the topology
+    :class:`~hybridsim.topology.DragonflyShape` (None: the series does not say; a graph model must already be built
+    for one). Every implementation has all of these fields. The target indices given with a series are columns of
+    ``y``."""
+
+    @property
+    def T(self) -> int:
+        return self.y.shape[1]
+
+    @property
+    def R(self) -> int:
+        return self.y.shape[0]
+
+    @property
+    def n_ports(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def n_features(self) -> int:
+        return self.x.shape[2]
+
+    def context(self, t: int, lookback: int, graph_lookback: int = 0) -> Context:
+        """What a model may use to predict iteration ``t + 1``: ``history = y[:, t-L+1 .. t]`` (NaN-padded on the
+        left when ``t - L + 1 < 0``) and ``graphs = x[t-Lg+1 .. t]`` (the first graph repeated on the left when
+        needed; ``None`` for ``graph_lookback == 0`` or a series without graphs)."""
+        t = int(t)
+        if not -1 <= t < self.T:
+            raise IndexError(f"context: t={t} outside -1..{self.T - 1}")
+        L = int(lookback)
+        hist = np.full((self.R, L), np.nan)
+        lo = max(0, t - L + 1)
+        if t >= 0 and L > 0:
+            hist[:, L - (t - lo + 1):] = self.y[:, lo:t + 1]
+        graphs = None
+        if graph_lookback > 0 and self.x is not None:
+            idx = np.clip(np.arange(t - graph_lookback + 1, t + 1), 0, self.T - 1)
+            graphs = self.x[idx]
+        return Context(job=self.job, workload=self.workload, history=hist, graphs=graphs, mask=self.mask,
+                       rank_port=self.rank_port, iteration=t)
+
+
+class TailGraphs:
+    """A series' ``x`` when only the graphs of its last ``Tg`` columns are held: a read-only ``(T, P, F)`` array-like
+    indexed by column of ``y`` (``x[t]`` is column t's graph), NaN for the columns before ``offset = T - Tg``."""
+
+    def __init__(self, held: np.ndarray, T: int):
+        self.held = np.asarray(held, dtype=np.float32)
+        self.offset = int(T) - self.held.shape[0]
+        if self.offset < 0:
+            raise ValueError(f"TailGraphs: {self.held.shape[0]} graphs for {T} columns")
+        self.shape = (int(T),) + self.held.shape[1:]
+        self.ndim, self.dtype = 3, self.held.dtype
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx) -> np.ndarray:
+        T = self.shape[0]
+        a = np.arange(T)[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
+        flat = a.ravel()
+        if flat.size and (flat.min() < -T or flat.max() >= T):
+            raise IndexError(f"graph index outside 0..{T - 1}")
+        flat = np.where(flat < 0, flat + T, flat)
+        out = np.full((flat.size,) + self.shape[1:], np.nan, np.float32)
+        ok = flat >= self.offset
+        out[ok] = self.held[flat[ok] - self.offset]
+        return out.reshape(a.shape + self.shape[1:])
+
+    def __array__(self, dtype=None, copy=None):
+        out = self[np.arange(self.shape[0])]
+        return out if dtype is None else out.astype(dtype)
+
+
 class Surrogate(abc.ABC):
     """Base class. Subclasses set ``name`` and implement ``predict``; learned ones also ``fit``/``tune`` and the
     ``_state``/``_load_state`` pair used by :meth:`save` / :meth:`load` (config JSON + safetensors)."""
@@ -65,6 +144,8 @@ class Surrogate(abc.ABC):
     needs_graphs: ClassVar[bool] = False
     #: how many past graphs ``predict`` wants (``Context.graphs`` has this many; 0 for history-only models)
     graph_lookback: int = 0
+    #: whether :meth:`fit_series` fits the model from bare iteration-time series (CODES' director uses it)
+    fits_series: ClassVar[bool] = False
 
     def config(self) -> dict:
         return {}
@@ -83,7 +164,18 @@ class Surrogate(abc.ABC):
             raise SurrogateError(f"{cls.name}: bad config {config}: {type(exc).__name__}: {exc}") from None
 
     def fit(self, dataset, train_idx, val_idx=None, **kw) -> dict:  # history models: nothing to fit
+        """Fit on the target columns ``train_idx`` of a :class:`SeriesView` (``val_idx``: validation targets)."""
         return {}
+
+    def fit_series(self, series: list[np.ndarray]) -> int:
+        """Fit on a list of 1-D iteration-time series (one per rank or client); returns the number of training
+        examples. Only models with ``fits_series`` implement it."""
+        raise SurrogateError(f"{self.name}: cannot be fitted from bare iteration-time series")
+
+    def can_fit(self, series: SeriesView, train_idx) -> bool:
+        """Whether :meth:`fit` on these targets has anything to learn from; the hybrid loop defers a fit until it
+        has (predicting each rank's last truth meanwhile). Default: always."""
+        return True
 
     @abc.abstractmethod
     def predict(self, ctx: Context) -> np.ndarray:

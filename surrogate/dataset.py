@@ -37,7 +37,7 @@ import numpy as np
 
 from hybridsim.topology import Dragonfly, DragonflyShape
 
-from .base import Context, SurrogateError
+from .base import SeriesView, SurrogateError
 from .graphs import (feature_names, fit_normaliser, node_features, normalise, shape_dict, shape_from_dict,
                      slog1p, window_ranks)
 
@@ -47,47 +47,6 @@ VERSION = 1
 
 class DatasetError(SurrogateError):
     """A run directory or dataset folder cannot be used (missing/corrupt file, wrong content)."""
-
-
-class SeriesView:
-    """Sizes and look-back windows of a job's series: shared by :class:`JobSeries` (datasets) and
-    ``hybridsim.hybrid.OnlineSeries`` (the hybrid loop's online series). Needs ``job``, ``workload``, ``y`` (R, T),
-    ``x`` (T, P, F) or None, ``mask`` and ``rank_port``."""
-
-    @property
-    def T(self) -> int:
-        return self.y.shape[1]
-
-    @property
-    def R(self) -> int:
-        return self.y.shape[0]
-
-    @property
-    def n_ports(self) -> int:
-        return self.x.shape[1]
-
-    @property
-    def n_features(self) -> int:
-        return self.x.shape[2]
-
-    def context(self, t: int, lookback: int, graph_lookback: int = 0) -> Context:
-        """What a model may use to predict iteration ``t + 1``: ``history = y[:, t-L+1 .. t]`` (NaN-padded on the
-        left when ``t - L + 1 < 0``) and ``graphs = x[t-Lg+1 .. t]`` (the first graph repeated on the left when
-        needed; ``None`` for ``graph_lookback == 0`` or a series without graphs)."""
-        t = int(t)
-        if not -1 <= t < self.T:
-            raise IndexError(f"context: t={t} outside -1..{self.T - 1}")
-        L = int(lookback)
-        hist = np.full((self.R, L), np.nan)
-        lo = max(0, t - L + 1)
-        if t >= 0 and L > 0:
-            hist[:, L - (t - lo + 1):] = self.y[:, lo:t + 1]
-        graphs = None
-        if graph_lookback > 0 and self.x is not None:
-            idx = np.clip(np.arange(t - graph_lookback + 1, t + 1), 0, self.T - 1)
-            graphs = self.x[idx]
-        return Context(job=self.job, workload=self.workload, history=hist, graphs=graphs, mask=self.mask,
-                       rank_port=self.rank_port, iteration=t)
 
 
 @dataclass

@@ -67,8 +67,8 @@ def run_online(model: Surrogate, series, ft: float = 8, split: str = "test", pro
     a = max(a, 1)
     if b <= a:
         raise SurrogateError(f"job {series.job!r}: empty {split} split")
-    L = max(1, int(getattr(model, "lookback", 1)))
-    Lg = int(getattr(model, "graph_lookback", 0)) if model.needs_graphs else 0
+    L = max(1, int(model.lookback))
+    Lg = int(model.graph_lookback) if model.needs_graphs else 0
     if model.needs_graphs and Lg < 1:
         Lg = 1
     R = series.R

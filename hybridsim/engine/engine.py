@@ -35,6 +35,12 @@ def jobs_progress(names, done, totals, modes) -> str:
     return " ".join(out)
 
 
+def background_seed(seed: int) -> int:
+    """Seed of the background-traffic generator: a fixed affine map (prime factor) of the scenario seed, so the
+    background draws stay apart from the main generator's and are reproducible per seed."""
+    return seed * 7919 + 17
+
+
 class EngineError(RuntimeError):
     """The scenario cannot be simulated as given (inconsistent workload, no way to end...)."""
 
@@ -85,7 +91,7 @@ class Engine:
         self.on_samples = on_samples
         loop = self.loop = EventLoop()
         self.rng = random.Random(sc.seed)
-        self.bg_rng = random.Random(sc.seed * 7919 + 17)
+        self.bg_rng = random.Random(background_seed(sc.seed))
         lim = sc.limits
         net = self.net = Network(self.topo, sc.topology, loop, self.rng, self.debug,
                                  max_packets=lim.max_packets_per_message)

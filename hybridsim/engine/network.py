@@ -43,6 +43,10 @@ ROUTINGS = ("minimal", "nonminimal", "adaptive", "prog-adaptive")
 MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE = range(4)
 
 
+#: a predicted job's background load is clamped to this link utilisation: at u -> 1 the capacity left (1 - u) and the
+#: M/D/1 wait u / (2 (1 - u)) diverge, which would stall the simulated jobs on a measurement artefact
+MAX_BACKGROUND_UTILISATION = 0.9
+
 class Packet:
     """One packet (= one CODES chunk) of a message.
 
@@ -649,7 +653,7 @@ class Network:
             pt.nspb = nom
             pt.delay = d0
         for p, u in util_by_port.items():
-            u = min(max(u, 0.0), 0.9)
+            u = min(max(u, 0.0), MAX_BACKGROUND_UTILISATION)
             pt = self.ports[p]
             pt.nspb = self.nspb_nominal[p] / (1.0 - u)
             pt.delay = self.delay_nominal[p] + self.P * self.nspb_nominal[p] * u / (2.0 * (1.0 - u))

@@ -13,10 +13,12 @@ at once, as do jobs beyond ``max_jobs`` and truth beyond ``max_state_bytes``; me
 (``ALREADY_EXISTS``). The server listens on 127.0.0.1 unless told otherwise.
 
 Tuning: ``Tune`` appends the window to the job's truth and calls ``model.tune(dataset, window_idx)`` with a
-:class:`JobDataset` with the field names of ``surrogate.dataset.JobSeries`` / ``hybridsim.hybrid.OnlineSeries``:
-``y`` (R, T) truth in ns, NaN where unknown; ``iterations`` (T,); ``x`` (Tg, P, F) port graphs for the last
-Tg <= ``max_graph_iterations`` columns of ``y`` (``x_offset`` = T - Tg; NaN where not sent) or None; ``mask``,
-``rank_port``, ``workload``, ``job``. With ``fit`` set, ``model.fit(dataset, window_idx)`` is called instead.
+:class:`JobDataset`, a :class:`surrogate.base.SeriesView`: ``y`` (R, T) truth in ns, NaN where unknown;
+``iterations`` (T,); ``x`` a (T, P, F) :class:`surrogate.base.TailGraphs` holding the port graphs of the last
+Tg <= ``max_graph_iterations`` columns of ``y`` (NaN before them and where not sent) or None; ``mask``,
+``rank_port``, ``workload``, ``job``, ``shape`` None (a graph model must be created for its topology: ``topology``
+and ``in_features`` in its config). A graph model is given only the targets whose graph look-back is held. With
+``fit`` set, ``model.fit(dataset, window_idx)`` is called instead.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+
+from surrogate.base import SeriesView, TailGraphs
 
 from ._common import (DEFAULT_MAX_MESSAGE_BYTES, InFlightLimiter, ServiceError, add_health_and_reflection, bind,
                       from_tensor, invalid, over_limit, server_options)
@@ -95,17 +99,17 @@ class RWLock:
 
 
 @dataclass
-class JobDataset:
+class JobDataset(SeriesView):
     """What ``model.tune`` gets: the truth the server holds for one job (see the module docstring)."""
 
     job: str
     workload: str
     y: np.ndarray
     iterations: np.ndarray
-    x: np.ndarray | None = None
+    x: TailGraphs | None = None
     mask: np.ndarray | None = None
     rank_port: np.ndarray | None = None
-    x_offset: int = 0       # column of y that x[0] belongs to
+    shape: object | None = None
 
 
 @dataclass
@@ -328,7 +332,7 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
                 raise invalid(f"history[{i}]", f"{history.ravel()[i]!r}: iteration times must be finite and > 0 "
                                                "(NaN = missing)")
         else:
-            L = request.lookback or max(1, int(getattr(self.model, "lookback", 1)))
+            L = request.lookback or max(1, int(self.model.lookback))
             if L > MAX_LOOKBACK:
                 raise invalid("lookback", f"must be in 1..{MAX_LOOKBACK}, got {L}")
             if len(rows) * L * 8 > self.max_state_bytes:
@@ -365,7 +369,7 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
             version = self.version
             out = self.model.predict(ctx)
         except SurrogateError as exc:
-            field_name = "graphs" if graphs is None and getattr(self.model, "needs_graphs", False) else "model"
+            field_name = "graphs" if graphs is None and self.model.needs_graphs else "model"
             raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{field_name}: {exc}") from None
         finally:
             self._model_lock.release_read()
@@ -426,8 +430,11 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
                 for k, it in enumerate(iterations[T - Tg:]):
                     if int(it) in job.graphs:
                         g[k] = job.graphs[int(it)]
-            ds = JobDataset(job.name, job.workload, job.truth.copy(), iterations, g, job.mask, job.rank_port,
-                            T - (0 if g is None else g.shape[0]))
+            ds = JobDataset(job.name, job.workload, job.truth.copy(), iterations,
+                            None if g is None else TailGraphs(g, T), job.mask, job.rank_port)
+            if g is not None and self.model.needs_graphs:
+                # target t reads the graphs of columns t - graph_lookback .. t - 1: only those held
+                idx = idx[idx - self.model.graph_lookback >= ds.x.offset]
             n_truth = job.n_truth
         self._model_lock.acquire_write()
         try:
@@ -459,7 +466,7 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
         with self._stats_lock:
             return surrogate_pb2.StatusReply(
                 model=str(self.model.name), config_json=cfg, model_version=self.version,
-                lookback=int(getattr(self.model, "lookback", 1)), needs_graphs=bool(self.model.needs_graphs),
+                lookback=int(self.model.lookback), needs_graphs=bool(self.model.needs_graphs),
                 jobs=len(jobs), truth_values=truth, predictions=self.predictions, predict_calls=self.predict_calls,
                 tune_calls=self.tune_calls, in_flight=self.limiter.in_flight if self.limiter else 0,
                 max_in_flight=self.limiter.limit if self.limiter else 0, job_names=sorted(j.name for j in jobs))

@@ -179,7 +179,7 @@ class DCRNNSurrogate(Surrogate):
         va = None if val_idx is None else np.asarray(val_idx, dtype=np.int64)
         return fit_loop(self.net, self._loss_fn(dataset), tr, va, epochs=self.epochs, lr=self.lr,
                         batch_size=self.batch_size, patience=self.patience, seed=self.seed, progress=progress,
-                        desc=f"dcrnn {getattr(dataset, 'job', '')}")
+                        desc=f"dcrnn {dataset.job}")
 
     def tune(self, dataset, window_idx, **kw) -> dict:
         from ..train import fit_loop

@@ -75,6 +75,7 @@ class Ridge(Surrogate):
     is LAST."""
 
     name = "ridge"
+    fits_series = True
 
     def __init__(self, k: int = 4, alpha: float = 0.1):
         self.k = self.lookback = int(k)

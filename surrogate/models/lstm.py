@@ -3,6 +3,11 @@
 Input per rank: ``log(y[t-k+1..t] / y[t])`` (0 where the history is shorter, with a presence flag) plus
 ``log(y[t] / scale)``; output: ``log(y[t+1] / y[t])``; prediction ``y[t] * exp(out)``. Trained with L1 loss on the
 log ratio (close to MAPE for small errors), Adam, early stopping on the validation split.
+
+Gaps are normal in the hybrid loop's series (NaN where an iteration was predicted, a window edge, or a rank had not
+finished it yet): a (rank, target) pair is learnt from only where the target and the rank's last value before it are
+finite and positive, ``scale`` is the median of the finite training times, and :meth:`LSTMSurrogate.can_fit` says
+whether any such pair exists (the loop defers the fit until one does, e.g. after a warm-up of one iteration).
 """
 
 from __future__ import annotations
@@ -79,15 +84,35 @@ class LSTMSurrogate(Surrogate):
                 "tune_lr": self.tune_lr, "scale": self.scale, "seed": self.seed}
 
     # ------------------------------------------------------------------------------------------------ training
+    def _usable(self, y: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(B, R) bool: (target, rank) pairs with a finite, positive target and last value before it."""
+        targets = np.asarray(targets, dtype=np.int64)
+        if targets.size == 0:
+            return np.zeros((0, y.shape[0]), bool)
+        last = last_valid(history_windows(y, targets, self.k).reshape(-1, self.k)).reshape(len(targets), -1)
+        tgt = y[:, targets].T
+        with np.errstate(invalid="ignore"):
+            return (targets[:, None] >= 1) & np.isfinite(tgt) & (tgt > 0) & np.isfinite(last) & (last > 0)
+
+    def _targets(self, y: np.ndarray, idx) -> np.ndarray:
+        """The target iterations of ``idx`` with at least one usable pair."""
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+        idx = idx[(idx >= 1) & (idx < y.shape[1])]
+        return idx[self._usable(y, idx).any(axis=1)]
+
+    def can_fit(self, series, train_idx) -> bool:
+        return self._targets(np.asarray(series.y, dtype=np.float64), train_idx).size > 0
+
     def _loss_fn(self, series):
         y = np.asarray(series.y, dtype=np.float64)
 
         def loss(targets: np.ndarray) -> torch.Tensor:
             hist = history_windows(y, targets, self.k)          # (B, R, k)
+            ok = self._usable(y, targets).reshape(-1)
             feats, last = relative_inputs(hist, self.scale)
             B, R = hist.shape[:2]
-            xt = torch.from_numpy(feats.reshape(B * R, self.k, 3).astype(np.float32))
-            tgt = torch.from_numpy(np.log(y[:, targets].T.reshape(-1) / last.reshape(-1)).astype(np.float32))
+            xt = torch.from_numpy(feats.reshape(B * R, self.k, 3)[ok].astype(np.float32))
+            tgt = torch.from_numpy(np.log(y[:, targets].T.reshape(-1)[ok] / last.reshape(-1)[ok]).astype(np.float32))
             return (self.net(xt) - tgt).abs().mean()
 
         return loss
@@ -96,15 +121,18 @@ class LSTMSurrogate(Surrogate):
         from ..train import fit_loop
 
         y = np.asarray(dataset.y, dtype=np.float64)
-        tr = np.asarray(train_idx, dtype=np.int64)
-        tr = tr[tr >= 1]
+        tr = self._targets(y, train_idx)
         if self.scale is None:
-            self.scale = float(np.median(y[:, np.asarray(train_idx)]))
+            v = y[:, np.asarray(train_idx, dtype=np.int64)]
+            v = v[np.isfinite(v) & (v > 0)]
+            if v.size == 0:
+                raise SurrogateError(f"lstm: no finite iteration time in the training window of job {dataset.job!r}")
+            self.scale = float(np.median(v))
         torch.manual_seed(self.seed if seed is None else seed)
-        va = None if val_idx is None else np.asarray(val_idx, dtype=np.int64)
+        va = None if val_idx is None else self._targets(y, val_idx)
         info = fit_loop(self.net, self._loss_fn(dataset), tr, va, epochs=self.epochs, lr=self.lr,
                         batch_size=self.batch_size, patience=self.patience, seed=self.seed, progress=progress,
-                        desc=f"lstm {getattr(dataset, 'job', '')}")
+                        desc=f"lstm {dataset.job}")
         self.fitted = True
         return info
 
@@ -113,8 +141,7 @@ class LSTMSurrogate(Surrogate):
 
         if not self.fitted:
             return {}
-        w = np.asarray(window_idx, dtype=np.int64)
-        w = w[w >= 1]
+        w = self._targets(np.asarray(dataset.y, dtype=np.float64), window_idx)
         if w.size == 0:
             return {}
         return fit_loop(self.net, self._loss_fn(dataset), w, None, epochs=self.tune_epochs, lr=self.tune_lr,

@@ -46,6 +46,14 @@ from ..registry import register
 from .gcn import GCNEncoder
 from .timellm import RevIN, TimeLLM, make_head, reset_head
 
+#: a tune step uses this many times ``ranks_per_window`` ranks: a window has few target iterations, so more ranks
+#: per step keep its gradient about as averaged as a fit step's
+TUNE_RANKS_FACTOR = 4
+
+#: a fit without validation targets (the hybrid loop's) on fewer training targets than this keeps the untrained net
+#: (it predicts the look-back's geometric mean): fitted on a warm-up of a few iterations, its chain of predictions drifts
+MIN_UNVALIDATED_TARGETS = 5
+
 _LM_CACHE: dict = {}
 
 
@@ -211,6 +219,7 @@ class Smart(Surrogate):
         self.net: SmartNet | None = None
         self.lm = None
         self._rng = np.random.default_rng(self.train_kw["seed"])
+        self._logy_src = None  # the series.y the log cache was computed from
         if self.topology is not None and self.in_features is not None:
             self._build()
 
@@ -241,7 +250,16 @@ class Smart(Surrogate):
     def _bind(self, series) -> None:
         from ..graphs import shape_dict
 
-        topo, F = shape_dict(series.shape), int(series.n_features)
+        F = int(series.n_features)
+        if series.shape is None:  # e.g. the gRPC service's series: the model must already be built for a topology
+            if self.net is None:
+                raise SurrogateError(f"{self.name}: job {series.job!r}'s series does not give its topology; create "
+                                     "the model with topology and in_features in its config")
+            if F != self.in_features:
+                raise SurrogateError(f"{self.name}: model was built for {self.in_features} features; job "
+                                     f"{series.job!r} has {F}")
+            return
+        topo = shape_dict(series.shape)
         if self.net is not None:
             if topo != self.topology or F != self.in_features:
                 raise SurrogateError(f"{self.name}: model was built for topology {self.topology} with "
@@ -289,7 +307,7 @@ class Smart(Surrogate):
         return (np.stack(g) if graphs else None, np.stack(h), np.stack(tgt), np.stack(last), np.stack(jh))
 
     def _logy_cache(self, series):
-        if getattr(self, "_logy_src", None) is not series.y:
+        if self._logy_src is not series.y:
             y = np.asarray(series.y, dtype=np.float64)
             if not np.isfinite(y).all() or (y <= 0).any():
                 raise SurrogateError(f"job {series.job!r}: iteration times must be positive and finite")
@@ -331,6 +349,9 @@ class Smart(Surrogate):
         tk = self.train_kw
         tr = np.unique(np.clip(np.concatenate([items - 1, items]), 0, dataset.T - 1))
         self.net.log_scale.fill_(float(np.median(self._logy_cache(dataset)[:, tr])))
+        if not val.size and items.size < MIN_UNVALIDATED_TARGETS:
+            self.net.eval()
+            return {"epochs": 0, "kept_prior": True, "targets": int(items.size)}
         base = self._fit_base(dataset, items, val) if self.net.job_context else None
         loss_fn = self._loss_fn(dataset, tk["ranks_per_window"])
         init_val, init_state = None, None
@@ -360,10 +381,8 @@ class Smart(Surrogate):
         1/L, job weights 0: what the network predicts without the base), so a large penalty gives back the plain
         model. Only the newest ``k`` lags of each look-back are refitted (the rest keep the prior); ``k`` (2, 4, ..., L)
         and the penalty (relative to the mean diagonal of X'X, from :attr:`BASE_RIDGE`) are chosen by the mean
-        absolute error on the validation targets. Without validation targets the base stays at the prior: measured
-        in the hybrid loop (fit on a warm-up of a few iterations, no validation split), an unchosen fit (k = L,
-        penalty 1) put MILC 3.4 % and LAMMPS 6.1 % off at completion (72 nodes, warm-up 8), against 0.04 / 0.05 % for
-        the plain model (benchmarks/RESULTS.md)."""
+        absolute error on the validation targets. Without validation targets (the hybrid loop's fit) the base stays at
+        the prior: an unchosen fit did worse than the plain model in the loop (benchmarks/RESULTS.md)."""
         L = self.lookback
         prior = np.concatenate([np.full(L, 1.0 / L), np.zeros(L + 1)])
         if not val.size:  # nothing to choose lags and penalty on (e.g. the hybrid loop's fit): the plain model
@@ -412,7 +431,7 @@ class Smart(Surrogate):
             return {"steps": 0}
         params = [p for p in self.net.parameters() if p.requires_grad]
         opt = torch.optim.Adam(params, lr=self.train_kw["tune_lr"])
-        loss_fn = self._loss_fn(dataset, 4 * self.train_kw["ranks_per_window"])
+        loss_fn = self._loss_fn(dataset, TUNE_RANKS_FACTOR * self.train_kw["ranks_per_window"])
         self.net.train()
         last = None
         for _ in range(self.train_kw["tune_steps"]):

@@ -21,8 +21,7 @@ The prompt (prompt-as-prefix) is text embedded by the frozen LM's input embeddin
 The statistics are computed from each rank's normalised look-back x̂ and summarised over the ranks of the step
 (median of the per-rank min/max/median, majority trend, most frequent top autocorrelation lags), rounded to
 ``prompt_decimals``: one statistics sentence per job and step, so all ranks share the prompt's cached keys/values
-(per-rank sentences were measured too slow on one CPU core: gathering a per-rank prompt cache costs ~90 ms per
-step for 512 ranks). The prediction head (in :class:`TimeLLM` ``head``) maps ``[h ; extra ; x̂]`` (``extra``: e.g.
+(per-rank sentences make gathering the prompt cache too slow on one CPU core at hundreds of ranks). The prediction head (in :class:`TimeLLM` ``head``) maps ``[h ; extra ; x̂]`` (``extra``: e.g.
 SMART's node embedding; x̂ with ``linear_skip``) to the normalised next value (0 = the look-back mean), which is
 de-normalised, ``ŷ = μ + σ (out − β) / γ`` (then ``exp`` by the caller in log space).
 

@@ -1,8 +1,8 @@
 """Port graphs built online, during a hybrid run, for the graph surrogates (SMART, smart-nollm, DCRNN).
 
 Data flows one way: the engine's port-sample blocks (``on_samples``) and the simulated iteration records
-(``on_record``) come in; per job and iteration, node-feature graphs go out to the controller's contexts and online
-series (:class:`hybridsim.hybrid.HybridController`). Nothing here talks back to the engine or the surrogate.
+(``on_record``) come in; per job and iteration, node-feature graphs go out to the graph models' contexts and online
+series (:class:`surrogate.online.GraphFeed`). Nothing here talks back to the engine or the surrogate.
 
 A simulated iteration's graph is built exactly as the offline dataset builder (``surrogate.dataset.build_dataset``)
 builds it from the same run's ``ports.parquet``: the same code (:func:`surrogate.graphs.window_ranks`,
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from surrogate.graphs import fit_normaliser, node_features, normalise, window_ranks
+from .graphs import fit_normaliser, node_features, normalise, window_ranks
 
 
 class OnlineGraphError(RuntimeError):
@@ -76,14 +76,6 @@ class OnlineGraphs:
         self._t = np.zeros(0)
         self._v: np.ndarray | None = None
         self.n_samples = 0
-
-    @classmethod
-    def for_scenario(cls, scenario, placement, job_ids, n_iterations: dict[int, int] | None = None) -> "OnlineGraphs":
-        from .topology import Dragonfly
-
-        topo = Dragonfly(scenario.topology.shape)
-        n_it = n_iterations or {j: scenario.jobs[j].iterations for j in job_ids}
-        return cls(topo, {j: (scenario.jobs[j].name, placement[j], n_it[j]) for j in job_ids})
 
     # ------------------------------------------------------------------------------------------------ input
     def on_samples(self, block) -> None:
@@ -192,7 +184,7 @@ class OnlineGraphs:
         return np.stack(out)
 
     def view(self, job_id: int, T: int) -> "GraphView":
-        """The job's graphs of iterations ``0..T-1`` as a lazy ``(T, P, F)`` array (for ``OnlineSeries.x``)."""
+        """The job's graphs of iterations ``0..T-1`` as a lazy ``(T, P, F)`` array (for :class:`surrogate.online.OnlineSeries` ``x``)."""
         return GraphView(self, job_id, T)
 
     def context_graphs(self, job_id: int, t: int, lookback: int) -> np.ndarray:

@@ -1,0 +1,230 @@
+"""What a model sees during a hybrid run: one feed per job, chosen once from the model (:func:`feed_for`).
+
+The controller (:class:`hybridsim.hybrid.HybridController`) keeps the schedule: modes, the per-job timeline of truth
+and predictions, the window-edge marks and the fallback. A feed turns that timeline (read through :class:`Timeline`)
+and, for graph models, the streamed port samples into what the model reads: the :class:`~surrogate.base.Context` of a
+prediction, the :class:`OnlineSeries` and target indices of a fit or tune, and whether a fit has anything to learn
+from yet. A new model kind is a new feed; the controller does not change.
+
+* :class:`HistoryFeed` (LAST, MEAN, EWMA, ridge, LSTM): contexts from each rank's iteration times; with
+  ``history="truth"`` (the default) the latest simulated, complete, non-edge iterations only, ``"window"`` only
+  those of the latest simulated stretch, ``"mixed"`` the last ``lookback`` iterations (truth where simulated, the
+  model's own prediction where not, edges NaN). Its series is the truth table (R, n_iterations), NaN where an
+  iteration was predicted, has not run or is a window edge; every index is a target. Fitted when the policy first
+  answers PREDICT.
+* :class:`GraphFeed` (SMART, smart-nollm, DCRNN): port graphs from an
+  :class:`~surrogate.online_graphs.OnlineGraphs`. Contexts carry the mixed history, the last ``graph_lookback``
+  graphs, ``rank_port`` and ``mask``; a predicted iteration, where nothing is simulated, reuses the graph of the
+  latest simulated iteration before it. The series is dense, because these models index it like a dataset
+  (``y[:, t]`` and ``x[t - Lg + 1 .. t]`` around every target): it spans the iterations every rank has completed,
+  ``y`` is the truth where simulated and the model's own prediction where not (what its contexts held), and the
+  targets are restricted to simulated, non-edge iterations, so a model never trains on its own predictions. Fitted
+  at the job's first prediction (every rank is parked then, so every warm-up iteration is complete); the graph
+  normaliser is fitted once, at that fit. A graph model learns iteration t from t-1, so after a warm-up of one
+  iteration it cannot fit yet (:meth:`GraphFeed.can_fit`).
+
+With ``volumes`` (relative bytes each iteration sends, mean 1), histories and series are divided by the
+iteration's volume; the controller multiplies predictions back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+from .base import Context, SeriesView, Surrogate, SurrogateError
+from .online_graphs import OnlineGraphs
+
+HISTORY_MODES = ("mixed", "truth", "window")
+
+
+class Timeline(Protocol):
+    """What a feed reads of the controller's per-job timeline (``hybridsim.hybrid.JobState``)."""
+
+    job: str
+    workload: str
+    job_id: int
+    n_ranks: int
+    n_iterations: int
+    truth: np.ndarray        # (R, n_iterations) simulated iteration times, NaN elsewhere
+    done_count: np.ndarray   # (n_iterations,) ranks that have finished each iteration
+    modes: list              # decided modes so far
+
+    def simulated(self, n: int) -> np.ndarray:
+        """(n,) bool: which of the first ``n`` decided iterations were simulated."""
+
+    def series(self, upto: int) -> np.ndarray:
+        """(R, upto): truth where simulated, the model's own prediction elsewhere."""
+
+    def complete(self) -> int:
+        """Number of leading iterations every rank has completed."""
+
+    def edges(self, upto: int) -> np.ndarray:
+        """(n_iterations,) bool: window edges before ``upto`` the model must not see (all False when kept)."""
+
+
+@dataclass
+class OnlineSeries(SeriesView):
+    """The :class:`~surrogate.base.SeriesView` a feed gives ``fit``/``tune`` (see the module docstring)."""
+
+    job: str
+    workload: str
+    y: np.ndarray
+    rank_port: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    x: object | None = None
+    shape: object | None = None
+
+
+def stretch_ids(mask: np.ndarray) -> np.ndarray:
+    """Id of the run of equal values each element of ``mask`` belongs to (1, 1, 2, 2, 2, 3, ...)."""
+    return np.cumsum(np.r_[True, mask[1:] != mask[:-1]]) if len(mask) else np.zeros(0, np.int64)
+
+
+class JobFeed:
+    """One job's model inputs during a hybrid run. ``volumes``: (n_iterations,) relative volumes or None."""
+
+    #: whether the backend must stream port samples for this feed
+    wants_samples: ClassVar[bool] = False
+    #: fit at the job's first prediction (True) or when the policy first answers PREDICT (False)
+    fit_at_first_prediction: ClassVar[bool] = False
+
+    def __init__(self, model: Surrogate, job_id: int, lookback: int, volumes: np.ndarray | None = None):
+        self.model = model
+        self.job_id = job_id
+        self.lookback = int(lookback)
+        self.volumes = volumes
+
+    def on_record(self, rank: int, iteration: int, start: float, end: float) -> None:
+        """A simulated iteration record of this job."""
+
+    def _mixed(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> np.ndarray:
+        """The last ``lookback`` iterations before ``iteration``: truth, else the model's prediction; edges NaN."""
+        lo = max(0, iteration - self.lookback)
+        hist = tl.series(iteration)[ranks, lo:iteration]
+        hist = np.where(tl.edges(iteration)[None, lo:iteration], np.nan, hist)
+        if self.volumes is not None:
+            hist = hist / self.volumes[None, lo:iteration]
+        return hist
+
+    def _pad(self, hist: np.ndarray) -> np.ndarray:
+        if hist.shape[1] < self.lookback:
+            hist = np.hstack([np.full((hist.shape[0], self.lookback - hist.shape[1]), np.nan), hist])
+        return hist
+
+    def context(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> Context:
+        """What the model predicts iteration ``iteration`` of ``ranks`` from."""
+        raise NotImplementedError
+
+    def series(self, tl: Timeline) -> OnlineSeries:
+        """The series ``fit``/``tune`` get."""
+        raise NotImplementedError
+
+    def targets(self, tl: Timeline, series: OnlineSeries, idx) -> list[int]:
+        """The indices of ``idx`` the model may learn from."""
+        return list(idx)
+
+    def can_fit(self, series: OnlineSeries, idx: list[int]) -> bool:
+        """Whether a fit on ``idx`` has anything to learn from (else the controller defers it)."""
+        return self.model.can_fit(series, idx)
+
+    def prepare_fit(self, tl: Timeline, series: OnlineSeries) -> None:
+        """Called once, just before the model's first fit."""
+
+
+class HistoryFeed(JobFeed):
+    """Models that predict from iteration times only (see the module docstring). ``history``: one of
+    :data:`HISTORY_MODES`."""
+
+    def __init__(self, model: Surrogate, job_id: int, lookback: int, volumes: np.ndarray | None = None,
+                 history: str = "truth"):
+        super().__init__(model, job_id, lookback, volumes)
+        if history not in HISTORY_MODES:
+            raise ValueError(f"history must be 'mixed', 'truth' or 'window', got {history!r}")
+        self.history = history
+
+    def context(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> Context:
+        if self.history == "mixed":
+            hist = self._mixed(tl, iteration, ranks)
+        else:
+            # the latest simulated, complete, non-edge iterations; "window": only those of the latest simulated stretch
+            ok = np.zeros(iteration, bool)
+            n = min(iteration, len(tl.modes))
+            sim = tl.simulated(n)
+            ok[:n] = sim & (tl.done_count[:n] == tl.n_ranks)
+            ok &= ~tl.edges(iteration)[:iteration]
+            cols = np.flatnonzero(ok)
+            if self.history == "window" and len(cols):
+                stretch = stretch_ids(sim)
+                cols = cols[stretch[cols] == stretch[cols[-1]]]
+            cols = cols[-self.lookback:]
+            hist = tl.truth[np.ix_(ranks, cols)]
+            if self.volumes is not None:
+                hist = hist / self.volumes[None, cols]
+        return Context(tl.job, tl.workload, self._pad(hist), iteration=iteration - 1)
+
+    def series(self, tl: Timeline) -> OnlineSeries:
+        y = tl.truth.copy()
+        y[:, tl.edges(tl.n_iterations)] = np.nan
+        if self.volumes is not None:
+            y = y / self.volumes[None, :y.shape[1]]
+        return OnlineSeries(tl.job, tl.workload, y)
+
+
+class GraphFeed(JobFeed):
+    """Graph models (see the module docstring): port graphs of job ``job_id`` from ``graphs``."""
+
+    wants_samples = True
+    fit_at_first_prediction = True
+
+    def __init__(self, model: Surrogate, job_id: int, lookback: int, graphs: OnlineGraphs,
+                 volumes: np.ndarray | None = None):
+        super().__init__(model, job_id, lookback, volumes)
+        self.graphs = graphs
+
+    def on_record(self, rank: int, iteration: int, start: float, end: float) -> None:
+        self.graphs.on_record(self.job_id, rank, iteration, start, end)
+
+    def context(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> Context:
+        g = self.graphs
+        ctx = Context(tl.job, tl.workload, self._pad(self._mixed(tl, iteration, ranks)), iteration=iteration - 1)
+        ctx.graphs = g.context_graphs(self.job_id, iteration - 1, self.model.graph_lookback)
+        ctx.rank_port = g.rank_port(self.job_id)[ranks]
+        ctx.mask = g.mask(self.job_id)
+        return ctx
+
+    def series(self, tl: Timeline) -> OnlineSeries:
+        T = tl.complete()
+        y = tl.series(T)
+        if self.volumes is not None:
+            y = y / self.volumes[None, :T]
+        g = self.graphs
+        return OnlineSeries(tl.job, tl.workload, y, rank_port=g.rank_port(self.job_id), mask=g.mask(self.job_id),
+                            x=g.view(self.job_id, T), shape=g.topo.shape)
+
+    def targets(self, tl: Timeline, series: OnlineSeries, idx) -> list[int]:
+        """Simulated (every rank has truth), non-edge iterations of ``idx`` inside the series; the dense series keeps
+        an edge's time, as the contexts' back-fill does."""
+        edges = tl.edges(series.T)
+        return [int(i) for i in idx if 0 <= i < series.T and np.isfinite(tl.truth[:, i]).all() and not edges[i]]
+
+    def can_fit(self, series: OnlineSeries, idx: list[int]) -> bool:
+        # iteration t is learnt from t-1: a warm-up of one clean iteration has no target yet
+        return any(i >= 1 for i in idx) and self.model.can_fit(series, idx)
+
+    def prepare_fit(self, tl: Timeline, series: OnlineSeries) -> None:
+        self.graphs.fit_normaliser(self.job_id, range(series.T))  # every simulated warm-up graph, edges too
+
+
+def feed_for(model: Surrogate, job_id: int, lookback: int, *, volumes: np.ndarray | None = None,
+             history: str = "truth", graphs: OnlineGraphs | None = None) -> JobFeed:
+    """The feed of ``model`` for job ``job_id``: a :class:`GraphFeed` for models that need graphs (``graphs``
+    required), else a :class:`HistoryFeed`."""
+    if model.needs_graphs:
+        if graphs is None:
+            raise SurrogateError(f"{model.name!r} needs port graphs: pass graphs=OnlineGraphs(...) "
+                                 "(see hybridsim.runner.build_controller)")
+        return GraphFeed(model, job_id, lookback, graphs, volumes)
+    return HistoryFeed(model, job_id, lookback, volumes, history)
