@@ -44,9 +44,10 @@ class Client:
 
 
 @pytest.fixture
-def served():
-    """(client, server, thread) for a ridge(k=4, alpha=1e-9) director on an ephemeral loopback port."""
-    service = IterationTimeService(make_model("ridge", alpha=1e-9))
+def served(tmp_path):
+    """(client, server, thread) for a ridge(k=4, alpha=1e-9) director on an ephemeral loopback port that may open
+    files in tmp_path."""
+    service = IterationTimeService(make_model("ridge", alpha=1e-9), allowed_dirs=[tmp_path])
     server = CodesDirectorServer(service, "tcp://127.0.0.1:*")
     endpoint = server.bind()
     assert endpoint.startswith("tcp://127.0.0.1:")
@@ -81,7 +82,7 @@ BAD = [
     (dreq("inference", ["2", "7"]), "no iteration times known for client 2"),  # no count here: client 2, 7 steps
     (dreq("inference", ["4", "7", "5", "1"]), "too many arguments"),
     (dreq("inference", ["2", "7", "nan"]), "finite integer"),
-    (dreq("inference", ["2", "7", "0"]), "number of steps must be 1..100000"),
+    (dreq("inference", ["2", "7", "0"]), "number of steps must be 1..10000"),
     (dreq("inference", ["2", "inf", "3"]), "client must be a finite integer"),
     (dreq("inference", ["2", "99", "3"]), "no iteration times known for client 99"),
     (dreq("send-records", ["3", "5", "3"], b"nan inf -7"), "no finite positive iteration time"),
@@ -93,9 +94,9 @@ BAD = [
     (dreq("inference", ["2", "1", "3"], family="weather"), "unknown surrogate_family"),
     (dreq("train-model", ["1", "7"]), "target 'all'"),
     (dreq("train-model", ["1", "all"]), "not enough records"),
-    (dreq("load-model", ["1", "/nonexistent/ckpt"]), "does not exist"),
+    (dreq("load-model", ["1", "/nonexistent/ckpt"]), "refused: the path is not inside a folder"),
     (dreq("save-model", []), "missing argument 1 (output model path)"),
-    (dreq("load-records-csv", ["1", "/nonexistent.csv"]), "does not exist"),
+    (dreq("load-records-csv", ["1", "/nonexistent.csv"]), "refused: the path is not inside a folder"),
     (dreq("model-status", ["1", "abc"]), "client must be a finite integer"),
 ]
 
@@ -163,7 +164,7 @@ def test_records_csv_and_auto_train(tmp_path):
     csv_path = tmp_path / "records.csv"
     rows = ["client,value"] + [f"7,{v}" for v in 3000.0 * 0.9 ** np.arange(8)] + ["7,-1", "7,nan"]
     csv_path.write_text("\n".join(rows) + "\n")
-    service = IterationTimeService(make_model("ridge", alpha=1e-9), auto_train=True)
+    service = IterationTimeService(make_model("ridge", alpha=1e-9), auto_train=True, allowed_dirs=[tmp_path])
     rep, _ = handle_request(service, dreq("load-records", ["1", str(csv_path)]))
     assert rep["status"] == "done" and (rep["loaded_rows"], rep["loaded_clients"], rep["ignored"]) == ("8", "1", "2")
     # no explicit train: auto-train fits before the inference, as CODES never sends train-model by default
@@ -174,7 +175,7 @@ def test_records_csv_and_auto_train(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("client,value\n1,100\nx,200\n")
     rep, _ = handle_request(service, dreq("load-records-csv", ["1", str(bad)]))
-    assert rep["status"] == "failed" and f"{bad}:3" in rep["error"]
+    assert rep["status"] == "failed" and f"{bad}:3: bad row" in rep["error"]
 
 
 def test_records_log_roundtrip(tmp_path):
@@ -182,10 +183,10 @@ def test_records_log_roundtrip(tmp_path):
     a = IterationTimeService(make_model("last"), records_log=log)
     handle_request(a, dreq("send-records", ["3", 4, 2], b"10 20"))
     handle_request(a, dreq("send-records", ["3", 5, 1], b"30"))
-    b = IterationTimeService(make_model("last"))
-    rep, _ = handle_request(b, dreq("load-records-csv", ["1", str(log)]))
+    b = IterationTimeService(make_model("last"), allowed_dirs=[tmp_path])
+    rep, _ = handle_request(b, dreq("load-records-csv", ["1", "log.csv"]))  # relative: inside the allowed folder
     assert rep["loaded_rows"] == "3"
-    assert [b.clients[4].records, b.clients[5].records] == [[10.0, 20.0], [30.0]]
+    assert [list(b.clients[4].records), list(b.clients[5].records)] == [[10.0, 20.0], [30.0]]
 
 
 def test_nothing_set_debug_and_exit_replies():
