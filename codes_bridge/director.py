@@ -9,7 +9,11 @@ Wire protocol (ZeroMQ REQ/REP; CODES connects to ``$ZMQML_ENDPOINT``, default ``
 
 * request = UTF-8 JSON object, one NUL byte, then optional data bytes (whitespace-separated numbers);
 * reply = one JSON object whose values are all strings, always with ``status`` (``done``/``failed``) and ``et``
-  (seconds spent), and ``error`` when failed. A bad request never stops the server: it gets a ``failed`` reply.
+  (seconds spent), and ``error`` when failed. A bad request never stops the server: it gets a ``failed`` reply (a multipart message
+  too; a message over :class:`DirectorLimits` ``max_request_bytes`` is dropped by ZeroMQ with its connection).
+
+Files: ``save-model`` / ``load-model`` / ``load-records-csv`` only touch paths inside the folders the operator
+allowed (``allowed_dirs``, ``hybridsim serve --allow-dir``); any other path gets one fixed refusal.
 
 Requests:
 
