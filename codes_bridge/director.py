@@ -30,6 +30,10 @@ Requests:
 * ``{"cmd": "nothing"}`` (latency probe) and ``{"cmd": "exit"}`` (reply, then the server stops).
 
 Inference of ``n`` steps is autoregressive: each prediction is appended to the rank's history for the next one.
+An inference for a client with no iteration time yet (CODES asks before sending records in optimistic and
+inference-only modes, and aborts on any reply but ``done``) is answered ``done`` with a fallback, as CODES' stock
+server does: the median of the last 4,096 records received, else 1 ms; the reply says ``fallback`` and
+``model-status`` counts them.
 Iteration times that are not finite and positive are ignored (as the stock server does); a payload with none usable
 is refused. With ``auto_train`` (default for a model created by name, like the stock server) the model is refitted
 on all records received so far before an inference when new records have arrived: always if it was never fitted,
@@ -39,6 +43,7 @@ their inference do not cost a thousand refits).
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import math
@@ -55,6 +60,10 @@ import numpy as np
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 #: most steps one inference may ask for (the prediction is autoregressive: one model call per step)
 MAX_STEPS = 10_000
+#: an inference for a client without iteration times, while no client has any, is answered with this (ns)
+DEFAULT_FALLBACK_NS = 1_000_000.0
+#: iteration times (over all clients) whose median answers an inference for a client without any
+RECENT_RECORDS = 4096
 #: longest ``error`` text of a reply (errors may quote the request; a reply must not echo megabytes)
 MAX_ERROR_CHARS = 500
 
@@ -160,7 +169,7 @@ def real_args(args: Any, lo: int = 0, hi: int | None = None) -> list[str]:
     it (DESIGN.md 6) or to the number of elements including itself (what CODES' director actually sends for
     ``send-records`` and ``inference``: ``["3", client, n]``), and what remains fits the operation's ``lo..hi``
     arguments. So ``["2", "17", "60"]`` and ``["3", "17", "60"]`` are both client 17, 60 steps, while a hand-written
-    ``["17", "60"]`` is taken as is."""
+    ``["17", "60"]`` is taken as is, and a lone element is always the argument (``["1"]``: client 1)."""
     if args is None:
         return []
     if not isinstance(args, list):
@@ -172,7 +181,7 @@ def real_args(args: Any, lo: int = 0, hi: int | None = None) -> list[str]:
         out.append(a if isinstance(a, str) else json.dumps(a))
     if out == ["dummy"]:
         return []
-    if out:
+    if len(out) > 1:  # a lone element is an argument (model-status "0" is client 0), never a count
         try:
             n = int(out[0])
         except ValueError:
@@ -280,7 +289,8 @@ class IterationTimeService:
     ``limits``: see :class:`DirectorLimits`."""
 
     def __init__(self, model=None, *, auto_train: bool = True, records_log: str | Path | None = None,
-                 workload: str = "codes", allowed_dirs=(), limits: DirectorLimits | None = None):
+                 workload: str = "codes", allowed_dirs=(), limits: DirectorLimits | None = None,
+                 fallback_ns: float | None = None):
         self.model = model if model is not None else make_model("ridge")
         self.auto_train = auto_train
         self.clients: dict[int, ClientState] = {}
@@ -296,6 +306,12 @@ class IterationTimeService:
         self.workload = workload
         self.limits = limits or DirectorLimits()
         self.allowed_dirs = [Path(d).resolve() for d in allowed_dirs]
+        #: the last iteration times received over all clients: the fallback for a client with none yet
+        self.recent: collections.deque = collections.deque(maxlen=RECENT_RECORDS)
+        self.fallback_ns = float(DEFAULT_FALLBACK_NS if fallback_ns is None else fallback_ns)
+        self.no_history_fallbacks = 0
+        #: where notable events (fallback answers) are reported; the server sets it to its log
+        self.log: Callable[[str], None] | None = None
 
     # --------------------------------------------------------------------------------------------- helpers
     def _confined(self, text: str, op: str) -> Path:
@@ -332,6 +348,7 @@ class IterationTimeService:
         st.records.extend(values[-keep:])
         if len(st.records) > keep:
             del st.records[:-keep]
+        self.recent.extend(values[-RECENT_RECORDS:])
         self.n_records += grow
         if values:
             self.dirty = True
@@ -398,14 +415,14 @@ class IterationTimeService:
         context, ignored = parse_values(data, op)
         if ignored and not context:
             raise DirectorError(f"{op}: the context data has no finite positive value ({ignored} ignored)")
-        hist = list(self.clients[client].records) if client in self.clients else []
-        hist += context
-        if not hist:
-            raise DirectorError(f"{op}: no iteration times known for client {client}: send-records first (or send "
-                                f"context values in the data)")
+        L = max(int(getattr(self.model, "lookback", 1) or 1), 1)
+        st = self.clients.get(client)
+        n_known = (len(st.records) if st is not None else 0) + len(context)
+        if n_known == 0:
+            return self._no_history(client, steps)
+        hist = (list(st.records[-L:]) if st is not None else []) + context
         if self._should_refit():
             self._fit()
-        L = max(int(getattr(self.model, "lookback", 1) or 1), 1)
         window = np.full(L, np.nan)
         tail = np.asarray(hist[-L:], dtype=np.float64)
         window[L - len(tail):] = tail
@@ -413,7 +430,7 @@ class IterationTimeService:
         fallbacks = 0
         for _ in range(steps):
             ctx = Context(job=f"client-{client}", workload=self.workload, history=window[None, :].copy(),
-                          iteration=len(hist) + len(preds))
+                          iteration=n_known + len(preds))
             y = float(np.asarray(self.model.predict(ctx), dtype=np.float64).reshape(-1)[0])
             if not (math.isfinite(y) and y > 0):
                 last = window[~np.isnan(window)][-1]
@@ -426,6 +443,22 @@ class IterationTimeService:
         if fallbacks:
             out["fallbacks"] = str(fallbacks)
         return out
+
+    def _no_history(self, client: int, steps: int) -> dict:
+        """An inference for a client with no iteration time yet. CODES asks for one before sending the client's
+        records (optimistic mode sends records only from committed events; inference-only mode sends none) and
+        aborts on anything but ``done`` with a prediction, so answer as CODES' stock server does: the median of the
+        other clients' recent records, else :data:`DEFAULT_FALLBACK_NS`."""
+        if self.recent:
+            y, how = float(np.median(np.fromiter(self.recent, np.float64))), f"median of {len(self.recent)} recent records"
+        else:
+            y, how = self.fallback_ns, "default"
+        self.no_history_fallbacks += 1
+        if self.log is not None:
+            self.log(f"inference for client {client} before any of its iteration times: answered {_fmt(y)} ns "
+                     f"({how})")
+        return {"predictions": " ".join([_fmt(y)] * steps), "client": str(client), "steps": str(steps),
+                "model_version": str(self.version), "fallback": how}
 
     def train_model(self, args: list[str], data: bytes) -> dict:
         target = args[0].strip() if args else "all"
@@ -533,7 +566,7 @@ class IterationTimeService:
                 "model_config": json.dumps(self.model.config(), sort_keys=True),
                 "total_clients": str(len(ids)), "total_records": str(sum(recs.values())),
                 "trained_clients": str(len(trained)), "model_version": str(self.version),
-                "auto_train": "1" if self.auto_train else "0",
+                "auto_train": "1" if self.auto_train else "0", "fallbacks": str(self.no_history_fallbacks),
                 "clients": ";".join(f"{c}:records={recs[c]},trained={int(c in self.fitted_clients)}" for c in ids)}
 
     def dispatch(self, op: str, args: list[str], data: bytes) -> dict:
@@ -629,6 +662,8 @@ class CodesDirectorServer:
                  log: Callable[[str], None] | None = None):
         self.service = service
         self.max_request_bytes = service.limits.max_request_bytes
+        if service.log is None:
+            service.log = log
         self.requested = endpoint
         self.endpoint: str | None = None
         self.log = log

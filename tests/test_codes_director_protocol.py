@@ -79,12 +79,10 @@ BAD = [
     (dreq("send-records", []), "missing argument 1 (client)"),
     (dreq("send-records", ["0"]), "missing argument 2 (number of records)"),
     (dreq("inference", ["7"]), "missing argument 2 (number of steps)"),
-    (dreq("inference", ["2", "7"]), "no iteration times known for client 2"),  # no count here: client 2, 7 steps
     (dreq("inference", ["4", "7", "5", "1"]), "too many arguments"),
     (dreq("inference", ["2", "7", "nan"]), "finite integer"),
     (dreq("inference", ["2", "7", "0"]), "number of steps must be 1..10000"),
     (dreq("inference", ["2", "inf", "3"]), "client must be a finite integer"),
-    (dreq("inference", ["2", "99", "3"]), "no iteration times known for client 99"),
     (dreq("send-records", ["3", "5", "3"], b"nan inf -7"), "no finite positive iteration time"),
     (dreq("send-records", ["3", "5", "2"], b"100 abc"), "data value 2 ('abc') is not a number"),
     (b'{"cmd":"director-request","operation":"send-records","args":["5","1"]}\x00NaN', "no finite positive"),
@@ -271,3 +269,65 @@ def test_auto_train_refits_after_two_percent_new_records():
     send(2)
     assert version() == "2"      # 3 new of 103 >= 2 %: refit
     assert version() == "2"      # nothing new
+
+
+def _codes_inference_ok(reply: dict, steps: int) -> list[float]:
+    """What CODES' director client requires of an inference reply (it aborts otherwise with '[DIR] iteration-time-
+    inference returned too few fields'): status done and ``steps`` positive predictions."""
+    assert reply["status"] == "done", reply
+    vals = [float(x) for x in reply["predictions"].split()]
+    assert len(vals) == steps and all(v > 0 for v in vals), reply
+    return vals
+
+
+def test_optimistic_codes_asks_before_sending_records():
+    """Replays the order optimistic CODES uses (predictions asked at once, records only from committed events): the
+    first inference of every client comes before its records. Each is answered done with a fallback: the fixed
+    default while no client has records, then the median of the other clients' recent records; model-status counts
+    them."""
+    from codes_bridge.director import DEFAULT_FALLBACK_NS
+
+    s = IterationTimeService(make_model("ridge"))
+    logged = []
+    s.log = logged.append
+    rep, _ = handle_request(s, dreq("iteration-time-inference", ["3", 0, 1]))
+    assert _codes_inference_ok(rep, 1) == [DEFAULT_FALLBACK_NS] and rep["fallback"] == "default"
+    for c, times in ((0, b"1000 1010 990"), (1, b"2000 2100"), (2, b"1500")):
+        assert handle_request(s, dreq("send-records", ["3", c, len(times.split())], times))[0]["status"] == "done"
+    rep, _ = handle_request(s, dreq("iteration-time-inference", ["3", 7, 2]))
+    # median of 1000 1010 990 2000 2100 1500 = (1010 + 1500) / 2
+    assert _codes_inference_ok(rep, 2) == [1255.0, 1255.0] and rep["fallback"] == "median of 6 recent records"
+    assert 7 not in s.clients  # a fallback stores nothing for the client
+    # once a client's records are in, its own history is used again
+    rep, _ = handle_request(s, dreq("iteration-time-inference", ["3", 2, 1]))
+    assert _codes_inference_ok(rep, 1) == [1500.0] and "fallback" not in rep
+    st, _ = handle_request(s, dreq("model-status", ["2", "all"]))
+    assert st["fallbacks"] == "2"
+    assert len(logged) == 2 and "client 7" in logged[1] and "1255.0" in logged[1]
+
+
+def test_inference_only_checkpoint_without_context(tmp_path):
+    """Inference-only CODES (training_enabled=0, a checkpoint served frozen) sends no records and no context: every
+    inference is answered done with the fallback instead of aborting CODES."""
+    m = make_model("ridge")
+    m.fit_series([np.full(12, 1000.0)])
+    m.save(tmp_path / "ckpt")
+    s = IterationTimeService(make_model(str(tmp_path / "ckpt")), auto_train=False)
+    for c in range(3):
+        rep, _ = handle_request(s, dreq("inference", ["3", c, 1]))
+        assert _codes_inference_ok(rep, 1) and rep["fallback"] == "default"
+    assert handle_request(s, dreq("status", ["1", "all"]))[0]["fallbacks"] == "3"
+
+
+@pytest.mark.parametrize("args, client", [(["0"], 0), (["1"], 1), (["1", "0"], 0), (["2", "1"], 1), (["1", "1"], 1),
+                                          ([0], 0), ([1], 1)])
+def test_model_status_of_client_zero_or_one(args, client):
+    """A lone "0" or "1" is the client id, not CODES' argument count."""
+    s = IterationTimeService(make_model("last"))
+    for c in (0, 1, 2):
+        handle_request(s, dreq("send-records", ["3", c, c + 1], b"100 " * (c + 1)))
+    rep, _ = handle_request(s, dreq("model-status", args))
+    assert rep["status"] == "done" and rep["total_clients"] == "1", rep
+    assert rep["clients"] == f"{client}:records={client + 1},trained=0"
+    assert handle_request(s, dreq("model-status", ["1", "all"]))[0]["total_clients"] == "3"
+    assert handle_request(s, dreq("model-status", []))[0]["total_clients"] == "3"
