@@ -238,6 +238,8 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
         if n_jobs2 > len(job_names):
             raise CodesImportError(f"{d}: iteration logs name job {n_jobs2 - 1} but the workload file has "
                                    f"{len(job_names)} jobs")
+    if "DIRECTOR" in conf.sections:
+        simulated = _mark_director_window(records, simulated, conf, warnings)
     lost += _lost_iterations(d, records, simulated, job_names, job_ranks, gaps_allowed="DIRECTOR" in conf.sections)
     if simulated and not all(simulated):
         warn(f"{d}: {simulated.count(False)} records come from 'SKIPPED TO ITERATION' lines (application surrogate): "
@@ -292,6 +294,27 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
                    end_limit=end_limit)
     run.link_totals = _link_totals(run)
     return run
+
+
+def _mark_director_window(records: list[IterationRecord], simulated: list[bool], conf: CodesConf,
+                          warnings: list) -> list[bool]:
+    """CODES' ZeroMQ director writes no ITERATION line (and no SKIPPED line) for the iterations it predicts inside
+    its surrogate window: a rank's marks jump over them. The record after each jump spans the predicted iterations
+    (and ends where the rank resumed), so it is marked predicted, like a ``SKIPPED TO ITERATION`` record; the
+    completion times are unaffected."""
+    if not records:
+        return simulated
+    key = np.fromiter((r.job_id * (1 << 32) + r.rank for r in records), np.int64, len(records))
+    it = np.fromiter((r.iteration for r in records), np.int64, len(records))
+    jump = np.zeros(len(records), bool)
+    jump[1:] = (key[1:] == key[:-1]) & (it[1:] - it[:-1] > 1)
+    if not jump.any():
+        return simulated
+    out = np.asarray(simulated, bool) & ~jump
+    win = f"start_iter={conf.get('start_iter', '?', 'DIRECTOR')}, end_iter={conf.get('end_iter', '?', 'DIRECTOR')}"
+    warn(f"{conf.path}: DIRECTOR run ({win}): {int(jump.sum())} records span the iterations the director predicted "
+         f"inside its surrogate window (CODES writes no mark for them); they are marked mode=predict", warnings)
+    return out.tolist()
 
 
 def _missing_pe_logs(d: Path, total_pe) -> list[str]:
