@@ -338,9 +338,9 @@ class CodesCommand:
 
 
 def read_command(run_dir: str | os.PathLike) -> CodesCommand | None:
-    """The run's command line (see :class:`CodesCommand`); None without command.txt. A command.txt that is not a
-    command line raises :class:`ConfError` naming it."""
-    from .parsers.common import CodesParseError, read_bytes
+    """The run's command line (see :class:`CodesCommand`): command.txt, else the first line of CODES' stdout when
+    it is the command; None without either. A command.txt that is not a command line raises :class:`ConfError`."""
+    from .parsers.common import CodesParseError, find_file, numbered_lines, read_bytes
 
     d = Path(run_dir)
     cmd = d / "command.txt"
@@ -355,6 +355,12 @@ def read_command(run_dir: str | os.PathLike) -> CodesCommand | None:
             raise ConfError(cmd, 1, "no CODES command line in it (expected e.g. model-net-mpi-replay --synch=1 ... "
                                     "-- <network.conf>)")
         return CodesCommand(text, cmd)
+    mo = find_file(d / "model-output.txt")
+    if mo is not None:  # a run directory made by hand: CODES prints its full command line first
+        for _, line in numbered_lines(mo):
+            if "model-net-" in line and re.search(r"\s--[A-Za-z_\-]+=\S", line):
+                return CodesCommand(line, mo, 1)
+            break
     return None
 
 

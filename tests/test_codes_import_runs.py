@@ -234,3 +234,24 @@ def test_director_run_marks_the_surrogate_window_predicted(tmp_path):
     assert s["completion_time_ns"] == 8843603.8612
     table = read_iterations(tmp_path / "out" / "iterations.parquet")
     assert table.column("mode").to_pylist().count("predict") == 72
+
+
+def test_hand_made_run_directory_reads_the_command_from_stdout(tmp_path):
+    """Without command.txt the command line comes from CODES' stdout (its first line): the VT binary is found under
+    --stats-path, the sampling interval is --vt-interval and the end is --end (run A: 100 us, 2 ms)."""
+    import shutil
+    import stat
+
+    d = tmp_path / "by-hand"
+    shutil.copytree(CODES / "A-72node-synthetic-uniform" / "seq", d,
+                    ignore=shutil.ignore_patterns("command.txt", "ross-stats-decoded", "ross_all_lp_stats"))
+    for p in [d, *d.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    (d / "ross-stats").mkdir()
+    (d / "ross-stats-raw" / "ross-stats-analysis-lps.bin.gz").rename(d / "ross-stats" / "ross-stats-analysis-lps.bin.gz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodesWarning)
+        run = read_codes_run(d)
+    assert not run.partial and run.port_source.endswith("ross-stats/ross-stats-analysis-lps.bin.gz")
+    assert run.ports.interval == 100_000.0 and set(run.ports.features) == set(PORT_FEATURES)
+    assert run.end_time == 2_000_000.0
