@@ -166,7 +166,7 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
     opts = cmd.options() if cmd is not None else {}
     vt_interval = cmd.number("vt-interval") if cmd is not None else None
     end_limit = cmd.number("end") if cmd is not None else None
-    #: what a finished run should contain but does not (see _missing_outputs)
+    # what a finished run should contain but does not: a run CODES finished fails on any (docs/codes.md)
     lost: list[str] = []
 
     wl_path = find_workloads_conf(d)
@@ -241,7 +241,7 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
     if "DIRECTOR" in conf.sections:
         simulated = _mark_director_window(records, simulated, conf, warnings)
     lost += _lost_iterations(d, records, simulated, job_names, job_ranks, gaps_allowed="DIRECTOR" in conf.sections)
-    if simulated and not all(simulated):
+    if simulated and not all(simulated) and "DIRECTOR" not in conf.sections:
         warn(f"{d}: {simulated.count(False)} records come from 'SKIPPED TO ITERATION' lines (application surrogate): "
              "each spans the skipped iterations and is marked mode=predict", warnings)
     job_end = {job_names[j]: t for j, t in sorted(job_end_id.items())}
@@ -346,11 +346,14 @@ def _lost_iterations(d: Path, records: list[IterationRecord], simulated: list[bo
         sel = job == j
         rk, itj, sj = rank[sel], it[sel], sim[sel]
         name = job_names[j] if j < len(job_names) else f"job{j}"
-        n_ranks = job_ranks[j] if j < len(job_ranks) else int(rk.max()) + 1
-        absent = np.setdiff1d(np.arange(n_ranks), rk)
-        if len(absent):
-            out.append(f"{where}: job {name} has no marks for {len(absent)} of its {n_ranks} ranks (e.g. rank "
-                       f"{int(absent[0])})")
+        if j < len(job_ranks):  # the workload file says how many ranks the job has
+            n_ranks = job_ranks[j]
+            absent = np.setdiff1d(np.arange(n_ranks), rk)
+            if len(absent):
+                out.append(f"{where}: job {name} has no marks for {len(absent)} of its {n_ranks} ranks (e.g. rank "
+                           f"{int(absent[0])})")
+            if rk.max() >= n_ranks:
+                out.append(f"{where}: job {name} has marks of rank {int(rk.max())}, but {n_ranks} ranks")
         first = np.ones(len(rk), bool)
         first[1:] = rk[1:] != rk[:-1]
         last = np.ones(len(rk), bool)
