@@ -17,6 +17,12 @@ from pathlib import Path
 from hybridsim.topology import DragonflyShape
 
 
+#: sanity bounds on a .conf read from disk (a corrupt file must not make the importer allocate terabytes)
+MAX_ROUTERS = 1_000_000
+MAX_RADIX = 4_096
+MAX_LPS = 50_000_000
+
+
 class ConfError(ValueError):
     def __init__(self, path, line: int | None, message: str):
         self.path, self.line, self.message = str(path), line, message
@@ -132,9 +138,16 @@ class CodesConf:
         return out
 
     def shape(self) -> DragonflyShape:
-        return DragonflyShape(groups=self.get_int("num_groups"), routers_per_group=self.get_int("num_routers"),
-                              terminals_per_router=self.get_int("num_cns_per_router"),
-                              global_channels_per_router=self.get_int("num_global_channels"))
+        keys = ("num_groups", "num_routers", "num_cns_per_router", "num_global_channels")
+        vals = [self.get_int(k) for k in keys]
+        for k, v in zip(keys, vals):
+            if v < (0 if k == "num_global_channels" else 1):
+                raise ConfError(self.path, self.lines.get(("PARAMS", k)), f"{k}: must be positive, got {v}")
+        if vals[0] * vals[1] > MAX_ROUTERS or vals[1] + vals[2] + vals[3] > MAX_RADIX:
+            raise ConfError(self.path, self.lines.get(("PARAMS", "num_groups")),
+                            f"implausible dragonfly: {vals[0]} groups x {vals[1]} routers, radix "
+                            f"{vals[1] - 1 + vals[2] + vals[3]} (limits {MAX_ROUTERS} routers, radix {MAX_RADIX})")
+        return DragonflyShape(*vals)
 
     def bandwidths(self) -> tuple[float, float, float]:
         """(local, global, terminal) GiB/s."""
@@ -182,7 +195,12 @@ class CodesConf:
         types in listed order)."""
         out: dict[str, list[int]] = {}
         base = 0
-        for _, reps, types in self.lp_groups():
+        groups = self.lp_groups()
+        total = sum(reps * sum(max(n, 0) for _, n in types) for _, reps, types in groups)
+        if total > MAX_LPS or any(reps < 0 or any(n < 0 for _, n in types) for _, reps, types in groups):
+            raise ConfError(self.path, self.lines.get(("LPGROUPS",)), f"LPGROUPS: implausible LP counts ({total} "
+                                                                     f"LPs; limit {MAX_LPS}, none negative)")
+        for _, reps, types in groups:
             per = sum(n for _, n in types)
             for rep in range(reps):
                 off = 0
@@ -278,22 +296,82 @@ def parse_conf(path: str | os.PathLike) -> CodesConf:
         text = p.read_text()
     except OSError as exc:
         raise ConfError(p, None, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfError(p, None, f"not a text file (byte {exc.start} is not UTF-8)") from None
     return parse_conf_text(text, p)
 
 
-def find_network_conf(run_dir: str | os.PathLike) -> Path:
-    """The dragonfly .conf of a run: the file named after ``--`` in command.txt, else the only ``*.conf`` with an
-    LPGROUPS section."""
-    d = Path(run_dir)
-    cmd = d / "command.txt"
-    if cmd.is_file():
-        words = cmd.read_text().split()
+@dataclass(frozen=True)
+class CodesCommand:
+    """The command line a CODES run was started with: ``command.txt``, or else the first line of CODES' stdout
+    (model-net-mpi-replay prints its full command line there). ``source`` / ``line`` locate it for errors."""
+
+    text: str
+    source: Path
+    line: int = 1
+
+    def options(self) -> dict[str, str]:
+        """``--key=value`` options (the last one wins, as in CODES' option parser)."""
+        return dict(re.findall(r"--([A-Za-z_\-]+)=(\S+)", self.text))
+
+    def number(self, key: str) -> float | None:
+        """Option ``--key`` as a finite number (None if absent); a non-number raises :class:`ConfError`."""
+        v = self.options().get(key)
+        if v is None:
+            return None
+        try:
+            x = float(v)
+        except ValueError:
+            x = float("nan")
+        if not x == x or x in (float("inf"), float("-inf")):
+            raise ConfError(self.source, self.line, f"--{key}={v[:40]}: expected a number")
+        return x
+
+    def conf_name(self) -> str | None:
+        """The word after ``--`` (the network .conf)."""
+        words = self.text.split()
         if "--" in words:
             i = words.index("--")
             if i + 1 < len(words):
-                p = d / words[i + 1]
-                if p.is_file():
-                    return p
+                return words[i + 1]
+        return None
+
+
+def read_command(run_dir: str | os.PathLike) -> CodesCommand | None:
+    """The run's command line (see :class:`CodesCommand`): command.txt, else the first line of CODES' stdout when
+    it is the command; None without either. A command.txt that is not a command line raises :class:`ConfError`."""
+    from .parsers.common import CodesParseError, find_file, numbered_lines, read_bytes
+
+    d = Path(run_dir)
+    cmd = d / "command.txt"
+    if cmd.is_file():
+        try:
+            text = read_bytes(cmd).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfError(cmd, None, "not a text file (expected the CODES command line)") from None
+        except CodesParseError as exc:
+            raise ConfError(cmd, None, exc.message) from None
+        if not re.search(r"(^|\s)--[A-Za-z_\-]+=\S|(^|\s)--(\s|$)", text):
+            raise ConfError(cmd, 1, "no CODES command line in it (expected e.g. model-net-mpi-replay --synch=1 ... "
+                                    "-- <network.conf>)")
+        return CodesCommand(text, cmd)
+    mo = find_file(d / "model-output.txt")
+    if mo is not None:  # a run directory made by hand: CODES prints its full command line first
+        for _, line in numbered_lines(mo):
+            if "model-net-" in line and re.search(r"\s--[A-Za-z_\-]+=\S", line):
+                return CodesCommand(line, mo, 1)
+            break
+    return None
+
+
+def find_network_conf(run_dir: str | os.PathLike) -> Path:
+    """The dragonfly .conf of a run: the file named after ``--`` in the command line, else the only ``*.conf``
+    with an LPGROUPS section."""
+    d = Path(run_dir)
+    cmd = read_command(d)
+    name = cmd.conf_name() if cmd is not None else None
+    if name is not None and (d / name).is_file():
+        return d / name
     cands = [p for p in sorted(d.glob("*.conf")) if "LPGROUPS" in p.read_text(errors="replace")]
     if len(cands) == 1:
         return cands[0]
@@ -322,19 +400,29 @@ def parse_workloads_conf(path: str | os.PathLike) -> list[WorkloadLine]:
     optional)."""
     p = Path(path)
     out = []
-    for n, line in enumerate(p.read_text().splitlines(), 1):
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError as exc:
+        raise ConfError(p, None, f"not a text file (byte {exc.start} is not UTF-8)") from None
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
         f = s.split()
         if len(f) < 2 or len(f) > 4:
-            raise ConfError(p, n, f"expected '<ranks> <app> [<qos> <mean_interval>]', got {s!r}")
+            raise ConfError(p, n, f"expected '<ranks> <app> [<qos> <mean_interval>]', got {s[:120]!r}")
+        app = f[1]
+        if n == len(lines) and not text.endswith("\n") and not (app.endswith(".json") or app.startswith("synthetic")):
+            # a cut-off last line would silently rename the job ("./lammps-32.json" -> "./lamm")
+            raise ConfError(p, n, f"workload {app[:80]!r} is neither a .json file nor synthetic<N> and the line has "
+                                  f"no newline: truncated file?")
         try:
             ranks = int(f[0])
             qos = int(f[2]) if len(f) > 2 else 0
             mi = float(f[3]) if len(f) > 3 else 0.0
         except ValueError:
-            raise ConfError(p, n, f"bad number in {s!r}") from None
+            raise ConfError(p, n, f"bad number in {s[:120]!r}") from None
         if ranks < 1:
             raise ConfError(p, n, f"ranks must be >= 1, got {ranks}")
         out.append(WorkloadLine(ranks, f[1], qos, mi, n))
@@ -353,11 +441,10 @@ def job_names_from_workloads(lines: list[WorkloadLine]) -> list[str]:
 
 def find_workloads_conf(run_dir: str | os.PathLike) -> Path | None:
     d = Path(run_dir)
-    cmd = d / "command.txt"
-    if cmd.is_file():
-        m = re.search(r"--workload_conf_file=(\S+)", cmd.read_text())
-        if m and (d / m.group(1)).is_file():
-            return d / m.group(1)
+    cmd = read_command(d)
+    name = cmd.options().get("workload_conf_file") if cmd is not None else None
+    if name and (d / name).is_file():
+        return d / name
     for name in ("workloads.conf", "workload.conf"):
         if (d / name).is_file():
             return d / name
@@ -365,8 +452,6 @@ def find_workloads_conf(run_dir: str | os.PathLike) -> Path | None:
 
 
 def command_options(run_dir: str | os.PathLike) -> dict[str, str]:
-    """``--key=value`` options of command.txt (empty dict if there is none)."""
-    cmd = Path(run_dir) / "command.txt"
-    if not cmd.is_file():
-        return {}
-    return dict(re.findall(r"--([A-Za-z_\-]+)=(\S+)", cmd.read_text()))
+    """``--key=value`` options of the run's command line (empty dict if there is none; see :func:`read_command`)."""
+    cmd = read_command(run_dir)
+    return {} if cmd is None else cmd.options()

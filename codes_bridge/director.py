@@ -9,7 +9,11 @@ Wire protocol (ZeroMQ REQ/REP; CODES connects to ``$ZMQML_ENDPOINT``, default ``
 
 * request = UTF-8 JSON object, one NUL byte, then optional data bytes (whitespace-separated numbers);
 * reply = one JSON object whose values are all strings, always with ``status`` (``done``/``failed``) and ``et``
-  (seconds spent), and ``error`` when failed. A bad request never stops the server: it gets a ``failed`` reply.
+  (seconds spent), and ``error`` when failed. A bad request never stops the server: it gets a ``failed`` reply (a multipart message
+  too; a message over :class:`DirectorLimits` ``max_request_bytes`` is dropped by ZeroMQ with its connection).
+
+Files: ``save-model`` / ``load-model`` / ``load-records-csv`` only touch paths inside the folders the operator
+allowed (``allowed_dirs``, ``hybridsim serve --allow-dir``); any other path gets one fixed refusal.
 
 Requests:
 
@@ -26,6 +30,10 @@ Requests:
 * ``{"cmd": "nothing"}`` (latency probe) and ``{"cmd": "exit"}`` (reply, then the server stops).
 
 Inference of ``n`` steps is autoregressive: each prediction is appended to the rank's history for the next one.
+An inference for a client with no iteration time yet (CODES asks before sending records in optimistic and
+inference-only modes, and aborts on any reply but ``done``) is answered ``done`` with a fallback, as CODES' stock
+server does: the median of the last 4,096 records received, else 1 ms; the reply says ``fallback`` and
+``model-status`` counts them.
 Iteration times that are not finite and positive are ignored (as the stock server does); a payload with none usable
 is refused. With ``auto_train`` (default for a model created by name, like the stock server) the model is refitted
 on all records received so far before an inference when new records have arrived: always if it was never fitted,
@@ -35,12 +43,14 @@ their inference do not cost a thousand refits).
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import math
 import sys
 import threading
 import time
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -48,10 +58,38 @@ from typing import Any, Callable
 import numpy as np
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
-#: most steps one inference may ask for
-MAX_STEPS = 100_000
-#: iteration times kept per client (older ones are dropped; the models look at the last few)
-MAX_HISTORY = 100_000
+#: most steps one inference may ask for (the prediction is autoregressive: one model call per step)
+MAX_STEPS = 10_000
+#: an inference for a client without iteration times, while no client has any, is answered with this (ns)
+DEFAULT_FALLBACK_NS = 1_000_000.0
+#: iteration times (over all clients) whose median answers an inference for a client without any
+RECENT_RECORDS = 4096
+#: longest ``error`` text of a reply (errors may quote the request; a reply must not echo megabytes)
+MAX_ERROR_CHARS = 500
+
+
+@dataclass(frozen=True)
+class DirectorLimits:
+    """What one director server accepts, so that no client can exhaust its memory or time.
+
+    ``max_request_bytes``: larger ZeroMQ messages are dropped by ZeroMQ itself (``ZMQ_MAXMSGSIZE``: the sender's
+    connection is closed, no reply); ``max_clients``: distinct client ids with records; ``max_records_per_client``:
+    iteration times kept per client (older ones are dropped; the models look at the last few);
+    ``max_total_records``: iteration times kept over all clients (beyond it ``send-records`` fails)."""
+
+    max_request_bytes: int = 16 * 1024 * 1024
+    max_clients: int = 65_536
+    max_records_per_client: int = 100_000
+    max_total_records: int = 20_000_000
+
+    def __post_init__(self):
+        for name in ("max_request_bytes", "max_clients", "max_records_per_client", "max_total_records"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+#: iteration times kept per client by default
+MAX_HISTORY = DirectorLimits.max_records_per_client
 
 OPERATIONS = ("send-records", "inference", "train-model", "save-model", "load-model", "load-records-csv",
               "model-status")
@@ -103,6 +141,10 @@ def split_request(raw: bytes) -> tuple[dict, bytes]:
         msg = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise DirectorError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise DirectorError("malformed JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python's digit limit
+        raise DirectorError(f"malformed JSON: {str(exc)[:200]}") from None
     if not isinstance(msg, dict):
         raise DirectorError(f"request JSON must be an object, got {type(msg).__name__}")
     return msg, bytes(data)
@@ -127,7 +169,7 @@ def real_args(args: Any, lo: int = 0, hi: int | None = None) -> list[str]:
     it (DESIGN.md 6) or to the number of elements including itself (what CODES' director actually sends for
     ``send-records`` and ``inference``: ``["3", client, n]``), and what remains fits the operation's ``lo..hi``
     arguments. So ``["2", "17", "60"]`` and ``["3", "17", "60"]`` are both client 17, 60 steps, while a hand-written
-    ``["17", "60"]`` is taken as is."""
+    ``["17", "60"]`` is taken as is, and a lone element is always the argument (``["1"]``: client 1)."""
     if args is None:
         return []
     if not isinstance(args, list):
@@ -139,7 +181,7 @@ def real_args(args: Any, lo: int = 0, hi: int | None = None) -> list[str]:
         out.append(a if isinstance(a, str) else json.dumps(a))
     if out == ["dummy"]:
         return []
-    if out:
+    if len(out) > 1:  # a lone element is an argument (model-status "0" is client 0), never a count
         try:
             n = int(out[0])
         except ValueError:
@@ -182,17 +224,18 @@ def parse_values(data: bytes, what: str) -> tuple[list[float], int]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DirectorError(f"{what}: data is not UTF-8 text: {exc}") from None
-    vals, ignored = [], 0
-    for i, tok in enumerate(text.split()):
-        try:
-            v = float(tok)
-        except ValueError:
-            raise DirectorError(f"{what}: data value {i + 1} ({tok[:40]!r}) is not a number") from None
-        if math.isfinite(v) and v > 0:
-            vals.append(v)
-        else:
-            ignored += 1
-    return vals, ignored
+    tokens = text.split()
+    try:
+        arr = np.array(tokens, dtype=np.float64)
+    except ValueError:
+        for i, tok in enumerate(tokens):
+            try:
+                float(tok)
+            except ValueError:
+                raise DirectorError(f"{what}: data value {i + 1} ({tok[:40]!r}) is not a number") from None
+        raise DirectorError(f"{what}: data is not whitespace-separated numbers") from None
+    ok = np.isfinite(arr) & (arr > 0)
+    return arr[ok].tolist(), int(len(arr) - ok.sum())
 
 
 def _fmt(v: float) -> str:
@@ -217,10 +260,11 @@ def make_model(spec: str | None = None, **options):
             options.setdefault("k", 4)
         try:
             model = create(spec, **options)
-        except TypeError as exc:
-            raise DirectorError(f"bad options for model {spec!r}: {exc}") from None
         except SurrogateError as exc:
             raise DirectorError(f"{exc} (or give a checkpoint folder)") from None
+        except (TypeError, ValueError) as exc:
+            opts = " ".join(f"{k}={v}" for k, v in options.items())
+            raise DirectorError(f"bad options for model {spec!r} ({opts}): {exc}") from None
     if model.needs_graphs:
         raise DirectorError(f"model {model.name!r} needs port graphs, but CODES' director sends only iteration times; "
                             f"use a history model (ridge, last, mean, ewma) or a checkpoint of one")
@@ -229,14 +273,24 @@ def make_model(spec: str | None = None, **options):
 
 @dataclass
 class ClientState:
-    records: list[float] = field(default_factory=list)
+    records: array = field(default_factory=lambda: array("d"))
+
+
+class FileAccessRefused(DirectorError):
+    """A client named a file outside the folders the operator allowed. The text is the same whatever the path and
+    whether it exists, so replies reveal nothing about the server's files."""
 
 
 class IterationTimeService:
-    """The state behind the protocol: per-client iteration times, one surrogate, a model version."""
+    """The state behind the protocol: per-client iteration times, one surrogate, a model version.
+
+    ``allowed_dirs``: the only folders whose files ``save-model`` / ``load-model`` / ``load-records-csv`` may touch
+    (none by default: a client can make the server open no file); a relative path is taken inside the first.
+    ``limits``: see :class:`DirectorLimits`."""
 
     def __init__(self, model=None, *, auto_train: bool = True, records_log: str | Path | None = None,
-                 workload: str = "codes"):
+                 workload: str = "codes", allowed_dirs=(), limits: DirectorLimits | None = None,
+                 fallback_ns: float | None = None):
         self.model = model if model is not None else make_model("ridge")
         self.auto_train = auto_train
         self.clients: dict[int, ClientState] = {}
@@ -245,23 +299,57 @@ class IterationTimeService:
         self.training_examples = 0
         self.dirty = False
         self.records_at_fit = 0
+        self.n_records = 0
         #: auto-train refits when the records grew by this fraction since the last fit (or it never fitted)
         self.refit_fraction = 0.02
         self.records_log = Path(records_log) if records_log else None
         self.workload = workload
+        self.limits = limits or DirectorLimits()
+        self.allowed_dirs = [Path(d).resolve() for d in allowed_dirs]
+        #: the last iteration times received over all clients: the fallback for a client with none yet
+        self.recent: collections.deque = collections.deque(maxlen=RECENT_RECORDS)
+        self.fallback_ns = float(DEFAULT_FALLBACK_NS if fallback_ns is None else fallback_ns)
+        self.no_history_fallbacks = 0
+        #: where notable events (fallback answers) are reported; the server sets it to its log
+        self.log: Callable[[str], None] | None = None
 
     # --------------------------------------------------------------------------------------------- helpers
-    def _client(self, c: int) -> ClientState:
-        st = self.clients.get(c)
-        if st is None:
-            st = self.clients[c] = ClientState()
-        return st
+    def _confined(self, text: str, op: str) -> Path:
+        """The file a client named, resolved (symbolic links followed) and checked to lie inside an allowed
+        folder; :class:`FileAccessRefused` otherwise, with one message for every refused path."""
+        if not self.allowed_dirs:
+            raise FileAccessRefused(f"{op}: refused: this server was started without --allow-dir, so it opens no "
+                                    f"file a client names")
+        try:
+            p = Path(text)
+            p = (p if p.is_absolute() else self.allowed_dirs[0] / p).resolve()
+        except (ValueError, OSError, RuntimeError):
+            p = None
+        if p is None or not any(p == d or p.is_relative_to(d) for d in self.allowed_dirs):
+            raise FileAccessRefused(f"{op}: refused: the path is not inside a folder this server allows "
+                                    f"(--allow-dir)")
+        return p
 
-    def _add(self, client: int, values: list[float]) -> None:
-        st = self._client(client)
-        st.records.extend(values)
-        if len(st.records) > MAX_HISTORY:
-            del st.records[:-MAX_HISTORY]
+    def _add(self, client: int, values: list[float], op: str = "send-records") -> None:
+        st = self.clients.get(client)
+        if st is None:
+            if len(self.clients) >= self.limits.max_clients:
+                raise DirectorError(f"{op}: the server already holds records of {len(self.clients)} clients, its "
+                                    f"limit (--max-clients); client {client} refused")
+            if not values:
+                return
+            st = self.clients[client] = ClientState()
+        keep = self.limits.max_records_per_client
+        old = len(st.records)
+        grow = min(old + len(values), keep) - old
+        if self.n_records + grow > self.limits.max_total_records:
+            raise DirectorError(f"{op}: the server holds {self.n_records} iteration times, its limit "
+                                f"(--max-total-records); {len(values)} more refused")
+        st.records.extend(values[-keep:])
+        if len(st.records) > keep:
+            del st.records[:-keep]
+        self.recent.extend(values[-RECENT_RECORDS:])
+        self.n_records += grow
         if values:
             self.dirty = True
 
@@ -292,7 +380,7 @@ class IterationTimeService:
         return n
 
     def total_records(self) -> int:
-        return sum(len(st.records) for st in self.clients.values())
+        return self.n_records
 
     def _should_refit(self) -> bool:
         if not (self.auto_train and self.dirty and self._trainable()):
@@ -314,8 +402,9 @@ class IterationTimeService:
                                 f"({ignored} value(s) ignored)")
         self._add(client, vals)
         self._log(client, vals)
+        st = self.clients.get(client)
         return {"client": str(client), "accepted": str(len(vals)), "ignored": str(ignored),
-                "total_records": str(len(self._client(client).records))}
+                "total_records": str(len(st.records) if st is not None else 0)}
 
     def inference(self, args: list[str], data: bytes) -> dict:
         from surrogate.base import Context
@@ -326,14 +415,14 @@ class IterationTimeService:
         context, ignored = parse_values(data, op)
         if ignored and not context:
             raise DirectorError(f"{op}: the context data has no finite positive value ({ignored} ignored)")
-        hist = list(self.clients[client].records) if client in self.clients else []
-        hist += context
-        if not hist:
-            raise DirectorError(f"{op}: no iteration times known for client {client}: send-records first (or send "
-                                f"context values in the data)")
+        L = max(int(self.model.lookback or 1), 1)
+        st = self.clients.get(client)
+        n_known = (len(st.records) if st is not None else 0) + len(context)
+        if n_known == 0:
+            return self._no_history(client, steps)
+        hist = (list(st.records[-L:]) if st is not None else []) + context
         if self._should_refit():
             self._fit()
-        L = max(int(self.model.lookback or 1), 1)
         window = np.full(L, np.nan)
         tail = np.asarray(hist[-L:], dtype=np.float64)
         window[L - len(tail):] = tail
@@ -341,7 +430,7 @@ class IterationTimeService:
         fallbacks = 0
         for _ in range(steps):
             ctx = Context(job=f"client-{client}", workload=self.workload, history=window[None, :].copy(),
-                          iteration=len(hist) + len(preds))
+                          iteration=n_known + len(preds))
             y = float(np.asarray(self.model.predict(ctx), dtype=np.float64).reshape(-1)[0])
             if not (math.isfinite(y) and y > 0):
                 last = window[~np.isnan(window)][-1]
@@ -355,12 +444,28 @@ class IterationTimeService:
             out["fallbacks"] = str(fallbacks)
         return out
 
+    def _no_history(self, client: int, steps: int) -> dict:
+        """An inference for a client with no iteration time yet. CODES asks for one before sending the client's
+        records (optimistic mode sends records only from committed events; inference-only mode sends none) and
+        aborts on anything but ``done`` with a prediction, so answer as CODES' stock server does: the median of the
+        other clients' recent records, else :data:`DEFAULT_FALLBACK_NS`."""
+        if self.recent:
+            y, how = float(np.median(np.fromiter(self.recent, np.float64))), f"median of {len(self.recent)} recent records"
+        else:
+            y, how = self.fallback_ns, "default"
+        self.no_history_fallbacks += 1
+        if self.log is not None:
+            self.log(f"inference for client {client} before any of its iteration times: answered {_fmt(y)} ns "
+                     f"({how})")
+        return {"predictions": " ".join([_fmt(y)] * steps), "client": str(client), "steps": str(steps),
+                "model_version": str(self.version), "fallback": how}
+
     def train_model(self, args: list[str], data: bytes) -> dict:
         target = args[0].strip() if args else "all"
         if target not in ("", "all", "*"):
             raise DirectorError(f"train-model: the model is shared by all clients; train with target 'all' "
                                 f"(got {target!r})")
-        total = sum(len(st.records) for st in self.clients.values())
+        total = self.total_records()
         if not self._trainable():
             raise DirectorError(f"train-model: model {self.model.name!r} has nothing to fit from iteration times")
         n = self._fit()
@@ -373,62 +478,79 @@ class IterationTimeService:
                 "training_examples": str(n), "model_version": str(self.version)}
 
     def save_model(self, args: list[str], data: bytes) -> dict:
-        path = Path(_arg(args, 0, "output model path", "save-model"))
+        name = _arg(args, 0, "output model path", "save-model")
+        path = self._confined(name, "save-model")
         try:
             self.model.save(path)
         except OSError as exc:
-            raise DirectorError(f"save-model: cannot write {path}: {exc}") from None
-        return {"path": str(path), "model": self.model.name, "model_version": str(self.version)}
+            raise DirectorError(f"save-model: cannot write {name}: {exc.strerror or type(exc).__name__}") from None
+        return {"path": name, "model": self.model.name, "model_version": str(self.version)}
 
     def load_model(self, args: list[str], data: bytes) -> dict:
         from surrogate.base import SurrogateError
 
-        path = Path(_arg(args, 0, "input model path", "load-model"))
+        name = _arg(args, 0, "input model path", "load-model")
+        path = self._confined(name, "load-model")
         if not path.exists():
-            raise DirectorError(f"load-model: model path does not exist: {path}")
+            raise DirectorError(f"load-model: model path does not exist: {name}")
         if not path.is_dir():
-            raise DirectorError(f"load-model: {path} is not a checkpoint folder (config.json [+ model.safetensors], "
+            raise DirectorError(f"load-model: {name} is not a checkpoint folder (config.json [+ model.safetensors], "
                                 f"as written by save-model)")
         try:
             model = make_model(str(path))
-        except SurrogateError as exc:
-            raise DirectorError(f"load-model: {exc}") from None
+        except (SurrogateError, OSError) as exc:
+            raise DirectorError(f"load-model: {name}: not a usable checkpoint ({type(exc).__name__})") from None
         self.model = model
         self.version += 1
         # the loaded model counts as fitted on what is here now; auto-train refits it once enough new records come
         self.dirty = False
         self.records_at_fit = self.total_records()
-        return {"path": str(path), "model": model.name, "model_version": str(self.version)}
+        return {"path": name, "model": model.name, "model_version": str(self.version)}
 
     def load_records_csv(self, args: list[str], data: bytes) -> dict:
-        path = Path(_arg(args, 0, "CSV path", "load-records-csv"))
+        op = "load-records-csv"
+        name = _arg(args, 0, "CSV path", op)
+        path = self._confined(name, op)
         if not path.is_file():
-            raise DirectorError(f"load-records-csv: CSV path does not exist: {path}")
+            raise DirectorError(f"{op}: CSV path does not exist: {name}")
         rows: dict[int, list[float]] = {}
-        ignored = 0
-        with open(path, newline="") as fh:
-            reader = csv.DictReader(fh)
-            cols = set(reader.fieldnames or [])
-            if not {"client", "value"} <= cols:
-                raise DirectorError(f"load-records-csv: {path}:1: needs columns client,value (has "
-                                    f"{','.join(reader.fieldnames or []) or 'none'})")
-            for row in reader:
-                line = reader.line_num
-                try:
-                    client = int(row["client"])
-                    value = float(row["value"])
-                except (TypeError, ValueError):
-                    raise DirectorError(f"load-records-csv: {path}:{line}: bad row client={row.get('client')!r} "
-                                        f"value={row.get('value')!r}") from None
-                if client < 0:
-                    raise DirectorError(f"load-records-csv: {path}:{line}: client must be >= 0, got {client}")
-                if math.isfinite(value) and value > 0:
-                    rows.setdefault(client, []).append(value)
-                else:
-                    ignored += 1
+        ignored = kept = 0
+        room = self.limits.max_total_records - self.total_records()
+        try:
+            with open(path, newline="", encoding="utf-8") as fh:
+                reader = csv.DictReader(fh)
+                cols = set(reader.fieldnames or [])
+                if not {"client", "value"} <= cols:
+                    raise DirectorError(f"{op}: {name}:1: needs columns client,value")
+                for row in reader:
+                    line = reader.line_num
+                    try:
+                        client = int(row["client"])
+                        value = float(row["value"])
+                    except (TypeError, ValueError):
+                        raise DirectorError(f"{op}: {name}:{line}: bad row (client and value must be numbers)"
+                                            ) from None
+                    if client < 0:
+                        raise DirectorError(f"{op}: {name}:{line}: client must be >= 0, got {client}")
+                    if math.isfinite(value) and value > 0:
+                        if client not in rows and client not in self.clients and \
+                                len(rows) + len(self.clients) >= self.limits.max_clients:
+                            raise DirectorError(f"{op}: {name}:{line}: more clients than the server's limit "
+                                                f"(--max-clients {self.limits.max_clients})")
+                        kept += 1
+                        if kept > room:
+                            raise DirectorError(f"{op}: {name}:{line}: more iteration times than the server's limit "
+                                                f"(max_total_records {self.limits.max_total_records})")
+                        rows.setdefault(client, []).append(value)
+                    else:
+                        ignored += 1
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise DirectorError(f"{op}: {name}: not a UTF-8 CSV file ({type(exc).__name__})") from None
+        except OSError as exc:
+            raise DirectorError(f"{op}: {name}: cannot read ({exc.strerror or type(exc).__name__})") from None
         for c, vals in rows.items():
-            self._add(c, vals)
-        return {"path": str(path), "loaded_rows": str(sum(map(len, rows.values()))),
+            self._add(c, vals, op)
+        return {"path": name, "loaded_rows": str(sum(map(len, rows.values()))),
                 "loaded_clients": str(len(rows)), "ignored": str(ignored)}
 
     def model_status(self, args: list[str], data: bytes) -> dict:
@@ -444,7 +566,7 @@ class IterationTimeService:
                 "model_config": json.dumps(self.model.config(), sort_keys=True),
                 "total_clients": str(len(ids)), "total_records": str(sum(recs.values())),
                 "trained_clients": str(len(trained)), "model_version": str(self.version),
-                "auto_train": "1" if self.auto_train else "0",
+                "auto_train": "1" if self.auto_train else "0", "fallbacks": str(self.no_history_fallbacks),
                 "clients": ";".join(f"{c}:records={recs[c]},trained={int(c in self.fitted_clients)}" for c in ids)}
 
     def dispatch(self, op: str, args: list[str], data: bytes) -> dict:
@@ -469,6 +591,8 @@ class IterationTimeService:
 def _reply(status: str, t0: float, **extra) -> dict:
     out = {"status": status, "et": repr(time.perf_counter() - t0)}
     out.update({k: str(v) for k, v in extra.items()})
+    if len(out.get("error", "")) > MAX_ERROR_CHARS:
+        out["error"] = out["error"][:MAX_ERROR_CHARS] + "... (cut)"
     return out
 
 
@@ -520,6 +644,15 @@ def handle_request(service: IterationTimeService, raw: bytes) -> tuple[dict, boo
         return _reply("failed", t0, error=f"internal error: {type(exc).__name__}: {exc}"), False
 
 
+def handle_frames(service: IterationTimeService, frames: list[bytes]) -> tuple[dict, bool]:
+    """A received ZeroMQ message (its frames) -> (reply, stop?). A request is exactly one frame."""
+    if len(frames) != 1:
+        return _reply("failed", time.perf_counter(),
+                      error=f"a request is one ZeroMQ frame (JSON, NUL, data); got a multipart message of "
+                            f"{len(frames)} frames"), False
+    return handle_request(service, frames[0])
+
+
 class CodesDirectorServer:
     """ZeroMQ REP server speaking CODES' director protocol. ``endpoint`` may use port ``*`` (ephemeral): the bound
     address is :attr:`endpoint` after :meth:`bind`. Serve with :meth:`serve_forever` (blocking; stops on ``exit``
@@ -528,6 +661,9 @@ class CodesDirectorServer:
     def __init__(self, service: IterationTimeService, endpoint: str = DEFAULT_ENDPOINT,
                  log: Callable[[str], None] | None = None):
         self.service = service
+        self.max_request_bytes = service.limits.max_request_bytes
+        if service.log is None:
+            service.log = log
         self.requested = endpoint
         self.endpoint: str | None = None
         self.log = log
@@ -542,6 +678,8 @@ class CodesDirectorServer:
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.REP)
         self._sock.setsockopt(zmq.LINGER, 0)
+        # larger messages never reach Python: ZeroMQ closes the sender's connection (no reply, no memory spent)
+        self._sock.setsockopt(zmq.MAXMSGSIZE, int(self.max_request_bytes))
         try:
             self._sock.bind(self.requested)
         except zmq.ZMQError as exc:
@@ -571,8 +709,8 @@ class CodesDirectorServer:
             while not self._stop.is_set():
                 if not self._sock.poll(poll_ms, zmq.POLLIN):
                     continue
-                raw = self._sock.recv()
-                reply, stop = handle_request(self.service, raw)
+                frames = self._sock.recv_multipart()
+                reply, stop = handle_frames(self.service, frames)
                 self.requests += 1
                 self._sock.send(json.dumps(reply).encode("utf-8"))
                 if self.log is not None and reply.get("status") != "done":
@@ -585,16 +723,23 @@ class CodesDirectorServer:
 
 
 def serve(endpoint: str = DEFAULT_ENDPOINT, model: str | None = None, *, model_options: dict | None = None,
-          auto_train: bool | None = None, records_log: str | None = None, out=sys.stderr) -> int:
+          auto_train: bool | None = None, records_log: str | None = None, allowed_dirs=(),
+          limits: DirectorLimits | None = None, out=sys.stderr) -> int:
     """Run the director until ``exit`` (or Ctrl-C). Used by ``hybridsim serve --codes-director``."""
+    for d in allowed_dirs:
+        if not Path(d).is_dir():
+            raise DirectorError(f"--allow-dir {d}: not a directory")
     m = make_model(model, **(model_options or {}))
     if auto_train is None:
         auto_train = not (model and Path(model).is_dir())
-    service = IterationTimeService(m, auto_train=auto_train, records_log=records_log)
+    service = IterationTimeService(m, auto_train=auto_train, records_log=records_log, allowed_dirs=allowed_dirs,
+                                   limits=limits)
     server = CodesDirectorServer(service, endpoint, log=lambda s: print(f"codes-director: {s}", file=out, flush=True))
     bound = server.bind()
     cfg = json.dumps(m.config(), sort_keys=True)
-    print(f"codes-director: serving model {m.name!r} {cfg} on {bound} (auto-train {'on' if auto_train else 'off'}); "
+    files = ", ".join(str(d) for d in service.allowed_dirs) or "none (no --allow-dir)"
+    print(f"codes-director: serving model {m.name!r} {cfg} on {bound} (auto-train {'on' if auto_train else 'off'}; "
+          f"client-named files allowed in: {files}); "
           f"point CODES at it with ZMQML_ENDPOINT={bound.replace('0.0.0.0', 'localhost')}", file=out, flush=True)
     try:
         n = server.serve_forever()

@@ -25,10 +25,10 @@ from hybridsim.records import IterationRecord, PortSamples
 from hybridsim.topology import DragonflyShape
 from hybridsim.units import GIB
 
-from .conf import (CodesConf, ConfError, command_options, find_network_conf, find_workloads_conf,
-                   job_names_from_workloads, parse_conf, parse_workloads_conf)
+from .conf import (CodesConf, ConfError, find_network_conf, find_workloads_conf, job_names_from_workloads,
+                   parse_conf, parse_workloads_conf, read_command)
 from .parsers.common import find_file, warn
-from .parsers.iteration_logs import parse_iteration_logs
+from .parsers.iteration_logs import iteration_log_files, parse_iteration_logs
 from .parsers.ross_vt import VtSamples, read_vt_bin, read_vt_csv, router_port_samples
 from .parsers.stdout import model_output_file, parse_model_output, parse_ross_csv, parse_time_txt
 
@@ -162,7 +162,12 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
     conf = parse_conf(conf_path)
     shape = conf.shape()
     bw = conf.bandwidths()
-    opts = command_options(d)
+    cmd = read_command(d)
+    opts = cmd.options() if cmd is not None else {}
+    vt_interval = cmd.number("vt-interval") if cmd is not None else None
+    end_limit = cmd.number("end") if cmd is not None else None
+    # what a finished run should contain but does not: a run CODES finished fails on any (docs/codes.md)
+    lost: list[str] = []
 
     wl_path = find_workloads_conf(d)
     if wl_path is not None:
@@ -214,18 +219,29 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
             warn(f"{d / 'time.txt'}: CODES exited with status {tt['exit_status']}; imported as PARTIAL", warnings)
 
     n_jobs = max([len(job_names)] + [j + 1 for j in job_end_id])
+    if wl_path is not None and n_jobs > len(job_names):
+        lost.append(f"{mo_path}: CODES reports app ids up to {n_jobs - 1} but {wl_path} lists {len(job_names)} "
+                    f"jobs (lines lost from the workload file?)")
     if len(job_names) < n_jobs:
         job_names = job_names + [f"job{j}" for j in range(len(job_names), n_jobs)]
     records, simulated = parse_iteration_logs(d, job_names or None, allow_truncated_last=not complete,
                                               warnings=warnings) if (d / "iteration-logs").is_dir() else ([], [])
     if not (d / "iteration-logs").is_dir():
-        warn(f"{d}: no iteration-logs/ directory; no iteration records", warnings)
+        if wl_path is not None:
+            lost.append(f"{d}: no iteration-logs/ directory (model-net-mpi-replay writes pe=<PE>.txt for every PE)")
+        else:
+            warn(f"{d}: no iteration-logs/ directory; no iteration records", warnings)
+    else:
+        lost += _missing_pe_logs(d, ross.get("total_pe"))
     if records:
         n_jobs2 = max(r.job_id for r in records) + 1
         if n_jobs2 > len(job_names):
             raise CodesImportError(f"{d}: iteration logs name job {n_jobs2 - 1} but the workload file has "
                                    f"{len(job_names)} jobs")
-    if simulated and not all(simulated):
+    if "DIRECTOR" in conf.sections:
+        simulated = _mark_director_window(records, simulated, conf, warnings)
+    lost += _lost_iterations(d, records, simulated, job_names, job_ranks, gaps_allowed="DIRECTOR" in conf.sections)
+    if simulated and not all(simulated) and "DIRECTOR" not in conf.sections:
         warn(f"{d}: {simulated.count(False)} records come from 'SKIPPED TO ITERATION' lines (application surrogate): "
              "each spans the skipped iterations and is marked mode=predict", warnings)
     job_end = {job_names[j]: t for j, t in sorted(job_end_id.items())}
@@ -239,13 +255,23 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
     port_source = None
     if ports and vt_source != "none":
         vt, port_source = _read_vt(d, conf, opts, vt_source, warnings)
+        if vt is None and opts.get("model-stats") in ("3", "4"):
+            lost.append(f"{d}: the command asked for ROSS VT samples (--model-stats={opts['model-stats']}) but "
+                        f"there is no {opts.get('stats-path', 'stats-output')}/ross-stats-analysis-lps.bin[.gz] "
+                        f"nor ross-stats-decoded/vt-router.csv[.gz]")
         if vt is not None and vt.router is not None:
-            interval = float(opts["vt-interval"]) if "vt-interval" in opts else None
-            port_block = router_port_samples(vt.router, shape, bw, interval, source=port_source, warnings=warnings)
+            port_block = router_port_samples(vt.router, shape, bw, vt_interval, source=port_source,
+                                             warnings=warnings)
             if vt.truncated:
                 complete = False
         elif vt is None:
             port_block, port_source = _traffic_sample_ports(d, conf, shape, bw, warnings)
+    if lost and complete:
+        raise CodesImportError(f"{d}: CODES finished this run, but outputs are missing or cut short, so the import "
+                               f"would silently lose data: " + "; ".join(lost[:8])
+                               + (f"; and {len(lost) - 8} more" if len(lost) > 8 else ""))
+    for msg in lost:
+        warn(f"missing from this partial run: {msg}", warnings)
     partial = not complete
     end_for_trim = max([t for t in job_end.values() if t > 0] or [0.0])
     if port_block is not None and trim_idle and complete and end_for_trim > 0:
@@ -265,9 +291,88 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
                    job_end=job_end, ross=ross, partial=partial, warnings=warnings, shape=shape, bandwidth=bw,
                    conf=conf, job_ranks=job_ranks, rank_end=rank_end, wall_s=wall_s, vt=vt,
                    port_source=port_source, errors=errors,
-                   end_limit=float(opts["end"]) if "end" in opts else None)
+                   end_limit=end_limit)
     run.link_totals = _link_totals(run)
     return run
+
+
+def _mark_director_window(records: list[IterationRecord], simulated: list[bool], conf: CodesConf,
+                          warnings: list) -> list[bool]:
+    """CODES' ZeroMQ director writes no ITERATION line (and no SKIPPED line) for the iterations it predicts inside
+    its surrogate window: a rank's marks jump over them. The record after each jump spans the predicted iterations
+    (and ends where the rank resumed), so it is marked predicted, like a ``SKIPPED TO ITERATION`` record; the
+    completion times are unaffected."""
+    if not records:
+        return simulated
+    key = np.fromiter((r.job_id * (1 << 32) + r.rank for r in records), np.int64, len(records))
+    it = np.fromiter((r.iteration for r in records), np.int64, len(records))
+    jump = np.zeros(len(records), bool)
+    jump[1:] = (key[1:] == key[:-1]) & (it[1:] - it[:-1] > 1)
+    if not jump.any():
+        return simulated
+    out = np.asarray(simulated, bool) & ~jump
+    win = f"start_iter={conf.get('start_iter', '?', 'DIRECTOR')}, end_iter={conf.get('end_iter', '?', 'DIRECTOR')}"
+    warn(f"{conf.path}: DIRECTOR run ({win}): {int(jump.sum())} records span the iterations the director predicted "
+         f"inside its surrogate window (CODES writes no mark for them); they are marked mode=predict", warnings)
+    return out.tolist()
+
+
+def _missing_pe_logs(d: Path, total_pe) -> list[str]:
+    """CODES writes ``iteration-logs/pe=<PE>.txt`` for every PE (empty when the PE ran no iterations): the PE
+    numbers missing from 0..total_pe-1 (ross.csv), or from 0..the highest present."""
+    present = {int(p.name[3:].split(".")[0]) for p in iteration_log_files(d)}
+    n = int(total_pe) if isinstance(total_pe, int) and total_pe > 0 else max(present, default=-1) + 1
+    missing = sorted(set(range(n)) - present)
+    if not missing:
+        return []
+    names = ", ".join(f"pe={k}.txt" for k in missing[:10]) + (" ..." if len(missing) > 10 else "")
+    return [f"{d / 'iteration-logs'}: no {names} ({n} PEs ran)"]
+
+
+def _lost_iterations(d: Path, records: list[IterationRecord], simulated: list[bool], job_names: list[str],
+                     job_ranks: list[int], gaps_allowed: bool) -> list[str]:
+    """Signs that iteration marks were lost, for each job that has any: ranks without marks, ranks that do not
+    start at iteration 0 or stop at another last iteration than the job's other ranks, and jumps in a rank's
+    iteration numbers that no ``SKIPPED TO ITERATION`` line (or a director's surrogate window) explains."""
+    if not records:
+        return []
+    job = np.fromiter((r.job_id for r in records), np.int64, len(records))
+    rank = np.fromiter((r.rank for r in records), np.int64, len(records))
+    it = np.fromiter((r.iteration for r in records), np.int64, len(records))
+    sim = np.asarray(simulated, bool)
+    out = []
+    where = d / "iteration-logs"
+    for j in np.unique(job):
+        sel = job == j
+        rk, itj, sj = rank[sel], it[sel], sim[sel]
+        name = job_names[j] if j < len(job_names) else f"job{j}"
+        if j < len(job_ranks):  # the workload file says how many ranks the job has
+            n_ranks = job_ranks[j]
+            absent = np.setdiff1d(np.arange(n_ranks), rk)
+            if len(absent):
+                out.append(f"{where}: job {name} has no marks for {len(absent)} of its {n_ranks} ranks (e.g. rank "
+                           f"{int(absent[0])})")
+            if rk.max() >= n_ranks:
+                out.append(f"{where}: job {name} has marks of rank {int(rk.max())}, but {n_ranks} ranks")
+        first = np.ones(len(rk), bool)
+        first[1:] = rk[1:] != rk[:-1]
+        last = np.ones(len(rk), bool)
+        last[:-1] = rk[1:] != rk[:-1]
+        if (itj[first] != 0).any():
+            r0 = int(rk[first][np.argmax(itj[first] != 0)])
+            out.append(f"{where}: job {name} rank {r0} starts at iteration {int(itj[first][rk[first] == r0][0])}, "
+                       f"not 0")
+        ends = itj[last]
+        if len(np.unique(ends)) > 1:
+            lo = int(np.argmin(ends))
+            out.append(f"{where}: job {name} rank {int(rk[last][lo])} stops at iteration {int(ends[lo])}, other "
+                       f"ranks at {int(ends.max())}")
+        jump = ~first & (np.diff(itj, prepend=0) > 1) & sj
+        if jump.any() and not gaps_allowed:
+            i = int(np.argmax(jump))
+            out.append(f"{where}: job {name} rank {int(rk[i])} jumps from iteration {int(itj[i - 1])} to "
+                       f"{int(itj[i])} with no SKIPPED TO ITERATION line")
+    return out
 
 
 def _link_totals(run: CodesRun) -> dict | None:

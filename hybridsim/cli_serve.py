@@ -43,14 +43,22 @@ def parse_model_options(items: list[str] | None) -> dict:
 
 
 def _serve_codes_director(args) -> int:
-    from codes_bridge.director import DirectorError, serve
+    from codes_bridge.director import DirectorError, DirectorLimits, serve
     from surrogate.base import SurrogateError
 
     try:
+        limits = DirectorLimits(max_request_bytes=args.max_request_bytes, max_clients=args.max_clients,
+                                max_records_per_client=args.max_records_per_client,
+                                max_total_records=args.max_total_records)
+    except ValueError as exc:
+        raise CliError(f"serve: {exc}", EXIT_BAD_INPUT) from None
+    try:
         return serve(args.codes_director, args.model, model_options=parse_model_options(args.model_option),
-                     auto_train=args.auto_train, records_log=args.records_log)
+                     auto_train=args.auto_train, records_log=args.records_log, allowed_dirs=args.grpc_allow_dir or (),
+                     limits=limits)
     except (DirectorError, SurrogateError) as exc:
-        raise CliError(f"--model: {exc}", EXIT_BAD_INPUT) from None
+        msg = str(exc)
+        raise CliError(msg if msg.startswith("--") else f"--model: {msg}", EXIT_BAD_INPUT) from None
     except OSError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
 
@@ -105,6 +113,18 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--records-log", metavar="CSV",
                    help="append every received iteration time to this CSV (client,value) for offline training; "
                         "load it back with the load-records-csv operation")
+    from codes_bridge.director import DirectorLimits
+
+    d = p.add_argument_group("CODES director limits (--codes-director)")
+    d.add_argument("--max-request-bytes", type=int, default=DirectorLimits.max_request_bytes, metavar="N",
+                   help="larger ZeroMQ messages are dropped and their connection closed (default 16 MiB)")
+    d.add_argument("--max-clients", type=int, default=DirectorLimits.max_clients, metavar="N",
+                   help="distinct client ids the server keeps records of (default %(default)s)")
+    d.add_argument("--max-records-per-client", type=int, default=DirectorLimits.max_records_per_client,
+                   metavar="N", help="iteration times kept per client, older ones dropped (default %(default)s)")
+    d.add_argument("--max-total-records", type=int, default=DirectorLimits.max_total_records, metavar="N",
+                   help="iteration times kept over all clients; beyond it send-records fails (default "
+                        "%(default)s)")
     from .service.cli import add_serve_options
 
     add_serve_options(p, surrogate_flag="--grpc", engine_flag="--engine", shared_model=True)

@@ -127,7 +127,10 @@ def make_backend(scenario, topology, placement, progress: bool):
     raise RunError(f"backend {kind!r} cannot be driven in-process here; use the codes backend through run_codes")
 
 
-def job_summary(scenario, records: list[IterationRecord]) -> dict:
+def job_summary(scenario, records: list[IterationRecord], job_end: dict[str, float] | None = None) -> dict:
+    """Per-job counts and times. ``job_end``: completion times the backend itself reported (CODES prints them,
+    also for jobs without iteration marks); otherwise a job completes with its last iteration."""
+    job_end = job_end or {}
     out = {}
     by_job: dict[int, list[IterationRecord]] = {}
     for r in records:
@@ -135,14 +138,15 @@ def job_summary(scenario, records: list[IterationRecord]) -> dict:
     for jid, job in enumerate(scenario.jobs):
         recs = by_job.get(jid, [])
         if not recs:
-            out[job.name] = {"ranks": job.ranks, "iterations_recorded": 0, "completion_time_ns": None}
+            out[job.name] = {"ranks": job.ranks, "iterations_recorded": 0,
+                             "completion_time_ns": job_end.get(job.name)}
             continue
         dur = np.array([r.end - r.start for r in recs])
         out[job.name] = {
             "ranks": job.ranks,
             "workload": job.workload.kind,
             "iterations_recorded": len(recs),
-            "completion_time_ns": float(max(r.end for r in recs)),
+            "completion_time_ns": float(job_end.get(job.name, max(r.end for r in recs))),
             "mean_iteration_ns": float(dur.mean()),
             "std_iteration_ns": float(dur.std()),
         }
@@ -208,7 +212,8 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
             "end_time_ns": result.end_time,
             "events": result.events,
             "wall_s": wall,
-            "jobs": job_summary(scenario, result.records),
+            "jobs": job_summary(scenario, result.records,
+                                job_end=result.job_end if scenario.backend.kind == "codes" else None),
             "backend_stats": result.stats,
         }
         if controller is not None:

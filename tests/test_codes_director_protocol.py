@@ -44,9 +44,10 @@ class Client:
 
 
 @pytest.fixture
-def served():
-    """(client, server, thread) for a ridge(k=4, alpha=1e-9) director on an ephemeral loopback port."""
-    service = IterationTimeService(make_model("ridge", alpha=1e-9))
+def served(tmp_path):
+    """(client, server, thread) for a ridge(k=4, alpha=1e-9) director on an ephemeral loopback port that may open
+    files in tmp_path."""
+    service = IterationTimeService(make_model("ridge", alpha=1e-9), allowed_dirs=[tmp_path])
     server = CodesDirectorServer(service, "tcp://127.0.0.1:*")
     endpoint = server.bind()
     assert endpoint.startswith("tcp://127.0.0.1:")
@@ -78,12 +79,10 @@ BAD = [
     (dreq("send-records", []), "missing argument 1 (client)"),
     (dreq("send-records", ["0"]), "missing argument 2 (number of records)"),
     (dreq("inference", ["7"]), "missing argument 2 (number of steps)"),
-    (dreq("inference", ["2", "7"]), "no iteration times known for client 2"),  # no count here: client 2, 7 steps
     (dreq("inference", ["4", "7", "5", "1"]), "too many arguments"),
     (dreq("inference", ["2", "7", "nan"]), "finite integer"),
-    (dreq("inference", ["2", "7", "0"]), "number of steps must be 1..100000"),
+    (dreq("inference", ["2", "7", "0"]), "number of steps must be 1..10000"),
     (dreq("inference", ["2", "inf", "3"]), "client must be a finite integer"),
-    (dreq("inference", ["2", "99", "3"]), "no iteration times known for client 99"),
     (dreq("send-records", ["3", "5", "3"], b"nan inf -7"), "no finite positive iteration time"),
     (dreq("send-records", ["3", "5", "2"], b"100 abc"), "data value 2 ('abc') is not a number"),
     (b'{"cmd":"director-request","operation":"send-records","args":["5","1"]}\x00NaN', "no finite positive"),
@@ -93,9 +92,9 @@ BAD = [
     (dreq("inference", ["2", "1", "3"], family="weather"), "unknown surrogate_family"),
     (dreq("train-model", ["1", "7"]), "target 'all'"),
     (dreq("train-model", ["1", "all"]), "not enough records"),
-    (dreq("load-model", ["1", "/nonexistent/ckpt"]), "does not exist"),
+    (dreq("load-model", ["1", "/nonexistent/ckpt"]), "refused: the path is not inside a folder"),
     (dreq("save-model", []), "missing argument 1 (output model path)"),
-    (dreq("load-records-csv", ["1", "/nonexistent.csv"]), "does not exist"),
+    (dreq("load-records-csv", ["1", "/nonexistent.csv"]), "refused: the path is not inside a folder"),
     (dreq("model-status", ["1", "abc"]), "client must be a finite integer"),
 ]
 
@@ -163,7 +162,7 @@ def test_records_csv_and_auto_train(tmp_path):
     csv_path = tmp_path / "records.csv"
     rows = ["client,value"] + [f"7,{v}" for v in 3000.0 * 0.9 ** np.arange(8)] + ["7,-1", "7,nan"]
     csv_path.write_text("\n".join(rows) + "\n")
-    service = IterationTimeService(make_model("ridge", alpha=1e-9), auto_train=True)
+    service = IterationTimeService(make_model("ridge", alpha=1e-9), auto_train=True, allowed_dirs=[tmp_path])
     rep, _ = handle_request(service, dreq("load-records", ["1", str(csv_path)]))
     assert rep["status"] == "done" and (rep["loaded_rows"], rep["loaded_clients"], rep["ignored"]) == ("8", "1", "2")
     # no explicit train: auto-train fits before the inference, as CODES never sends train-model by default
@@ -174,7 +173,7 @@ def test_records_csv_and_auto_train(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("client,value\n1,100\nx,200\n")
     rep, _ = handle_request(service, dreq("load-records-csv", ["1", str(bad)]))
-    assert rep["status"] == "failed" and f"{bad}:3" in rep["error"]
+    assert rep["status"] == "failed" and f"{bad}:3: bad row" in rep["error"]
 
 
 def test_records_log_roundtrip(tmp_path):
@@ -182,10 +181,10 @@ def test_records_log_roundtrip(tmp_path):
     a = IterationTimeService(make_model("last"), records_log=log)
     handle_request(a, dreq("send-records", ["3", 4, 2], b"10 20"))
     handle_request(a, dreq("send-records", ["3", 5, 1], b"30"))
-    b = IterationTimeService(make_model("last"))
-    rep, _ = handle_request(b, dreq("load-records-csv", ["1", str(log)]))
+    b = IterationTimeService(make_model("last"), allowed_dirs=[tmp_path])
+    rep, _ = handle_request(b, dreq("load-records-csv", ["1", "log.csv"]))  # relative: inside the allowed folder
     assert rep["loaded_rows"] == "3"
-    assert [b.clients[4].records, b.clients[5].records] == [[10.0, 20.0], [30.0]]
+    assert [list(b.clients[4].records), list(b.clients[5].records)] == [[10.0, 20.0], [30.0]]
 
 
 def test_nothing_set_debug_and_exit_replies():
@@ -270,3 +269,65 @@ def test_auto_train_refits_after_two_percent_new_records():
     send(2)
     assert version() == "2"      # 3 new of 103 >= 2 %: refit
     assert version() == "2"      # nothing new
+
+
+def _codes_inference_ok(reply: dict, steps: int) -> list[float]:
+    """What CODES' director client requires of an inference reply (it aborts otherwise with '[DIR] iteration-time-
+    inference returned too few fields'): status done and ``steps`` positive predictions."""
+    assert reply["status"] == "done", reply
+    vals = [float(x) for x in reply["predictions"].split()]
+    assert len(vals) == steps and all(v > 0 for v in vals), reply
+    return vals
+
+
+def test_optimistic_codes_asks_before_sending_records():
+    """Replays the order optimistic CODES uses (predictions asked at once, records only from committed events): the
+    first inference of every client comes before its records. Each is answered done with a fallback: the fixed
+    default while no client has records, then the median of the other clients' recent records; model-status counts
+    them."""
+    from codes_bridge.director import DEFAULT_FALLBACK_NS
+
+    s = IterationTimeService(make_model("ridge"))
+    logged = []
+    s.log = logged.append
+    rep, _ = handle_request(s, dreq("iteration-time-inference", ["3", 0, 1]))
+    assert _codes_inference_ok(rep, 1) == [DEFAULT_FALLBACK_NS] and rep["fallback"] == "default"
+    for c, times in ((0, b"1000 1010 990"), (1, b"2000 2100"), (2, b"1500")):
+        assert handle_request(s, dreq("send-records", ["3", c, len(times.split())], times))[0]["status"] == "done"
+    rep, _ = handle_request(s, dreq("iteration-time-inference", ["3", 7, 2]))
+    # median of 1000 1010 990 2000 2100 1500 = (1010 + 1500) / 2
+    assert _codes_inference_ok(rep, 2) == [1255.0, 1255.0] and rep["fallback"] == "median of 6 recent records"
+    assert 7 not in s.clients  # a fallback stores nothing for the client
+    # once a client's records are in, its own history is used again
+    rep, _ = handle_request(s, dreq("iteration-time-inference", ["3", 2, 1]))
+    assert _codes_inference_ok(rep, 1) == [1500.0] and "fallback" not in rep
+    st, _ = handle_request(s, dreq("model-status", ["2", "all"]))
+    assert st["fallbacks"] == "2"
+    assert len(logged) == 2 and "client 7" in logged[1] and "1255.0" in logged[1]
+
+
+def test_inference_only_checkpoint_without_context(tmp_path):
+    """Inference-only CODES (training_enabled=0, a checkpoint served frozen) sends no records and no context: every
+    inference is answered done with the fallback instead of aborting CODES."""
+    m = make_model("ridge")
+    m.fit_series([np.full(12, 1000.0)])
+    m.save(tmp_path / "ckpt")
+    s = IterationTimeService(make_model(str(tmp_path / "ckpt")), auto_train=False)
+    for c in range(3):
+        rep, _ = handle_request(s, dreq("inference", ["3", c, 1]))
+        assert _codes_inference_ok(rep, 1) and rep["fallback"] == "default"
+    assert handle_request(s, dreq("status", ["1", "all"]))[0]["fallbacks"] == "3"
+
+
+@pytest.mark.parametrize("args, client", [(["0"], 0), (["1"], 1), (["1", "0"], 0), (["2", "1"], 1), (["1", "1"], 1),
+                                          ([0], 0), ([1], 1)])
+def test_model_status_of_client_zero_or_one(args, client):
+    """A lone "0" or "1" is the client id, not CODES' argument count."""
+    s = IterationTimeService(make_model("last"))
+    for c in (0, 1, 2):
+        handle_request(s, dreq("send-records", ["3", c, c + 1], b"100 " * (c + 1)))
+    rep, _ = handle_request(s, dreq("model-status", args))
+    assert rep["status"] == "done" and rep["total_clients"] == "1", rep
+    assert rep["clients"] == f"{client}:records={client + 1},trained=0"
+    assert handle_request(s, dreq("model-status", ["1", "all"]))[0]["total_clients"] == "3"
+    assert handle_request(s, dreq("model-status", []))[0]["total_clients"] == "3"

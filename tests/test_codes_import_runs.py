@@ -188,3 +188,70 @@ def test_cli(tmp_path, capsys):
         assert cli_main(["import-codes", str(bad), "-o", str(tmp_path / "y")]) == 2
         assert "dfdally.conf:5: repetitions: missing ';'" in capsys.readouterr().err
         assert not (tmp_path / "y").exists()
+
+
+def _director_standin(tmp_path: Path, start: int = 5, end: int = 18) -> Path:
+    """Run B (high fidelity) as CODES' ZeroMQ director writes it: a DIRECTOR section in the .conf, and no
+    ITERATION line (nor SKIPPED line) for the iterations it skipped inside the surrogate window [start, end)."""
+    import shutil
+    import stat
+
+    src = CODES / "B-72node-milc" / "hf-seq"
+    d = tmp_path / "director-run"
+    shutil.copytree(src, d, ignore=shutil.ignore_patterns("ross_all_lp_stats"))
+    for p in [d, *d.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    conf = d / "dfdally-72-milc.conf"
+    conf.write_text(conf.read_text() + f'\nDIRECTOR\n{{\n   surrogate_family="iteration-time";\n   start_iter="{start}";'
+                                       f'\n   end_iter="{end}";\n}}\n')
+    log = d / "iteration-logs" / "pe=0.txt"
+    keep = [l for l in log.read_text().splitlines(keepends=True) if not start <= int(l.split()[1]) < end]
+    log.write_text("".join(keep))
+    return d
+
+
+def test_director_run_marks_the_surrogate_window_predicted(tmp_path):
+    """A director run's iteration logs jump over the surrogate window: the record after each jump spans the
+    predicted iterations and is marked predict, so iteration statistics come from simulated iterations only, while
+    the completion time stays CODES' own."""
+    d = _director_standin(tmp_path)
+    # independent expectation: the reference iteration times outside the window [5, 18]
+    ends = {}
+    for line in (CODES / "B-72node-milc" / "hf-seq" / "iteration-logs" / "pe=0.txt").read_text().splitlines():
+        f = line.split()
+        ends[(int(f[7]), int(f[1]))] = float(f[9])
+    durs = [ends[(r, i)] - (ends[(r, i - 1)] if i else 0.0) for (r, i) in ends if not 5 <= i <= 18]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodesWarning)
+        run = import_codes_run(d, tmp_path / "out")
+    assert not run.partial and len(run.records) == 72 * 7
+    pred = [r for r, s in zip(run.records, run.simulated) if not s]
+    assert len(pred) == 72 and {r.iteration for r in pred} == {18}
+    assert all(r.start == ends[(r.rank, 4)] and r.end == ends[(r.rank, 18)] for r in pred)
+    assert any("surrogate window" in w and "DIRECTOR" in w for w in run.warnings)
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())["jobs"]["milc-72"]
+    assert s["mean_iteration_ns"] == pytest.approx(np.mean(durs), rel=1e-12)
+    assert s["completion_time_ns"] == 8843603.8612
+    table = read_iterations(tmp_path / "out" / "iterations.parquet")
+    assert table.column("mode").to_pylist().count("predict") == 72
+
+
+def test_hand_made_run_directory_reads_the_command_from_stdout(tmp_path):
+    """Without command.txt the command line comes from CODES' stdout (its first line): the VT binary is found under
+    --stats-path, the sampling interval is --vt-interval and the end is --end (run A: 100 us, 2 ms)."""
+    import shutil
+    import stat
+
+    d = tmp_path / "by-hand"
+    shutil.copytree(CODES / "A-72node-synthetic-uniform" / "seq", d,
+                    ignore=shutil.ignore_patterns("command.txt", "ross-stats-decoded", "ross_all_lp_stats"))
+    for p in [d, *d.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    (d / "ross-stats").mkdir()
+    (d / "ross-stats-raw" / "ross-stats-analysis-lps.bin.gz").rename(d / "ross-stats" / "ross-stats-analysis-lps.bin.gz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodesWarning)
+        run = read_codes_run(d)
+    assert not run.partial and run.port_source.endswith("ross-stats/ross-stats-analysis-lps.bin.gz")
+    assert run.ports.interval == 100_000.0 and set(run.ports.features) == set(PORT_FEATURES)
+    assert run.end_time == 2_000_000.0

@@ -276,3 +276,29 @@ def test_run_codes_exit_zero_without_finishing_is_an_error(bins, tmp_path):
         with pytest.raises(CodesRunError, match="did not finish") as ei:
             run_codes(_scenario(b, mpirun), tmp_path / "run", progress=False)
     assert ei.value.cause == "no-output" and "setup done" in str(ei.value)
+
+
+def test_run_summary_takes_completion_times_from_codes(bins, tmp_path, codes_data):
+    """``hybridsim run`` on the CODES backend: summary.json's completion times are the ones CODES printed ("Per App
+    Max Elapsed Times"), also for the nearest-neighbour job, which writes no iteration marks (run C's stand-in)."""
+    import warnings
+
+    from codes_bridge.parsers.common import CodesWarning
+    from codes_bridge.scenario_from_codes import scenario_from_codes
+    from hybridsim.runner import run_scenario
+    from hybridsim.scenario import scenario_to_dict
+
+    ref = codes_data / "C-1056node-milc-lammps-nn" / "netsurr-fixed-random-seq"
+    b, mpirun = bins
+    _script(b / "model-net-mpi-replay", REPLAY.format(ref=str(ref)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodesWarning)
+        d = scenario_to_dict(scenario_from_codes(ref))
+        d["backend"] = {"kind": "codes", "codes": {"bin_dir": str(b), "mpirun": mpirun}}
+        d["sampling"] = {"interval": "250us", "ports": False}
+        _, res, summary = run_scenario(Scenario.model_validate(d), tmp_path / "run", progress=False)
+    jobs = summary["jobs"]
+    assert jobs["nn-256"]["completion_time_ns"] == 582656.9278
+    assert jobs["milc-512"]["completion_time_ns"] == res.job_end["milc-512"] == 2602465.4231
+    assert jobs["lammps-256"]["completion_time_ns"] == 12351469.9896
+    assert jobs["milc-512"]["iterations_recorded"] == 512 * 6

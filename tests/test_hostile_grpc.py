@@ -220,19 +220,29 @@ def test_deep_yaml_and_alias_bomb_are_invalid_argument(served):
     assert time.monotonic() - t0 < 10
 
 
+#: a client's scenario raising its own limits (hybridsim.scenario.Limits) past the server's
+RAISED = ("limits: {max_nodes: 100000000, max_ports: 1000000000, max_rank_iterations: 100000000000000, "
+          "max_samples: 100000000000}\n")
+
+
 def test_huge_topology_and_long_runs_refused_before_anything_is_built(served):
     before = peak_rss_mb(served.proc.pid)
     t0 = time.monotonic()
-    code, msg, _ = run(served.e, "topology: {groups: 1025, routers_per_group: 128, terminals_per_router: 128, "
-                                 "global_channels_per_router: 16}\n" + JOB)
+    huge = ("topology: {groups: 1025, routers_per_group: 128, terminals_per_router: 128, "
+            "global_channels_per_router: 16}\n" + JOB)
+    # the scenario's own limits refuse it first ...
+    code, msg, _ = run(served.e, huge)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "16793600 terminals" in msg and "limits.max_nodes" in msg
+    # ... and a client that raises them in its scenario still meets the operator's
+    code, msg, _ = run(served.e, huge + RAISED)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "16793600 terminals" in msg and "--max-terminals" in msg
     code, msg, _ = run(served.e, "topology: {groups: 257, routers_per_group: 128, terminals_per_router: 1, "
-                                 "global_channels_per_router: 4}\n" + JOB)
+                                 "global_channels_per_router: 4}\n" + JOB + RAISED)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "ports" in msg and "--max-ports" in msg
     assert time.monotonic() - t0 < 5
     assert peak_rss_mb(served.proc.pid) - before < 50
     code, msg, _ = run(served.e, TOPO + "jobs: [{name: a, ranks: 2, iterations: 1000000000000, "
-                                        "workload: {kind: allreduce}}]\n")
+                                        "workload: {kind: allreduce}}]\n" + RAISED)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "jobs[0].iterations" in msg and "--max-iterations" in msg
     code, msg, _ = run(served.e, TOPO + JOB + "backend: {embedded: {max_events: 1000000000000}}\n")
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "--max-events" in msg
@@ -242,8 +252,9 @@ def test_huge_topology_and_long_runs_refused_before_anything_is_built(served):
     code, msg, done = run(served.e, TOPO + "jobs: [{name: bg, ranks: 16, workload: {kind: uniform_random, "
                                            "interval: 1}}]\nbackend: {embedded: {end_time: 1e15}}\n")
     assert code == grpc.StatusCode.OK and done.partial and done.events == 200_000, msg
-    # port samples are counted as the engine makes them (streamed or not): 1 ns windows pass 1 MiB at once
-    code, msg, _ = run(served.e, TOPO + JOB + "sampling: {interval: 1}\n")
+    # port samples are counted as the engine makes them (streamed or not): 1 us windows pass 1 MiB soon
+    code, msg, _ = run(served.e, TOPO + "jobs: [{name: bg, ranks: 2, workload: {kind: uniform_random, "
+                                 "interval: 100us}}]\nbackend: {embedded: {end_time: 10ms}}\nsampling: {interval: 1us}\n")
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "--max-samples-mb" in msg
 
 

@@ -11,6 +11,7 @@ import gzip
 import io
 import os
 import warnings
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -65,26 +66,55 @@ def open_text(path: str | os.PathLike):
     return open(p, "r", encoding="utf-8", errors="replace", newline="")
 
 
+#: what reading a damaged file raises: I/O errors, a truncated (EOFError) or corrupt (zlib.error) gzip stream
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _unreadable(path, exc: BaseException, after_line: int | None = None) -> CodesParseError:
+    if isinstance(exc, EOFError):
+        why = "compressed data ends early (truncated .gz file)"
+    elif isinstance(exc, (zlib.error, gzip.BadGzipFile)):
+        why = f"corrupt compressed data ({exc})"
+    else:
+        why = f"cannot read ({getattr(exc, 'strerror', None) or exc})"
+    if after_line is not None:
+        why = f"after line {after_line}: {why}"
+    return CodesParseError(path, None, why)
+
+
 def read_bytes(path: str | os.PathLike) -> bytes:
+    """The whole file (gunzipped if ``*.gz``); a damaged file raises :class:`CodesParseError` naming it."""
     p = Path(path)
-    if p.suffix == ".gz":
-        with gzip.open(p, "rb") as fh:
-            return fh.read()
-    return p.read_bytes()
+    try:
+        if p.suffix == ".gz":
+            with gzip.open(p, "rb") as fh:
+                return fh.read()
+        return p.read_bytes()
+    except READ_ERRORS as exc:
+        raise _unreadable(p, exc) from None
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The whole file as text (gunzipped if ``*.gz``; undecodable bytes replaced); a damaged file raises
+    :class:`CodesParseError` naming it."""
+    return read_bytes(path).decode("utf-8", errors="replace")
 
 
 def numbered_lines(path: str | os.PathLike, complete_only: bool = False) -> Iterator[tuple[int, str]]:
     """``(line_no, line)`` without the newline. With ``complete_only`` a last line lacking its newline raises
-    (a truncated file)."""
-    with open_text(path) as fh:
-        n = 0
-        for n, raw in enumerate(fh, 1):
-            if raw.endswith("\n"):
-                yield n, raw.rstrip("\r\n")
-            else:
-                if complete_only:
-                    raise CodesParseError(path, n, f"truncated last line (no newline): {raw[:80]!r}")
-                yield n, raw.rstrip("\r")
+    (a truncated file). A damaged file raises :class:`CodesParseError` naming it and the last good line."""
+    n = 0
+    try:
+        with open_text(path) as fh:
+            for n, raw in enumerate(fh, 1):
+                if raw.endswith("\n"):
+                    yield n, raw.rstrip("\r\n")
+                else:
+                    if complete_only:
+                        raise CodesParseError(path, n, f"truncated last line (no newline): {raw[:80]!r}")
+                    yield n, raw.rstrip("\r")
+    except READ_ERRORS as exc:
+        raise _unreadable(path, exc, after_line=n) from None
 
 
 class IncrementalReader:

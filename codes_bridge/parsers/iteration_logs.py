@@ -25,7 +25,7 @@ import numpy as np
 
 from hybridsim.records import IterationRecord
 
-from .common import CodesParseError, IncrementalReader, open_text, warn
+from .common import CodesParseError, IncrementalReader, read_text, warn
 
 _LINE = re.compile(
     r"^(SKIPPED TO )?ITERATION (\d+) node (\d+) job (\d+) rank (\d+) time ([-+0-9.eE]+|nan|inf)\s*$")
@@ -177,8 +177,7 @@ def parse_iteration_logs(files_or_run_dir, job_names: Sequence[str] | None = Non
         files = [Path(p) for p in files_or_run_dir]
     col = IterationLogCollector(job_names)
     for f in files:
-        with open_text(f) as fh:
-            text = fh.read()
+        text = read_text(f)
         body, sep, last = text.rpartition("\n")
         if not sep:
             body, last = "", text

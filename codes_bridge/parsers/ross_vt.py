@@ -177,9 +177,17 @@ def decode_vt_bytes(buf: bytes, p, lpid_kind: dict[int, str] | None = None, radi
     szs_a = np.asarray(szs, dtype=np.int64)
     out = VtSamples(source=str(p), truncated=truncated and final, warnings=warnings)
     if lpid_kind is not None and len(offs_a):
-        lpids = np.asarray(lps, dtype=np.int64)
+        lpids_u = np.asarray(lps, dtype=np.uint64)
+        n_lp = max(lpid_kind) + 1
+        bad = np.nonzero(lpids_u >= n_lp)[0]
+        if len(bad):
+            i = int(bad[0])
+            raise CodesParseError(p, None, f"record {first_record + i} at byte offset {base_offset + offs_a[i]}: "
+                                           f"lpid {int(lpids_u[i])} is not one of the .conf's {n_lp} LPs "
+                                           f"(corrupt header)")
+        lpids = lpids_u.astype(np.int64)
         names = sorted(set(lpid_kind.values())) + ["?"]
-        table = np.full(max(int(lpids.max()), max(lpid_kind)) + 1, len(names) - 1, dtype=np.int64)
+        table = np.full(n_lp, len(names) - 1, dtype=np.int64)
         for lp, kname in lpid_kind.items():
             table[lp] = names.index(kname)
         kinds = np.array(names)[table[lpids]]

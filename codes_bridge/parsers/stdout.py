@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import CodesParseError, find_file, numbered_lines
+from .common import CodesParseError, find_file, numbered_lines, read_bytes
 
 _FINISHED = re.compile(r"Network node (\d+) Rank (\d+) App (\d+) finished at ([-+0-9.eE]+)")
 _APP = re.compile(r"^\s*App (\d+): ([-+0-9.eE]+)\s*$")
@@ -118,14 +118,23 @@ def parse_ross_csv(path: str | os.PathLike) -> dict:
     with analysis LPs (model / analysis LP events processed, rolled back, net, efficiency) are named too.
     An empty file (CODES died before the end) -> ``{}``."""
     p = Path(path)
-    text = p.read_text()
-    rows = list(csv.reader(text.splitlines()))
+    try:
+        text = read_bytes(p).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CodesParseError(p, None, f"not a text file (byte {exc.start} is not UTF-8)") from None
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as exc:
+        raise CodesParseError(p, None, f"not a CSV file ({exc})") from None
     rows = [r for r in rows if r]
     if not rows:
         return {}
     if len(rows) != 2:
         raise CodesParseError(p, len(rows), f"expected a header and one value line, got {len(rows)} lines")
     head, vals = rows
+    missing = [c for c in ROSS_CSV_REQUIRED if c not in head]
+    if missing:
+        raise CodesParseError(p, 1, f"not ROSS' ross.csv header (lacks {', '.join(missing)})")
     if len(vals) == len(head) - 2 and "remote_sends" in head and "remote_recvs" in head:
         # ROSS leaves the two network-statistics values out in runs without them (seen in sequential runs)
         head = [h for h in head if h not in ("remote_sends", "remote_recvs")]
@@ -144,8 +153,16 @@ def parse_ross_csv(path: str | os.PathLike) -> dict:
             x = float(v)
             out[k] = int(x) if re.fullmatch(r"[-+]?\d+", v.strip()) else x
         except ValueError:
+            if k in ROSS_CSV_NUMERIC:
+                raise CodesParseError(p, 2, f"column {k}: expected a number, got {v[:40]!r}") from None
             out[k] = v
     return out
+
+
+#: columns every ross.csv has; and the ones the importer reads as numbers
+ROSS_CSV_REQUIRED = ("total_pe", "total_lp", "net_events")
+ROSS_CSV_NUMERIC = ("total_pe", "total_kp", "total_lp", "end_ts", "events_processed", "events_rb", "rb_total",
+                    "net_events", "event_rate", "runtime", "num_gvt")
 
 
 _ELAPSED = re.compile(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\):\s*(\S+)")

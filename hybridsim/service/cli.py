@@ -52,7 +52,9 @@ def add_serve_options(parser, surrogate_flag: str = "--surrogate", engine_flag: 
     g.add_argument("--allow-module", dest="grpc_allow_module", action="append", default=[], metavar="PREFIX",
                    help="module (and its submodules) a client's custom workload may name (repeatable; default: none)")
     g.add_argument("--allow-dir", dest="grpc_allow_dir", action="append", default=[], metavar="DIR",
-                   help="folder whose files a client's scenario may name (repeatable; default: none)")
+                   help="folder whose files a client may name: scenario files (engine), save-model / load-model / "
+                        "load-records-csv paths (CODES director; relative paths go inside the first) (repeatable; "
+                        "default: none, no client-named file is opened)")
     lim = ScenarioLimits()
     for flag, dest, default, what in [
         ("--max-jobs", "grpc_max_jobs", DEFAULT_MAX_JOBS, "jobs the surrogate server holds"),
