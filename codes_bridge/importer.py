@@ -501,21 +501,27 @@ def import_codes_run(codes_run_dir: str | os.PathLike, outdir: str | os.PathLike
                      argv: list[str] | None = None, **read_kw) -> CodesRun:
     """Read ``codes_run_dir`` and write the hybridsim run directory ``outdir``. Returns the :class:`CodesRun`.
 
-    Errors in the input are raised before ``outdir`` is created."""
+    Errors in the input are raised before ``outdir`` is created; a failure or interrupt (Ctrl-C, SIGTERM) while
+    writing marks the manifest ``failed`` with the reason, like a run (:mod:`hybridsim.rundir`)."""
+    from hybridsim.interrupts import failure_reason
     from hybridsim.records import write_iterations, write_ports
-    from hybridsim.rundir import ITERATIONS, PORTS, SUMMARY, RunDir, write_json_atomic
+    from hybridsim.rundir import ITERATIONS, PORTS, SUMMARY, RunDir, write_description, write_json_atomic
 
     t0 = time.perf_counter()
     run = read_codes_run(codes_run_dir, **read_kw)
-    scenario = None
+    scenario, as_dict = None, None
     try:
-        from .scenario_from_codes import scenario_from_codes
         from hybridsim.scenario import scenario_to_dict
 
-        scenario = scenario_to_dict(scenario_from_codes(codes_run_dir))
+        from .scenario_from_codes import scenario_from_codes
+
+        scenario = scenario_from_codes(codes_run_dir)
+        as_dict = scenario_to_dict(scenario)
     except Exception as exc:  # the import is still useful without an equivalent scenario
+        scenario = None
         warn(f"{codes_run_dir}: no equivalent hybridsim scenario ({type(exc).__name__}: {exc})", run.warnings)
-    rd = RunDir.create(outdir, kind=KIND, scenario=scenario, force=force, argv=argv,
+    description = describe_codes_run(run, scenario)
+    rd = RunDir.create(outdir, kind=KIND, scenario=as_dict, force=force, argv=argv,
                        extra={"backend": "codes", "codes_run_dir": str(Path(codes_run_dir).resolve()),
                               "partial": run.partial})
     try:
@@ -523,13 +529,65 @@ def import_codes_run(codes_run_dir: str | os.PathLike, outdir: str | os.PathLike
                          extra={"mode": ["simulate" if s else "predict" for s in run.simulated]})
         if run.ports is not None:
             write_ports(run.ports, rd.file(PORTS))
+        write_description(rd.path, description)
         write_json_atomic(rd.file(SUMMARY), codes_summary(run, time.perf_counter() - t0))
-    except Exception as exc:
-        rd.fail(f"{type(exc).__name__}: {exc}")
+        if run.partial:
+            rd.complete(partial=True, reason="CODES did not finish (no ROSS end statistics); imported what it wrote",
+                        warnings=run.warnings)
+        else:
+            rd.complete(warnings=run.warnings)
+    except BaseException as exc:  # Ctrl-C and SIGTERM too: the manifest must not stay 'running'
+        rd.fail(failure_reason(exc))
         raise
-    if run.partial:
-        rd.complete(partial=True, reason="CODES did not finish (no ROSS end statistics); imported what it wrote",
-                    warnings=run.warnings)
-    else:
-        rd.complete(warnings=run.warnings)
     return run
+
+
+def describe_codes_run(run: CodesRun, scenario=None):
+    """The :class:`hybridsim.rundir.RunDescription` of an import: from the equivalent ``scenario`` when there is one
+    (terminals from its placement, workload parameters and volumes from its jobs), else from the CODES inputs alone
+    (the .conf shape, the ``--alloc_file`` rows, workload kinds guessed from the job names; no volumes)."""
+    from hybridsim.rundir import JobDescription, RunDescription, describe_scenario
+
+    ports = run.ports
+    if scenario is not None:
+        try:
+            return describe_scenario(scenario, ports=ports)
+        except Exception as exc:  # PlacementError, a workload the engine cannot build: the CODES inputs still say
+            warn(f"{run.run_dir}: the equivalent scenario does not describe the run ({type(exc).__name__}: {exc}); "
+                 "described from the CODES inputs alone", run.warnings)
+    rows = _alloc_rows(run)
+    jobs = []
+    for j, name in enumerate(run.job_names):
+        terms = rows[j] if rows is not None and j < len(rows) else None
+        ranks = run.job_ranks[j] if j < len(run.job_ranks) else (len(terms) if terms is not None else 0)
+        jobs.append(JobDescription(name=name, workload=_guess_workload(name), params={}, ranks=ranks,
+                                   iterations=None, terminals=terms, volumes=None))
+    return RunDescription(run.shape, jobs, None if ports is None else float(ports.interval),
+                          None if ports is None else [str(x) for x in ports.features])
+
+
+def _alloc_rows(run: CodesRun) -> list[list[int]] | None:
+    """The rows of the run's ``--alloc_file`` (terminal ids of job j's ranks); None without one (a warning when it
+    cannot be read)."""
+    from hybridsim.placement import PlacementError, read_alloc_file
+
+    from .conf import command_options
+
+    alloc = command_options(run.run_dir).get("alloc_file")
+    if not alloc or not (run.run_dir / alloc).is_file():
+        return None
+    try:
+        return read_alloc_file(run.run_dir / alloc)
+    except PlacementError as exc:
+        warn(f"{exc}; the jobs' terminals are unknown", run.warnings)
+        return None
+
+
+def _guess_workload(name: str) -> str:
+    """The workload kind a CODES job name suggests (``milc-36`` -> ``milc``), else the name itself."""
+    low = name.lower()
+    for key, kind in (("milc", "milc"), ("lammps", "lammps"), ("nearest", "nearest_neighbor"), ("nn", "nearest_neighbor"),
+                      ("synthetic", "uniform_random"), ("allreduce", "allreduce")):
+        if key in low:
+            return kind
+    return name

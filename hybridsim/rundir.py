@@ -7,6 +7,9 @@ Layout::
       iterations.parquet  IterationRecord rows (+ mode / prediction columns for hybrid runs)
       ports.parquet       port samples, long format (see hybridsim.records)
       summary.json        per-job completion times, event counts, wall-time split
+      description.json    what a dataset needs, independent of how the run was made (:class:`RunDescription`):
+                          topology shape, each job's workload, ranks, terminals and per-iteration message volumes,
+                          the port sampling interval and features
 
 ``manifest.json`` is written first with ``status: "running"`` and rewritten at the end with ``"completed"`` or
 ``"failed"`` plus the reason. Tables are written atomically (temp file + rename) only once complete, so a failed or
@@ -34,14 +37,19 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .topology import DragonflyShape
 
 MANIFEST = "manifest.json"
 ITERATIONS = "iterations.parquet"
 PORTS = "ports.parquet"
 SUMMARY = "summary.json"
+DESCRIPTION = "description.json"
 
 _PACKAGES = ("hybridsim", "numpy", "torch", "transformers", "pydantic", "pyarrow", "grpcio", "pyzmq")
 
@@ -443,3 +451,160 @@ def read_manifest(path: str | os.PathLike) -> dict:
         raise RunDirError(f"{p}: no manifest.json (is this a hybridsim run directory?)") from None
     except json.JSONDecodeError as exc:
         raise RunDirError(f"{p}: corrupt manifest.json: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------- run description
+DESCRIPTION_FORMAT = "hybridsim-run-description"
+DESCRIPTION_VERSION = 1
+
+
+@dataclass
+class JobDescription:
+    """One job of a run as a dataset sees it.
+
+    Attributes:
+        name, ranks: as in the scenario
+        workload:    workload kind (``milc``, ``lammps``, ``nearest_neighbor``, ...)
+        params:      the workload's parameters (the scenario's ``workload`` section without ``kind``; ``{}`` unknown)
+        iterations:  iterations the job was set to run (``None``: background traffic, or unknown)
+        terminals:   terminal id of rank 0, 1, ... (``None``: unknown)
+        volumes:     bytes sent per iteration from the workload definition, mean over up to four evenly spread
+                     ranks (:func:`hybridsim.runner.workload_volumes`), one per iteration (``None``: unknown)
+    """
+
+    name: str
+    workload: str
+    params: dict
+    ranks: int
+    iterations: int | None
+    terminals: list[int] | None
+    volumes: list[float] | None
+
+
+@dataclass
+class RunDescription:
+    """What the surrogate pipeline needs to know about a run (``description.json``), written once by whoever made the
+    run directory (:func:`hybridsim.runner.run_scenario`, :func:`codes_bridge.importer.import_codes_run`) so that
+    readers never rebuild scenarios. ``sampling_interval`` (ns) and ``port_features`` describe ``ports.parquet`` (``None`` when none was sampled)."""
+
+    shape: DragonflyShape
+    jobs: list[JobDescription]
+    sampling_interval: float | None = None
+    port_features: list[str] | None = None
+
+    def job(self, name: str) -> JobDescription | None:
+        return next((j for j in self.jobs if j.name == name), None)
+
+    def to_dict(self) -> dict:
+        s = self.shape
+        return {"format": DESCRIPTION_FORMAT, "version": DESCRIPTION_VERSION,
+                "topology": {"groups": s.groups, "routers_per_group": s.routers_per_group,
+                             "terminals_per_router": s.terminals_per_router,
+                             "global_channels_per_router": s.global_channels_per_router},
+                "sampling": {"interval_ns": self.sampling_interval, "port_features": self.port_features},
+                "jobs": [{"name": j.name, "workload": j.workload, "params": j.params, "ranks": j.ranks,
+                          "iterations": j.iterations, "terminals": j.terminals, "volumes": j.volumes}
+                         for j in self.jobs]}
+
+
+def write_description(path: str | os.PathLike, desc: RunDescription) -> Path:
+    """Write ``desc`` as ``description.json`` of the run directory ``path`` (atomically)."""
+    p = Path(path) / DESCRIPTION
+    write_json_atomic(p, desc.to_dict())
+    return p
+
+
+class _Fields:
+    """Typed field access for :func:`read_description`: a missing or mistyped field raises :class:`RunDirError`
+    naming the file and the field's path."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def get(self, obj: dict, key: str, where: str, types: tuple, nullable: bool = False):
+        name = f"{where}.{key}" if where else key
+        if not isinstance(obj, dict) or key not in obj:
+            raise RunDirError(f"{self.path}: missing field {name!r}")
+        v = obj[key]
+        if v is None and nullable:
+            return None
+        if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+            want = " or ".join(t.__name__ for t in types) + (" or null" if nullable else "")
+            raise RunDirError(f"{self.path}: field {name!r} must be {want}, not {type(v).__name__}")
+        return v
+
+    def numbers(self, obj: dict, key: str, where: str, kind: type, nullable: bool = True):
+        v = self.get(obj, key, where, (list,), nullable)
+        if v is None:
+            return None
+        ok = (int,) if kind is int else (int, float)
+        bad = next((i for i, x in enumerate(v) if not isinstance(x, ok) or isinstance(x, bool)), None)
+        if bad is not None:
+            raise RunDirError(f"{self.path}: field '{where}.{key}[{bad}]' must be a number, not {v[bad]!r}")
+        return [kind(x) for x in v]
+
+
+def read_description(path: str | os.PathLike) -> RunDescription:
+    """The :class:`RunDescription` of run directory ``path`` (or of a ``description.json``). Raises
+    :class:`RunDirError` naming the file, and the field for one that is missing or of the wrong type; run
+    directories written before descriptions existed have none and are named as such."""
+    from .topology import DragonflyShape
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / DESCRIPTION
+    try:
+        with open(p) as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise RunDirError(f"{p}: missing (run directories written before hybridsim described its runs have no "
+                          f"{DESCRIPTION}: run the scenario again, or import the CODES run again with "
+                          "`hybridsim import-codes`)") from None
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{p}: unreadable: {exc}") from None
+    f = _Fields(p)
+    if not isinstance(data, dict) or data.get("format") != DESCRIPTION_FORMAT:
+        raise RunDirError(f"{p}: not a {DESCRIPTION_FORMAT} file")
+    if data.get("version") != DESCRIPTION_VERSION:
+        raise RunDirError(f"{p}: description version {data.get('version')!r} not supported "
+                          f"(expected {DESCRIPTION_VERSION})")
+    topo = f.get(data, "topology", "", (dict,))
+    shape = DragonflyShape(*(f.get(topo, k, "topology", (int,)) for k in
+                             ("groups", "routers_per_group", "terminals_per_router", "global_channels_per_router")))
+    sampling = f.get(data, "sampling", "", (dict,))
+    interval = f.get(sampling, "interval_ns", "sampling", (int, float), nullable=True)
+    features = f.get(sampling, "port_features", "sampling", (list,), nullable=True)
+    jobs = []
+    for i, j in enumerate(f.get(data, "jobs", "", (list,))):
+        w = f"jobs[{i}]"
+        if not isinstance(j, dict):
+            raise RunDirError(f"{p}: field {w!r} must be an object")
+        jobs.append(JobDescription(
+            name=f.get(j, "name", w, (str,)), workload=f.get(j, "workload", w, (str,)),
+            params=f.get(j, "params", w, (dict,)), ranks=f.get(j, "ranks", w, (int,)),
+            iterations=f.get(j, "iterations", w, (int,), nullable=True),
+            terminals=f.numbers(j, "terminals", w, int), volumes=f.numbers(j, "volumes", w, float)))
+    return RunDescription(shape, jobs, None if interval is None else float(interval),
+                          None if features is None else [str(x) for x in features])
+
+
+def describe_scenario(scenario, placement=None, ports=None) -> RunDescription:
+    """The description of a run of ``scenario`` (a :class:`hybridsim.scenario.Scenario`): ``placement`` the per-job
+    terminal arrays it ran with (default ``place_jobs``), ``ports`` the :class:`hybridsim.records.PortSamples` it
+    wrote (``None``: none)."""
+    from .runner import workload_volumes
+
+    if placement is None:
+        from .placement import place_jobs
+
+        placement = place_jobs(scenario, scenario.build_topology())
+    jobs = []
+    for i, (job, terms) in enumerate(zip(scenario.jobs, placement)):
+        params = job.workload.model_dump(mode="json", by_alias=True)
+        params.pop("kind", None)
+        vol = None if job.iterations is None else [float(v) for v in workload_volumes(scenario, i, job.iterations)]
+        jobs.append(JobDescription(name=job.name, workload=job.workload.kind, params=params, ranks=job.ranks,
+                                   iterations=job.iterations, terminals=[int(t) for t in terms], volumes=vol))
+    return RunDescription(scenario.topology.shape, jobs,
+                          None if ports is None else float(ports.interval),
+                          None if ports is None else [str(x) for x in ports.features])

@@ -18,7 +18,7 @@ import numpy as np
 from .backend import SimulationResult
 from .interrupts import failure_reason
 from .records import IterationRecord
-from .rundir import ITERATIONS, PORTS, SUMMARY, RunDir, write_json_atomic
+from .rundir import ITERATIONS, PORTS, SUMMARY, RunDir, describe_scenario, write_description, write_json_atomic
 
 
 class RunError(RuntimeError):
@@ -205,6 +205,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         ports_on = (scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports
         if ports_on and result.ports is not None:
             _write_ports(result.ports, rd.file(PORTS))
+        write_description(rd.path, describe_scenario(scenario, placement, result.ports if ports_on else None))
         summary = {
             "mode": mode,
             "backend": scenario.backend.kind,

@@ -3,14 +3,11 @@
 Input (a run directory of either backend, see :mod:`hybridsim.rundir`):
     ``iterations.parquet``  per (job, rank, iteration) start/end times (ns)
     ``ports.parquet``       port samples every ``interval`` ns (:class:`hybridsim.records.PortSamples`)
-    ``manifest.json``       topology shape and rank placement, taken from (first match wins):
-        topology:  ``manifest["topology"]`` (dict with groups, routers_per_group, terminals_per_router,
-                   global_channels_per_router) or ``manifest["scenario"]["topology"]``; the ports table's radix must
-                   agree. The graph uses CODES' global arrangement (``Dragonfly(shape)``).
-        placement: ``manifest["placement"]``: ``{job name: [terminal id of rank 0, 1, ...]}`` or a list of such lists
-                   in job-id order; else ``place_jobs(scenario)`` of the resolved ``manifest["scenario"]``.
-        workload:  ``manifest["jobs"]`` (list of ``{"name", "workload"}``) or the scenario's ``jobs[*].workload.kind``;
-                   else the job name.
+    ``description.json``    what the run was (:class:`hybridsim.rundir.RunDescription`, written by the engine's runner
+                            and the CODES importer): topology shape (the ports table's radix, sampling interval and
+                            features must agree; the graph uses CODES' global arrangement, ``Dragonfly(shape)``),
+                            each job's workload kind and terminals (rank r attaches to the port of ``terminals[r]``).
+                            Run directories written before it existed are refused with a message naming it.
 
 Output (``hybridsim dataset build RUN_DIR -o DATASET``), a folder:
     ``meta.json``                 format/version, topology shape, feature names, splits, normaliser, per-job info and
@@ -227,108 +224,25 @@ def make_splits(T: int, train_frac: float = 0.3, val_frac: float = 0.1) -> dict[
     return {"train": (0, a), "val": (a, b), "test": (b, T)}
 
 
-def _codes_fallback(manifest: dict) -> dict:
-    """For ``codes-import`` run directories whose manifest carries no topology/placement: read them from the CODES
-    run directory the import came from (``manifest["codes_run_dir"]``: network .conf, ``--alloc_file``, workloads
-    file)."""
-    d = manifest.get("codes_run_dir")
-    if not d or not Path(d).is_dir():
-        return {}
-    from hybridsim.placement import read_alloc_file
+def _job_terminals(run_dir: Path, desc, name: str, R: int, topo: Dragonfly) -> np.ndarray:
+    """Terminal ids of ranks 0..R-1 of job ``name`` from the run description, checked against the topology."""
+    from hybridsim.rundir import DESCRIPTION
 
-    try:
-        from codes_bridge.conf import (command_options, find_network_conf, find_workloads_conf,
-                                       job_names_from_workloads, parse_conf, parse_workloads_conf)
-    except ImportError:
-        return {}
-    out: dict = {}
-    try:
-        shape = parse_conf(find_network_conf(d)).shape()
-        out["topology"] = shape_dict(shape)
-        wl = find_workloads_conf(d)
-        names = job_names_from_workloads(parse_workloads_conf(wl)) if wl else None
-        alloc = command_options(d).get("alloc_file")
-        if alloc and names and (Path(d) / alloc).is_file():
-            rows = read_alloc_file(Path(d) / alloc)
-            out["placement"] = {n: r for n, r in zip(names, rows)}
-        if names:
-            out["jobs"] = [{"name": n, "workload": _guess_workload(n)} for n in names]
-    except Exception as exc:  # ConfError, PlacementError, OSError
-        raise DatasetError(f"{d}: cannot read the CODES run's topology/placement: {exc}") from None
-    return out
-
-
-def _guess_workload(name: str) -> str:
-    low = name.lower()
-    for key, kind in (("milc", "milc"), ("lammps", "lammps"), ("nearest", "nearest_neighbor"), ("nn", "nearest_neighbor"),
-                      ("synthetic", "uniform_random"), ("allreduce", "allreduce")):
-        if key in low:
-            return kind
-    return name
-
-
-def _manifest_shape(manifest: dict, radix: int | None) -> DragonflyShape:
-    topo = manifest.get("topology")
-    if not isinstance(topo, dict) or "groups" not in topo:
-        scen = manifest.get("scenario") or {}
-        topo = scen.get("topology") if isinstance(scen, dict) else None
-        if topo is None and isinstance(scen, dict) and scen:
-            from hybridsim.scenario import Topology
-
-            topo = Topology().model_dump()
-    if not isinstance(topo, dict):
-        raise DatasetError("manifest.json has neither 'topology' nor 'scenario.topology': cannot build the port graph")
-    from hybridsim.scenario import Topology
-
-    try:
-        t = Topology.model_validate(topo)
-    except Exception as exc:
-        raise DatasetError(f"manifest.json: bad topology: {exc}") from None
-    shape = t.shape
-    if radix is not None and shape.radix != radix:
-        raise DatasetError(f"ports.parquet has radix {radix} but the manifest's topology has radix {shape.radix}")
-    return shape
-
-
-def _manifest_placement(manifest: dict, run_dir: Path, topo: Dragonfly, job_names: list[str]) -> dict[str, np.ndarray]:
-    pl = manifest.get("placement")
-    if isinstance(pl, dict) and pl and all(isinstance(v, list) for v in pl.values()):
-        return {k: np.asarray(v, dtype=np.int64) for k, v in pl.items()}
-    if isinstance(pl, list) and pl and all(isinstance(v, list) for v in pl):
-        scen_jobs = [j.get("name") for j in (manifest.get("scenario") or {}).get("jobs", [])] or \
-                    [j.get("name") for j in manifest.get("jobs", [])]
-        names = scen_jobs if len(scen_jobs) == len(pl) else job_names
-        return {n: np.asarray(v, dtype=np.int64) for n, v in zip(names, pl)}
-    scen = manifest.get("scenario")
-    if not isinstance(scen, dict):
-        raise DatasetError(f"{run_dir}/manifest.json: no 'placement' and no resolved 'scenario': cannot attach ranks "
-                           "to ports")
-    from hybridsim.placement import place_jobs
-    from hybridsim.scenario import Scenario
-
-    try:
-        sc = Scenario.model_validate(scen)
-        sc._source = run_dir / "manifest.json"
-        placed = place_jobs(sc, topo)
-    except Exception as exc:
-        raise DatasetError(f"{run_dir}/manifest.json: cannot derive the placement from the scenario: {exc}") from None
-    return {j.name: p for j, p in zip(sc.jobs, placed)}
-
-
-def _manifest_workloads(manifest: dict) -> dict[str, str]:
-    out = {}
-    for j in manifest.get("jobs", []) or []:
-        if isinstance(j, dict) and "name" in j and "workload" in j:
-            w = j["workload"]
-            out[j["name"]] = w.get("kind") if isinstance(w, dict) else str(w)
-    scen = manifest.get("scenario")
-    if isinstance(scen, dict):
-        for j in scen.get("jobs", []) or []:
-            if isinstance(j, dict) and "name" in j and j["name"] not in out:
-                w = j.get("workload")
-                if isinstance(w, dict) and "kind" in w:
-                    out[j["name"]] = w["kind"]
-    return out
+    where = f"{run_dir}/{DESCRIPTION}"
+    i = next((k for k, j in enumerate(desc.jobs) if j.name == name), None)
+    if i is None:
+        raise DatasetError(f"{where}: no job {name!r} (jobs: {', '.join(j.name for j in desc.jobs) or 'none'})")
+    terms = desc.jobs[i].terminals
+    if terms is None:
+        raise DatasetError(f"{where}: field 'jobs[{i}].terminals' is null: the terminals of job {name!r} are unknown "
+                           "(a CODES run imported without an allocation file?)")
+    if len(terms) < R:
+        raise DatasetError(f"{where}: field 'jobs[{i}].terminals' lists {len(terms)} terminals for the {R} ranks "
+                           f"of job {name!r}")
+    terms = np.asarray(terms[:R], dtype=np.int64)
+    if terms.min() < 0 or terms.max() >= topo.n_terminals:
+        raise DatasetError(f"{where}: placement of job {name!r}: terminal outside 0..{topo.n_terminals - 1}")
+    return terms
 
 
 def _pivot(table, job: str):
@@ -365,7 +279,7 @@ def build_dataset(run_dir: str | Path, out: str | Path | None = None, *, train_f
                   progress: bool = False) -> SurrogateDataset:
     """Build (and with ``out`` save) the dataset of a run directory. Deterministic: same run -> same arrays."""
     from hybridsim.records import read_iterations, read_ports
-    from hybridsim.rundir import ITERATIONS, PORTS, RunDirError, read_manifest
+    from hybridsim.rundir import DESCRIPTION, ITERATIONS, PORTS, RunDirError, read_description, read_manifest
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -392,11 +306,19 @@ def build_dataset(run_dir: str | Path, out: str | Path | None = None, *, train_f
         bad = np.argwhere(~np.isfinite(samples.values))[0]
         raise DatasetError(f"{run_dir}/{PORTS}: non-finite value at sample {bad[0]} (t_end={samples.t_end[bad[0]]}), "
                            f"port {bad[1]}, feature {samples.features[bad[2]]!r}")
-    if manifest.get("kind") == "codes-import" and not (manifest.get("placement") and manifest.get("topology")) \
-            and not isinstance(manifest.get("scenario"), dict):
-        fb = _codes_fallback(manifest)
-        manifest = {**fb, **{k: v for k, v in manifest.items() if v is not None}}
-    shape = _manifest_shape(manifest, samples.radix)
+    try:
+        desc = read_description(run_dir)
+    except RunDirError as exc:
+        raise DatasetError(str(exc)) from None
+    shape = desc.shape
+    if shape.radix != samples.radix:
+        raise DatasetError(f"{run_dir}/{PORTS} has radix {samples.radix} but the topology in {DESCRIPTION} has radix "
+                           f"{shape.radix}")
+    if desc.sampling_interval is not None and (desc.sampling_interval != samples.interval
+                                               or desc.port_features != list(samples.features)):
+        raise DatasetError(f"{run_dir}/{PORTS} (interval {samples.interval:g} ns, features "
+                           f"{list(samples.features)}) does not match {DESCRIPTION} (interval "
+                           f"{desc.sampling_interval:g} ns, features {desc.port_features})")
     topo = Dragonfly(shape)
     P = topo.n_ports
     values = samples.values
@@ -418,8 +340,6 @@ def build_dataset(run_dir: str | Path, out: str | Path | None = None, *, train_f
         if unknown:
             raise DatasetError(f"{run_dir}: no iterations for job(s) {unknown}; jobs: {names}")
         names = [n for n in names if n in jobs]
-    placement = _manifest_placement(manifest, run_dir, topo, names)
-    workloads = _manifest_workloads(manifest)
     fnames = feature_names(samples.features)
 
     series: dict[str, JobSeries] = {}
@@ -428,15 +348,7 @@ def build_dataset(run_dir: str | Path, out: str | Path | None = None, *, train_f
         R, T = S.shape
         if T < min_iterations:
             continue
-        if name not in placement:
-            raise DatasetError(f"{run_dir}/manifest.json: placement has no job {name!r}")
-        terms = placement[name]
-        if len(terms) < R:
-            raise DatasetError(f"{run_dir}/manifest.json: placement of job {name!r} lists {len(terms)} terminals "
-                               f"for {R} ranks")
-        terms = terms[:R]
-        if terms.min() < 0 or terms.max() >= topo.n_terminals:
-            raise DatasetError(f"placement of job {name!r}: terminal outside 0..{topo.n_terminals - 1}")
+        terms = _job_terminals(run_dir, desc, name, R, topo)
         rank_port = topo.terminal_port_ids[terms].astype(np.int64)
         y = E - S
         if not (np.isfinite(y).all() and (y > 0).all()):
@@ -455,7 +367,7 @@ def build_dataset(run_dir: str | Path, out: str | Path | None = None, *, train_f
             raise DatasetError(f"job {name!r}: non-finite node features after normalisation")
         mask = np.zeros(P, bool)
         mask[rank_port] = True
-        series[name] = JobSeries(job=name, workload=workloads.get(name, name), x=x, feature_names=fnames,
+        series[name] = JobSeries(job=name, workload=desc.job(name).workload, x=x, feature_names=fnames,
                                  mask=mask, rank_port=rank_port, y=y, split=split, shape=shape, start=S,
                                  norm_mean=mu, norm_std=sd)
     if not series:

@@ -1,9 +1,9 @@
 """Small synthetic run directories for tests and smoke checks (no simulator needed).
 
-:func:`make_synthetic_run` writes a complete run directory (manifest.json with topology shape + placement + jobs,
-iterations.parquet, ports.parquet) through the same writers the backends use. Iteration times are periodic per rank
-(period ``period`` iterations) plus a small deterministic noise; port features follow the jobs' activity so graph
-models have a signal to find.
+:func:`make_synthetic_run` writes a complete run directory (manifest.json, description.json with the topology shape,
+jobs and placement, iterations.parquet, ports.parquet) through the same writers the backends use. Iteration times are
+periodic per rank (period ``period`` iterations) plus a small deterministic noise; port features follow the jobs'
+activity so graph models have a signal to find.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from hybridsim.records import PORT_FEATURES, IterationRecord, PortSamples, write_iterations, write_ports
-from hybridsim.rundir import RunDir
+from hybridsim.rundir import JobDescription, RunDescription, RunDir, write_description
 from hybridsim.topology import Dragonfly, DragonflyShape
 
 SMALL_SHAPE = DragonflyShape(groups=3, routers_per_group=2, terminals_per_router=2, global_channels_per_router=1)
@@ -56,12 +56,11 @@ def make_synthetic_run(path: str | Path, *, shape: DragonflyShape = SMALL_SHAPE,
     for k in range(len(PORT_FEATURES)):
         vals[:, :, k] = (k + 1) * 100.0 * (1.0 + phase) * load + rng.random((S, P)) * 10.0
     samples = PortSamples(t_end, interval, shape.radix, PORT_FEATURES, vals)
-    rd = RunDir.create(path, kind="synthetic", force=force, argv=["synthetic"],
-                       extra={"topology": {"groups": shape.groups, "routers_per_group": shape.routers_per_group,
-                                           "terminals_per_router": shape.terminals_per_router,
-                                           "global_channels_per_router": shape.global_channels_per_router},
-                              "placement": placement,
-                              "jobs": [{"name": n, "workload": w, "ranks": R} for n, w, R, _T in jobs]})
+    rd = RunDir.create(path, kind="synthetic", force=force, argv=["synthetic"])
+    write_description(rd.path, RunDescription(
+        shape, [JobDescription(name=n, workload=w, params={}, ranks=R, iterations=T,
+                               terminals=[int(t) for t in placement[n]], volumes=None) for n, w, R, T in jobs],
+        sampling_interval=float(interval), port_features=list(PORT_FEATURES)))
     write_iterations(recs, rd.file("iterations.parquet"))
     write_ports(samples, rd.file("ports.parquet"))
     rd.complete()

@@ -2,8 +2,8 @@
 :mod:`hybridsim.hybrid`).
 
 Each job's relative message volume per iteration ``v[t]`` (bytes sent in iteration ``t`` over the job's mean, so
-``mean(v) = 1``) comes from the job's workload definition (:func:`hybridsim.runner.workload_volumes`), known before
-anything is simulated. With it the models see ``y[:, t] / v[t]`` (history, fit and tuning targets) and their
+``mean(v) = 1``) comes from the job's workload definition, known before anything is simulated: the run directory's
+description lists the bytes per iteration of every job (``volumes`` of :class:`hybridsim.rundir.JobDescription`). With it the models see ``y[:, t] / v[t]`` (history, fit and tuning targets) and their
 prediction of iteration ``t`` is multiplied by ``v[t]``; the MAPE stays on raw times. Jobs whose volume never
 changes (MILC, nearest neighbour) get no scaling, so their results are identical.
 """
@@ -11,7 +11,6 @@ changes (MILC, nearest neighbour) get no scaling, so their results are identical
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -27,44 +26,40 @@ def relative_volumes(v) -> np.ndarray | None:
     return v / v.mean()
 
 
-def scenario_of_dataset(dataset):
-    """The :class:`hybridsim.scenario.Scenario` of the run a dataset was built from: ``manifest.json["scenario"]`` of
-    ``meta["source"]["run_dir"]`` (engine runs and CODES imports both write it); for a CODES import without one,
-    :func:`codes_bridge.scenario_from_codes.scenario_from_codes` of the manifest's ``codes_run_dir``."""
-    from hybridsim.scenario import Scenario
+def description_of_dataset(dataset):
+    """The :class:`hybridsim.rundir.RunDescription` of the run a dataset was built from (``meta["source"]
+    ["run_dir"]``)."""
+    from hybridsim.rundir import RunDirError, read_description
 
-    src = (dataset.meta or {}).get("source") or {}
-    run_dir = src.get("run_dir")
-    if not run_dir or not (Path(run_dir) / "manifest.json").is_file():
-        raise SurrogateError(f"volume scaling: the dataset's source run directory {run_dir!r} has no manifest.json "
-                             "(its scenario is needed for the workload volumes)")
-    man = json.loads((Path(run_dir) / "manifest.json").read_text())
-    scen = man.get("scenario")
-    if scen:
-        try:
-            return Scenario.model_validate(scen)
-        except Exception as exc:
-            raise SurrogateError(f"volume scaling: {run_dir}/manifest.json: scenario invalid: {exc}") from None
-    if man.get("codes_run_dir"):
-        from codes_bridge.scenario_from_codes import scenario_from_codes
-
-        return scenario_from_codes(man["codes_run_dir"])
-    raise SurrogateError(f"volume scaling: {run_dir}/manifest.json holds no scenario")
+    run_dir = ((dataset.meta or {}).get("source") or {}).get("run_dir")
+    if not run_dir or not Path(run_dir).is_dir():
+        raise SurrogateError(f"volume scaling: the dataset's source run directory {run_dir!r} is not there (its "
+                             "description holds the workload volumes)")
+    try:
+        return read_description(run_dir)
+    except RunDirError as exc:
+        raise SurrogateError(f"volume scaling: {exc}") from None
 
 
-def dataset_volumes(dataset, scenario=None) -> dict[str, np.ndarray]:
+def dataset_volumes(dataset, description=None) -> dict[str, np.ndarray]:
     """``{job: relative volume (T,)}`` for every dataset job whose volume varies (others left out). Jobs are matched
-    to the scenario's by name; iteration ``t`` of the dataset is iteration ``t`` of the workload."""
-    from hybridsim.runner import workload_volumes
+    to the run description's by name (``description``: default that of the dataset's source run); iteration ``t`` of
+    the dataset is iteration ``t`` of the workload."""
+    from hybridsim.rundir import DESCRIPTION
 
-    scenario = scenario if scenario is not None else scenario_of_dataset(dataset)
-    index = {j.name: i for i, j in enumerate(scenario.jobs)}
+    desc = description if description is not None else description_of_dataset(dataset)
+    index = {j.name: i for i, j in enumerate(desc.jobs)}
     out = {}
     for name, js in dataset.jobs.items():
         if name not in index:
-            raise SurrogateError(f"volume scaling: dataset job {name!r} is not in the scenario "
+            raise SurrogateError(f"volume scaling: dataset job {name!r} is not in the run's {DESCRIPTION} "
                                  f"(jobs: {', '.join(index)})")
-        v = relative_volumes(workload_volumes(scenario, index[name], js.T))
+        vol = desc.jobs[index[name]].volumes
+        if vol is None or len(vol) < js.T:
+            have = "null" if vol is None else f"{len(vol)} iterations"
+            raise SurrogateError(f"volume scaling: {DESCRIPTION} field 'jobs[{index[name]}].volumes' is {have}; job "
+                                 f"{name!r} needs the message volumes of its {js.T} iterations")
+        v = relative_volumes(np.asarray(vol[:js.T], dtype=np.float64))
         if v is not None:
             out[name] = v
     return out

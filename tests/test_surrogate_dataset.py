@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
 from hybridsim.records import PORT_FEATURES, IterationRecord, PortSamples, read_ports, write_iterations, write_ports
-from hybridsim.rundir import RunDir
+from hybridsim.rundir import JobDescription, RunDescription, RunDir, read_description, write_description
 from hybridsim.topology import Dragonfly
 from surrogate.dataset import DatasetError, build_dataset, load_dataset, make_splits
 from surrogate.graphs import (STATS, nearest_active_port, normalized_adjacency, random_walk_matrix, window_bounds,
@@ -35,10 +35,9 @@ def _hand_run(path, T=12, interval=100.0, seed=1):
     S = 40
     t_end = interval * (np.arange(S) + 1)
     vals = rng.random((S, TOPO.n_ports, len(PORT_FEATURES))).astype(np.float32) * 100
-    rd = RunDir.create(path, kind="synthetic", force=True, argv=["t"],
-                       extra={"topology": {"groups": 3, "routers_per_group": 2, "terminals_per_router": 2,
-                                           "global_channels_per_router": 1},
-                              "placement": {"J": [0, 11]}, "jobs": [{"name": "J", "workload": "milc"}]})
+    rd = RunDir.create(path, kind="synthetic", force=True, argv=["t"])
+    write_description(rd.path, RunDescription(SMALL_SHAPE, [JobDescription("J", "milc", {}, 2, T, [0, 11], None)],
+                                              interval, list(PORT_FEATURES)))
     write_iterations(recs, rd.file("iterations.parquet"))
     write_ports(PortSamples(t_end, interval, SMALL_SHAPE.radix, PORT_FEATURES, vals), rd.file("ports.parquet"))
     rd.complete()
@@ -253,28 +252,97 @@ def test_nan_features_in_dataset_rejected(tmp_path):
                                 "global_channels_per_router": 1}
 
 
-def test_placement_from_resolved_scenario(tmp_path):
-    """Engine run directories carry the resolved scenario only: ranks are attached through place_jobs."""
-    from hybridsim.placement import place_jobs
-    from hybridsim.scenario import Scenario, scenario_to_dict
+def _tiny_scenario():
+    from hybridsim.scenario import Scenario
 
-    sc = Scenario.model_validate({
+    return Scenario.model_validate({
         "seed": 7, "topology": {"groups": 3, "routers_per_group": 2, "terminals_per_router": 2,
                                 "global_channels_per_router": 1},
         "jobs": [{"name": "m", "ranks": 4, "iterations": 12,
-                  "workload": {"kind": "milc", "dimension_sizes": [2, 2, 1, 1], "msg_size": 1024}}],
-        "placement": {"policy": "random"}})
-    exp = place_jobs(sc, TOPO)[0]
-    make_synthetic_run(tmp_path / "run", jobs=(("m", "milc", 4, 12),))
-    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    for k in ("placement", "topology", "jobs"):
-        man.pop(k)
-    man["scenario"] = scenario_to_dict(sc)
-    (tmp_path / "run" / "manifest.json").write_text(json.dumps(man))
-    js = build_dataset(tmp_path / "run")["m"]
-    assert js.rank_port.tolist() == [TOPO.terminal_port(int(t)) for t in exp]
-    assert js.workload == "milc"
-    man.pop("scenario")
-    (tmp_path / "run" / "manifest.json").write_text(json.dumps(man))
-    with pytest.raises(DatasetError, match="topology"):
+                  "workload": {"kind": "milc", "dimension_sizes": [2, 2, 1, 1], "msg_size": 1024}},
+                 {"name": "l", "ranks": 4, "iterations": 12, "workload": {"kind": "lammps"}},
+                 {"name": "bg", "ranks": 2, "workload": {"kind": "uniform_random", "msg_size": 256,
+                                                         "interval": 20000}}],
+        "placement": {"policy": "random"}, "sampling": {"interval": 20000}})
+
+
+def test_engine_run_describes_itself(tmp_path):
+    """A fresh engine run writes description.json; its content is what the scenario says, recomputed here from the
+    scenario (terminals = place_jobs, volumes = workload_volumes), and the dataset built from the run attaches each
+    rank to its terminal's port and scales by those volumes."""
+    from hybridsim.placement import place_jobs
+    from hybridsim.runner import run_scenario, workload_volumes
+    from surrogate.volumes import dataset_volumes, relative_volumes
+
+    sc = _tiny_scenario()
+    run_scenario(sc, tmp_path / "run", progress=False)
+    desc = read_description(tmp_path / "run")
+    placed = place_jobs(sc, TOPO)
+    assert desc.shape == SMALL_SHAPE
+    assert [(j.name, j.workload, j.ranks, j.iterations) for j in desc.jobs] == \
+        [("m", "milc", 4, 12), ("l", "lammps", 4, 12), ("bg", "uniform_random", 2, None)]
+    assert desc.jobs[0].params["dimension_sizes"] == [2, 2, 1, 1] and desc.jobs[0].params["msg_size"] == 1024
+    assert desc.jobs[2].params == {"msg_size": 256, "interval": 20000.0}
+    assert [j.terminals for j in desc.jobs] == [p.tolist() for p in placed]
+    assert placed[0].tolist() != [0, 1, 2, 3]                 # random placement: the order matters
+    for i in (0, 1):
+        assert desc.jobs[i].volumes == workload_volumes(sc, i, 12).tolist()
+    assert desc.jobs[2].volumes is None
+    assert desc.sampling_interval == 20000.0 and desc.port_features == list(read_ports(tmp_path / "run" /
+                                                                                        "ports.parquet").features)
+    ds = build_dataset(tmp_path / "run")
+    assert list(ds.jobs) == ["m", "l"]                         # the background job has no iterations
+    for i, name in enumerate(("m", "l")):
+        assert ds[name].rank_port.tolist() == [TOPO.terminal_port(int(t)) for t in placed[i]]
+    assert (ds["m"].workload, ds["l"].workload) == ("milc", "lammps")
+    v = dataset_volumes(ds)
+    assert list(v) == ["l"]                                   # MILC sends the same every iteration
+    np.testing.assert_array_equal(v["l"], relative_volumes(workload_volumes(sc, 1, 12)))
+    assert v["l"][10] > 1.1 * v["l"][9]                       # LAMMPS' neighbour exchange every 10 steps
+
+
+def test_run_directory_without_description(tmp_path, capsys):
+    """Run directories from before descriptions (or with a damaged one) are refused with the file and field named."""
+    import copy
+    import re
+
+    from hybridsim.cli import main
+
+    make_synthetic_run(tmp_path / "run")
+    d = tmp_path / "run" / "description.json"
+    good = json.loads(d.read_text())
+    d.unlink()
+    with pytest.raises(DatasetError, match=re.escape(f"{d}: missing (run directories written before")):
         build_dataset(tmp_path / "run")
+    assert main(["dataset", "build", str(tmp_path / "run"), "-o", str(tmp_path / "ds")]) == 2
+    assert "description.json: missing" in capsys.readouterr().err and not (tmp_path / "ds").exists()
+
+    def edited(path, value):
+        data = copy.deepcopy(good)
+        *keys, last = path
+        obj = data
+        for k in keys:
+            obj = obj[k]
+        if value is KeyError:
+            del obj[last]
+        else:
+            obj[last] = value
+        return data
+
+    for path, value, needle in (
+            (("jobs", 1, "terminals"), KeyError, "missing field 'jobs[1].terminals'"),
+            (("topology", "groups"), KeyError, "missing field 'topology.groups'"),
+            (("sampling",), KeyError, "missing field 'sampling'"),
+            (("topology", "groups"), "3", "field 'topology.groups' must be int, not str"),
+            (("jobs", 0, "terminals"), [0, "x", 2, 3], "field 'jobs[0].terminals[1]' must be a number"),
+            (("jobs", 0, "terminals"), None, "field 'jobs[0].terminals' is null: the terminals of job 'A' are unknown"),
+            (("jobs", 0, "terminals"), [0, 1], "field 'jobs[0].terminals' lists 2 terminals for the 4 ranks of job 'A'"),
+            (("jobs", 0, "name"), "Z", "no job 'A' (jobs: Z, B)"),
+            (("sampling", "interval_ns"), 50.0, "does not match description.json (interval 50 ns"),
+            (("topology", "terminals_per_router"), 3, "has radix 4 but the topology in description.json has radix 5"),
+            (("version",), 2, "description version 2 not supported")):
+        d.write_text(json.dumps(edited(path, value)))
+        with pytest.raises(DatasetError, match=re.escape(needle)):
+            build_dataset(tmp_path / "run")
+    d.write_text(json.dumps(good))
+    assert list(build_dataset(tmp_path / "run").jobs) == ["A", "B"]
