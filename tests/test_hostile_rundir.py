@@ -295,6 +295,28 @@ def test_interrupted_dataset_build_and_train_keep_the_old_output(tmp_path, monke
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+def _ctrl_c(*_a, **_k):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("stop,rc,reason", [(_raise_sigterm, 143, "terminated (SIGTERM)"),
+                                            (_ctrl_c, 130, "interrupted (Ctrl-C)")])
+def test_interrupted_import_codes_is_marked_failed(tmp_path, monkeypatch, capsys, stop, rc, reason):
+    """SIGTERM or Ctrl-C while import-codes writes: the manifest ends failed with the reason, no hidden staging
+    folder stays behind (as for runs)."""
+    import hybridsim.records
+
+    src = REPO.parent / "shared" / "data" / "codes" / "B-72node-milc" / "hf-seq"
+    monkeypatch.setattr(hybridsim.records, "write_ports", stop)
+    assert main(["import-codes", str(src), "-o", str(tmp_path / "imp")]) == rc
+    said = "interrupted" if rc == 130 else reason
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"hybridsim: error: {said}"
+    man = _manifest(tmp_path / "imp")
+    assert man["kind"] == "codes-import" and man["status"] == "failed" and man["reason"] == reason
+    assert man["end_time"] and not (tmp_path / "imp" / "ports.parquet").exists()
+    assert _leftovers(tmp_path) == []
+
+
 def test_a_second_writer_is_refused_while_the_first_holds_the_folder(tmp_path, capsys):
     sc = _scenario(tmp_path)
     held = StagedDir(tmp_path / "r")

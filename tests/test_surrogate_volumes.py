@@ -1,6 +1,6 @@
 """Offline volume normalisation (surrogate.volumes, evaluate(volume_scaling=...)): a series whose iteration time is
 exactly proportional to a known volume pattern is predicted exactly by LAST with scaling; constant-volume jobs are
-untouched; the volumes of a LAMMPS job come from the scenario's workload definition."""
+untouched; the volumes of a LAMMPS job come from the scenario's workload definition (through the run description)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,7 @@ def test_evaluate_volume_scaling_option():
 
 
 def test_dataset_volumes_from_scenario(repo):
+    from hybridsim.rundir import describe_scenario
     from hybridsim.scenario import load_scenario
 
     scen = load_scenario(repo / "examples" / "hybrid-72-long.yaml")
@@ -73,7 +74,7 @@ def test_dataset_volumes_from_scenario(repo):
     mil = next(n for n, j in jobs.items() if j.workload.kind == "milc")
     ds = SurrogateDataset(shape=SHAPE, jobs={lam: _series(lam, np.ones((1, 24))), mil: _series(mil, np.ones((1, 24)))},
                           port_features=["f"])
-    v = dataset_volumes(ds, scen)
+    v = dataset_volumes(ds, describe_scenario(scen))
     assert list(v) == [lam]                               # MILC's volume is constant
     assert v[lam].mean() == pytest.approx(1.0)
     heavy = np.flatnonzero(v[lam] > 1.1)
