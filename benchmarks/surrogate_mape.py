@@ -107,7 +107,9 @@ def main(argv=None) -> int:
         src = RUNS.get(run, Path(f"engine/{run}"))
         imp, dsdir = OUT / f"{run}-import", OUT / f"{run}-ds"
         t0 = time.perf_counter()
-        if args.rebuild or not (imp / "manifest.json").is_file():
+        # runs made before run directories described themselves (no description.json) are made again
+        remake = args.rebuild or not (imp / "description.json").is_file()
+        if remake:
             if run in ENGINE:
                 engine_run(run, imp)
             else:
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
                 import_codes_run(src, imp, force=True)
         t_imp = time.perf_counter() - t0
         t0 = time.perf_counter()
-        if args.rebuild or not (dsdir / "meta.json").is_file():
+        if remake or not (dsdir / "meta.json").is_file():
             build_dataset(imp, dsdir)
         t_ds = time.perf_counter() - t0
         print(f"[{run}] run/import {t_imp:.0f} s, dataset {t_ds:.0f} s", file=sys.stderr, flush=True)
