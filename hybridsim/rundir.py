@@ -485,7 +485,8 @@ class JobDescription:
 class RunDescription:
     """What the surrogate pipeline needs to know about a run (``description.json``), written once by whoever made the
     run directory (:func:`hybridsim.runner.run_scenario`, :func:`codes_bridge.importer.import_codes_run`) so that
-    readers never rebuild scenarios. ``sampling_interval`` (ns) and ``port_features`` describe ``ports.parquet`` (``None`` when none was sampled)."""
+    readers never rebuild scenarios. ``sampling_interval`` (ns) and ``port_features`` describe ``ports.parquet``
+    (``None`` when the run wrote none)."""
 
     shape: DragonflyShape
     jobs: list[JobDescription]
@@ -569,11 +570,17 @@ def read_description(path: str | os.PathLike) -> RunDescription:
         raise RunDirError(f"{p}: description version {data.get('version')!r} not supported "
                           f"(expected {DESCRIPTION_VERSION})")
     topo = f.get(data, "topology", "", (dict,))
-    shape = DragonflyShape(*(f.get(topo, k, "topology", (int,)) for k in
-                             ("groups", "routers_per_group", "terminals_per_router", "global_channels_per_router")))
+    sizes = []
+    for k in ("groups", "routers_per_group", "terminals_per_router", "global_channels_per_router"):
+        sizes.append(f.get(topo, k, "topology", (int,)))
+        if sizes[-1] < 1:
+            raise RunDirError(f"{p}: field 'topology.{k}' must be >= 1, not {sizes[-1]}")
     sampling = f.get(data, "sampling", "", (dict,))
     interval = f.get(sampling, "interval_ns", "sampling", (int, float), nullable=True)
     features = f.get(sampling, "port_features", "sampling", (list,), nullable=True)
+    bad = next((i for i, x in enumerate(features or []) if not isinstance(x, str)), None)
+    if bad is not None:
+        raise RunDirError(f"{p}: field 'sampling.port_features[{bad}]' must be a string, not {features[bad]!r}")
     jobs = []
     for i, j in enumerate(f.get(data, "jobs", "", (list,))):
         w = f"jobs[{i}]"
@@ -584,8 +591,7 @@ def read_description(path: str | os.PathLike) -> RunDescription:
             params=f.get(j, "params", w, (dict,)), ranks=f.get(j, "ranks", w, (int,)),
             iterations=f.get(j, "iterations", w, (int,), nullable=True),
             terminals=f.numbers(j, "terminals", w, int), volumes=f.numbers(j, "volumes", w, float)))
-    return RunDescription(shape, jobs, None if interval is None else float(interval),
-                          None if features is None else [str(x) for x in features])
+    return RunDescription(DragonflyShape(*sizes), jobs, None if interval is None else float(interval), features)
 
 
 def describe_scenario(scenario, placement=None, ports=None) -> RunDescription:

@@ -3,9 +3,10 @@
 
 Each job's relative message volume per iteration ``v[t]`` (bytes sent in iteration ``t`` over the job's mean, so
 ``mean(v) = 1``) comes from the job's workload definition, known before anything is simulated: the run directory's
-description lists the bytes per iteration of every job (``volumes`` of :class:`hybridsim.rundir.JobDescription`). With it the models see ``y[:, t] / v[t]`` (history, fit and tuning targets) and their
-prediction of iteration ``t`` is multiplied by ``v[t]``; the MAPE stays on raw times. Jobs whose volume never
-changes (MILC, nearest neighbour) get no scaling, so their results are identical.
+description lists every job's bytes per iteration (``volumes`` of :class:`hybridsim.rundir.JobDescription`). With it
+the models see ``y[:, t] / v[t]`` (history, fit and tuning targets) and their prediction of iteration ``t`` is
+multiplied by ``v[t]``; the MAPE stays on raw times. Jobs whose volume never changes (MILC, nearest neighbour) get no
+scaling, so their results are identical.
 """
 
 from __future__ import annotations
@@ -48,16 +49,17 @@ def dataset_volumes(dataset, description=None) -> dict[str, np.ndarray]:
     from hybridsim.rundir import DESCRIPTION
 
     desc = description if description is not None else description_of_dataset(dataset)
+    run_dir = ((dataset.meta or {}).get("source") or {}).get("run_dir")
+    where = f"{run_dir}/{DESCRIPTION}" if run_dir else DESCRIPTION
     index = {j.name: i for i, j in enumerate(desc.jobs)}
     out = {}
     for name, js in dataset.jobs.items():
         if name not in index:
-            raise SurrogateError(f"volume scaling: dataset job {name!r} is not in the run's {DESCRIPTION} "
-                                 f"(jobs: {', '.join(index)})")
+            raise SurrogateError(f"volume scaling: {where}: no job {name!r} (jobs: {', '.join(index)})")
         vol = desc.jobs[index[name]].volumes
         if vol is None or len(vol) < js.T:
-            have = "null" if vol is None else f"{len(vol)} iterations"
-            raise SurrogateError(f"volume scaling: {DESCRIPTION} field 'jobs[{index[name]}].volumes' is {have}; job "
+            have = "null" if vol is None else f"{len(vol)} long"
+            raise SurrogateError(f"volume scaling: {where}: field 'jobs[{index[name]}].volumes' is {have}; job "
                                  f"{name!r} needs the message volumes of its {js.T} iterations")
         v = relative_volumes(np.asarray(vol[:js.T], dtype=np.float64))
         if v is not None:

@@ -334,6 +334,7 @@ def test_run_directory_without_description(tmp_path, capsys):
             (("topology", "groups"), KeyError, "missing field 'topology.groups'"),
             (("sampling",), KeyError, "missing field 'sampling'"),
             (("topology", "groups"), "3", "field 'topology.groups' must be int, not str"),
+            (("topology", "groups"), 0, "field 'topology.groups' must be >= 1, not 0"),
             (("jobs", 0, "terminals"), [0, "x", 2, 3], "field 'jobs[0].terminals[1]' must be a number"),
             (("jobs", 0, "terminals"), None, "field 'jobs[0].terminals' is null: the terminals of job 'A' are unknown"),
             (("jobs", 0, "terminals"), [0, 1], "field 'jobs[0].terminals' lists 2 terminals for the 4 ranks of job 'A'"),
