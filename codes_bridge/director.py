@@ -244,27 +244,14 @@ def _fmt(v: float) -> str:
 
 # ------------------------------------------------------------------------------------------------------ service
 def make_model(spec: str | None = None, **options):
-    """``spec``: a registry name (default ``ridge`` with ``k=4``) or a checkpoint folder. Models that need port graphs
+    """``spec``: what :func:`surrogate.load` takes (default ``ridge`` with ``k=4``). Models that need port graphs
     are refused: the director only receives iteration times."""
-    from surrogate.base import SurrogateError, load_surrogate
-    from surrogate.registry import create
+    import surrogate
 
     spec = spec or "ridge"
-    p = Path(spec)
-    if p.is_dir():
-        model = load_surrogate(p)
-        if options:
-            raise DirectorError(f"model options {options} cannot be applied to the checkpoint {p}")
-    else:
-        if spec == "ridge":
-            options.setdefault("k", 4)
-        try:
-            model = create(spec, **options)
-        except SurrogateError as exc:
-            raise DirectorError(f"{exc} (or give a checkpoint folder)") from None
-        except (TypeError, ValueError) as exc:
-            opts = " ".join(f"{k}={v}" for k, v in options.items())
-            raise DirectorError(f"bad options for model {spec!r} ({opts}): {exc}") from None
+    if spec == "ridge":
+        options.setdefault("k", 4)
+    model = surrogate.load(spec, options).new()  # SurrogateError: the callers say which option was wrong
     if model.needs_graphs:
         raise DirectorError(f"model {model.name!r} needs port graphs, but CODES' director sends only iteration times; "
                             f"use a history model (ridge, last, mean, ewma) or a checkpoint of one")
@@ -731,7 +718,9 @@ def serve(endpoint: str = DEFAULT_ENDPOINT, model: str | None = None, *, model_o
             raise DirectorError(f"--allow-dir {d}: not a directory")
     m = make_model(model, **(model_options or {}))
     if auto_train is None:
-        auto_train = not (model and Path(model).is_dir())
+        from surrogate.loading import is_checkpoint_spec
+
+        auto_train = not (model and is_checkpoint_spec(model))
     service = IterationTimeService(m, auto_train=auto_train, records_log=records_log, allowed_dirs=allowed_dirs,
                                    limits=limits)
     server = CodesDirectorServer(service, endpoint, log=lambda s: print(f"codes-director: {s}", file=out, flush=True))

@@ -20,26 +20,14 @@ from typing import Callable
 from .cli import EXIT_BAD_INPUT, CliError
 
 
-def _option_value(text: str):
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    return text
-
-
 def parse_model_options(items: list[str] | None) -> dict:
-    out = {}
-    for item in items or []:
-        key, sep, val = item.partition("=")
-        if not sep or not key.strip():
-            raise CliError(f"--model-option expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = _option_value(val.strip())
-    return out
+    from surrogate.base import SurrogateError
+    from surrogate.loading import parse_options
+
+    try:
+        return parse_options(items, "--model-option")
+    except SurrogateError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _serve_codes_director(args) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from pathlib import Path
 
 from .scenario import Scenario, ScenarioError
 
@@ -17,6 +18,7 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
     from controllers import PolicyError, load_policy, policy_class
     from controllers.loader import unknown_params
     from surrogate.base import SurrogateError
+    from surrogate.loading import is_checkpoint_spec, split_spec
     from surrogate.registry import model_class
 
     out: list[str] = []
@@ -45,18 +47,19 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
                 problem(("controller", "params") if ctl.params else ("controller", "policy"), str(exc))
 
     sec = scenario.surrogate
-    path = scenario.resolve(sec.model)
-    if "/" in sec.model or path.is_dir():
+    if is_checkpoint_spec(sec.model, scenario.base_dir):
+        path = scenario.resolve(Path(sec.model).expanduser())
         if not path.is_dir():
             problem(("surrogate", "model"), f"no checkpoint folder {path} (and {sec.model!r} is not a model name)")
         return out
     try:
-        mcls = model_class(sec.model)
+        name, options = split_spec(sec.model)
+        mcls = model_class(name)
     except SurrogateError as exc:
         problem(("surrogate", "model"), str(exc))
         return out
     try:
-        mcls.check_config(dict(sec.config))
+        mcls.check_config({**options, **sec.config})
     except SurrogateError as exc:
         problem(("surrogate", "config") if sec.config else ("surrogate", "model"), str(exc))
     return out

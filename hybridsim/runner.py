@@ -44,35 +44,24 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     Graph models (``needs_graphs``: smart, smart-nollm, dcrnn) get an :class:`~surrogate.online_graphs.OnlineGraphs`
     fed by the backend's port samples (``placement``: the run's per-job terminal arrays, default
     ``place_jobs(scenario)``); only backends that stream samples can run them."""
-    import copy
-
+    import surrogate
     from controllers import load_policy
     from surrogate.base import SurrogateError
-    from surrogate.registry import create
-    from surrogate.train import load_checkpoints
 
     from .hybrid import HybridController
 
     sec = scenario.surrogate
     spec = sec.model
-    p = scenario.resolve(spec)
     policy = load_policy(scenario.controller.policy, scenario.controller.params, (scenario.base_dir,))
-    trained = load_checkpoints(p)[1] if ("/" in spec or p.is_dir()) else None
+    source = surrogate.load(spec, None if surrogate.loading.is_checkpoint_spec(spec, scenario.base_dir) else sec.config,
+                            base_dir=scenario.base_dir)
     jobs, volumes, models = [], {}, {}
     for i, j in enumerate(scenario.jobs):
         n_it = None if j.is_background else (n_iterations[i] if n_iterations else j.iterations)
         jobs.append((j.name, j.workload.kind, j.ranks, n_it))
         if n_it is None:
             continue
-        if trained is None:
-            model = create(spec, **sec.config)
-        elif j.name in trained:
-            model = trained[j.name]
-        elif "*" in trained:
-            model = copy.deepcopy(trained["*"])
-        else:
-            raise SurrogateError(f"surrogate.model {spec}: no trained model for job {j.name!r} "
-                                 f"(checkpoint has {', '.join(sorted(trained))})")
+        model = source.for_job(j.name)
         if model.needs_graphs and scenario.backend.kind not in SAMPLE_STREAMING_BACKENDS:
             raise SurrogateError(f"surrogate.model {spec}: {model.name!r} needs port graphs, which the hybrid loop "
                                  f"builds from the port samples the backend streams during the run; backend "

@@ -26,6 +26,10 @@ class SurrogateError(ValueError):
     """Bad input to a surrogate (wrong topology, corrupt checkpoint, NaN features, ...)."""
 
 
+class UnknownModelError(SurrogateError):
+    """No registered model has this name."""
+
+
 @dataclass
 class Context:
     job: str
@@ -202,32 +206,6 @@ class Surrogate(abc.ABC):
 
     def _load_state(self, state: dict) -> None:
         pass
-
-
-def load_surrogate(path: str | Path) -> Surrogate:
-    """Load a checkpoint folder written by :meth:`Surrogate.save`."""
-    from .registry import create
-
-    path = Path(path)
-    cfg_path = path / "config.json"
-    if not cfg_path.is_file():
-        raise SurrogateError(f"{path}: not a surrogate checkpoint (no config.json)")
-    try:
-        cfg = json.loads(cfg_path.read_text())
-        name, config = cfg["model"], cfg.get("config", {})
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise SurrogateError(f"{cfg_path}: corrupt checkpoint config: {exc}") from None
-    model = create(name, **config)
-    st = path / "model.safetensors"
-    if st.exists():
-        from safetensors.torch import load_file
-
-        try:
-            state = load_file(str(st))
-        except Exception as exc:  # safetensors raises its own error types
-            raise SurrogateError(f"{st}: corrupt weights: {exc}") from None
-        model._load_state(state)
-    return model
 
 
 def last_valid(history: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Surrogate, SurrogateError
+from .base import Surrogate, SurrogateError, UnknownModelError
 
 
 def mape(pred: np.ndarray, true: np.ndarray) -> float:
@@ -110,32 +110,29 @@ def resolve_model_spec(spec: str, dataset, progress: bool = False, seed: int = 0
     """``spec`` is a checkpoint folder, ``NAME=CKPT`` (checks the checkpoint holds model NAME), or a registered model
     name (fitted here on each job's train split, validation for early stopping). Returns
     ``(label, {job: Surrogate}, fit_info)``."""
-    from .registry import available, create
-    from .train import load_checkpoints
+    from .loading import load
+    from .registry import available
 
-    expect = None
-    path = spec
-    if "=" in spec:
-        expect, path = spec.split("=", 1)
-    p = Path(path)
-    if expect is not None or p.exists() or "/" in path or path.startswith("."):
-        name, models = load_checkpoints(p, dataset, expect_model=expect)
-        if "*" in models:
-            m = models.pop("*")
-            models = {job: clone_model(m) for job in dataset.jobs}
-        missing = [j for j in dataset.jobs if j not in models]
-        if missing:
-            raise SurrogateError(f"{path}: checkpoint has no model for job(s) {missing}")
-        return f"{name}[{p.name}]", models, {}
-    if spec not in available():
+    try:
+        source = load(spec, config, dataset=dataset)
+    except UnknownModelError:
         raise SurrogateError(f"--model {spec!r}: neither a checkpoint folder nor a model name "
-                             f"(available: {', '.join(available())})")
+                             f"(available: {', '.join(available())})") from None
+    if source.is_checkpoint:
+        if "*" in source.trained:  # one independent copy per job
+            models = {job: clone_model(source.trained["*"]) for job in dataset.jobs}
+        else:
+            models = dict(source.trained)
+            missing = [j for j in dataset.jobs if j not in models]
+            if missing:
+                raise SurrogateError(f"{source.path}: checkpoint has no model for job(s) {missing}")
+        return f"{source.name}[{source.path.name}]", models, {}
     import torch
 
     models, info = {}, {}
     for job, series in dataset.jobs.items():
         torch.manual_seed(seed)
-        m = create(spec, **(config or {}))
+        m = source.new()
         t0 = time.perf_counter()
         fi = m.fit(series, series.indices("train"), series.indices("val"), progress=progress, seed=seed) or {}
         fi = dict(fi)

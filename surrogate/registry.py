@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+from .base import UnknownModelError
+
 _REGISTRY: dict[str, type] = {}
 
 #: modules imported lazily the first time a name is looked up
@@ -32,12 +34,10 @@ def available() -> list[str]:
 
 def model_class(name: str) -> type:
     """The registered class of ``name``; :class:`~surrogate.base.SurrogateError` if there is none."""
-    from .base import SurrogateError
-
     if name not in _REGISTRY:
         _load_all()
     if name not in _REGISTRY:
-        raise SurrogateError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
+        raise UnknownModelError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
     return _REGISTRY[name]
 
 

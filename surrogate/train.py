@@ -20,10 +20,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .base import Surrogate, SurrogateError, load_surrogate
+from .base import Surrogate, SurrogateError
 from .graphs import shape_dict
-
-CKPT_FORMAT = "hybridsim-surrogate-checkpoints"
+from .loading import CKPT_FORMAT, load_checkpoints, load_surrogate  # noqa: F401  (re-exported)
 
 
 def fit_loop(module: torch.nn.Module, loss_fn: Callable[[np.ndarray], torch.Tensor], train_items: np.ndarray,
@@ -150,41 +149,3 @@ def _jsonable(o):
     return str(o)
 
 
-def load_checkpoints(path: str | Path, dataset=None, expect_model: str | None = None) -> tuple[str, dict]:
-    """Load a checkpoint folder: either a per-job folder with ``train.json`` or a single model checkpoint
-    (``config.json``, used for every job). Returns ``(model name, {job or "*": Surrogate})``. Checks the
-    topology against ``dataset`` and the model name against ``expect_model``."""
-    path = Path(path)
-    if not path.exists():
-        raise SurrogateError(f"{path}: checkpoint not found")
-    tj = path / "train.json"
-    if tj.is_file():
-        try:
-            meta = json.loads(tj.read_text())
-            name, jobs = meta["model"], dict(meta["jobs"])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise SurrogateError(f"{tj}: corrupt checkpoint index: {exc}") from None
-        if meta.get("format") != CKPT_FORMAT:
-            raise SurrogateError(f"{tj}: not a {CKPT_FORMAT} file")
-        if expect_model and name != expect_model:
-            raise SurrogateError(f"{path}: checkpoint is of model {name!r}, not {expect_model!r}")
-        if dataset is not None and meta.get("topology") != shape_dict(dataset.shape):
-            raise SurrogateError(f"{path}: checkpoint was trained on topology {meta.get('topology')}, the dataset is "
-                                 f"{shape_dict(dataset.shape)}")
-        models = {}
-        for job, sub in jobs.items():
-            m = load_surrogate(path / sub)
-            if m.name != name:
-                raise SurrogateError(f"{path / sub}: holds model {m.name!r}, index says {name!r}")
-            models[job] = m
-        return name, models
-    if (path / "config.json").is_file():
-        m = load_surrogate(path)
-        if expect_model and m.name != expect_model:
-            raise SurrogateError(f"{path}: checkpoint is of model {m.name!r}, not {expect_model!r}")
-        topo = m.config().get("topology")
-        if dataset is not None and topo is not None and topo != shape_dict(dataset.shape):
-            raise SurrogateError(f"{path}: checkpoint was trained on topology {topo}, the dataset is "
-                                 f"{shape_dict(dataset.shape)}")
-        return m.name, {"*": m}
-    raise SurrogateError(f"{path}: not a surrogate checkpoint (no train.json or config.json)")

@@ -12,7 +12,8 @@ from hybridsim.service._common import to_tensor
 from hybridsim.service._gen import common_pb2, surrogate_pb2, surrogate_pb2_grpc
 from hybridsim.service.client import RemoteError, RemoteSurrogate
 from hybridsim.service.surrogate_server import SurrogateServer
-from surrogate.base import Context, Surrogate, SurrogateError, load_surrogate
+from surrogate.base import Context, Surrogate, SurrogateError
+from surrogate.loading import load_surrogate
 from surrogate.registry import create
 
 RNG = np.random.default_rng(7)

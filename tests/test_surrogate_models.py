@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from surrogate.base import Surrogate, SurrogateError, load_surrogate
+from surrogate.base import Surrogate, SurrogateError
+from surrogate.loading import load_surrogate
 from surrogate.dataset import build_dataset
 from surrogate.evaluate import evaluate, format_table, mape, parse_ft, run_online
 from surrogate.models.history import Last

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from surrogate.base import SurrogateError, load_surrogate
+from surrogate.base import SurrogateError
+from surrogate.loading import load_surrogate
 from surrogate.dataset import build_dataset
 from surrogate.evaluate import mape
 from surrogate.models.gcn import GCNEncoder, gcn_norm

@@ -51,16 +51,11 @@ MAX_ITERATION = 2**31 - 1
 
 
 def load_model(spec: str, config: dict | None = None):
-    """A checkpoint folder (``config.json`` [+ ``model.safetensors``]) or a registry name (with ``config``)."""
-    from surrogate.base import load_surrogate
-    from surrogate.registry import create
+    """The one model ``spec`` names (:func:`surrogate.load`: a name, ``name:k=v`` or a single-model checkpoint
+    folder); ``config``: a named model's options."""
+    import surrogate
 
-    p = Path(spec)
-    if p.is_dir():
-        if config:
-            raise ValueError("model config is taken from the checkpoint; do not pass one with a checkpoint folder")
-        return load_surrogate(p)
-    return create(spec, **(config or {}))
+    return surrogate.load(spec, config).new()
 
 
 class RWLock:
