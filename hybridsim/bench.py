@@ -20,6 +20,7 @@ import numpy as np
 
 from .interrupts import failure_reason
 from .records import IterationRecord
+from .report import SWEEPABLE
 from .rundir import RunDir, write_json_atomic
 
 
@@ -82,12 +83,8 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
     }
 
 
-SWEEPABLE = ("periodic", "aligned")
-
-
 def _with_policy(scenario, policy: str, params: dict):
     sc = scenario.model_copy(deep=True)
-    sc._source = scenario._source
     sc.controller.policy = policy
     sc.controller.params = copy.deepcopy(params)
     return sc

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench import SWEEPABLE
+#: policies with an ``ft`` parameter that ``hybridsim bench --sweep-ft`` sweeps (and the report plots as a trade-off)
+SWEEPABLE = ("periodic", "aligned")
 
 
 def _plt():

@@ -182,7 +182,6 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                 if wants_samples and not scenario.sampling.ports:
                     # graph surrogates need the port samples even when the scenario records none
                     run_sc = scenario.model_copy(deep=True)
-                    run_sc._source = scenario._source
                     run_sc.sampling.ports = True
                 backend = make_backend(run_sc, topology, placement, progress)
             on_record = controller.on_record if controller is not None else None

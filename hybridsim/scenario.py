@@ -10,28 +10,21 @@ Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, ValidationError,
+                      field_validator, model_validator)
 
 from . import yamlio
 from .topology import Dragonfly, DragonflyShape, TopologyError
 from .units import Duration, bytes_to_ns
-from .yamlio import YamlInputError, YamlLimits, locate, locate_key
+from .yamlio import Provenance, ScenarioError, YamlInputError, YamlLimits, locate_key  # noqa: F401 (re-exported)
 from .yamlio import where as _where
-
-
-class ScenarioError(ValueError):
-    """A scenario file could not be loaded. ``str()`` is the full human-readable message."""
-
-    def __init__(self, message: str, problems: list[str] | None = None):
-        super().__init__(message)
-        self.problems = problems or [message]
 
 
 class _Model(BaseModel):
@@ -510,11 +503,8 @@ class Scenario(_Model):
     machine: Optional[dict[str, Any]] = None
     limits: Limits = Field(default_factory=Limits)
 
-    # where the file came from (not part of the schema)
-    _source: Optional[Path] = None
-    # the composed YAML tree and the file name errors name (set by parse_scenario)
-    _yaml_root: Optional[Any] = None
-    _filename: Optional[str] = None
+    # where the scenario came from (not part of the schema): see the ``provenance`` property
+    _provenance: Provenance = PrivateAttr(default_factory=Provenance)
 
     @model_validator(mode="after")
     def _check(self) -> "Scenario":
@@ -531,8 +521,17 @@ class Scenario(_Model):
         return self
 
     @property
+    def provenance(self) -> Provenance:
+        """The file, error name and YAML tree this scenario was loaded from (kept by ``model_copy``)."""
+        return self._provenance
+
+    @provenance.setter
+    def provenance(self, value: Provenance) -> None:
+        self._provenance = value
+
+    @property
     def base_dir(self) -> Path:
-        return self._source.parent if self._source is not None else Path.cwd()
+        return self._provenance.base_dir
 
     def resolve(self, path: Path | str) -> Path:
         p = Path(path)
@@ -553,9 +552,7 @@ class Scenario(_Model):
 
     def where(self, loc: tuple) -> str:
         """``file:line:column`` of the field at ``loc`` (as near as the YAML goes), or the file name."""
-        filename = self._filename or (str(self._source) if self._source else "<scenario>")
-        node = locate(self._yaml_root, loc) if self._yaml_root is not None else None
-        return _where(filename, node) if node is not None else filename
+        return self._provenance.where(loc)
 
     def error(self, loc: tuple, message: str) -> "ScenarioError":
         """A :class:`ScenarioError` located at the field ``loc``."""
@@ -563,10 +560,6 @@ class Scenario(_Model):
 
 
 # ---------------------------------------------------------------------------------------------------------- loading
-_node_for = locate          # kept for hybridsim.energy
-_key_node_for = locate_key
-
-
 def _model_at(loc: tuple) -> type[BaseModel] | None:
     """The pydantic model class that owns the field at ``loc`` (for unknown-key suggestions)."""
     model: Any = Scenario
@@ -619,7 +612,7 @@ def format_validation_error(exc: ValidationError, root: yaml.Node | None, filena
         path = ".".join(str(p) for p in loc) or "<top level>"
         etype = err.get("type", "")
         if etype == "extra_forbidden":
-            node = _key_node_for(root, loc)
+            node = locate_key(root, loc)
             model = _model_at(loc)
             valid = _valid_keys(model) if model else []
             close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
@@ -627,7 +620,7 @@ def format_validation_error(exc: ValidationError, root: yaml.Node | None, filena
             msg = f"unknown key {loc[-1]!r}{hint} (valid keys: {', '.join(valid)})" if valid else \
                 f"unknown key {loc[-1]!r}"
         else:
-            node = _node_for(root, loc)
+            node = yamlio.locate(root, loc)
             msg = err.get("msg", "invalid value")
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, "):]
@@ -664,7 +657,7 @@ def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = 
     except ValidationError as exc:
         problems = format_validation_error(exc, root, filename)
         raise ScenarioError("\n".join(problems), problems) from None
-    scenario._yaml_root, scenario._filename = root, filename
+    scenario.provenance = Provenance(filename=filename, root=root)
     problems = [f"{scenario.where(loc)}: {'.'.join(str(p) for p in loc)}: {msg}"
                 for loc, msg in limit_problems(scenario)]
     if problems:
@@ -681,7 +674,7 @@ def load_scenario(path: str | os.PathLike, check_files: bool = True, limits: dic
     except YamlInputError as exc:
         raise ScenarioError(str(exc), exc.problems) from None
     scenario = parse_scenario(text, str(path), limits)
-    scenario._source = path.resolve()
+    scenario.provenance = dataclasses.replace(scenario.provenance, path=path.resolve())
     if check_files:
         check_scenario_files(scenario, str(path))
     return scenario
@@ -692,7 +685,8 @@ def check_scenario_files(scenario: Scenario, filename: str, text: str | None = N
     callers that have it; the tree :func:`parse_scenario` kept is what locates errors.)"""
     from .placement import PlacementError, place_jobs
 
-    scenario._filename = scenario._filename or filename
+    if scenario.provenance.filename is None:
+        scenario.provenance = dataclasses.replace(scenario.provenance, filename=filename)
     try:
         topo = scenario.build_topology()
     except TopologyError as exc:

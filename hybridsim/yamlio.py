@@ -5,7 +5,10 @@ A scenario file is read as UTF-8 of at most :attr:`YamlLimits.max_bytes`, compos
 Python object is built: its alias-expanded size (``&a``/``*a`` chains, the "billion laughs") against
 :attr:`YamlLimits.max_nodes`, recursive aliases, duplicate mapping keys, non-finite floats (``.inf``, ``.nan``,
 ``1e999``) and integers beyond 64 bits. Every error is a :class:`YamlInputError` naming file:line:column and the path
-of the field. :func:`locate` maps a field path (a pydantic error location) back to its node.
+of the field. :func:`locate` maps a field path (a pydantic error location) back to its node; :func:`where` names a
+node's ``file:line:column``; a :class:`Provenance` keeps a loaded document's file and tree so any layer (the scenario,
+the machine model) can locate a field without importing the scenario module. :class:`ScenarioError` is the located
+error every layer raises for bad input (re-exported by :mod:`hybridsim.scenario`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,49 @@ class YamlLimits:
             if cli in overrides:
                 kw[attr] = overrides[cli]
         return YamlLimits(**kw)
+
+
+class ScenarioError(ValueError):
+    """A scenario (or a file it names) could not be loaded. ``str()`` is the full human-readable message;
+    ``problems``: one located line per problem."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a loaded document came from: ``path`` (the resolved file, None for text or a generated scenario),
+    ``filename`` (the name error messages use) and ``root`` (the composed YAML tree, which locates fields). Immutable
+    and shared by copies (``deepcopy`` returns it as is), so a copied scenario keeps its origin without copying it
+    by hand."""
+
+    path: Path | None = None
+    filename: str | None = None
+    root: yaml.Node | None = None
+
+    def __deepcopy__(self, memo):
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.filename or (str(self.path) if self.path is not None else "<scenario>")
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder relative paths in the document are resolved against (the working directory for text)."""
+        return self.path.parent if self.path is not None else Path.cwd()
+
+    def where(self, loc: tuple) -> str:
+        """``file:line:column`` of the field at ``loc`` (as near as the tree goes), or the file name."""
+        node = locate(self.root, loc) if self.root is not None else None
+        return where(self.name, node) if node is not None else self.name
+
+    def where_key(self, loc: tuple) -> str:
+        """Like :meth:`where`, at the key of the field (for unknown or extra keys)."""
+        node = locate_key(self.root, loc) if self.root is not None else None
+        return where(self.name, node) if node is not None else self.name
 
 
 class YamlInputError(ValueError):

@@ -142,7 +142,8 @@ def test_kernel_errors_name_job_kernel_and_line():
     with pytest.raises(MachineError) as ei:
         check_scenario(s)
     probs = ei.value.problems
-    assert ("<scenario>: jobs.0.compute.kernels.1.W (job 'a', kernel 'k2'): Input should be greater than or equal "
+    # a scenario parsed from text keeps its YAML tree (provenance), so the error is located there too
+    assert ("s.yaml:11:25: jobs.0.compute.kernels.1.W (job 'a', kernel 'k2'): Input should be greater than or equal "
             "to 0 (got -1)") in probs
     assert any("kernels.1.flops (job 'a', kernel 'k2'): unknown key 'flops'" in p for p in probs)
 

@@ -26,7 +26,10 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..scenario import ScenarioError, _key_node_for, _node_for
+from .. import yamlio
+from ..yamlio import Provenance, ScenarioError
+from ..yamlio import locate as _node_for
+from ..yamlio import locate_key as _key_node_for
 
 PRECISIONS = ("DP", "SP", "HP")
 Precision = Literal["DP", "SP", "HP"]
@@ -359,13 +362,11 @@ def format_errors(exc: ValidationError, root: yaml.Node | None, filename: str, m
 
 
 def _compose(text: str, filename: str):
+    """``(root node, data)`` of a machine file's text, read with the scenario files' YAML bounds and checks."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
-        raise MachineError(f"{where}: YAML syntax error: {getattr(exc, 'problem', None) or exc}") from None
+        data, root = yamlio.load(text, filename)
+    except yamlio.YamlInputError as exc:
+        raise MachineError(str(exc), exc.problems) from None
     return root, data
 
 
@@ -395,56 +396,51 @@ def load_machine(path: str | Path) -> Machine:
     """Load a machine YAML file. A scenario file with a ``machine:`` section is accepted too."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise MachineError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MachineError(f"{path}: cannot read: {exc}") from None
+        text = yamlio.read_text(path)
+    except yamlio.YamlInputError as exc:
+        raise MachineError(str(exc), exc.problems) from None
     root, data = _compose(text, str(path))
     if isinstance(data, dict) and "jobs" in data and "memory hierarchy" not in data:
-        from ..scenario import load_scenario
-
-        return machine_for_scenario(load_scenario(path, check_files=False), required=True)
+        # a scenario file: its machine: section (a file it names is relative to the scenario)
+        prov = Provenance(path=path.resolve(), filename=str(path), root=root)
+        return machine_from_section(data.get("machine"), prov, required=True)
     if data is None:
         raise MachineError(f"{path}:1:1: empty machine file")
     return validate_machine(data, root, str(path))
 
 
 def _scenario_text(scenario) -> tuple[yaml.Node | None, str]:
-    src = getattr(scenario, "_source", None)
-    if src is None:
-        return None, "<scenario>"
-    try:
-        return yaml.compose(Path(src).read_text(), Loader=yaml.SafeLoader), str(src)
-    except (OSError, yaml.YAMLError):
-        return None, str(src)
+    """The scenario's YAML tree and file name (to locate errors)."""
+    return scenario.provenance.root, scenario.provenance.name
 
 
 def machine_for_scenario(scenario, required: bool = False) -> Machine | None:
     """The :class:`Machine` of a scenario's ``machine:`` section (inline or ``{file: path}``), or ``None``."""
-    sec = scenario.machine
+    return machine_from_section(scenario.machine, scenario.provenance, required)
+
+
+def machine_from_section(sec, prov: Provenance, required: bool = False) -> Machine | None:
+    """The :class:`Machine` of a ``machine:`` section (inline or ``{file: path}`` relative to ``prov.base_dir``) of
+    the document ``prov`` describes, or ``None``."""
     if sec is None:
         if required:
             raise MachineError("the scenario has no machine: section")
         return None
+    root, filename = prov.root, prov.name
+    if not isinstance(sec, dict):
+        return validate_machine(sec, root, filename, prefix=("machine",))
     if "file" in sec:
-        root, filename = _scenario_text(scenario)
         if len(sec) > 1:
             extra = sorted(k for k in sec if k != "file")
-            node = _key_node_for(root, ("machine", extra[0])) if root is not None else None
-            where = f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node else filename
-            raise MachineError(f"{where}: machine: 'file' cannot be combined with other keys ({', '.join(extra)}); "
-                               f"put them in the machine file")
+            raise MachineError(f"{prov.where_key(('machine', extra[0]))}: machine: 'file' cannot be combined with other "
+                               f"keys ({', '.join(extra)}); put them in the machine file")
         f = sec["file"]
         if not isinstance(f, str):
             raise MachineError(f"{filename}: machine.file: expected a path, got {f!r}")
-        path = scenario.resolve(f)
+        path = Path(f) if Path(f).is_absolute() else prov.base_dir / f
         if not path.is_file():
-            node = _node_for(root, ("machine", "file")) if root is not None else None
-            where = f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node else filename
-            raise MachineError(f"{where}: machine.file: machine file not found: {path}")
+            raise MachineError(f"{prov.where(('machine', 'file'))}: machine.file: machine file not found: {path}")
         return load_machine(path)
-    root, filename = _scenario_text(scenario)
     return validate_machine(sec, root, filename, prefix=("machine",))
 
 

@@ -117,7 +117,6 @@ def comm_only_scenario(scenario):
     from ..scenario import Compute
 
     sc = scenario.model_copy(deep=True)
-    sc._source = getattr(scenario, "_source", None)
     for job in sc.jobs:
         job.compute = Compute()
     return sc
@@ -129,7 +128,6 @@ def modelled_compute_scenario(scenario):
     from ..scenario import Compute
 
     sc = scenario.model_copy(deep=True)
-    sc._source = getattr(scenario, "_source", None)
     for j, job in enumerate(sc.jobs):
         job.compute = Compute(delay=compute_phase_ns(scenario, j))
     return sc

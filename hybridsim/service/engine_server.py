@@ -124,7 +124,7 @@ def parse_start(start, filename: str = "<remote scenario>", limits: ScenarioLimi
     except (ValueError, RecursionError) as exc:  # pydantic assignment validation; a shape check_yaml_shape missed
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start: {type(exc).__name__}: {exc}") from None
     check_scenario_limits(scenario, limits)
-    # paths become absolute and ``_source`` stays unset: the server reads no file in base_dir that was not allowed
+    # paths become absolute and ``provenance.path`` stays unset: the server reads no file in base_dir that was not allowed
     confine_scenario(scenario, access, base)
     return scenario
 
