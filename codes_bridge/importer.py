@@ -14,6 +14,7 @@ are trimmed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -118,15 +119,33 @@ class CodesRun:
         """Per-rank (nw-lp) VT samples (struct field names, sorted by (ts, lpid)); read on first use."""
         return self._vt_kind("nwlp")
 
-    def to_simulation_result(self):
-        """The same data as a :class:`hybridsim.backend.SimulationResult` (what a backend returns)."""
+    def to_simulation_result(self, scenario=None, wall_s: float | None = None):
+        """The same data as a :class:`hybridsim.backend.SimulationResult` (what every backend returns) -- the one
+        ``CodesRun`` -> result conversion. With ``scenario``, job names (records and ``job_end``) are the scenario's
+        (CODES numbers jobs by their line in the workload file, which is scenario order); a job id the scenario does
+        not have is a :class:`~codes_bridge.launcher.CodesRunError`. ``wall_s``: the measured wall time of the run
+        (default: ROSS' running time)."""
         from hybridsim.backend import SimulationResult
 
-        return SimulationResult(records=self.records, simulated=self.simulated, ports=self.ports, events=self.events,
-                                end_time=self.end_time, job_end=dict(self.job_end),
-                                wall_s=float(self.ross.get("running_time_s", self.wall_s or 0.0) or 0.0),
+        records, job_end = self.records, dict(self.job_end)
+        if scenario is not None:
+            from .launcher import CodesRunError
+
+            names = [j.name for j in scenario.jobs]
+            bad = [r.job_id for r in records if not 0 <= r.job_id < len(names)]
+            if bad:
+                raise CodesRunError(f"CODES reported job id {bad[0]}, but the scenario has {len(names)} jobs",
+                                    cause="no-output")
+            records = [r if r.job == names[r.job_id] else dataclasses.replace(r, job=names[r.job_id])
+                       for r in records]
+            rename = {c: names[i] for i, c in enumerate(self.job_names) if i < len(names)}
+            job_end = {rename.get(k, k): v for k, v in job_end.items()}
+        if wall_s is None:
+            wall_s = float(self.ross.get("running_time_s", self.wall_s or 0.0) or 0.0)
+        return SimulationResult(records=records, simulated=list(self.simulated), ports=self.ports,
+                                events=self.events, end_time=self.end_time, job_end=job_end, wall_s=wall_s,
                                 partial=self.partial, link_totals=self.link_totals,
-                                stats={"ross": self.ross, "warnings": self.warnings})
+                                stats={"backend": "codes", "ross": self.ross, "warnings": list(self.warnings)})
 
 
 # ------------------------------------------------------------------------------------------------------------ reading

@@ -1,5 +1,9 @@
 """The Backend interface: what the controller loop (``hybridsim.runner``) sees of a simulator.
 
+:class:`Backend` is implemented by the embedded engine (:class:`hybridsim.engine.Engine`), the remote engine
+(:class:`hybridsim.service.remote.RemoteBackend`) and CODES (:class:`codes_bridge.backend.CodesBackend`); each
+declares what it can do (``no_director``, ``streams_samples``, ``reports_job_end``), so the runner has one path.
+
 A backend simulates a scenario and reports, as the simulation runs, :class:`~hybridsim.records.IterationRecord`\\ s
 and :class:`~hybridsim.records.PortSamples` blocks. The embedded engine also takes a :class:`Director` that decides,
 per job and iteration, whether the job is simulated packet by packet (``SIMULATE``) or advanced by predicted
@@ -19,9 +23,10 @@ Switching protocol (DESIGN.md section 3):
 
 from __future__ import annotations
 
+import abc
 import enum
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -33,21 +38,25 @@ class Mode(str, enum.Enum):
     PREDICT = "predict"
 
 
-@runtime_checkable
-class Director(Protocol):
-    keep_background: bool
+class Director(abc.ABC):
+    """Decides, per job and iteration, SIMULATE or PREDICT (see the module docstring). Subclass it; directors that
+    only duck-type ``keep_background``/``mode_for``/``predict`` are accepted by the engine too."""
 
+    #: while a job is predicted, keep its last measured link load as background (see the module docstring)
+    keep_background: bool = False
+    #: whether the backend should stream port samples to the run's ``on_samples`` (graph surrogates need them)
+    wants_samples: bool = False
+
+    @abc.abstractmethod
     def mode_for(self, job_id: int, iteration: int) -> Mode: ...
 
+    @abc.abstractmethod
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Predicted durations (ns, float64, one per rank in ``ranks``) of ``iteration``."""
-        ...
 
 
-class AlwaysSimulate:
+class AlwaysSimulate(Director):
     """The director of a pure simulation."""
-
-    keep_background = False
 
     def mode_for(self, job_id: int, iteration: int) -> Mode:
         return Mode.SIMULATE
@@ -77,6 +86,17 @@ class SimulationResult:
     stats: dict = field(default_factory=dict)
 
 
-class BackendProtocol(Protocol):
+class Backend(abc.ABC):
+    """A simulator the controller loop drives: :meth:`run` simulates the whole scenario once."""
+
+    #: why :meth:`run` cannot take a director (hybrid mode), or None when it can
+    no_director: ClassVar[str | None] = None
+    #: whether :meth:`run` hands port samples to ``on_samples`` while it runs (graph surrogates need them)
+    streams_samples: ClassVar[bool] = True
+    #: whether ``SimulationResult.job_end`` holds completion times the simulator itself reports (CODES prints
+    #: them, also for jobs without iteration marks); otherwise a job completes with its last iteration
+    reports_job_end: ClassVar[bool] = False
+
+    @abc.abstractmethod
     def run(self, director: Director | None = None, on_record: RecordCallback | None = None,
             on_samples: SamplesCallback | None = None) -> SimulationResult: ...

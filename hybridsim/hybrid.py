@@ -52,7 +52,7 @@ from controllers.base import JobView, Policy, PolicyError
 from surrogate.base import Context, Surrogate
 from surrogate.online import JobFeed, OnlineSeries, feed_for, stretch_ids
 
-from .backend import Mode
+from .backend import Director, Mode
 from .records import IterationRecord
 
 
@@ -150,7 +150,7 @@ class JobState:
         return float(np.nanmean(col)) if np.isfinite(col).any() else None
 
 
-class HybridController:
+class HybridController(Director):
     """Director for a hybrid run. ``jobs`` = list of (name, workload kind, n_ranks, n_iterations or None);
     ``surrogate`` = one model per job id (dict) or a single model instance deep-copied per job (a model is fitted
     and tuned on its own job's truth only)."""
@@ -160,7 +160,7 @@ class HybridController:
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True):
         self.policy = policy
-        self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)  # plug-ins may not name it
+        self.policy_name = policy_name or (policy.name if isinstance(policy, Policy) else type(policy).__name__)  # duck-typed plug-ins
         if isinstance(surrogate, dict):
             self.models = dict(surrogate)
         else:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import SimulationResult
+from .backend import Backend, SimulationResult
 from .interrupts import failure_reason
 from .records import IterationRecord
 from .rundir import ITERATIONS, PORTS, SUMMARY, RunDir, describe_scenario, write_description, write_json_atomic
@@ -30,10 +30,6 @@ def default_outdir(scenario, path: str | os.PathLike | None) -> Path:
         return scenario.resolve(scenario.output.dir)
     stem = Path(path).stem if path else (scenario.name or "run")
     return Path("results") / stem
-
-
-#: backends that stream port samples (``run(..., on_samples=...)``) during the run, which graph surrogates need
-SAMPLE_STREAMING_BACKENDS = ("embedded", "remote")
 
 
 def build_controller(scenario, n_iterations: list[int | None] | None = None, placement=None):
@@ -62,7 +58,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
         if n_it is None:
             continue
         model = source.for_job(j.name)
-        if model.needs_graphs and scenario.backend.kind not in SAMPLE_STREAMING_BACKENDS:
+        if model.needs_graphs and not backend_class(scenario.backend.kind).streams_samples:
             raise SurrogateError(f"surrogate.model {spec}: {model.name!r} needs port graphs, which the hybrid loop "
                                  f"builds from the port samples the backend streams during the run; backend "
                                  f"{scenario.backend.kind!r} does not stream them (use backend.kind: embedded, or a "
@@ -103,17 +99,31 @@ def workload_volumes(scenario, job_index: int, n_iterations: int, sample_ranks: 
     return vol / len(ranks)
 
 
-def make_backend(scenario, topology, placement, progress: bool):
-    kind = scenario.backend.kind
+def backend_class(kind: str) -> type[Backend]:
+    """The :class:`~hybridsim.backend.Backend` implementation of ``backend.kind`` (imported on demand)."""
     if kind == "embedded":
         from .engine import Engine
 
-        return Engine(scenario, topology=topology, placement=placement, progress=progress)
+        return Engine
     if kind == "remote":
         from .service.remote import RemoteBackend
 
-        return RemoteBackend(scenario.backend.remote, scenario)
-    raise RunError(f"backend {kind!r} cannot be driven in-process here; use the codes backend through run_codes")
+        return RemoteBackend
+    if kind == "codes":
+        from codes_bridge.backend import CodesBackend
+
+        return CodesBackend
+    raise RunError(f"unknown backend {kind!r}")
+
+
+def make_backend(scenario, topology, placement, progress: bool, run_dir: Path) -> Backend:
+    """The scenario's backend, ready to ``run`` (``run_dir``: where a backend that writes files, CODES, works)."""
+    cls = backend_class(scenario.backend.kind)
+    if scenario.backend.kind == "embedded":
+        return cls(scenario, topology=topology, placement=placement, progress=progress)
+    if scenario.backend.kind == "remote":
+        return cls(scenario.backend.remote, scenario)
+    return cls(scenario, run_dir, progress=progress)
 
 
 def job_summary(scenario, records: list[IterationRecord], job_end: dict[str, float] | None = None) -> dict:
@@ -147,15 +157,17 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                  write_ports: bool | None = None, backend=None) -> tuple[RunDir, SimulationResult, dict]:
     """Run ``scenario`` into ``outdir``. Returns (run dir, backend result, summary dict).
 
-    ``backend`` overrides the scenario's backend with any object that has the engine's ``run`` signature (tests,
-    the remote engine)."""
+    One path for every backend: :func:`make_backend` builds the scenario's :class:`~hybridsim.backend.Backend`
+    (``backend`` overrides it, e.g. tests' stand-ins); its declared abilities decide whether hybrid mode can run
+    (``no_director``) and whose job completion times count (``reports_job_end``)."""
     from .placement import place_jobs
     from .records import write_iterations, write_ports as _write_ports
     from .scenario import scenario_to_dict
 
     if mode not in ("simulate", "hybrid"):
         raise RunError(f"unknown mode {mode!r}")
-    if mode == "hybrid" and controller is None and scenario.backend.kind != "codes":
+    cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
+    if mode == "hybrid" and controller is None and cls.no_director is None:
         from .preflight import check_hybrid
 
         check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
@@ -165,28 +177,21 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
     t0 = time.perf_counter()
     try:
-        if scenario.backend.kind == "codes":
-            if mode == "hybrid":
-                raise RunError("hybrid mode on the CODES backend runs through CODES' own director: start "
-                               "'hybridsim serve --codes-director' and enable CODES' application surrogate "
-                               "(see docs/codes.md)")
-            from codes_bridge.backend import run_codes
-
-            result = run_codes(scenario, rd.path, progress=progress)
-        else:
-            if mode == "hybrid" and controller is None:
-                controller = build_controller(scenario, placement=placement)
-            wants_samples = controller is not None and getattr(controller, "wants_samples", False)
-            if backend is None:
-                run_sc = scenario
-                if wants_samples and not scenario.sampling.ports:
-                    # graph surrogates need the port samples even when the scenario records none
-                    run_sc = scenario.model_copy(deep=True)
-                    run_sc.sampling.ports = True
-                backend = make_backend(run_sc, topology, placement, progress)
-            on_record = controller.on_record if controller is not None else None
-            on_samples = controller.on_samples if wants_samples else None
-            result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
+        if mode == "hybrid" and cls.no_director is not None:
+            raise RunError(cls.no_director)
+        if mode == "hybrid" and controller is None:
+            controller = build_controller(scenario, placement=placement)
+        wants_samples = controller is not None and controller.wants_samples
+        if backend is None:
+            run_sc = scenario
+            if wants_samples and not scenario.sampling.ports:
+                # graph surrogates need the port samples even when the scenario records none
+                run_sc = scenario.model_copy(deep=True)
+                run_sc.sampling.ports = True
+            backend = make_backend(run_sc, topology, placement, progress, rd.path)
+        on_record = controller.on_record if controller is not None else None
+        on_samples = controller.on_samples if wants_samples else None
+        result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
         wall = time.perf_counter() - t0
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
         write_iterations(result.records, rd.file(ITERATIONS), extra=extra)
@@ -201,8 +206,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
             "end_time_ns": result.end_time,
             "events": result.events,
             "wall_s": wall,
-            "jobs": job_summary(scenario, result.records,
-                                job_end=result.job_end if scenario.backend.kind == "codes" else None),
+            "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
             "backend_stats": result.stats,
         }
         if controller is not None:

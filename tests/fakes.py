@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from hybridsim.backend import AlwaysSimulate, Mode, SimulationResult
+from hybridsim.backend import AlwaysSimulate, Backend, Mode, SimulationResult
 from hybridsim.records import IterationRecord
 
 
@@ -17,7 +17,7 @@ def duration(job_id: int, rank: int, it: int, base=(1000.0, 5000.0, 300.0)) -> f
     return base[job_id % len(base)] * (1 + 0.05 * math.sin(it / 3.0)) * (1 + 0.01 * rank)
 
 
-class FakeBackend:
+class FakeBackend(Backend):
     def __init__(self, scenario, events_per_iteration=100, duration_fn=None):
         self.scenario = scenario
         self.duration = duration_fn or duration

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hybridsim.backend import Backend
 from hybridsim.cli import main
 from hybridsim.interrupts import Terminated
 from hybridsim.rundir import RunDir, RunDirError, StagedDir
@@ -140,7 +141,7 @@ def test_force_replaces_a_run_only_when_the_new_one_completes(tmp_path, capsys):
     # a replacement that fails: the completed run stays, the failed attempt is readable beside it
     old_summary = (out / "summary.json").read_text()
 
-    class Boom:
+    class Boom(Backend):
         def run(self, **_kw):
             raise RuntimeError("backend died")
 
@@ -171,7 +172,7 @@ def test_memory_error_in_the_failure_handler_still_marks_failed(tmp_path, monkey
 
     monkeypatch.setattr(rundir, "write_json_atomic", no_memory_for_failures)
 
-    class Boom:
+    class Boom(Backend):
         def run(self, **_kw):
             raise RuntimeError("backend died")
 

@@ -17,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..backend import AlwaysSimulate, Director, Mode, SimulationResult
+from ..backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult
 from ..records import IterationRecord
 from .core import EventLoop, LimitExceeded
 from .mpi import MpiLayer, Rank
@@ -45,7 +45,7 @@ class EngineError(RuntimeError):
     """The scenario cannot be simulated as given (inconsistent workload, no way to end...)."""
 
 
-class Engine:
+class Engine(Backend):
     """Packet-level simulation of ``scenario``.
 
     Args:
@@ -108,7 +108,7 @@ class Engine:
             for local, term in enumerate(pl.tolist()):
                 ranks.append(Rank(len(ranks), j, local, term))
         self.ranks = ranks
-        self.keep_bg = bool(getattr(director, "keep_background", False))
+        self.keep_bg = bool(director.keep_background)
         self.job_bytes = {j: [0] * net.n_ports for j in range(self.n_jobs) if self.keep_bg and not self.is_bg[j]}
         mpi = self.mpi = MpiLayer(net, loop, ranks, self.rng, self.job_bytes)
         mpi.on_iteration_end = self._iteration_end

@@ -36,6 +36,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from ..backend import Director
 from ._common import (DEFAULT_MAX_MESSAGE_BYTES, Access, ServiceError, add_health_and_reflection, bind, server_options,
                       to_tensor)
 from ._gen import engine_pb2, engine_pb2_grpc
@@ -268,7 +269,7 @@ class _Session:
             return ans
 
 
-class _ProxyDirector:
+class _ProxyDirector(Director):
     """The engine's director; every call is answered by the client's director."""
 
     def __init__(self, session: _Session):

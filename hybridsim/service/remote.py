@@ -24,6 +24,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from ..backend import Backend
 from ._common import DEFAULT_MAX_MESSAGE_BYTES, channel_options, from_tensor, parse_address
 from ._gen import engine_pb2, engine_pb2_grpc
 
@@ -76,7 +77,7 @@ def _concat(blocks):
                        np.concatenate([b.values for b in blocks]), b0.meta)
 
 
-class RemoteBackend:
+class RemoteBackend(Backend):
     """The client side of the engine service; see the module docstring."""
 
     def __init__(self, address: str, scenario, *, seed: int | None = None, timeout: float | None = None,
@@ -93,7 +94,7 @@ class RemoteBackend:
 
     def _start(self, director, on_samples):
         start = engine_pb2.Start(scenario_yaml=self.text, base_dir=self.base_dir, director=director is not None,
-                                 keep_background=bool(getattr(director, "keep_background", False)),
+                                 keep_background=bool(director is not None and director.keep_background),
                                  samples=on_samples is not None, record_batch=self.record_batch)
         if self.seed is not None:
             start.has_seed, start.seed = True, int(self.seed)
