@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import os
 import select
@@ -20,17 +19,21 @@ from pathlib import Path
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
-#: modules that contribute subcommands (each defines ``register(subparsers)``); missing modules are skipped
+#: modules that contribute subcommands (each defines ``register(subparsers)``); one that cannot be imported is an
+#: error (:class:`CommandModuleError`), never silently skipped
 COMMAND_MODULES = (
     "hybridsim.cli_run",
     "hybridsim.cli_serve",
     "hybridsim.cli_streams",
     "codes_bridge.cli",
     "surrogate.cli",
-    "controllers.cli",
     "hybridsim.energy.cli",
     "hybridsim.service.cli",
 )
+
+
+class CommandModuleError(RuntimeError):
+    """A module of :data:`COMMAND_MODULES` is missing or fails to import (a broken installation)."""
 
 
 class CliError(Exception):
@@ -142,21 +145,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_topology)
 
     for modname in COMMAND_MODULES:
-        if importlib.util.find_spec(modname.rsplit(".", 1)[0]) is None:
-            continue
         try:
-            spec = importlib.util.find_spec(modname)
-        except ModuleNotFoundError:
-            spec = None
-        if spec is None:
-            continue
-        importlib.import_module(modname).register(sub)
+            module = importlib.import_module(modname)
+        except ImportError as exc:
+            raise CommandModuleError(f"command module {modname} (hybridsim.cli.COMMAND_MODULES) cannot be imported: "
+                                     f"{exc}; reinstall hybridsim") from exc
+        module.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except CommandModuleError as exc:
+        _err(str(exc))
+        return EXIT_FAIL
     args = parser.parse_args(argv)
     from .interrupts import Terminated, terminate_like_ctrl_c
 

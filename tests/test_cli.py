@@ -51,3 +51,25 @@ def test_run_prints_a_summary(tmp_path, capsys):
     assert out[0].startswith(f"{tmp_path / 'r'}: completed (simulate, embedded)")
     assert f"{summary['events']:,} events" in out[0]
     assert out[1].split() == ["a", "completion", f"{summary['jobs']['a']['completion_time_ns'] / 1e6:.3f}", "ms"]
+
+
+def test_a_listed_command_module_that_is_missing_is_an_error(monkeypatch, capsys):
+    import hybridsim.cli as cli
+
+    monkeypatch.setattr(cli, "COMMAND_MODULES", cli.COMMAND_MODULES + ("hybridsim.no_such_cli_module",))
+    assert main(["topology", "--help"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("hybridsim: error: command module hybridsim.no_such_cli_module (hybridsim.cli."
+                          "COMMAND_MODULES) cannot be imported: No module named 'hybridsim.no_such_cli_module'"), err
+
+
+def test_every_listed_command_module_registers_a_command():
+    import argparse
+    import importlib
+
+    from hybridsim.cli import COMMAND_MODULES
+
+    for modname in COMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(modname).register(sub)
+        assert sub.choices, modname

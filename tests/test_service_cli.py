@@ -1,4 +1,4 @@
-"""``hybridsim grpc-serve``: real processes on 127.0.0.1 with ephemeral ports, stopped by SIGTERM."""
+"""``hybridsim grpc-serve`` (the deprecated alias of ``serve --grpc/--engine``): real processes on 127.0.0.1 with ephemeral ports, stopped by SIGTERM."""
 
 import io
 import os
@@ -48,6 +48,10 @@ jobs: [{name: a, ranks: 4, iterations: 2, workload: {kind: allreduce}}]
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
         assert "stopped (signal 15)" in err
+        # the deprecated alias says so once, on stderr
+        assert [line for line in err.splitlines() if "deprecated" in line] == [
+            "hybridsim: warning: 'grpc-serve' is deprecated; use 'hybridsim serve --grpc [HOST:PORT] --model "
+            "NAME|CKPT' and/or 'hybridsim serve --engine [HOST:PORT]'"], err
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,7 +1,10 @@
-"""``hybridsim grpc-serve``: the gRPC surrogate service and/or the remote engine service.
+"""The gRPC surrogate service and/or the remote engine service, served by ``hybridsim serve --grpc/--engine``.
 
-    hybridsim grpc-serve --surrogate 127.0.0.1:50051 --model ridge            # or --model path/to/checkpoint
-    hybridsim grpc-serve --engine 127.0.0.1:50052
+    hybridsim serve --grpc 127.0.0.1:50051 --model ridge            # or --model path/to/checkpoint
+    hybridsim serve --engine 127.0.0.1:50052
+
+``hybridsim grpc-serve`` (``--surrogate`` instead of ``--grpc``, ``--model-config JSON``) is a deprecated alias that
+prints one warning line on stderr and runs the same code.
 
 Both listen on loopback unless a host is given (``--surrogate 0.0.0.0:50051`` to serve the network), print one
 ``listening`` line per service on stdout (port 0 = ephemeral; the line has the real port) and stop cleanly on SIGTERM
@@ -191,10 +194,17 @@ def cmd_grpc_serve(args) -> int:
     return _serve(servers, args)
 
 
+DEPRECATED = ("hybridsim: warning: 'grpc-serve' is deprecated; use 'hybridsim serve --grpc [HOST:PORT] --model "
+              "NAME|CKPT' and/or 'hybridsim serve --engine [HOST:PORT]'")
+
+
+def cmd_grpc_serve_deprecated(args) -> int:
+    print(DEPRECATED, file=sys.stderr, flush=True)
+    return cmd_grpc_serve(args)
+
+
 def register(sub) -> None:
-    if "grpc-serve" in sub.choices:
-        return
-    p = sub.add_parser("grpc-serve", help="serve a surrogate and/or the embedded engine over gRPC",
-                       description=__doc__.split("\n\n")[0])
+    p = sub.add_parser("grpc-serve", help="deprecated alias of 'serve --grpc/--engine'",
+                       description="Deprecated alias of 'hybridsim serve --grpc/--engine' (--surrogate is --grpc).")
     add_serve_options(p)
-    p.set_defaults(func=cmd_grpc_serve)
+    p.set_defaults(func=cmd_grpc_serve_deprecated)

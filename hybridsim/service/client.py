@@ -68,7 +68,7 @@ def _call(fn, request, timeout, retries: int = 0):
 
 @register
 class RemoteSurrogate(Surrogate):
-    """A surrogate served by ``hybridsim grpc-serve --surrogate ADDRESS``. Registered as ``remote`` (config
+    """A surrogate served by ``hybridsim serve --grpc ADDRESS``. Registered as ``remote`` (config
     ``{"address": "HOST:PORT"}``) once ``hybridsim.service.client`` is imported."""
 
     name = "remote"
