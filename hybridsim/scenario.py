@@ -634,12 +634,14 @@ def format_validation_error(exc: ValidationError, root: yaml.Node | None, filena
     return problems
 
 
-def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = None) -> Scenario:
+def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = None,
+                   yaml_limits: YamlLimits | None = None) -> Scenario:
     """Parse and validate scenario YAML text, then check it against its limits (``limits``: ``--limit`` overrides,
-    which win over the file's ``limits:`` section). Raises :class:`ScenarioError`."""
+    which win over the file's ``limits:`` section; ``yaml_limits``: bounds on the text, default
+    :class:`~hybridsim.yamlio.YamlLimits`, e.g. a server's own). Raises :class:`ScenarioError`."""
     limits = limits or {}
     try:
-        data, root = yamlio.load(text, filename, YamlLimits().updated(limits))
+        data, root = yamlio.load(text, filename, (yaml_limits or YamlLimits()).updated(limits))
     except YamlInputError as exc:
         raise ScenarioError(str(exc), exc.problems) from None
     if data is None:

@@ -1,4 +1,6 @@
-"""Bounded, strict YAML reading for scenario files.
+"""Bounded, strict YAML reading for scenario files -- the one home of these checks, for files (``hybridsim run``,
+machine files) and for text a client sends (the remote engine service passes its operator limits as a
+:class:`YamlLimits` whose ``knobs`` name its own flags).
 
 A scenario file is read as UTF-8 of at most :attr:`YamlLimits.max_bytes`, composed with a depth bound
 (:attr:`YamlLimits.max_depth`; PyYAML's composer recurses once per level) and then checked as a node tree before any
@@ -14,7 +16,7 @@ error every layer raises for bad input (re-exported by :mod:`hybridsim.scenario`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import yaml
@@ -25,14 +27,21 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _INT64 = 2**63
 
 
+#: how messages name each bound for ``hybridsim run/validate`` (``--limit``)
+_CLI_KNOBS = {"max_bytes": "limit yaml_bytes; raise it with --limit yaml_bytes=N", "max_depth": "limit yaml_depth",
+              "max_nodes": "limit yaml_nodes"}
+
+
 @dataclass(frozen=True)
 class YamlLimits:
     """Bounds on the YAML text itself (the scenario cannot raise these: they apply before it is read; use
-    ``--limit yaml_bytes=...`` and friends)."""
+    ``--limit yaml_bytes=...`` and friends). ``knobs``: how an error message names each bound and its setting (a
+    server passes its own flags)."""
 
     max_bytes: int = 4 * 2**20
     max_depth: int = 64
     max_nodes: int = 1_000_000
+    knobs: dict = field(default_factory=lambda: dict(_CLI_KNOBS), compare=False)
 
     #: ``--limit`` names of the fields
     CLI_NAMES = {"yaml_bytes": "max_bytes", "yaml_depth": "max_depth", "yaml_nodes": "max_nodes"}
@@ -43,6 +52,9 @@ class YamlLimits:
             if cli in overrides:
                 kw[attr] = overrides[cli]
         return YamlLimits(**kw)
+
+    def knob(self, attr: str) -> str:
+        return self.knobs.get(attr) or _CLI_KNOBS[attr]
 
 
 class ScenarioError(ValueError):
@@ -113,8 +125,7 @@ def read_text(path: str | Path, limits: YamlLimits = YamlLimits()) -> str:
     except OSError as exc:
         raise YamlInputError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
     if len(data) > limits.max_bytes:
-        raise YamlInputError([f"{path}: file is larger than {limits.max_bytes} bytes (limit yaml_bytes; raise it "
-                              f"with --limit yaml_bytes=N)"])
+        raise YamlInputError([f"{path}: file is larger than {limits.max_bytes} bytes ({limits.knob('max_bytes')})"])
     return decode_utf8(data, str(path))
 
 
@@ -152,6 +163,10 @@ class _TooDeep(Exception):
 
 def load(text: str, filename: str, limits: YamlLimits = YamlLimits()):
     """Compose, check and construct ``text``. Returns ``(data, root node)`` (both ``None`` for an empty file)."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.max_bytes:
+        raise YamlInputError([f"{filename}: {size} bytes of YAML text is more than {limits.max_bytes} bytes "
+                              f"({limits.knob('max_bytes')})"])
     try:
         loader = _Loader(text, limits.max_depth)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most control characters)
@@ -164,7 +179,7 @@ def load(text: str, filename: str, limits: YamlLimits = YamlLimits()):
             root = loader.get_single_node()
         except _TooDeep as exc:
             raise YamlInputError([f"{where(filename, exc.mark)}: YAML nested deeper than {limits.max_depth} levels "
-                                  "(limit yaml_depth)"]) from None
+                                  f"({limits.knob('max_depth')})"]) from None
         except yaml.YAMLError as exc:
             raise YamlInputError([_yaml_error(exc, filename)]) from None
         if root is None:
@@ -221,8 +236,8 @@ def check_tree(root: yaml.Node, filename: str, limits: YamlLimits, loader: yaml.
             size[nid] = n
             if n > limits.max_nodes:
                 raise YamlInputError(problems + [
-                    f"{where(filename, node)}: {_fmt_path(path)}: YAML expands to more than {limits.max_nodes} nodes "
-                    "through aliases (limit yaml_nodes)"])
+                    f"{where(filename, node)}: {_fmt_path(path)}: YAML has more than {limits.max_nodes} nodes once "
+                    f"aliases are expanded ({limits.knob('max_nodes')})"])
             continue
         if nid in size:
             continue

@@ -213,11 +213,27 @@ def test_open_job_ranks_over_the_limit(served):
 def test_deep_yaml_and_alias_bomb_are_invalid_argument(served):
     t0 = time.monotonic()
     code, msg, _ = run(served.e, "jobs: " + "[" * 20_000 + "]" * 20_000 + "\n")
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "nested more than 64 levels" in msg
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "nested deeper than 64 levels" in msg
     bomb = "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}' if i else '1'] * 10)}]\n" for i in range(7))
     code, msg, _ = run(served.e, TOPO + JOB + bomb)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "aliases are expanded" in msg
     assert time.monotonic() - t0 < 10
+
+
+def test_operator_yaml_bounds_are_checked_by_yamlio_with_the_servers_flags():
+    from hybridsim.scenario import ScenarioError, parse_scenario
+    from hybridsim.service.limits import ScenarioLimits
+    from hybridsim.service.scenario_guard import yaml_limits
+
+    yl = yaml_limits(ScenarioLimits(max_scenario_bytes=300, max_yaml_depth=3, max_yaml_nodes=40))
+    with pytest.raises(ScenarioError, match=r"^<t>: 301 bytes of YAML text is more than 300 bytes \(this server's "
+                                            r"limit; --max-scenario-kb\)$"):
+        parse_scenario("#" * 300 + "\n", "<t>", yaml_limits=yl)
+    with pytest.raises(ScenarioError, match=r"^<t>:1:\d+: YAML nested deeper than 3 levels \(this server's limit\)$"):
+        parse_scenario("jobs: [[[[1]]]]\n", "<t>", yaml_limits=yl)
+    # b alone expands to 1 + 10 x (1 + 3) = 41 nodes > 40
+    with pytest.raises(ScenarioError, match=r"more than 40 nodes once aliases are expanded \(this server's limit\)"):
+        parse_scenario("a: &x [1, 2, 3]\nb: [" + ", ".join(["*x"] * 10) + "]\n", "<t>", yaml_limits=yl)
 
 
 #: a client's scenario raising its own limits (hybridsim.scenario.Limits) past the server's

@@ -41,7 +41,7 @@ from ._common import (DEFAULT_MAX_MESSAGE_BYTES, Access, ServiceError, add_healt
                       to_tensor)
 from ._gen import engine_pb2, engine_pb2_grpc
 from .limits import ScenarioLimits
-from .scenario_guard import check_scenario_limits, check_yaml_shape, confine_scenario
+from .scenario_guard import check_scenario_limits, confine_scenario, yaml_limits
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +115,13 @@ def parse_start(start, filename: str = "<remote scenario>", limits: ScenarioLimi
         base = Path(start.base_dir)
         if not base.is_absolute():
             raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "start.base_dir: must be an absolute path")
-    check_yaml_shape(start.scenario_yaml, limits)
     try:
-        scenario = parse_scenario(start.scenario_yaml, filename)
+        scenario = parse_scenario(start.scenario_yaml, filename, yaml_limits=yaml_limits(limits))
         if start.has_seed:
             scenario.seed = int(start.seed)
     except ScenarioError as exc:
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start.scenario_yaml: {exc}") from None
-    except (ValueError, RecursionError) as exc:  # pydantic assignment validation; a shape check_yaml_shape missed
+    except (ValueError, RecursionError) as exc:  # pydantic assignment validation
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"start: {type(exc).__name__}: {exc}") from None
     check_scenario_limits(scenario, limits)
     # paths become absolute and ``provenance.path`` stays unset: the server reads no file in base_dir that was not allowed

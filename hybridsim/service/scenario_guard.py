@@ -1,55 +1,29 @@
-"""What the remote engine checks in a client's scenario before it builds anything: the text's size and YAML shape,
-the run's size (ranks, terminals, ports, iterations, events), and the modules and files it names.
+"""What the remote engine checks in a client's scenario before it builds anything: the text's size and YAML shape
+(through :mod:`hybridsim.yamlio` with the operator's bounds, :func:`yaml_limits`), the run's size (ranks, terminals,
+ports, iterations, events), and the modules and files it names.
 
-The checks are plain functions of the scenario text / :class:`~hybridsim.scenario.Scenario` so scenario loading can
-reuse them; each raises :class:`~hybridsim.service._common.ServiceError` naming the field and the serve flag.
+The checks are plain functions of the :class:`~hybridsim.scenario.Scenario`; each raises
+:class:`~hybridsim.service._common.ServiceError` naming the field and the serve flag.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from ._common import Access, invalid, over_limit
 from .limits import ScenarioLimits
 
 
-_OPEN = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
-         yaml.FlowSequenceStartToken)
-_CLOSE = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+def yaml_limits(limits: ScenarioLimits):
+    """The operator's bounds on a client's scenario text as :class:`hybridsim.yamlio.YamlLimits` (one home for the
+    size / depth / alias-expansion checks, shared with scenario files), messages naming this server's flags."""
+    from hybridsim.yamlio import YamlLimits
 
-
-def check_yaml_shape(text: str, limits: ScenarioLimits, field: str = "start.scenario_yaml") -> None:
-    """Refuse text that is too long, nested too deep or expands (aliases) to too many nodes. Token scan and node
-    count are iterative and stop at the limit, so this costs O(len(text)) whatever the text."""
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > limits.max_scenario_bytes:
-        raise over_limit(field, f"{size} bytes", f"{limits.max_scenario_bytes} bytes", "--max-scenario-kb")
-    depth = 0
-    try:
-        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
-            if isinstance(tok, _OPEN):
-                depth += 1
-                if depth > limits.max_yaml_depth:
-                    line = tok.start_mark.line + 1
-                    raise invalid(field, f"line {line}: nested more than {limits.max_yaml_depth} levels deep")
-            elif isinstance(tok, _CLOSE):
-                depth -= 1
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return      # parse_scenario reports syntax errors with their location
-    count, stack = 0, [root] if root is not None else []
-    while stack:
-        node = stack.pop()
-        count += 1
-        if count > limits.max_yaml_nodes:
-            raise invalid(field, f"more than {limits.max_yaml_nodes} YAML values once aliases are expanded")
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                stack += (k, v)
-        elif isinstance(node, yaml.SequenceNode):
-            stack += node.value
+    return YamlLimits(max_bytes=limits.max_scenario_bytes, max_depth=limits.max_yaml_depth,
+                      max_nodes=limits.max_yaml_nodes,
+                      knobs={"max_bytes": "this server's limit; --max-scenario-kb",
+                             "max_depth": "this server's limit",
+                             "max_nodes": "this server's limit"})
 
 
 def check_scenario_limits(scenario, limits: ScenarioLimits, field: str = "start.scenario_yaml") -> None:
