@@ -562,14 +562,14 @@ class Scenario(_Model):
 # ---------------------------------------------------------------------------------------------------------- loading
 def _model_at(loc: tuple) -> type[BaseModel] | None:
     """The pydantic model class that owns the field at ``loc`` (for unknown-key suggestions)."""
-    model: Any = Scenario
+    owner: Any = Scenario
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        if model is None or not hasattr(model, "model_fields"):
+        if not _is_model(owner):
             return None
         fld = None
-        for name, f in model.model_fields.items():
+        for name, f in owner.model_fields.items():
             if name == part or f.alias == part:
                 fld = f
                 break
@@ -579,13 +579,17 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
                          AllreduceWorkload, CustomWorkload):
                 kinds = cand.model_fields["kind"].annotation.__args__  # type: ignore[union-attr]
                 if part in kinds:
-                    model = cand
+                    owner = cand
                     break
             else:
                 return None
             continue
-        model = _unwrap_model(fld.annotation)
-    return model if hasattr(model, "model_fields") else None
+        owner = _unwrap_model(fld.annotation)
+    return owner if _is_model(owner) else None
+
+
+def _is_model(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, BaseModel)
 
 
 def _unwrap_model(annotation: Any) -> Any:
@@ -596,7 +600,7 @@ def _unwrap_model(annotation: Any) -> Any:
         return annotation
     for arg in typing.get_args(annotation):
         inner = _unwrap_model(arg)
-        if hasattr(inner, "model_fields"):
+        if _is_model(inner):
             return inner
     return None
 
