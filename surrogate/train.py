@@ -100,9 +100,14 @@ def evaluate_loss(module: torch.nn.Module, loss_fn, items: np.ndarray, batch_siz
 def train_dataset(dataset, model: str, out: str | Path | None = None, *, jobs: list[str] | None = None,
                   config: dict | None = None, progress: bool = False, seed: int = 0) -> dict:
     """Fit one ``model`` per job of ``dataset`` on its train split (validation split for early stopping); with
-    ``out`` save the checkpoints (see module docstring). Returns ``{job: Surrogate}`` and the fit info in
+    ``out`` save the checkpoints (see module docstring). ``model``: a name, with options as :func:`surrogate.load`
+    reads them (``lstm:hidden=32``; ``config`` wins). Returns ``{job: Surrogate}`` and the fit info in
     ``result["info"]``."""
+    from .loading import split_spec
     from .registry import create
+
+    model, options = split_spec(model)
+    config = {**options, **(config or {})}
 
     names = list(jobs) if jobs else list(dataset.jobs)
     models: dict[str, Surrogate] = {}
@@ -110,7 +115,7 @@ def train_dataset(dataset, model: str, out: str | Path | None = None, *, jobs: l
     for name in names:
         series = dataset[name]
         torch.manual_seed(seed)
-        m = create(model, **(config or {}))
+        m = create(model, **config)
         t0 = time.perf_counter()
         fi = m.fit(series, series.indices("train"), series.indices("val"), progress=progress, seed=seed) or {}
         fi = dict(fi)
