@@ -469,7 +469,7 @@ class JobDescription:
         iterations:  iterations the job was set to run (``None``: background traffic, or unknown)
         terminals:   terminal id of rank 0, 1, ... (``None``: unknown)
         volumes:     bytes sent per iteration from the workload definition, mean over up to four evenly spread
-                     ranks (:func:`hybridsim.runner.workload_volumes`), one per iteration (``None``: unknown)
+                     ranks (:func:`hybridsim.workloads.workload_volumes`), one per iteration (``None``: unknown)
     """
 
     name: str
@@ -598,7 +598,7 @@ def describe_scenario(scenario, placement=None, ports=None) -> RunDescription:
     """The description of a run of ``scenario`` (a :class:`hybridsim.scenario.Scenario`): ``placement`` the per-job
     terminal arrays it ran with (default ``place_jobs``), ``ports`` the :class:`hybridsim.records.PortSamples` it
     wrote (``None``: none)."""
-    from .runner import workload_volumes
+    from .workloads import workload_volumes
 
     if placement is None:
         from .placement import place_jobs

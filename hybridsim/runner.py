@@ -19,6 +19,7 @@ from .backend import Backend, SimulationResult
 from .interrupts import failure_reason
 from .records import IterationRecord
 from .rundir import ITERATIONS, PORTS, SUMMARY, RunDir, describe_scenario, write_description, write_json_atomic
+from .workloads import workload_volumes  # noqa: F401  (re-exported; its home is hybridsim.workloads)
 
 
 class RunError(RuntimeError):
@@ -82,21 +83,6 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
                             lookback=sec.lookback, tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
                             sync=scenario.controller.sync, volumes=volumes, graphs=graphs)
-
-
-def workload_volumes(scenario, job_index: int, n_iterations: int, sample_ranks: int = 4) -> np.ndarray:
-    """Bytes sent per iteration (mean over up to ``sample_ranks`` evenly spread ranks) from the job's workload
-    definition -- known before anything is simulated."""
-    from .workloads import ISEND, SEND, build_workload
-
-    job = scenario.jobs[job_index]
-    wl = build_workload(job, job_index, scenario.seed, scenario=scenario)
-    ranks = np.unique(np.linspace(0, job.ranks - 1, min(sample_ranks, job.ranks)).astype(int))
-    vol = np.zeros(n_iterations)
-    for it in range(n_iterations):
-        for r in ranks:
-            vol[it] += sum(op[2] for op in wl.ops(int(r), it) if op[0] in (ISEND, SEND))
-    return vol / len(ranks)
 
 
 def backend_class(kind: str) -> type[Backend]:

@@ -199,3 +199,18 @@ def from_codes_json(path) -> tuple[str, dict[str, Any], Optional[int]]:
                       cpu_freq=get("cpu_freq"), iterations_per_sync=get("iterations_per_sync", 1, int))
         return "nearest_neighbor", params, get("iteration_cnt", 1, int)
     raise WorkloadError(f"{path}: app {app!r} is not supported (milc, lammps, nearest_neighbor)")
+
+
+def workload_volumes(scenario, job_index: int, n_iterations: int, sample_ranks: int = 4) -> np.ndarray:
+    """Bytes sent per iteration (mean over up to ``sample_ranks`` evenly spread ranks) from the job's workload
+    definition -- known before anything is simulated."""
+    import numpy as np
+
+    job = scenario.jobs[job_index]
+    wl = build_workload(job, job_index, scenario.seed, scenario=scenario)
+    ranks = np.unique(np.linspace(0, job.ranks - 1, min(sample_ranks, job.ranks)).astype(int))
+    vol = np.zeros(n_iterations)
+    for it in range(n_iterations):
+        for r in ranks:
+            vol[it] += sum(op[2] for op in wl.ops(int(r), it) if op[0] in (ISEND, SEND))
+    return vol / len(ranks)
