@@ -35,8 +35,9 @@ def default_outdir(scenario, path: str | os.PathLike | None) -> Path:
 
 def build_controller(scenario, n_iterations: list[int | None] | None = None, placement=None):
     """The :class:`HybridController` of a scenario's ``surrogate`` and ``controller`` sections. Every job gets its
-    own model instance (fitted and tuned on that job only): a registered name is instantiated per job; a checkpoint
-    folder of ``hybridsim train`` gives each job its trained model (a single-model checkpoint is copied per job).
+    own model instance (fitted and tuned on that job only) from :func:`surrogate.load`: a registered name is
+    instantiated per job; a checkpoint folder of ``hybridsim train`` gives each job its trained model (a single-model
+    checkpoint is copied per job).
 
     Graph models (``needs_graphs``: smart, smart-nollm, dcrnn) get an :class:`~surrogate.online_graphs.OnlineGraphs`
     fed by the backend's port samples (``placement``: the run's per-job terminal arrays, default
@@ -44,14 +45,16 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     import surrogate
     from controllers import load_policy
     from surrogate.base import SurrogateError
+    from surrogate.loading import is_checkpoint_spec
 
     from .hybrid import HybridController
 
     sec = scenario.surrogate
     spec = sec.model
     policy = load_policy(scenario.controller.policy, scenario.controller.params, (scenario.base_dir,))
-    source = surrogate.load(spec, None if surrogate.loading.is_checkpoint_spec(spec, scenario.base_dir) else sec.config,
-                            base_dir=scenario.base_dir)
+    # surrogate.config configures a named model; a checkpoint's own config.json holds its options
+    config = {} if is_checkpoint_spec(spec, scenario.base_dir) else sec.config
+    source = surrogate.load(spec, config, base_dir=scenario.base_dir)
     jobs, volumes, models = [], {}, {}
     for i, j in enumerate(scenario.jobs):
         n_it = None if j.is_background else (n_iterations[i] if n_iterations else j.iterations)
