@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 
