@@ -1,4 +1,8 @@
-"""Name -> surrogate class. Models register themselves with :func:`register`; ``create(name, **config)``."""
+"""Name -> surrogate class. Models register themselves with :func:`register`; ``create(name, **config)``.
+
+Built-in models live in :data:`_MODEL_MODULES`; any installed package adds its own through the entry-point group
+``hybridsim.surrogates`` (``name = "module:Class"``), as hybridsim's gRPC client registers ``remote``: the surrogate
+package names no module of the layers that use it."""
 
 from __future__ import annotations
 
@@ -10,7 +14,10 @@ _REGISTRY: dict[str, type] = {}
 
 #: modules imported lazily the first time a name is looked up
 _MODEL_MODULES = ("surrogate.models.history", "surrogate.models.lstm", "surrogate.models.dcrnn",
-                  "surrogate.models.smart", "hybridsim.service.client")
+                  "surrogate.models.smart")
+
+#: entry-point group of surrogate plug-ins (pyproject ``[project.entry-points."hybridsim.surrogates"]``)
+ENTRY_POINT_GROUP = "hybridsim.surrogates"
 
 
 def register(cls):
@@ -20,11 +27,12 @@ def register(cls):
 
 def _load_all() -> None:
     for mod in _MODEL_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
+        importlib.import_module(mod)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in _REGISTRY:
+            register(ep.load())
 
 
 def available() -> list[str]:

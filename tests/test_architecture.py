@@ -160,8 +160,6 @@ def test_surrogate_imports_no_producer_code():
     assert bad == []
 
 
-@pytest.mark.xfail(strict=True, reason="surrogate/registry.py imports hybridsim.service.client by name so the 'remote' "
-                                       "model registers; follow-up: register it from the service side (entry point)")
 def test_surrogate_names_no_producer_module_either():
     """Modules imported by name (importlib) count too."""
     bad = []
@@ -221,3 +219,14 @@ def test_no_getattr_hasattr_probes_on_models_or_controllers():
 def test_the_probe_check_would_catch_the_old_runner_probe():
     call = ast.parse('getattr(controller, "wants_samples", False)').body[0].value
     assert PROBED.fullmatch(ast.unparse(call.args[0]))
+
+
+def test_remote_model_registers_through_the_entry_point():
+    """The gRPC client's ``remote`` model reaches the registry through the ``hybridsim.surrogates`` entry point."""
+    from importlib.metadata import entry_points
+
+    from surrogate.registry import ENTRY_POINT_GROUP, model_class
+
+    eps = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    assert eps.get("remote") == "hybridsim.service.client:RemoteSurrogate"
+    assert model_class("remote").__module__ == "hybridsim.service.client"
