@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# Build CODES (with SWM online workloads and the ZeroMQ director client) on ROSS into one prefix, at pinned commits.
+#
+#   scripts/build-codes.sh --prefix /opt/codes [--jobs N]
+#   scripts/build-codes.sh --prefix /opt/codes --ross-src DIR --codes-src DIR --swm-src DIR --argobots-src DIR
+#
+# Without a --*-src option the component is cloned from its public git repository and checked out at the pinned
+# commit (under <prefix>/src). A --*-src folder is used as it is (never modified: it is copied for the autotools
+# builds); its git commit, when it has one, is recorded and a difference from the pin is reported.
+# Re-runs are incremental: a component whose source, commit and options did not change is not rebuilt (--force
+# rebuilds everything). The last line printed is the folder to put in a scenario as backend.codes.bin_dir.
+set -euo pipefail
+
+# Pinned versions (the ones hybridsim's CODES bridge was checked against). Override with the environment variables.
+CODES_REPO=${CODES_REPO:-https://github.com/codes-org/codes.git}
+CODES_COMMIT=${CODES_COMMIT:-a5958cfaee6dcc73a98d084005e3412da773fb35}
+ROSS_REPO=${ROSS_REPO:-https://github.com/ROSS-org/ROSS.git}
+ROSS_COMMIT=${ROSS_COMMIT:-dc3a6a056cfc7a5e68f7141f88d8833407599ef8}
+SWM_REPO=${SWM_REPO:-https://github.com/codes-org/SWM-workloads.git}
+SWM_COMMIT=${SWM_COMMIT:-0e7f4eca97303bc38e9d509817933a8b51e6a005}
+ARGOBOTS_REPO=${ARGOBOTS_REPO:-https://github.com/pmodels/argobots.git}
+ARGOBOTS_COMMIT=${ARGOBOTS_COMMIT:-bffdf56916879f9321a1d7983fa486736cd1d722}
+
+# Debian/Ubuntu packages the build needs: package name -> a file or command that proves it is installed.
+DEB_PACKAGES=(build-essential ca-certificates cmake git autoconf automake libtool pkg-config bison flex
+              libopenmpi-dev openmpi-bin libzmq3-dev cppzmq-dev rapidjson-dev libboost-dev zlib1g-dev)
+
+usage() {
+    cat <<'EOF'
+usage: scripts/build-codes.sh [options]
+
+  --prefix DIR         install prefix (default: ./codes-prefix); CODES' executables land in DIR/bin
+  --jobs N             parallel make jobs (default: number of cores)
+  --codes-src DIR      use this CODES source folder instead of cloning (likewise --ross-src, --swm-src,
+  --ross-src DIR         --argobots-src)
+  --swm-src DIR
+  --argobots-src DIR
+  --src-dir DIR        where clones go (default: PREFIX/src)
+  --build-type TYPE    CMake build type of ROSS and CODES (default: Release)
+  --no-deps            do not install Debian packages (only check for them)
+  --force              rebuild every component even if it is up to date
+  -h, --help           this help
+
+Pinned commits (override with CODES_COMMIT, ROSS_COMMIT, SWM_COMMIT, ARGOBOTS_COMMIT; repositories with
+CODES_REPO, ROSS_REPO, SWM_REPO, ARGOBOTS_REPO):
+EOF
+    printf '  codes    %s\n  ROSS     %s\n  SWM      %s\n  argobots %s\n' \
+        "$CODES_COMMIT" "$ROSS_COMMIT" "$SWM_COMMIT" "$ARGOBOTS_COMMIT"
+}
+
+say() { printf '[build-codes] %s\n' "$*" >&2; }
+die() { printf '[build-codes] error: %s\n' "$1" >&2; exit "${2:-1}"; }
+
+PREFIX=./codes-prefix
+JOBS=$(nproc 2>/dev/null || echo 2)
+SRC_DIR=
+BUILD_TYPE=Release
+INSTALL_DEPS=1
+FORCE=0
+declare -A LOCAL_SRC=([codes]= [ross]= [swm]= [argobots]=)
+
+need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)" 2; }
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --prefix) need_arg "$@"; PREFIX=$2; shift 2 ;;
+        --jobs|-j) need_arg "$@"; JOBS=$2; shift 2 ;;
+        --codes-src) need_arg "$@"; LOCAL_SRC[codes]=$2; shift 2 ;;
+        --ross-src) need_arg "$@"; LOCAL_SRC[ross]=$2; shift 2 ;;
+        --swm-src) need_arg "$@"; LOCAL_SRC[swm]=$2; shift 2 ;;
+        --argobots-src) need_arg "$@"; LOCAL_SRC[argobots]=$2; shift 2 ;;
+        --src-dir) need_arg "$@"; SRC_DIR=$2; shift 2 ;;
+        --build-type) need_arg "$@"; BUILD_TYPE=$2; shift 2 ;;
+        --no-deps) INSTALL_DEPS=0; shift ;;
+        --force) FORCE=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown option: $1" 2 ;;
+    esac
+done
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive integer, got '$JOBS'" 2
+
+mkdir -p "$PREFIX"
+PREFIX=$(cd "$PREFIX" && pwd)
+SRC_DIR=${SRC_DIR:-$PREFIX/src}
+BUILD_DIR=$PREFIX/build
+STAMP_DIR=$PREFIX/.build-stamps
+mkdir -p "$SRC_DIR" "$BUILD_DIR" "$STAMP_DIR"
+for name in "${!LOCAL_SRC[@]}"; do
+    if [[ -n "${LOCAL_SRC[$name]}" ]]; then
+        [[ -d "${LOCAL_SRC[$name]}" ]] || die "--$name-src: no such folder: ${LOCAL_SRC[$name]}" 2
+        LOCAL_SRC[$name]=$(cd "${LOCAL_SRC[$name]}" && pwd)
+    fi
+done
+
+# ---------------------------------------------------------------------------------------------------- dependencies
+deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+check_deps() {
+    local missing=()
+    if command -v dpkg-query >/dev/null 2>&1; then
+        local p
+        for p in "${DEB_PACKAGES[@]}"; do deb_installed "$p" || missing+=("$p"); done
+        if [[ ${#missing[@]} -gt 0 ]]; then
+            if [[ $INSTALL_DEPS -eq 1 && $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+                say "installing Debian packages: ${missing[*]}"
+                apt-get update -q
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+            else
+                die "missing Debian packages: ${missing[*]}
+  install them with: sudo apt-get install ${missing[*]}
+  (or run this script as root without --no-deps)" 2
+            fi
+        fi
+    fi
+    # Not Debian (or packages from elsewhere): check the tools and headers themselves.
+    local tool
+    local absent=()
+    for tool in cc c++ make cmake git autoreconf libtoolize pkg-config bison flex mpicc mpicxx mpirun; do
+        command -v "$tool" >/dev/null 2>&1 || absent+=("$tool")
+    done
+    local hdr
+    for hdr in zmq.h zmq.hpp rapidjson/document.h boost/property_tree/ptree.hpp zlib.h; do
+        printf '#include <%s>\n' "$hdr" | c++ -x c++ -fsyntax-only - >/dev/null 2>&1 || absent+=("<$hdr>")
+    done
+    pkg-config --exists libzmq || absent+=("libzmq.pc")
+    [[ ${#absent[@]} -eq 0 ]] || die "missing build tools or headers: ${absent[*]}
+  on Debian/Ubuntu: apt-get install ${DEB_PACKAGES[*]}" 2
+}
+
+# ---------------------------------------------------------------------------------------------------- sources
+# src_for NAME REPO COMMIT -> prints the source folder; clones/checks out when no local folder was given.
+src_for() {
+    local name=$1 repo=$2 commit=$3
+    if [[ -n "${LOCAL_SRC[$name]}" ]]; then
+        local have
+        have=$(git -C "${LOCAL_SRC[$name]}" rev-parse HEAD 2>/dev/null || true)
+        if [[ -n "$have" && "$have" != "$commit" ]]; then
+            say "note: $name source ${LOCAL_SRC[$name]} is at $have, not the pinned $commit"
+        fi
+        printf '%s\n' "${LOCAL_SRC[$name]}"
+        return
+    fi
+    local dir=$SRC_DIR/$name
+    if [[ ! -d "$dir/.git" ]]; then
+        say "cloning $repo into $dir"
+        rm -rf "$dir"
+        git clone -q "$repo" "$dir" >&2 || die "git clone $repo failed (no network? use --$name-src DIR)"
+    fi
+    if [[ "$(git -C "$dir" rev-parse HEAD)" != "$commit" ]]; then
+        git -C "$dir" cat-file -e "$commit^{commit}" 2>/dev/null || git -C "$dir" fetch -q origin >&2 \
+            || die "cannot fetch $repo to get $commit"
+        git -C "$dir" -c advice.detachedHead=false checkout -q "$commit" >&2 \
+            || die "cannot check out $commit in $dir"
+    fi
+    printf '%s\n' "$dir"
+}
+
+# source_id DIR -> the git commit (plus '+dirty' with uncommitted changes) or, without git, a content digest.
+source_id() {
+    local dir=$1 id
+    if id=$(git -C "$dir" rev-parse HEAD 2>/dev/null) && [[ "$(git -C "$dir" rev-parse --show-toplevel)" == "$dir" ]]; then
+        if [[ -n "$(git -C "$dir" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then id="$id+dirty"; fi
+        printf '%s\n' "$id"
+    else
+        (cd "$dir" && find . -type f -not -path './.git/*' -printf '%P %s %T@\n' | sort | md5sum | cut -c1-16)
+    fi
+}
+
+# copy_tree SRC DEST: a clean copy (without .git) for the autotools builds, which write into their source folder.
+copy_tree() {
+    rm -rf "$2"
+    mkdir -p "$2"
+    tar -C "$1" --exclude=.git -cf - . | tar -C "$2" -xf -
+}
+
+# up_to_date NAME KEY PRODUCT: the stamp matches and the installed product exists.
+up_to_date() {
+    [[ $FORCE -eq 0 && -e "$3" && -f "$STAMP_DIR/$1" && "$(cat "$STAMP_DIR/$1")" == "$2" ]]
+}
+
+# ---------------------------------------------------------------------------------------------------- components
+build_argobots() {
+    local src key
+    src=$(src_for argobots "$ARGOBOTS_REPO" "$ARGOBOTS_COMMIT")
+    printf '%s\n' "$src" >"$STAMP_DIR/argobots.src"
+    key="$(source_id "$src") static"
+    if up_to_date argobots "$key" "$PREFIX/lib/pkgconfig/argobots.pc"; then say "argobots: up to date"; return; fi
+    local t0
+    t0=$(date +%s)
+    say "argobots: building from $src"
+    local b=$BUILD_DIR/argobots
+    copy_tree "$src" "$b"
+    (cd "$b" && ./autogen.sh && ./configure --disable-shared --prefix="$PREFIX" CC=mpicc CXX=mpicxx \
+        && make -j"$JOBS" && make install) >"$BUILD_DIR/argobots.log" 2>&1 \
+        || die "argobots build failed; see $BUILD_DIR/argobots.log (last lines:)
+$(tail -n 20 "$BUILD_DIR/argobots.log")"
+    printf '%s\n' "$key" >"$STAMP_DIR/argobots"
+    say "argobots: built in $(( $(date +%s) - t0 )) s"
+}
+
+build_swm() {
+    local src key
+    src=$(src_for swm "$SWM_REPO" "$SWM_COMMIT")
+    printf '%s\n' "$src" >"$STAMP_DIR/swm.src"
+    [[ -f "$src/swm/configure.ac" ]] || die "$src does not look like SWM-workloads (no swm/configure.ac)" 2
+    key="$(source_id "$src") static"
+    if up_to_date swm "$key" "$PREFIX/lib/pkgconfig/swm.pc"; then say "SWM: up to date"; return; fi
+    local t0
+    t0=$(date +%s)
+    say "SWM: building from $src"
+    local b=$BUILD_DIR/swm-workloads
+    copy_tree "$src" "$b"
+    (cd "$b/swm" && ./prepare.sh && ./configure --disable-shared --prefix="$PREFIX" CC=mpicc CXX=mpicxx \
+        && make -j"$JOBS" && make install) >"$BUILD_DIR/swm.log" 2>&1 \
+        || die "SWM build failed; see $BUILD_DIR/swm.log (last lines:)
+$(tail -n 20 "$BUILD_DIR/swm.log")"
+    printf '%s\n' "$key" >"$STAMP_DIR/swm"
+    say "SWM: built in $(( $(date +%s) - t0 )) s"
+}
+
+build_ross() {
+    local src key
+    src=$(src_for ross "$ROSS_REPO" "$ROSS_COMMIT")
+    printf '%s\n' "$src" >"$STAMP_DIR/ross.src"
+    key="$(source_id "$src") $BUILD_TYPE models=off tests=off"
+    if up_to_date ross "$key" "$PREFIX/lib/cmake/ROSS/ROSSConfig.cmake" \
+        || up_to_date ross "$key" "$PREFIX/lib/ROSSConfig.cmake"; then say "ROSS: up to date"; return; fi
+    local t0
+    t0=$(date +%s)
+    say "ROSS: building from $src"
+    local b=$BUILD_DIR/ross
+    rm -rf "$b"
+    (cmake -S "$src" -B "$b" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
+        -DROSS_BUILD_MODELS=OFF -DROSS_BUILD_TESTING=OFF && cmake --build "$b" -j "$JOBS" && cmake --install "$b") \
+        >"$BUILD_DIR/ross.log" 2>&1 \
+        || die "ROSS build failed; see $BUILD_DIR/ross.log (last lines:)
+$(tail -n 20 "$BUILD_DIR/ross.log")"
+    printf '%s\n' "$key" >"$STAMP_DIR/ross"
+    say "ROSS: built in $(( $(date +%s) - t0 )) s"
+}
+
+build_codes() {
+    local src key
+    src=$(src_for codes "$CODES_REPO" "$CODES_COMMIT")
+    printf '%s\n' "$src" >"$STAMP_DIR/codes.src"
+    # CODES links ROSS, SWM and argobots statically: rebuild it when any of them was rebuilt
+    key="$(source_id "$src") $BUILD_TYPE swm zeromq deps=$(cat "$STAMP_DIR/ross" "$STAMP_DIR/swm" "$STAMP_DIR/argobots" | md5sum | cut -c1-12)"
+    if up_to_date codes "$key" "$PREFIX/bin/model-net-mpi-replay"; then say "CODES: up to date"; return; fi
+    local t0
+    t0=$(date +%s)
+    say "CODES: building from $src"
+    local b=$BUILD_DIR/codes
+    rm -rf "$b"
+    # SWM and argobots are found through pkg-config under the prefix; ROSS through its CMake package there.
+    (PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+        cmake -S "$src" -B "$b" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_PREFIX_PATH="$PREFIX" \
+        -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCODES_USE_SWM=ON -DCODES_USE_ZEROMQ=ON -DCODES_USE_TORCH=OFF \
+        -DCODES_USE_UNION=OFF -DBUILD_TESTING=OFF \
+        && cmake --build "$b" -j "$JOBS" && cmake --install "$b") >"$BUILD_DIR/codes.log" 2>&1 \
+        || die "CODES build failed; see $BUILD_DIR/codes.log (last lines:)
+$(tail -n 20 "$BUILD_DIR/codes.log")"
+    grep -q "SWM online workloads enabled" "$BUILD_DIR/codes.log" || die "CODES was configured without SWM"
+    grep -q "ZeroMQ director-client/zmqml surrogate enabled" "$BUILD_DIR/codes.log" \
+        || die "CODES was configured without the ZeroMQ director client"
+    printf '%s\n' "$key" >"$STAMP_DIR/codes"
+    say "CODES: built in $(( $(date +%s) - t0 )) s"
+}
+
+# ---------------------------------------------------------------------------------------------------- main
+# (one function, called with `exit` on the same last line: bash has parsed all of it before the build starts, so
+# editing this script during a build cannot change what the running build does)
+main() {
+    local start
+    start=$(date +%s)
+    check_deps
+    export PATH="$PREFIX/bin:$PATH"
+    build_argobots
+    build_swm
+    build_ross
+    build_codes
+    [[ -x "$PREFIX/bin/model-net-mpi-replay" ]] || die "no $PREFIX/bin/model-net-mpi-replay after the build"
+
+    local name
+    {
+        printf '# component, source id and build options, source folder\n'
+        for name in codes ross swm argobots; do
+            printf '%s\t%s\t%s\n' "$name" "$(cat "$STAMP_DIR/$name")" "$(cat "$STAMP_DIR/$name.src")"
+        done
+    } >"$PREFIX/VERSIONS.txt"
+    say "done in $(( $(date +%s) - start )) s; versions in $PREFIX/VERSIONS.txt:"
+    sed 's/^/    /' "$PREFIX/VERSIONS.txt" >&2
+    say "put this in a scenario as backend.codes.bin_dir (or export CODES_BIN_DIR=...):"
+    printf 'bin_dir: %s\n' "$PREFIX/bin"
+}
+
+main; exit "$?"
