@@ -244,11 +244,25 @@ class Compute(_Model):
 
 
 class Job(_Model):
+    """One job. ``arrival`` and ``walltime`` matter only with a ``scheduler`` section: the job is submitted at
+    ``arrival`` and the scheduler backfills on ``walltime`` (the user's run-time estimate; default
+    :meth:`estimated_walltime`)."""
+
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     ranks: StrictInt = Field(ge=1)
     iterations: Optional[StrictInt] = Field(None, ge=1, description="null only for background (uniform_random) jobs")
     workload: Workload
     compute: Compute = Field(default_factory=Compute)
+    arrival: Duration = Field(0.0, ge=0, description="submit time, ns (needs a scheduler section when > 0)")
+    walltime: Optional[Duration] = Field(None, description="run-time estimate for backfilling, ns; default: "
+                                                           "estimated_walltime()")
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, v):
+        if v is not None and v < 0:
+            raise ValueError(f"walltime shorter than zero ({v:g} ns)")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> "Job":
@@ -270,6 +284,18 @@ class Job(_Model):
     def is_background(self) -> bool:
         return self.workload.kind in ("uniform_random", "synthetic1")
 
+    def estimated_walltime(self) -> float:
+        """``walltime`` if set, else a generous estimate: 2 x iterations x (the workload kind's typical iteration
+        time, :data:`hybridsim.workloads.ITERATION_TIME_NS`, plus the job's compute delay); ``inf`` for a background
+        job (it runs until the others end)."""
+        if self.walltime is not None:
+            return self.walltime
+        if self.is_background or self.iterations is None:
+            return float("inf")
+        from .workloads import ITERATION_TIME_NS
+
+        return 2.0 * self.iterations * (ITERATION_TIME_NS[self.workload.kind] + self.compute.delay)
+
 
 # ---------------------------------------------------------------------------------------------------------- placement
 class Placement(_Model):
@@ -289,6 +315,18 @@ class Placement(_Model):
         if self.policy != "file" and self.file is not None:
             raise ValueError(f"placement.file is only used with policy 'file', not {self.policy!r}")
         return self
+
+
+class SchedulerSection(_Model):
+    """A job stream: jobs are submitted at their ``arrival``, wait in the ``queue`` (``fcfs``, or ``easy``
+    backfilling on walltimes) and get terminals by ``allocation`` (the placement policies; ``seed`` defaults to the
+    scenario seed) when they start; their terminals are freed when they end (:mod:`hybridsim.scheduler`).
+    ``slowdown_tau`` is the bounded-slowdown floor of the stream metrics."""
+
+    queue: Literal["fcfs", "easy"] = "fcfs"
+    allocation: Literal["contiguous", "random", "random-router", "random-group"] = "contiguous"
+    seed: Optional[StrictInt] = Field(None, ge=0)
+    slowdown_tau: Duration = Field(10_000.0, gt=0, description="bounded-slowdown floor, ns (default 10 us)")
 
 
 # ---------------------------------------------------------------------------------------------------------- backend
@@ -486,6 +524,34 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
     return out
 
 
+def stream_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
+    """(field path, message) for arrivals, walltimes and sizes a job stream cannot run (and arrivals without one)."""
+    out = []
+    if sc.scheduler is None:
+        for i, j in enumerate(sc.jobs):
+            if j.arrival > 0:
+                out.append((("jobs", i, "arrival"), f"job {j.name!r} arrives at {j.arrival:g} ns: arrivals need a "
+                                                     "scheduler section (scheduler: {queue: fcfs})"))
+        return out
+    if sc.placement.policy == "file":
+        out.append((("placement", "policy"), "placement 'file' cannot be used with a scheduler: the scheduler "
+                                             "allocates terminals when a job starts (drop the placement section and "
+                                             "set scheduler.allocation)"))
+    n = sc.topology.n_terminals
+    held = sum(j.ranks for j in sc.jobs if j.is_background)
+    for i, j in enumerate(sc.jobs):
+        if j.is_background and j.arrival > 0:
+            out.append((("jobs", i, "arrival"), f"background job {j.name!r} runs until every other job has ended, "
+                                                "so it cannot arrive later: drop its arrival"))
+        room = n - (0 if j.is_background else held)
+        if j.ranks > room:
+            what = f"{n} terminals" + (f" minus {held} held by background jobs" if held and not j.is_background else "")
+            out.append((("jobs", i, "ranks"), f"job {j.name!r} larger than the machine: {j.ranks} ranks, {what}"))
+    if held > n:
+        out.append((("jobs",), f"background jobs need {held} ranks but the topology has only {n} terminals"))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------- scenario
 class Scenario(_Model):
     name: Optional[str] = None
@@ -494,6 +560,7 @@ class Scenario(_Model):
     topology: Topology = Field(default_factory=Topology)
     jobs: list[Job] = Field(min_length=1)
     placement: Placement = Field(default_factory=Placement)
+    scheduler: Optional[SchedulerSection] = None
     backend: Backend = Field(default_factory=Backend)
     sampling: Sampling = Field(default_factory=Sampling)
     output: Output = Field(default_factory=Output)
@@ -512,6 +579,8 @@ class Scenario(_Model):
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
             raise ValueError(f"duplicate job names: {', '.join(dups)}")
+        if self.scheduler is not None:
+            return self
         total = sum(j.ranks for j in self.jobs)
         if total > self.topology.n_terminals:
             raise ValueError(
@@ -543,6 +612,16 @@ class Scenario(_Model):
     @property
     def placement_seed(self) -> int:
         return self.placement.seed if self.placement.seed is not None else self.seed
+
+    @property
+    def scheduler_seed(self) -> int:
+        sec = self.scheduler
+        return sec.seed if sec is not None and sec.seed is not None else self.seed
+
+    @property
+    def is_stream(self) -> bool:
+        """Jobs start when the scheduler says (``scheduler`` section), not all at t = 0 on ``placement``."""
+        return self.scheduler is not None
 
     def job_index(self, name: str) -> int:
         for i, j in enumerate(self.jobs):
@@ -665,7 +744,7 @@ def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = 
         raise ScenarioError("\n".join(problems), problems) from None
     scenario.provenance = Provenance(filename=filename, root=root)
     problems = [f"{scenario.where(loc)}: {'.'.join(str(p) for p in loc)}: {msg}"
-                for loc, msg in limit_problems(scenario)]
+                for loc, msg in stream_problems(scenario) + limit_problems(scenario)]
     if problems:
         raise ScenarioError("\n".join(problems), problems)
     return scenario
@@ -697,14 +776,40 @@ def check_scenario_files(scenario: Scenario, filename: str, text: str | None = N
         topo = scenario.build_topology()
     except TopologyError as exc:
         raise scenario.error(("topology", "connections"), str(exc)) from None
-    try:
-        place_jobs(scenario, topo)
-    except PlacementError as exc:
-        raise scenario.error(("placement",), str(exc)) from None
+    if scenario.is_stream:
+        _dry_run_stream(scenario)
+    else:
+        try:
+            place_jobs(scenario, topo)
+        except PlacementError as exc:
+            raise scenario.error(("placement",), str(exc)) from None
     if scenario.machine is not None or any(j.compute.kernels for j in scenario.jobs):
         from .energy.roofline import check_scenario
 
         check_scenario(scenario)
+
+
+def stream_jobs(scenario: Scenario, run_times=None):
+    """The scenario's jobs as :class:`hybridsim.scheduler.StreamJob` (job id = index; run time ``run_times[i]``,
+    default the walltime)."""
+    from .scheduler import StreamJob
+
+    out = []
+    for i, j in enumerate(scenario.jobs):
+        wt = j.estimated_walltime()
+        out.append(StreamJob(i, j.ranks, j.arrival, wt, wt if run_times is None else run_times[i]))
+    return out
+
+
+def _dry_run_stream(scenario: Scenario) -> None:
+    """Schedule the stream with run time = walltime, so a job that can never start fails here, before a run."""
+    from .scheduler import SchedulerError, dry_run
+
+    sec = scenario.scheduler
+    try:
+        dry_run(stream_jobs(scenario), scenario.topology.shape, sec.queue, sec.allocation, scenario.scheduler_seed)
+    except SchedulerError as exc:
+        raise scenario.error(("scheduler",), str(exc)) from None
 
 
 def scenario_to_dict(scenario: Scenario) -> dict:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .scheduler import StreamJob
+from .workloads import ITERATION_TIME_NS as _KIND_TIME_NS
 
 FIELDS = ("job", "submit", "wait", "run", "procs", "cpu", "mem", "req_procs", "req_time", "req_mem", "status",
           "user", "group", "app", "queue", "partition", "prev_job", "think")
@@ -136,10 +137,9 @@ TEMPLATES = ("milc", "lammps", "nn", "uniform-random")
 _KIND = {"milc": "milc", "lammps": "lammps", "nn": "nearest_neighbor", "uniform-random": "uniform_random"}
 #: template choice rules: seeded draw, round robin, or by the trace's application / user number (unknown: drawn)
 ASSIGN_RULES = ("random", "cycle", "application", "user")
-#: rough simulated time per iteration, ns, used to turn a run time into iterations (override per template): MILC and
-#: LAMMPS as measured on the 1,056-node reference runs (DESIGN 4b), NN 90 us (benchmarks/RESULTS.md), uniform-random
-#: one message interval
-ITERATION_TIME_NS = {"milc": 430e3, "lammps": 1.7e6, "nn": 90e3, "uniform-random": 4e3}
+#: rough simulated time per iteration, ns, used to turn a run time into iterations (override per template): the
+#: workload kinds' :data:`hybridsim.workloads.ITERATION_TIME_NS`
+ITERATION_TIME_NS = {t: _KIND_TIME_NS[k] for t, k in _KIND.items()}
 #: bounded-slowdown floor in trace seconds (scaled with the time scale into the scenario's scheduler section)
 SLOWDOWN_TAU_TRACE_S = 10.0
 

@@ -36,6 +36,14 @@ __all__ = [
 ]
 
 
+#: typical simulated time of one iteration per workload kind, ns: MILC and LAMMPS as measured on the 1,056-node
+#: reference runs (DESIGN 4b), nearest-neighbour 90 us (benchmarks/RESULTS.md), uniform-random one message interval,
+#: allreduce and custom rough guesses. Used to turn trace run times into iterations (:mod:`hybridsim.swf`) and for the
+#: default walltime of a stream job (:meth:`hybridsim.scenario.Job.estimated_walltime`).
+ITERATION_TIME_NS = {"milc": 430e3, "lammps": 1.7e6, "nearest_neighbor": 90e3, "nn": 90e3, "uniform_random": 4e3,
+                     "synthetic1": 4e3, "allreduce": 20e3, "custom": 1e6}
+
+
 def allreduce(rank: int, n_ranks: int, nbytes: int, first_req: int = 0) -> list[tuple]:
     """Ops of one allreduce of ``nbytes`` for ``rank`` (request ids from ``first_req``). Prefer ``Program``."""
     p = Program(rank, n_ranks)
