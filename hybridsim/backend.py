@@ -17,6 +17,9 @@ Switching protocol (DESIGN.md section 3):
   ready it calls ``director.predict(job_id, iteration, ranks, starts)`` once and ends rank ``r``'s iteration at
   ``starts[r] + durations[r]``, injecting no packets. Records of predicted iterations are emitted with
   ``simulated=False``.
+* Job streams (a scenario with a ``scheduler`` section): ``director.on_job_start(job_id, t, terminals)`` is called
+  when the scheduler starts a job (before its first ``mode_for``) and ``director.on_job_end(job_id, t)`` when its
+  last rank finishes; a job exists for the director only in between. Scenarios without a scheduler call neither.
 * ``director.keep_background`` (bool): while a job is predicted, keep its last measured per-link utilisation as
   background load on the links it used (their capacity is reduced accordingly for the simulated jobs).
 """
@@ -54,6 +57,14 @@ class Director(abc.ABC):
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Predicted durations (ns, float64, one per rank in ``ranks``) of ``iteration``."""
 
+    def on_job_start(self, job_id: int, t: float, terminals: np.ndarray) -> None:
+        """A job of a stream starts at ``t`` on ``terminals`` (rank r on ``terminals[r]``)."""
+        ...
+
+    def on_job_end(self, job_id: int, t: float) -> None:
+        """A job of a stream ended at ``t``; its terminals are free."""
+        ...
+
 
 class AlwaysSimulate(Director):
     """The director of a pure simulation."""
@@ -63,6 +74,12 @@ class AlwaysSimulate(Director):
 
     def predict(self, job_id, iteration, ranks, starts):  # pragma: no cover - never called
         raise RuntimeError("AlwaysSimulate never predicts")
+
+    def on_job_start(self, job_id, t, terminals) -> None:
+        pass
+
+    def on_job_end(self, job_id, t) -> None:
+        pass
 
 
 #: ``on_record(record, simulated)``; ``on_samples(block)`` with one or more sampling windows.
@@ -84,6 +101,9 @@ class SimulationResult:
     partial: bool = False
     link_totals: dict | None = None
     stats: dict = field(default_factory=dict)
+    #: job streams: start time and allocated terminals per job name (jobs that started)
+    job_start: dict[str, float] = field(default_factory=dict)
+    job_terminals: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class Backend(abc.ABC):

@@ -36,7 +36,14 @@ def format_run_summary(path, summary: dict) -> str:
         extra = ""
         if "predicted_iterations" in j:
             extra = f" ({j['simulated_iterations']} simulated, {j['predicted_iterations']} predicted)"
+        if j.get("start") is not None:
+            extra += f" [start {j['start'] / 1e6:.3f} ms, waited {j['wait'] / 1e6:.3f} ms]"
         lines.append(f"  {name:<12} {done}{extra}")
+    st = summary.get("stream")
+    if st:
+        lines.append(f"  stream ({st['queue']}/{st['allocation']}): makespan {st['makespan'] / 1e6:.3f} ms, mean wait "
+                     f"{st['mean_wait'] / 1e6:.3f} ms, mean bounded slowdown {st['mean_bounded_slowdown']:.2f}, "
+                     f"utilisation {st['utilisation']:.1%}")
     return "\n".join(lines)
 
 

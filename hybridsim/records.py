@@ -10,7 +10,8 @@ Two kinds of record flow from a backend (embedded engine or CODES import) to the
 
 On disk (a run directory, see :mod:`hybridsim.rundir`) they are ``iterations.parquet`` and ``ports.parquet`` (long
 format: one row per (sample, port)). Both are written by the functions here and nowhere else, so the two backends
-cannot drift apart.
+cannot drift apart. Job streams (a ``scheduler`` section) add ``jobs.parquet``: one row per job with its arrival,
+start, end, wait, run time, bounded slowdown and allocated terminals (:func:`write_jobs`).
 
 Port ids: the global port id of router ``r``, port ``k`` is ``r * radix + k`` (CODES dragonfly-dally numbering of
 ``k``: local ports, then global, then terminal).
@@ -153,6 +154,42 @@ def records_from_table(table: pa.Table) -> list[IterationRecord]:
                         cols["end"][i])
         for i in range(table.num_rows)
     ]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# jobs.parquet (job streams)
+
+JOB_COLUMNS = ("job", "job_id", "size", "arrival", "walltime", "start", "end", "wait", "run_time",
+               "bounded_slowdown", "terminals")
+
+
+def jobs_to_table(names: Sequence[str], outcomes, tau: float) -> pa.Table:
+    """One row per :class:`hybridsim.scheduler.JobOutcome` (``job_id`` = scenario job index, ``names[job_id]`` its
+    name), bounded slowdown with floor ``tau``; times in ns."""
+    rows = [o.row(tau) for o in outcomes]
+    cols = {
+        "job": pa.array([names[r["job"]] for r in rows], pa.string()),
+        "job_id": pa.array([r["job"] for r in rows], pa.int32()),
+        "size": pa.array([r["size"] for r in rows], pa.int32()),
+        "arrival": pa.array([float(o.arrival) for o in outcomes], pa.float64()),
+        "walltime": pa.array([float(o.walltime) for o in outcomes], pa.float64()),
+    }
+    for c in ("start", "end", "wait", "run_time", "bounded_slowdown"):
+        cols[c] = pa.array([float(r[c]) for r in rows], pa.float64())
+    cols["terminals"] = pa.array([r["terminals"] for r in rows], pa.list_(pa.int64()))
+    return pa.table(cols).sort_by([("job_id", "ascending")])
+
+
+def write_jobs(names: Sequence[str], outcomes, tau: float, path: str | os.PathLike) -> None:
+    write_table_atomic(jobs_to_table(names, outcomes, tau), path)
+
+
+def read_jobs(path: str | os.PathLike) -> pa.Table:
+    table = pq.read_table(path)
+    missing = [c for c in JOB_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{path}: not a jobs table, missing columns {missing}")
+    return table
 
 
 # --------------------------------------------------------------------------------------------------------------------

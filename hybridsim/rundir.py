@@ -50,6 +50,7 @@ ITERATIONS = "iterations.parquet"
 PORTS = "ports.parquet"
 SUMMARY = "summary.json"
 DESCRIPTION = "description.json"
+JOBS = "jobs.parquet"
 
 _PACKAGES = ("hybridsim", "numpy", "torch", "transformers", "pydantic", "pyarrow", "grpcio", "pyzmq")
 

@@ -9,6 +9,7 @@ reason (SIGTERM and SIGHUP too, see :mod:`hybridsim.interrupts`).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 from .backend import Backend, SimulationResult
 from .interrupts import failure_reason
 from .records import IterationRecord
-from .rundir import ITERATIONS, PORTS, SUMMARY, RunDir, describe_scenario, write_description, write_json_atomic
+from .rundir import ITERATIONS, JOBS, PORTS, SUMMARY, RunDir, describe_scenario, write_description, write_json_atomic
 from .workloads import workload_volumes  # noqa: F401  (re-exported; its home is hybridsim.workloads)
 
 
@@ -161,7 +162,11 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
 
         check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
     topology = scenario.build_topology()
-    placement = place_jobs(scenario, topology)
+    # a job stream's terminals are allocated by its scheduler as jobs start
+    placement = None if scenario.is_stream else place_jobs(scenario, topology)
+    if scenario.is_stream and mode == "hybrid" and scenario.backend.kind == "remote":
+        raise RunError("hybrid runs of a job stream (scheduler section) need the embedded backend: the remote engine "
+                       "protocol does not carry job starts and ends")
     rd = RunDir.create(outdir, kind=f"run-{mode}", scenario=scenario_to_dict(scenario), seed=scenario.seed,
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
     t0 = time.perf_counter()
@@ -184,6 +189,11 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         wall = time.perf_counter() - t0
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
         write_iterations(result.records, rd.file(ITERATIONS), extra=extra)
+        outcomes = stream_outcomes(scenario, result) if scenario.is_stream else None
+        if outcomes is not None:
+            from .records import write_jobs
+
+            write_jobs([j.name for j in scenario.jobs], outcomes, scenario.scheduler.slowdown_tau, rd.file(JOBS))
         ports_on = (scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports
         if ports_on and result.ports is not None:
             _write_ports(result.ports, rd.file(PORTS))
@@ -208,6 +218,14 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                 summary["jobs"].setdefault(name, {}).update(js)
         else:
             summary["wall_split_s"] = {"simulation": wall, "inference": 0.0, "tuning": 0.0}
+        if outcomes is not None:
+            summary["stream"] = stream_summary(scenario, outcomes)
+            tau = scenario.scheduler.slowdown_tau
+            for o in outcomes:
+                row = o.row(tau)
+                summary["jobs"].setdefault(scenario.jobs[o.job_id].name, {}).update(
+                    {k: (row[k] if math.isfinite(row[k]) else None)
+                     for k in ("arrival", "start", "end", "wait", "run_time", "bounded_slowdown")})
         energy = _energy_summary(scenario, result)
         if energy is not None:
             summary["energy"] = energy
@@ -223,6 +241,31 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         if isinstance(exc, RunError) or not isinstance(exc, Exception):  # Ctrl-C, SIGTERM, SystemExit go on as such
             raise
         raise RunError(f"run failed: {reason} (run directory {rd.path} marked failed{_kept(rd)})") from exc
+
+
+def stream_outcomes(scenario, result: SimulationResult) -> list:
+    """A job stream's :class:`~hybridsim.scheduler.JobOutcome` per started job (scenario order); ``end`` is ``inf``
+    for a job that did not end (background, or a partial run)."""
+    from .scheduler import JobOutcome
+
+    out = []
+    for i, job in enumerate(scenario.jobs):
+        if job.name not in result.job_start:
+            continue
+        end = result.job_end.get(job.name, math.inf)
+        out.append(JobOutcome(i, job.ranks, job.arrival, job.estimated_walltime(), result.job_start[job.name], end,
+                              np.asarray(result.job_terminals[job.name], dtype=np.int64)))
+    return out
+
+
+def stream_summary(scenario, outcomes: list) -> dict:
+    """``summary.json``'s ``stream`` section: the scheduler and :func:`hybridsim.scheduler.stream_metrics`."""
+    from .scheduler import stream_metrics
+
+    sec = scenario.scheduler
+    return {"queue": sec.queue, "allocation": sec.allocation, "seed": scenario.scheduler_seed,
+            "slowdown_tau_ns": sec.slowdown_tau, "jobs_started": len(outcomes),
+            **stream_metrics(outcomes, scenario.topology.n_terminals, sec.slowdown_tau)}
 
 
 def _kept(rd: RunDir) -> str:

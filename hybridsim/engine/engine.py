@@ -61,10 +61,16 @@ class Engine(Backend):
                  workloads=None):
         self.scenario = scenario
         self.topo = topology if topology is not None else scenario.build_topology()
-        if placement is None:
-            from ..placement import place_jobs
-            placement = place_jobs(scenario, self.topo)
-        self.placement = [np.asarray(p, dtype=np.int64) for p in placement]
+        self.stream = scenario.is_stream
+        if self.stream:
+            if placement is not None:
+                raise EngineError("a job stream (scheduler section) allocates terminals as jobs start; no placement")
+            self.placement = [None] * len(scenario.jobs)
+        else:
+            if placement is None:
+                from ..placement import place_jobs
+                placement = place_jobs(scenario, self.topo)
+            self.placement = [np.asarray(p, dtype=np.int64) for p in placement]
         self.progress = progress
         self.debug = scenario.backend.embedded.debug if debug is None else bool(debug)
         if workloads is None:
@@ -74,7 +80,7 @@ class Engine(Backend):
         if len(self.workloads) != len(scenario.jobs) or len(self.placement) != len(scenario.jobs):
             raise EngineError("one workload and one placement array are needed per job")
         for j, (job, wl, pl) in enumerate(zip(scenario.jobs, self.workloads, self.placement)):
-            if wl.n_ranks != job.ranks or len(pl) != job.ranks:
+            if wl.n_ranks != job.ranks or (pl is not None and len(pl) != job.ranks):
                 raise EngineError(f"job {job.name!r}: {job.ranks} ranks, workload has {wl.n_ranks}, placement "
                                   f"{len(pl)}")
             if not wl.background and not wl.iterations:
@@ -103,15 +109,15 @@ class Engine(Backend):
         self.iters = [wl.iterations if not wl.background else 0 for wl in self.workloads]
         self.is_bg = [bool(wl.background) for wl in self.workloads]
 
-        ranks: list[Rank] = []
-        for j, pl in enumerate(self.placement):
-            for local, term in enumerate(pl.tolist()):
-                ranks.append(Rank(len(ranks), j, local, term))
-        self.ranks = ranks
+        # ranks by global id; a job's ranks get consecutive ids when it starts and are dropped when it ends
+        self.ranks: dict[int, Rank] = {}
+        self.job_ranks: dict[int, list[Rank]] = {}
+        self.next_gid = 0
         self.keep_bg = bool(director.keep_background)
-        self.job_bytes = {j: [0] * net.n_ports for j in range(self.n_jobs) if self.keep_bg and not self.is_bg[j]}
-        mpi = self.mpi = MpiLayer(net, loop, ranks, self.rng, self.job_bytes)
+        self.job_bytes: dict[int, list] = {}
+        mpi = self.mpi = MpiLayer(net, loop, self.ranks, self.rng, self.job_bytes)
         mpi.on_iteration_end = self._iteration_end
+        self.job_start: dict[int, float] = {}
 
         self.records: list[IterationRecord] = []
         self.simulated: list[bool] = []
@@ -127,11 +133,19 @@ class Engine(Backend):
         if self.jobs_left == 0 and emb.end_time is None and emb.max_events is None:
             raise EngineError("only background jobs: set backend.embedded.end_time (or max_events) to end the run")
 
-        for rs in ranks:
-            if self.is_bg[rs.job]:
-                loop.at(0.0, self._bg_gen, rs)
-            else:
-                loop.at(0.0, self._iter_start, rs)
+        self.sched = None
+        if self.stream:
+            from ..scheduler import Scheduler
+
+            sec = sc.scheduler
+            self.sched = Scheduler(self.topo.shape, sec.queue, sec.allocation, sc.scheduler_seed)
+            for j, job in enumerate(jobs):
+                self.sched.submit(j, job.ranks, job.arrival, job.estimated_walltime())
+            self._decide_at = None
+            loop.at(self.sched.next_event_time(), self._arrival)
+        else:
+            for j, pl in enumerate(self.placement):
+                self._start_job(0.0, j, pl)
         self.sampler = PortSampler(net, sc.sampling.interval)
         if sc.sampling.ports:
             loop.at(sc.sampling.interval, self._sample)
@@ -205,7 +219,54 @@ class Engine(Backend):
             ports=self.sampler.combined() if sc.sampling.ports else None,
             events=loop.events, end_time=t_end, job_end=dict(self.job_end), wall_s=wall,
             partial=bool(partial), link_totals=self.sampler.link_totals(t_end),
-            stats=stats)
+            stats=stats, job_start={self.job_names[j]: t for j, t in self.job_start.items()},
+            job_terminals={self.job_names[j]: self.placement[j] for j in self.job_start})
+
+    # ------------------------------------------------------------------------------------------------ jobs
+    def _start_job(self, t, j, terminals):
+        """Create job ``j``'s ranks on ``terminals`` (rank r on terminals[r]) and start them at ``t``."""
+        self.placement[j] = terminals = np.asarray(terminals, dtype=np.int64)
+        self.job_start[j] = t
+        base = self.next_gid
+        self.next_gid += len(terminals)
+        job_ranks = [Rank(base + local, j, local, term) for local, term in enumerate(terminals.tolist())]
+        for rs in job_ranks:
+            self.ranks[rs.gid] = rs
+        self.job_ranks[j] = job_ranks
+        if self.keep_bg and not self.is_bg[j]:
+            self.job_bytes[j] = [0] * self.net.n_ports
+        if self.stream:
+            self.director.on_job_start(j, t, terminals)
+        handler = self._bg_gen if self.is_bg[j] else self._iter_start
+        for rs in job_ranks:
+            self.loop.at(t, handler, rs)
+
+    def _end_job(self, t, j):
+        """Job ``j``'s last rank finished at ``t``: drop its ranks and per-job state, free its terminals."""
+        for rs in self.job_ranks.pop(j):
+            del self.ranks[rs.gid]
+        self.job_bytes.pop(j, None)
+        self.snap.pop(j, None)
+        for key in [k for k in self.modes if k[0] == j]:
+            del self.modes[key]
+        if self.stream:
+            self.director.on_job_end(j, t)
+            self.sched.release(j, t)
+            if self._decide_at != t:  # decide once every job ending at t has released its terminals
+                self._decide_at = t
+                self.loop.at(t, self._decide)
+
+    def _arrival(self, t, _a=None, _b=None):
+        """The next job(s) of the stream arrive (event handler)."""
+        self._decide(t)
+        nxt = self.sched.next_event_time()
+        if nxt is not None:
+            self.loop.at(nxt, self._arrival)
+
+    def _decide(self, t, _a=None, _b=None):
+        self._decide_at = None
+        for j, terminals in self.sched.next_decisions(t):
+            self._start_job(t, j, terminals)
 
     # ------------------------------------------------------------------------------------------------ iterations
     def _mode(self, t, j, it):
@@ -275,6 +336,7 @@ class Engine(Backend):
             if j in self.bg_util:
                 del self.bg_util[j]
                 self._apply_background()
+            self._end_job(t, j)
             if self.jobs_left == 0:
                 self.finished = True
                 self.t_finish = t
@@ -294,7 +356,7 @@ class Engine(Backend):
         jb = self.job_bytes.get(j)
         if jb is None:
             return
-        t_prev, prev = self.snap.get(j, (0.0, None))
+        t_prev, prev = self.snap.get(j, (self.job_start.get(j, 0.0), None))
         if mode is Mode.PREDICT:
             if j not in self.bg_util and t > t_prev:
                 bw = self.net.bw_bpns

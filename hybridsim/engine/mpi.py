@@ -11,8 +11,8 @@
 * **Background ranks** (synthetic uniform-random) send ``msg_size`` bytes every ``interval`` ns, no MPI protocol, from
   t = 0 until every non-background job has finished.
 
-Ranks are identified by a global id (jobs' ranks numbered one after the other). A rank's iteration ends when its last
-op completes; the rank then starts its next iteration at once (an event at the same instant).
+Ranks are identified by a global id: a job's ranks get consecutive ids when the job starts (``ranks`` maps id ->
+Rank, for the running jobs only). A rank's iteration ends when its last op completes; the rank then starts its next iteration at once (an event at the same instant).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class MpiLayer:
         self.loop = loop
         self.ranks = ranks
         self.rng = rng
-        self.job_bytes = job_bytes or {}
+        self.job_bytes = job_bytes if job_bytes is not None else {}
         net.on_local = self.local_complete
         net.on_deliver = self.deliver
         self.on_iteration_end = None
