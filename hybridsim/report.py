@@ -3,6 +3,8 @@
 * ``iterations-<job>.png``: mean-over-ranks iteration time per iteration, truth and prediction, with the predicted
   spans shaded;
 * ``port-utilisation.png``: heat map of port utilisation (%) over time, ports grouped by link class;
+* ``jobs-gantt.png`` (job streams): a Gantt chart of the allocated terminals over time, one colour per job, above
+  the machine's utilisation and the number of waiting jobs over time;
 * ``energy.txt``: time-to-solution, energy-to-solution and energy-delay product per job (runs with a ``machine``);
 * for ``hybridsim bench`` directories, ``bench-policies.png`` (speedup and completion-time error per run) and, with a
   sweep, ``tradeoff-ft.png``.
@@ -96,6 +98,64 @@ def plot_ports(run_dir: Path, out_dir: Path) -> Path | None:
     ax.set_title("port utilisation per sampling window")
     fig.tight_layout()
     p = out_dir / "port-utilisation.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def busy_over_time(start, end, size, arrival):
+    """Step functions of a job stream: event times ``t``, terminals busy and jobs waiting on ``[t[i], t[i+1])``
+    (jobs that never ended are left out)."""
+    start, end, size, arrival = (np.asarray(x, dtype=float) for x in (start, end, size, arrival))
+    ok = np.isfinite(end)
+    start, end, size, arrival = start[ok], end[ok], size[ok], arrival[ok]
+    t = np.unique(np.concatenate([arrival, start, end]))
+    busy = np.array([size[(start <= x) & (end > x)].sum() for x in t])
+    waiting = np.array([int(((arrival <= x) & (start > x)).sum()) for x in t])
+    return t, busy, waiting
+
+
+def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
+    """``jobs-gantt.png``: terminals x time, one colour per job, then utilisation and waiting jobs over time."""
+    from matplotlib.collections import PolyCollection
+
+    from .records import read_jobs
+
+    if not (run_dir / "jobs.parquet").exists():
+        return None
+    plt = _plt()
+    t = read_jobs(run_dir / "jobs.parquet").to_pydict()
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    n_terms = summary.get("stream", {}).get("terminals") or 1 + max((max(x) for x in t["terminals"] if x), default=0)
+    cmap = plt.get_cmap("tab20")
+    polys, colours = [], []
+    for k, (start, end, terms) in enumerate(zip(t["start"], t["end"], t["terminals"])):
+        if not np.isfinite(end) or not terms:
+            continue
+        ids = np.sort(np.asarray(terms))
+        cut = np.flatnonzero(np.diff(ids) != 1) + 1   # runs of consecutive terminal ids: one rectangle each
+        for run in np.split(ids, cut):
+            lo, hi = run[0], run[-1] + 1
+            polys.append([(start / 1e6, lo), (end / 1e6, lo), (end / 1e6, hi), (start / 1e6, hi)])
+            colours.append(cmap(k % 20))
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    ax.add_collection(PolyCollection(polys, facecolors=colours, edgecolors="none"))
+    t_ev, busy, waiting = busy_over_time(t["start"], t["end"], t["size"], t["arrival"])
+    x_max = float(t_ev.max()) / 1e6 if len(t_ev) else 1.0
+    ax.set_xlim(0, x_max)
+    ax.set_ylim(0, n_terms)
+    ax.set_ylabel("terminal id")
+    ax.set_title(f"job stream: {len(t['job'])} jobs on {n_terms} terminals (colour = job)")
+    if len(t_ev):
+        ax2.step(t_ev / 1e6, busy / n_terms * 100, where="post", color="tab:blue", label="utilisation %")
+        ax2.set_ylim(0, 105)
+        ax3 = ax2.twinx()
+        ax3.step(t_ev / 1e6, waiting, where="post", color="tab:red", lw=1, label="jobs waiting")
+        ax3.set_ylabel("jobs waiting", color="tab:red")
+    ax2.set_ylabel("utilisation %", color="tab:blue")
+    ax2.set_xlabel("virtual time (ms)")
+    fig.tight_layout()
+    p = out_dir / "jobs-gantt.png"
     fig.savefig(p, dpi=110)
     plt.close(fig)
     return p
@@ -206,9 +266,9 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
             made += plot_iterations(sub, sub_out)
         return made
     made += plot_iterations(path, out_dir)
-    p = plot_ports(path, out_dir)
-    if p:
-        made.append(p)
+    for p in (plot_ports(path, out_dir), plot_gantt(path, out_dir)):
+        if p:
+            made.append(p)
     summary = path / "summary.json"
     if summary.exists():
         energy = json.loads(summary.read_text()).get("energy")

@@ -264,7 +264,8 @@ def stream_summary(scenario, outcomes: list) -> dict:
 
     sec = scenario.scheduler
     return {"queue": sec.queue, "allocation": sec.allocation, "seed": scenario.scheduler_seed,
-            "slowdown_tau_ns": sec.slowdown_tau, "jobs_started": len(outcomes),
+            "slowdown_tau_ns": sec.slowdown_tau, "terminals": scenario.topology.n_terminals,
+            "jobs_started": len(outcomes),
             **stream_metrics(outcomes, scenario.topology.n_terminals, sec.slowdown_tau)}
 
 

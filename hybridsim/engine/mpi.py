@@ -12,7 +12,8 @@
   t = 0 until every non-background job has finished.
 
 Ranks are identified by a global id: a job's ranks get consecutive ids when the job starts (``ranks`` maps id ->
-Rank, for the running jobs only). A rank's iteration ends when its last op completes; the rank then starts its next iteration at once (an event at the same instant).
+Rank, for the running jobs only). A rank's iteration ends when its last op completes; the rank then starts its next
+iteration at once (an event at the same instant).
 """
 
 from __future__ import annotations
