@@ -24,7 +24,7 @@ from typing import Callable
 from hybridsim.backend import Backend, SimulationResult
 
 from .launcher import CodesRunError, run_inputs
-from .writers import write_codes_inputs
+from .writers import CodesInputError, write_codes_inputs
 
 CODES_SUBDIR = "codes"
 
@@ -62,6 +62,10 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     """
     from .importer import read_codes_run  # the parsers' package; imported late so writing/launching need not it
 
+    if scenario.is_stream:
+        from hybridsim.scenario import CODES_NO_STREAMS
+
+        raise CodesInputError(f"scheduler: {CODES_NO_STREAMS}")
     codes_dir = Path(run_dir) / CODES_SUBDIR
     inputs = write_codes_inputs(scenario, codes_dir, **writer_options)
     t0 = time.monotonic()

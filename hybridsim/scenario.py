@@ -524,6 +524,12 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
     return out
 
 
+#: why the codes backend refuses job streams (model-net-mpi-replay starts every job's ranks at t = 0 on fixed LPs)
+CODES_NO_STREAMS = ("job streams cannot run on the codes backend: CODES' model-net-mpi-replay starts every job at "
+                    "t = 0 on terminals fixed for the whole run (no job start times or arrivals, no reuse of a "
+                    "finished job's terminals); use backend.kind: embedded")
+
+
 def stream_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
     """(field path, message) for arrivals, walltimes and sizes a job stream cannot run (and arrivals without one)."""
     out = []
@@ -533,6 +539,8 @@ def stream_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
                 out.append((("jobs", i, "arrival"), f"job {j.name!r} arrives at {j.arrival:g} ns: arrivals need a "
                                                      "scheduler section (scheduler: {queue: fcfs})"))
         return out
+    if sc.backend.kind == "codes":
+        out.append((("scheduler",), CODES_NO_STREAMS))
     if sc.placement.policy == "file":
         out.append((("placement", "policy"), "placement 'file' cannot be used with a scheduler: the scheduler "
                                              "allocates terminals when a job starts (drop the placement section and "
