@@ -35,6 +35,10 @@ class JobView:
         costs: cumulative wall seconds: ``{"simulate": s, "inference": s, "tuning": s}`` and the event count.
         now: virtual time (ns) at which the decision is asked: the end of the latest iteration the controller has
             seen, of any job (0 before the first). Lets a policy coordinate the jobs in virtual time.
+        start: virtual time (ns) the job started (0 without a scheduler section; a job of a stream starts when the
+            scheduler places it, with no history: its first iterations must be simulated).
+        running: ids of the jobs running now, in start order (a stream's arrivals and departures show here; without
+            a scheduler every job of the run, which all start at 0).
     """
 
     job: str
@@ -48,6 +52,8 @@ class JobView:
     errors: tuple[tuple[int, float], ...]
     costs: dict = field(default_factory=dict)
     now: float = 0.0
+    start: float = 0.0
+    running: tuple[int, ...] = ()
 
     @property
     def last_error(self) -> float | None:

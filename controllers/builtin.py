@@ -14,7 +14,9 @@
                     in the pure simulation; with ``threshold`` the gap doubles (up to ``max_ft``) after a window where
                     every job's summed shadow predictions are within ``threshold`` % of its summed truth (the
                     window's completion-time error) and halves when they are not. A job's end (the others' traffic
-                    changes) opens a window at once (``on_job_end``, default on).
+                    changes) opens a window at once (``on_job_end``, default on). In a job stream a job that starts
+                    mid-run has no history: its first ``warmup`` iterations are simulated whatever the phase (beside
+                    the others' predicted load), and jobs that left (``JobView.running``) are forgotten.
 ``budget``          picks the predicted stretch that meets a ``target_speedup`` by Amdahl's law,
                     speedup = 1 / ((1 - f) + f / s), with ``s`` the measured cost ratio of a simulated to a predicted
                     iteration (``assumed_ratio`` until measured).
@@ -209,6 +211,16 @@ class Aligned(Policy):
         return js.n_iterations is not None and js.iteration >= js.n_iterations - 1
 
     def decide(self, view: JobView) -> Mode:
+        mode = self._decide(view)
+        # a job's own warm-up (a stream job starting mid-run has no history to predict from)
+        return SIM if view.iteration < self.warmup else mode
+
+    def _decide(self, view: JobView) -> Mode:
+        if view.running:
+            for jid in [k for k in self.jobs if k not in view.running]:
+                left = self.jobs.pop(jid)   # a stream job that ended: the others' traffic changed
+                if self.on_job_end and not left.ended and self.phase == "forward":
+                    self.next_open = min(self.next_open, float(view.now))
         js = self.jobs.setdefault(view.job_id, _JobSlot())
         now = float(view.now)
         if js.asked is not None and view.iteration == js.iteration + 1:

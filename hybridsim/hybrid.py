@@ -153,12 +153,16 @@ class JobState:
 class HybridController(Director):
     """Director for a hybrid run. ``jobs`` = list of (name, workload kind, n_ranks, n_iterations or None);
     ``surrogate`` = one model per job id (dict) or a single model instance deep-copied per job (a model is fitted
-    and tuned on its own job's truth only)."""
+    and tuned on its own job's truth only).
+
+    ``stream``: the jobs start and end when a scheduler says (the backend calls :meth:`on_job_start` and
+    :meth:`on_job_end`): a job's state and feed are created when it starts, it is simulated until its policy has
+    history to predict from, and policies see the running jobs in ``JobView.running``."""
 
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
-                 drop_edges: bool = True, history: str = "truth", correct_edges: bool = True):
+                 drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False):
         self.policy = policy
         self.policy_name = policy_name or (policy.name if isinstance(policy, Policy) else type(policy).__name__)  # duck-typed plug-ins
         if isinstance(surrogate, dict):
@@ -182,18 +186,21 @@ class HybridController(Director):
             v = np.asarray(v, dtype=np.float64)
             if len(v) and np.all(v > 0) and np.ptp(v) > 0:
                 self.volumes[jid] = v / v.mean()
+        self.jobs = list(jobs)
+        self.stream = bool(stream)
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
-            self.states[jid] = None if n_it is None else JobState.new(name, jid, kind, n_ranks, n_it)
+            # a stream job's state is created when it starts (on_job_start)
+            self.states[jid] = None if n_it is None or self.stream else JobState.new(name, jid, kind, n_ranks, n_it)
+        self.started: dict[int, float] = {} if self.stream else {jid: 0.0 for jid in range(len(self.jobs))}
+        self.running: dict[int, None] = {} if self.stream else dict.fromkeys(range(len(self.jobs)))
         #: online port graphs (surrogate.online_graphs.OnlineGraphs) shared by the graph models' feeds, or None
         self.graphs = graphs
         if history not in ("mixed", "truth", "window"):
             raise ValueError(f"history must be 'mixed', 'truth' or 'window', got {history!r}")
         self.history = history
         #: what each job's model sees (surrogate.online), chosen once from the model
-        self.feeds: dict[int, JobFeed] = {
-            jid: feed_for(m, jid, self.lookback, volumes=self.volumes.get(jid), history=history, graphs=graphs)
-            for jid, m in self.models.items()}
+        self.feeds: dict[int, JobFeed] = {} if self.stream else {jid: self._feed(jid) for jid in self.models}
         self.wall = {"inference": 0.0, "tuning": 0.0}
         self._t0: float | None = None  # wall clock at the first director call (start of the backend's run)
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
@@ -204,6 +211,27 @@ class HybridController(Director):
         self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0,
                        "fallback_predictions": 0, "edge_corrections": 0}
+
+    def _feed(self, jid: int) -> JobFeed:
+        return feed_for(self.models[jid], jid, self.lookback, volumes=self.volumes.get(jid), history=self.history,
+                        graphs=self.graphs)
+
+    # ------------------------------------------------------------------------------------------------ job stream
+    def on_job_start(self, job_id: int, t: float, terminals) -> None:
+        """A stream job starts: its state, feed (and port graphs, for graph models) are created now."""
+        self.started[job_id] = t
+        self.running[job_id] = None
+        name, kind, n_ranks, n_it = self.jobs[job_id]
+        if n_it is None or job_id not in self.models:
+            return
+        st = self.states[job_id] = JobState.new(name, job_id, kind, n_ranks, n_it)
+        st.drop_edges = self._drop_edges
+        if self.graphs is not None and self.models[job_id].needs_graphs:
+            self.graphs.add_job(job_id, name, terminals, n_it)
+        self.feeds[job_id] = self._feed(job_id)
+
+    def on_job_end(self, job_id: int, t: float) -> None:
+        self.running.pop(job_id, None)
 
     @property
     def drop_edges(self) -> bool:
@@ -219,7 +247,10 @@ class HybridController(Director):
 
     @property
     def wants_samples(self) -> bool:
-        """Whether the backend should stream port samples to :meth:`on_samples` (graph surrogates)."""
+        """Whether the backend should stream port samples to :meth:`on_samples` (graph surrogates; in a stream, whose
+        feeds are made as jobs start: whether there are port graphs to feed)."""
+        if self.stream:
+            return self.graphs is not None
         return any(f.wants_samples for f in self.feeds.values())
 
     def on_samples(self, block) -> None:
@@ -252,7 +283,7 @@ class HybridController(Director):
             costs={**self.wall, "simulated_iterations": sum(m == Mode.SIMULATE for m in modes),
                    "predicted_iterations": sum(m == Mode.PREDICT for m in modes),
                    "simulate": self.simulate_wall()},
-            now=self.now,
+            now=self.now, start=self.started.get(st.job_id, 0.0), running=tuple(self.running),
         )
 
     # ------------------------------------------------------------------------------------------------ director

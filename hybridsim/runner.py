@@ -78,15 +78,19 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
 
         from .topology import Dragonfly
 
-        if placement is None:
-            from .placement import place_jobs
+        if scenario.is_stream:  # a stream job's graphs are set up when it starts, on the terminals it gets
+            graphs = OnlineGraphs(Dragonfly(scenario.topology.shape), {})
+        else:
+            if placement is None:
+                from .placement import place_jobs
 
-            placement = place_jobs(scenario, scenario.build_topology())
-        graphs = OnlineGraphs(Dragonfly(scenario.topology.shape),
-                              {i: (jobs[i][0], placement[i], jobs[i][3]) for i in graph_jobs})
+                placement = place_jobs(scenario, scenario.build_topology())
+            graphs = OnlineGraphs(Dragonfly(scenario.topology.shape),
+                                  {i: (jobs[i][0], placement[i], jobs[i][3]) for i in graph_jobs})
     return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
                             lookback=sec.lookback, tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
-                            sync=scenario.controller.sync, volumes=volumes, graphs=graphs)
+                            sync=scenario.controller.sync, volumes=volumes, graphs=graphs,
+                            stream=scenario.is_stream)
 
 
 def backend_class(kind: str) -> type[Backend]:

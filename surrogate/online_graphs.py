@@ -66,16 +66,21 @@ class OnlineGraphs:
         self.n_ports = topology.n_ports
         self.jobs: dict[int, _Job] = {}
         for jid, (name, terms, n_it) in jobs.items():
-            rank_port = topology.terminal_port_ids[np.asarray(terms, dtype=np.int64)].astype(np.int64)
-            wrank = window_ranks(topology, rank_port)
-            if (wrank < 0).any():
-                raise OnlineGraphError(f"job {name!r}: router ports not connected to any port of the job")
-            self.jobs[jid] = _Job(name, rank_port, self.n_ports, wrank, int(n_it))
+            self.add_job(jid, name, terms, n_it)
         self.interval: float | None = None
         self.features: tuple[str, ...] | None = None
         self._t = np.zeros(0)
         self._v: np.ndarray | None = None
         self.n_samples = 0
+
+    def add_job(self, job_id: int, name: str, terminals, n_iterations: int) -> None:
+        """Build graphs for one more job (a job of a stream, when it starts on ``terminals``)."""
+        topology = self.topo
+        rank_port = topology.terminal_port_ids[np.asarray(terminals, dtype=np.int64)].astype(np.int64)
+        wrank = window_ranks(topology, rank_port)
+        if (wrank < 0).any():
+            raise OnlineGraphError(f"job {name!r}: router ports not connected to any port of the job")
+        self.jobs[job_id] = _Job(name, rank_port, self.n_ports, wrank, int(n_iterations))
 
     # ------------------------------------------------------------------------------------------------ input
     def on_samples(self, block) -> None:
