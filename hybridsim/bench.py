@@ -6,7 +6,10 @@ metrics.
 * surrogate fraction f = predicted iterations / all iterations (jobs with iterations);
 * per-job completion-time error % = |T_hybrid - T_pure| / T_pure x 100, and the number of jobs above 5 %;
 * per-iteration MAPE = mean over predicted (rank, iteration) of |prediction - pure-run truth| / truth x 100;
-* inference and tuning overhead: wall seconds and share of the hybrid run's wall time.
+* inference and tuning overhead: wall seconds and share of the hybrid run's wall time;
+* job streams (a ``scheduler`` section): per-job run-time error % = |(end - start)_hybrid - (end - start)_pure| /
+  (end - start)_pure x 100 (the completion-time error also carries the start, which moves with the jobs before it),
+  its mean and max over jobs, and the makespan error % = |makespan_hybrid - makespan_pure| / makespan_pure x 100.
 """
 
 from __future__ import annotations
@@ -58,11 +61,26 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
             "iteration_mape_pct": float(np.mean(errs)) if errs else None,
             "surrogate_fraction": hj.get("surrogate_fraction", 0.0),
         }
+        if "stream" in psum:
+            rp, rh = psum["jobs"][job.name].get("run_time"), hsum["jobs"][job.name].get("run_time")
+            jobs[job.name].update({
+                "start_pure_ns": psum["jobs"][job.name].get("start"),
+                "start_hybrid_ns": hsum["jobs"][job.name].get("start"),
+                "run_time_error_pct": abs(rh - rp) / rp * 100.0 if rp and rh is not None else None})
     wp, wh = psum["wall_s"], hsum["wall_s"]
     ep, eh = psum["events"], hsum["events"]
     speedup = wp / wh if wh > 0 else math.inf
     theo = ep / eh if eh > 0 else math.inf
     split = hsum.get("wall_split_s", {})
+    stream = {}
+    if "stream" in psum and "stream" in hsum:
+        mp, mh = psum["stream"]["makespan"], hsum["stream"]["makespan"]
+        rt = [j["run_time_error_pct"] for j in jobs.values() if j.get("run_time_error_pct") is not None]
+        stream = {"makespan_pure_ns": mp, "makespan_hybrid_ns": mh,
+                  "makespan_error_pct": abs(mh - mp) / mp * 100.0 if mp else None,
+                  "mean_run_time_error_pct": float(np.mean(rt)) if rt else None,
+                  "max_run_time_error_pct": float(np.max(rt)) if rt else None,
+                  "jobs_run_time_above_5pct": sum(1 for e in rt if e > 5.0)}
     return {
         "policy": hsum.get("hybrid", {}).get("policy"),
         "speedup": speedup,
@@ -79,6 +97,7 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         "iteration_mape_pct": float(np.mean(all_err)) if all_err else None,
         "jobs_above_5pct": sum(1 for j in jobs.values() if (j["completion_error_pct"] or 0) > 5.0),
         "max_completion_error_pct": max((j["completion_error_pct"] or 0) for j in jobs.values()) if jobs else None,
+        **stream,
         "jobs": jobs,
     }
 
@@ -163,11 +182,19 @@ def format_table(result: dict) -> str:
                      f"{f(r['efficiency'], '6.2f')} {f(r['surrogate_fraction'], '6.2f')} "
                      f"{f(r['iteration_mape_pct'], '7.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
                      f"{r['jobs_above_5pct']:>4} {f(r['inference_s'], '7.2f')} {f(r['tuning_s'], '7.2f')}")
+    for r in result["runs"]:
+        if "makespan_error_pct" in r:
+            lines.append(f"{r['run']:<28} job stream: makespan error {f(r['makespan_error_pct'], '.2f')} % "
+                         f"({f(r['makespan_pure_ns'] / 1e6, '.3f')} ms pure), run-time error mean "
+                         f"{f(r['mean_run_time_error_pct'], '.2f')} % max {f(r['max_run_time_error_pct'], '.2f')} %, "
+                         f"{r['jobs_run_time_above_5pct']} jobs above 5 %")
     lines.append("")
     for r in result["runs"]:
         for name, j in r["jobs"].items():
+            rt = f"  run-time error {f(j['run_time_error_pct'], '.2f')} %" if "run_time_error_pct" in j else ""
             lines.append(f"  {r['run']:<26} {name:<12} completion error {f(j['completion_error_pct'], '.2f')} %  "
-                         f"iteration MAPE {f(j['iteration_mape_pct'], '.2f')} %  f {f(j['surrogate_fraction'], '.2f')}")
+                         f"iteration MAPE {f(j['iteration_mape_pct'], '.2f')} %  f {f(j['surrogate_fraction'], '.2f')}"
+                         f"{rt}")
     return "\n".join(lines)
 
 
