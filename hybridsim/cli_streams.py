@@ -177,7 +177,7 @@ def cmd_scenario_from_swf(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("scenario-from-swf",
-                       help="a job-stream scenario from a Standard Workload Format trace (preview)")
+                       help="a job-stream scenario from a Standard Workload Format trace")
     p.add_argument("trace", metavar="TRACE.swf")
     p.add_argument("--system", metavar="BASE.yaml", required=True,
                    help="scenario whose topology and other sections are kept (its jobs and placement are replaced)")
@@ -195,7 +195,7 @@ def register(sub) -> None:
                    help="ranks per trace processor (default: terminals / the trace's MaxProcs)")
     g = p.add_argument_group("workloads")
     g.add_argument("--templates", default="milc,lammps,nn",
-                   help="comma-separated templates among milc, lammps, nn, uniform-random (default milc,lammps,nn)")
+                   help="comma-separated templates among milc, lammps, nn (default milc,lammps,nn)")
     g.add_argument("--assign", default="random", choices=("random", "cycle", "application", "user"),
                    help="template per job: seeded draw, round robin, or SWF application / user number modulo the "
                         "template count (unknown: drawn); default random")

@@ -168,6 +168,11 @@ class SwfMapping:
         bad = [t for t in self.templates if t not in TEMPLATES]
         if bad or not self.templates:
             raise SwfError(f"unknown template(s) {bad or '(none)'} (valid: {', '.join(TEMPLATES)})")
+        if "uniform-random" in self.templates:
+            # uniform_random jobs are background traffic: they run until every other job has ended, so they cannot
+            # arrive later or end on their own in a stream
+            raise SwfError("template uniform-random cannot be used in a job stream yet: uniform_random jobs are "
+                           "background traffic that runs until the other jobs end (use milc, lammps, nn)")
         if self.assign not in ASSIGN_RULES:
             raise SwfError(f"unknown template rule {self.assign!r} (valid: {', '.join(ASSIGN_RULES)})")
         if self.queue not in QUEUE_POLICIES:
