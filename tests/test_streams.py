@@ -277,3 +277,39 @@ jobs:
         assert "predict" in modes[job].values(), job     # then the surrogate serves it
     assert summary["stream"]["jobs"] == 3
     assert read_jobs(rd.path / "jobs.parquet").num_rows == 3
+
+
+def test_bench_on_a_stream_reports_run_time_and_makespan_errors(tmp_path):
+    from hybridsim.bench import format_table, run_bench
+
+    text = HEAD + """\
+scheduler: {queue: easy, allocation: random}
+jobs:
+  - {name: a, ranks: 8, iterations: 16, workload: {kind: allreduce, size: 4096}, compute: {delay: 2us}}
+  - {name: b, ranks: 8, iterations: 16, arrival: 5us, workload: {kind: allreduce, size: 4096}, compute: {delay: 2us}}
+"""
+    sc = parse_scenario(text, str(tmp_path / "s.yaml"))
+    result = run_bench(sc, tmp_path / "b")
+    r = result["runs"][0]
+    pure = json.loads((tmp_path / "b" / "pure" / "summary.json").read_text())
+    hyb = json.loads((tmp_path / "b" / r["run"] / "summary.json").read_text())
+    mp, mh = pure["stream"]["makespan"], hyb["stream"]["makespan"]
+    assert r["makespan_error_pct"] == pytest.approx(abs(mh - mp) / mp * 100)
+    for name in ("a", "b"):
+        rp, rh = pure["jobs"][name]["run_time"], hyb["jobs"][name]["run_time"]
+        assert r["jobs"][name]["run_time_error_pct"] == pytest.approx(abs(rh - rp) / rp * 100)
+    assert r["max_run_time_error_pct"] == max(r["jobs"][n]["run_time_error_pct"] for n in ("a", "b"))
+    assert "makespan error" in format_table(result)
+
+
+def test_codes_bridge_and_swf_refuse_what_streams_cannot_run(tmp_path):
+    from codes_bridge.backend import run_codes
+    from codes_bridge.writers import CodesInputError
+    from hybridsim.swf import SwfError, SwfMapping
+
+    sc = parse_scenario(stream(), "s.yaml")
+    with pytest.raises(CodesInputError, match="CODES' model-net-mpi-replay starts every job at t = 0"):
+        run_codes(sc, tmp_path)
+    assert not any(tmp_path.iterdir())          # nothing written
+    with pytest.raises(SwfError, match="uniform-random cannot be used in a job stream"):
+        SwfMapping(templates=("nn", "uniform-random")).check()

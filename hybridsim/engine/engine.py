@@ -5,6 +5,12 @@ routers, routing, credits), the :class:`~.mpi.MpiLayer` (ranks, MPI protocol), t
 :mod:`hybridsim.workloads` (per-rank, per-iteration op lists), a :class:`~.sampling.PortSampler` and the
 :class:`~hybridsim.backend.Director` that chooses, per job and iteration, SIMULATE or PREDICT (see
 :mod:`hybridsim.backend` for the protocol).
+
+Job streams (a scenario with a ``scheduler`` section): a :class:`~hybridsim.scheduler.Scheduler` decides at each
+arrival and after each job end which waiting jobs start and on which terminals. A job's ranks are created when it
+starts (consecutive global ids) and dropped with its per-job state when it ends, so the engine's memory follows the
+jobs running at once; only the results (records, per-job start/end/terminals) grow with the stream. Without a
+``scheduler`` section every job starts at t = 0 on ``placement``, as before.
 """
 
 from __future__ import annotations

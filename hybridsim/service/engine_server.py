@@ -288,7 +288,7 @@ class _ProxyDirector(Director):
                                                              f"MODE_PREDICT, got {ans.mode}")
 
     def on_job_start(self, job_id: int, t: float, terminals) -> None:
-        pass  # the protocol does not carry job starts; hybrid runs of job streams are refused client-side
+        pass  # the protocol does not carry job starts; job streams are refused client-side (runner)
 
     def on_job_end(self, job_id: int, t: float) -> None:
         pass
