@@ -67,7 +67,8 @@ def cmd_validate(args) -> int:
             print(str(exc), file=sys.stderr)
             continue
         ranks = sum(j.ranks for j in sc.jobs)
-        print(f"{f}: ok ({len(sc.jobs)} jobs, {ranks} ranks on {sc.topology.n_terminals} terminals, "
+        stream = f", a stream ({sc.scheduler.queue}/{sc.scheduler.allocation})" if sc.is_stream else ""
+        print(f"{f}: ok ({len(sc.jobs)} jobs, {ranks} ranks on {sc.topology.n_terminals} terminals{stream}, "
               f"backend {sc.backend.kind})")
     return EXIT_BAD_INPUT if bad else EXIT_OK
 

@@ -279,6 +279,32 @@ jobs:
     assert read_jobs(rd.path / "jobs.parquet").num_rows == 3
 
 
+@pytest.mark.parametrize("policy", ["pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned"])
+def test_every_builtin_policy_runs_a_stream(tmp_path, policy):
+    from controllers.builtin import BUILTIN
+
+    assert set(BUILTIN) == {"pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned"}
+    text = HEAD + f"""\
+scheduler: {{queue: fcfs, allocation: random}}
+controller: {{policy: {policy}, params: {{warmup: 2}}}}
+jobs:
+  - {{name: a, ranks: 8, iterations: 12, workload: {{kind: allreduce, size: 4096}}, compute: {{delay: 2us}}}}
+  - {{name: b, ranks: 8, iterations: 12, arrival: 5us, workload: {{kind: allreduce, size: 4096}},
+     compute: {{delay: 2us}}}}
+"""
+    if policy == "pdes":
+        text = text.replace(", params: {warmup: 2}", "")
+    sc = parse_scenario(text, str(tmp_path / "s.yaml"))
+    rd, res, summary = run_scenario(sc, tmp_path / "h", mode="hybrid", progress=False)
+    assert res.job_start["b"] == res.job_end["a"]      # b waited for a's terminals
+    hj = summary["hybrid"]["jobs"]
+    for job in ("a", "b"):
+        assert hj[job]["simulated_iterations"] + hj[job]["predicted_iterations"] == 12
+        assert hj[job]["simulated_iterations"] >= (12 if policy == "pdes" else 2)   # b's own warm-up too
+        if policy != "pdes":
+            assert hj[job]["predicted_iterations"] > 0
+
+
 def test_bench_on_a_stream_reports_run_time_and_makespan_errors(tmp_path):
     from hybridsim.bench import format_table, run_bench
 
