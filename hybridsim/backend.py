@@ -58,12 +58,11 @@ class Director(abc.ABC):
         """Predicted durations (ns, float64, one per rank in ``ranks``) of ``iteration``."""
 
     def on_job_start(self, job_id: int, t: float, terminals: np.ndarray) -> None:
-        """A job of a stream starts at ``t`` on ``terminals`` (rank r on ``terminals[r]``)."""
-        ...
+        """A job of a stream starts at ``t`` on ``terminals`` (rank r on ``terminals[r]``); default: nothing. Only
+        job streams call it (a duck-typed director must define it to run one)."""
 
     def on_job_end(self, job_id: int, t: float) -> None:
-        """A job of a stream ended at ``t``; its terminals are free."""
-        ...
+        """A job of a stream ended at ``t``; its terminals are free. Default: nothing."""
 
 
 class AlwaysSimulate(Director):
@@ -74,12 +73,6 @@ class AlwaysSimulate(Director):
 
     def predict(self, job_id, iteration, ranks, starts):  # pragma: no cover - never called
         raise RuntimeError("AlwaysSimulate never predicts")
-
-    def on_job_start(self, job_id, t, terminals) -> None:
-        pass
-
-    def on_job_end(self, job_id, t) -> None:
-        pass
 
 
 #: ``on_record(record, simulated)``; ``on_samples(block)`` with one or more sampling windows.

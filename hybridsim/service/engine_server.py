@@ -287,12 +287,6 @@ class _ProxyDirector(Director):
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"mode_answer.mode: must be MODE_SIMULATE or "
                                                              f"MODE_PREDICT, got {ans.mode}")
 
-    def on_job_start(self, job_id: int, t: float, terminals) -> None:
-        pass  # the protocol does not carry job starts; job streams are refused client-side (runner)
-
-    def on_job_end(self, job_id: int, t: float) -> None:
-        pass
-
     def predict(self, job_id: int, iteration: int, ranks, starts) -> np.ndarray:
         ranks = np.asarray(ranks)
         ans = self.session.call(engine_pb2.EngineEvent(predict_call=engine_pb2.PredictCall(
