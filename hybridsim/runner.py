@@ -201,6 +201,8 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         ports_on = (scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports
         if ports_on and result.ports is not None:
             _write_ports(result.ports, rd.file(PORTS))
+        if scenario.is_stream:  # the terminals each job ran on (none for a job a partial run never started)
+            placement = [result.job_terminals.get(j.name, np.zeros(0, np.int64)) for j in scenario.jobs]
         write_description(rd.path, describe_scenario(scenario, placement, result.ports if ports_on else None))
         summary = {
             "mode": mode,

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, ValidationError,
-                      model_validator)
+                      field_validator, model_validator)
 
 from . import yamlio
 from .topology import Dragonfly, DragonflyShape, TopologyError
