@@ -10,13 +10,16 @@ for ``backend.kind: codes``::
 
 then parses that folder with :func:`codes_bridge.importer.read_codes_run` and converts what it found
 (:meth:`CodesRun.to_simulation_result <codes_bridge.importer.CodesRun.to_simulation_result>`). CODES cannot be
-paused from outside, so this backend streams one whole run; there is no director here (hybrid runs on CODES use
-CODES' own application surrogate with :mod:`codes_bridge.director` as its predictor service). Job names and ids in
+paused from outside, so this backend streams one whole run; a hybrid run (``mode="hybrid"``) hands the switching to
+CODES' own director, with the scenario's policy as its window(s) and the scenario's surrogate served in-process by
+:mod:`codes_bridge.director` (:mod:`codes_bridge.hybrid`). Job names and ids in
 the result are the scenario's (CODES numbers jobs by their line in the workload file, which is scenario order).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -32,8 +35,7 @@ CODES_SUBDIR = "codes"
 class CodesBackend(Backend):
     """CODES as a :class:`~hybridsim.backend.Backend`: ``run()`` is :func:`run_codes` into ``run_dir``."""
 
-    no_director = ("hybrid mode on the CODES backend runs through CODES' own director: start "
-                   "'hybridsim serve --codes-director' and enable CODES' application surrogate (see docs/codes.md)")
+    runs_policy = True          # hybrid mode: the scenario's policy becomes CODES' director window(s)
     streams_samples = False     # CODES writes its port samples to files, read after the run
     reports_job_end = True      # CODES prints per-job completion times
 
@@ -41,8 +43,10 @@ class CodesBackend(Backend):
         self.scenario, self.run_dir, self.progress, self.options = scenario, Path(run_dir), progress, options
 
     def run(self, director=None, on_record=None, on_samples=None) -> SimulationResult:
-        if director is not None:
-            raise CodesRunError(self.no_director, cause="bad-config")
+        if director is not None:  # CODES cannot be paused: it takes the policy as its own director's window(s)
+            raise CodesRunError("the CODES backend takes no in-process director: run it with mode='hybrid', which "
+                                "hands the scenario's policy to CODES' own director (docs/codes.md)",
+                                cause="bad-config")
         result = run_codes(self.scenario, self.run_dir, self.progress, **self.options)
         if on_record is not None:
             for rec, sim in zip(result.records, result.simulated):
@@ -51,7 +55,7 @@ class CodesBackend(Backend):
 
 
 def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env: dict | None = None,
-              **writer_options) -> SimulationResult:
+              mode: str = "simulate", **writer_options) -> SimulationResult:
     """Write CODES inputs for ``scenario`` into ``run_dir/codes``, run CODES there, import and return its results.
 
     Raises :class:`~codes_bridge.writers.CodesInputError` for a scenario CODES cannot run (nothing is started) and
@@ -59,6 +63,9 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     ROSS' end-of-run statistics (its files stay in ``run_dir/codes``; ``hybridsim import-codes`` reads them as a
     partial run).
     ``writer_options`` go to :func:`~codes_bridge.writers.write_codes_inputs` (``vt_samp_end``, ``end_time``, ...).
+    ``mode="hybrid"``: the scenario's policy becomes CODES' director window(s) and the scenario's surrogate serves
+    CODES' predictions from a thread of this process while CODES runs (:mod:`codes_bridge.hybrid`); the result's
+    ``stats["director"]`` says which windows, how far they are from the policy, and what the server did.
     """
     from .importer import read_codes_run  # the parsers' package; imported late so writing/launching need not it
 
@@ -67,9 +74,20 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
 
         raise CodesInputError(f"scheduler: {CODES_NO_STREAMS}")
     codes_dir = Path(run_dir) / CODES_SUBDIR
+    director, plan = None, None
+    if mode == "hybrid":
+        from .hybrid import DirectorThread, director_section, plan_director
+
+        plan = plan_director(scenario)
+        if plan.windows:
+            director = DirectorThread(scenario, log=_progress_log(progress))
+            writer_options["director"] = director_section(plan.windows)
     inputs = write_codes_inputs(scenario, codes_dir, **writer_options)
     t0 = time.monotonic()
-    launched = run_inputs(scenario, inputs, progress=progress, env=env)
+    with director or contextlib.nullcontext():
+        if director is not None:
+            env = dict(os.environ if env is None else env, ZMQML_ENDPOINT=director.endpoint)
+        launched = run_inputs(scenario, inputs, progress=progress, env=env)
     wall = time.monotonic() - t0
     try:
         run = read_codes_run(codes_dir)
@@ -79,9 +97,22 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
         raise CodesRunError(f"CODES finished (exit 0 after {launched.wall_s:.1f} s) but its output could not be "
                             f"read: {exc}", cause="no-output", run_dir=codes_dir) from exc
     result = run.to_simulation_result(scenario, wall)
+    if plan is not None:
+        result.stats["director"] = dict(plan.describe(), **(director.stats() if director is not None else {}))
     if result.partial:
         why = "; ".join(result.stats.get("warnings", [])[:5])
         raise CodesRunError(f"CODES exited with status 0 after {launched.wall_s:.1f} s but did not finish the run "
                             f"({why})", cause="no-output", run_dir=codes_dir,
                             stderr_tail="\n".join(launched.stderr.read_text(errors="replace").splitlines()[-20:]))
     return result
+
+
+def _progress_log(progress):
+    """Where the director server's notes go: the progress callback, stderr for ``True``, nowhere for ``False``."""
+    if callable(progress):
+        return progress
+    if progress:
+        import sys
+
+        return lambda s: print(f"codes-director: {s}", file=sys.stderr, flush=True)
+    return None

@@ -154,7 +154,9 @@ def conf_params(scenario, intra: str, inter: str, counting: tuple[int, float] | 
     return params
 
 
-def render_conf(lpgroups: dict[str, str], params: dict[str, str], comment: str | None = None) -> str:
+def render_conf(lpgroups: dict[str, str], params: dict[str, str], comment: str | None = None,
+                sections: dict[str, dict[str, str]] | None = None) -> str:
+    """The ``.conf`` text; ``sections``: more top-level sections after PARAMS (``DIRECTOR``), values quoted."""
     lines = ["LPGROUPS", "{", "   MODELNET_GRP", "   {"]
     lines += [f'      {k}="{v}";' for k, v in lpgroups.items()]
     lines += ["   }", "}", "PARAMS", "{"]
@@ -162,7 +164,10 @@ def render_conf(lpgroups: dict[str, str], params: dict[str, str], comment: str |
         lines += [f"# {c}" for c in comment.splitlines()]
     for k, v in params.items():
         lines.append(f"   {k}={v};" if v.startswith("(") else f'   {k}="{v}";')
-    lines += ["}", ""]
+    lines += ["}"]
+    for name, sec in (sections or {}).items():
+        lines += [name, "{"] + [f'   {k}="{v}";' for k, v in sec.items()] + ["}"]
+    lines += [""]
     return "\n".join(lines)
 
 
@@ -381,14 +386,17 @@ def write_codes_inputs(scenario, out_dir, *, topo: Dragonfly | None = None,
                        placement: list[np.ndarray] | None = None, vt_samp_end: float | None = None,
                        end_time: float | None = None, report_interval: float = DEFAULT_REPORT_INTERVAL,
                        counting: tuple[int, float] | None = None, model_stats: bool | None = None,
-                       extra_params: dict[str, str] | None = None) -> CodesInputs:
+                       extra_params: dict[str, str] | None = None,
+                       director: dict[str, str] | None = None) -> CodesInputs:
     """Write the CODES inputs for ``scenario`` into ``out_dir`` (created); return what was written.
 
     Paths inside the files are relative to ``out_dir`` (CODES is started there). ``end_time`` (ns; default the
     scenario's stop time ``backend.embedded.end_time``, so both backends stop at the same virtual time) becomes
     ``--end`` and is required when every job is a synthetic background job (they would run forever).
     ``extra_params`` are added to PARAMS verbatim (CODES instrumentation such as ``router_buffer_snapshots`` or
-    ``save_packet_latency_path``; a value starting with ``(`` is written unquoted, as a list)."""
+    ``save_packet_latency_path``; a value starting with ``(`` is written unquoted, as a list). ``director``: the
+    ``DIRECTOR`` section of a hybrid run (:func:`codes_bridge.hybrid.director_section`); it also adds one director
+    LP per rank slot (``dir-nw-lp`` = ``nw-lp``) to LPGROUPS."""
     if end_time is None:
         end_time = scenario.backend.embedded.end_time
     out = Path(out_dir).resolve()
@@ -422,7 +430,10 @@ def write_codes_inputs(scenario, out_dir, *, topo: Dragonfly | None = None,
     comment = (f"written by hybridsim for scenario {scenario.name or '(unnamed)'}: {t.groups} groups x "
                f"{t.routers_per_group} routers x {t.terminals_per_router} terminals, "
                f"{t.global_channels_per_router} global channels per router")
-    conf.write_text(render_conf(conf_lpgroups(scenario), params, comment))
+    lpgroups = conf_lpgroups(scenario)
+    if director:
+        lpgroups["dir-nw-lp"] = lpgroups["nw-lp"]
+    conf.write_text(render_conf(lpgroups, params, comment, {"DIRECTOR": dict(director)} if director else None))
 
     json_paths: list[Path | None] = []
     lines = []

@@ -2,7 +2,8 @@
 
 :class:`Backend` is implemented by the embedded engine (:class:`hybridsim.engine.Engine`), the remote engine
 (:class:`hybridsim.service.remote.RemoteBackend`) and CODES (:class:`codes_bridge.backend.CodesBackend`); each
-declares what it can do (``no_director``, ``streams_samples``, ``reports_job_end``), so the runner has one path.
+declares what it can do (``no_director``, ``runs_policy``, ``streams_samples``, ``reports_job_end``), so the runner
+has one path.
 
 A backend simulates a scenario and reports, as the simulation runs, :class:`~hybridsim.records.IterationRecord`\\ s
 and :class:`~hybridsim.records.PortSamples` blocks. The embedded engine also takes a :class:`Director` that decides,
@@ -104,6 +105,9 @@ class Backend(abc.ABC):
 
     #: why :meth:`run` cannot take a director (hybrid mode), or None when it can
     no_director: ClassVar[str | None] = None
+    #: whether the backend applies the scenario's ``controller`` and ``surrogate`` sections itself in hybrid mode
+    #: (CODES' own director); the runner then builds no controller and passes ``mode`` to its constructor
+    runs_policy: ClassVar[bool] = False
     #: whether :meth:`run` hands port samples to ``on_samples`` while it runs (graph surrogates need them)
     streams_samples: ClassVar[bool] = True
     #: whether ``SimulationResult.job_end`` holds completion times the simulator itself reports (CODES prints

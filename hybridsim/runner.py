@@ -110,14 +110,15 @@ def backend_class(kind: str) -> type[Backend]:
     raise RunError(f"unknown backend {kind!r}")
 
 
-def make_backend(scenario, topology, placement, progress: bool, run_dir: Path) -> Backend:
-    """The scenario's backend, ready to ``run`` (``run_dir``: where a backend that writes files, CODES, works)."""
+def make_backend(scenario, topology, placement, progress: bool, run_dir: Path, mode: str = "simulate") -> Backend:
+    """The scenario's backend, ready to ``run`` (``run_dir``: where a backend that writes files, CODES, works;
+    ``mode``: for a backend that ``runs_policy`` itself)."""
     cls = backend_class(scenario.backend.kind)
     if scenario.backend.kind == "embedded":
         return cls(scenario, topology=topology, placement=placement, progress=progress)
     if scenario.backend.kind == "remote":
         return cls(scenario.backend.remote, scenario)
-    return cls(scenario, run_dir, progress=progress)
+    return cls(scenario, run_dir, progress=progress, mode=mode)
 
 
 def job_summary(scenario, records: list[IterationRecord], job_end: dict[str, float] | None = None) -> dict:
@@ -177,7 +178,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     try:
         if mode == "hybrid" and cls.no_director is not None:
             raise RunError(cls.no_director)
-        if mode == "hybrid" and controller is None:
+        if mode == "hybrid" and controller is None and not cls.runs_policy:
             controller = build_controller(scenario, placement=placement)
         wants_samples = controller is not None and controller.wants_samples
         if backend is None:
@@ -186,12 +187,14 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                 # graph surrogates need the port samples even when the scenario records none
                 run_sc = scenario.model_copy(deep=True)
                 run_sc.sampling.ports = True
-            backend = make_backend(run_sc, topology, placement, progress, rd.path)
+            backend = make_backend(run_sc, topology, placement, progress, rd.path, mode)
         on_record = controller.on_record if controller is not None else None
         on_samples = controller.on_samples if wants_samples else None
         result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
         wall = time.perf_counter() - t0
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
+        if extra is None and not all(result.simulated):  # predicted by a backend that runs the policy itself
+            extra = {"mode": ["simulate" if s else "predict" for s in result.simulated]}
         write_iterations(result.records, rd.file(ITERATIONS), extra=extra)
         outcomes = stream_outcomes(scenario, result) if scenario.is_stream else None
         if outcomes is not None:
