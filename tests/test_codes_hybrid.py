@@ -1,0 +1,190 @@
+"""Hybrid runs on the CODES backend (codes_bridge.hybrid): the scenario's policy as CODES' director window(s), the
+DIRECTOR section and director LPs written, and the in-process director server started for CODES and stopped after
+it. CODES is replaced by a stand-in that speaks CODES' director protocol to ``ZMQML_ENDPOINT`` (ZeroMQ REQ on
+127.0.0.1, as CODES' client does) and then replays reference run B's output files."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from codes_bridge.hybrid import choose_windows, director_section, plan_director, policy_plan
+from codes_bridge.writers import parse_conf
+from hybridsim.backend import Mode
+from hybridsim.scenario import Scenario
+
+from test_codes_launcher_standins import FAIL_EXIT, REPLAY, _script, bins  # noqa: F401  (fixture)
+
+S, P = Mode.SIMULATE, Mode.PREDICT
+
+
+def _modes(text: str) -> list[Mode]:
+    return [P if c == "P" else S for c in text]
+
+
+# ---------------------------------------------------------------------------------------------- window choice
+def test_windows_single_job_follow_the_policy_exactly():
+    assert choose_windows([_modes("S" * 8 + "P" * 12)]) == [(8, 20)]
+    assert choose_windows([_modes("S" * 20)]) == []
+    # SMART's periodic schedule has three predicted stretches; with two windows, predicting the truth iteration 15
+    # (1 pair off the plan) beats leaving a stretch simulated (3 pairs)
+    assert choose_windows([_modes("SSSSSSSSPPPSPPPSPPPS")]) == [(8, 11), (12, 19)]
+
+
+def test_windows_start_no_earlier_than_codes_can_switch():
+    # CODES switches a rank once it has sent iteration times: iteration 6 at the earliest
+    assert choose_windows([_modes("S" + "P" * 19)]) == [(6, 20)]
+    assert choose_windows([_modes("SPPPSS")]) == []
+
+
+def test_windows_avoid_the_phantom_iteration_of_a_job_ending_inside_a_window():
+    """MILC 20 and LAMMPS 10 iterations, both predicted from 8 on: one window [8, 20) would leave LAMMPS' last mark
+    inside it, and CODES would add a predicted iteration to LAMMPS; ending the first window with LAMMPS costs only
+    MILC's iteration 10 (simulated)."""
+    assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 8 + "PP")]) == [(8, 10), (11, 20)]
+
+
+def test_policy_plan_dry_run():
+    sc = _scenario(None, "mpirun", controller={"policy": "periodic", "params": {"warmup": 8, "ft": 4, "truth": 1}})
+    assert policy_plan(sc) == [_modes("SSSSSSSSPPPSPPPSPPPS")]
+    plan = plan_director(sc)
+    assert plan.windows == [(8, 11), (12, 19)] and plan.mismatch == {"milc": [15]}
+
+
+def test_director_section_numbering():
+    """Predicted iterations [a, b) are CODES marks start_iter = a - 1 .. end_iter = b - 1."""
+    sec = director_section([(8, 10), (11, 20)])
+    assert (sec["start_iter"], sec["end_iter"]) == ("7", "9")
+    assert (sec["second_surrogate_enabled"], sec["second_start_iter"], sec["second_end_iter"]) == ("1", "10", "19")
+    assert sec["training_enabled"] == sec["inferencing_enabled"] == sec["surrogate_enabled"] == "1"
+    assert sec["shutdown_zmqml_server_on_finalize"] == "0"
+    assert "second_start_iter" not in director_section([(8, 20)])
+
+
+# ---------------------------------------------------------------------------------------------- stand-in CODES
+#: CODES' director client in a few lines: set-debug, records for two clients, one inference each, as a5958cfa sends
+#: them ("2;client;n;" args, NUL, space-separated values); the replies are kept for the test.
+DIRECTOR_CLIENT = """
+import json, os, zmq
+conf = open(args[sep + 1]).read()
+ctx = zmq.Context()
+sock = ctx.socket(zmq.REQ)
+sock.setsockopt(zmq.RCVTIMEO, 20000)
+sock.setsockopt(zmq.LINGER, 0)
+sock.connect(os.environ["ZMQML_ENDPOINT"])
+def req(cmd, data=""):
+    sock.send(json.dumps(cmd).encode() + b"\\0" + data.encode())
+    return json.loads(sock.recv())
+replies = [req({{"cmd": "set-debug", "args": ["1", "0"]}})]
+for client, times in ((0, "360000 365000 370000 362000 361000"), (1, "2100000 2110000 2090000 2105000 2095000")):
+    replies.append(req({{"cmd": "director-request", "surrogate_family": "iteration-time",
+                        "surrogate_backend": "hybridsim", "operation": "send-records",
+                        "args": ["2", str(client), "5"]}}, times))
+for client in (0, 1):
+    replies.append(req({{"cmd": "director-request", "surrogate_family": "iteration-time",
+                        "surrogate_backend": "hybridsim", "operation": "inference", "args": ["2", str(client), "1"]}}))
+json.dump({{"endpoint": os.environ["ZMQML_ENDPOINT"], "replies": replies}}, open("director-replies.json", "w"))
+"""
+
+
+def _scenario(bin_dir: Path | None, mpirun: str, controller=None, surrogate=None) -> Scenario:
+    codes = {"mpirun": mpirun, "timeout": "120s"}
+    if bin_dir is not None:
+        codes["bin_dir"] = str(bin_dir)
+    d = {
+        "topology": dict(groups=9, routers_per_group=4, terminals_per_router=2, global_channels_per_router=2),
+        "jobs": [{"name": "milc", "ranks": 72, "iterations": 20,
+                  "workload": {"kind": "milc", "dimension_sizes": [2, 2, 3, 6], "msg_size": 65536}}],
+        "sampling": {"interval": "50us"},
+        "backend": {"kind": "codes", "codes": codes},
+    }
+    if controller is not None:
+        d["controller"] = controller
+    if surrogate is not None:
+        d["surrogate"] = surrogate
+    return Scenario.model_validate(d)
+
+
+def _director_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "codes-director"]
+
+
+def _standin(b: Path, ref: Path, client: bool = True) -> None:
+    body = REPLAY
+    if client:  # after the stand-in has checked its inputs, before it writes CODES' output
+        head, tail = body.split('json.dump({{"argv"', 1)
+        body = head + DIRECTOR_CLIENT + 'json.dump({{"argv"' + tail
+    _script(b / "model-net-mpi-replay", body.format(ref=str(ref)))
+
+
+def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data):
+    from hybridsim.runner import run_scenario
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq")
+    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}},
+                   surrogate={"model": "mean"})
+    before = len(_director_threads())
+    rd, res, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False)
+    d = tmp_path / "run" / "codes"
+
+    conf = parse_conf((d / "dfdally-72.conf").read_text())
+    assert conf["MODELNET_GRP"]["dir-nw-lp"] == conf["MODELNET_GRP"]["nw-lp"] == "2"
+    assert conf["DIRECTOR"] == {
+        "surrogate_family": "iteration-time", "surrogate_backend": "hybridsim", "surrogate_enabled": "1",
+        "training_enabled": "1", "inferencing_enabled": "1", "start_iter": "7", "end_iter": "19",
+        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0"}
+
+    talk = json.loads((d / "director-replies.json").read_text())
+    assert talk["endpoint"].startswith("tcp://127.0.0.1:")
+    assert [r["status"] for r in talk["replies"]] == ["done"] * 5
+    preds = [float(r["predictions"]) for r in talk["replies"][3:]]
+    assert preds == [pytest.approx(363600.0), pytest.approx(2100000.0)]   # the mean of each client's 5 times
+
+    director = summary["backend_stats"]["director"]
+    assert director["windows"] == [[8, 20]] and director["codes_windows"] == [[7, 19]]
+    assert director["mismatch"] == {"milc": []}
+    assert director["endpoint"] == talk["endpoint"]
+    assert (director["requests"], director["clients"], director["records"], director["fallbacks"]) == (5, 2, 10, 0)
+    assert summary["mode"] == "hybrid" and summary["backend"] == "codes"
+    assert res.job_end["milc"] == pytest.approx(8_843_603.86, abs=0.01)
+    # stopped with the run: no thread left, and the port answers nobody
+    assert len(_director_threads()) == before
+    import zmq
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(talk["endpoint"])
+    sock.send(b'{"cmd": "nothing"}\0')
+    assert sock.poll(300) == 0
+    sock.close(0)
+    ctx.term()
+
+
+def test_hybrid_run_stops_the_director_when_codes_fails(bins, tmp_path):
+    from hybridsim.runner import RunError, run_scenario
+
+    b, mpirun = bins
+    _script(b / "model-net-mpi-replay", "import os, sys\nassert os.environ['ZMQML_ENDPOINT']\n" + FAIL_EXIT)
+    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}})
+    before = len(_director_threads())
+    with pytest.raises(RunError, match="status 1"):
+        run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False)
+    assert len(_director_threads()) == before
+    assert "DIRECTOR" in parse_conf((tmp_path / "run" / "codes" / "dfdally-72.conf").read_text())
+
+
+def test_hybrid_run_with_pdes_policy_starts_no_director(bins, tmp_path, codes_data):
+    from hybridsim.runner import run_scenario
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq", client=False)
+    sc = _scenario(b, mpirun, controller={"policy": "pdes"})
+    _, _, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False)
+    assert "DIRECTOR" not in parse_conf((tmp_path / "run" / "codes" / "dfdally-72.conf").read_text())
+    assert summary["backend_stats"]["director"]["windows"] == []
+    assert "endpoint" not in summary["backend_stats"]["director"]
