@@ -188,3 +188,14 @@ def test_hybrid_run_with_pdes_policy_starts_no_director(bins, tmp_path, codes_da
     assert "DIRECTOR" not in parse_conf((tmp_path / "run" / "codes" / "dfdally-72.conf").read_text())
     assert summary["backend_stats"]["director"]["windows"] == []
     assert "endpoint" not in summary["backend_stats"]["director"]
+
+
+def test_bad_controller_is_refused_before_any_run_directory(bins, tmp_path):
+    from hybridsim.runner import run_scenario
+    from hybridsim.scenario import ScenarioError
+
+    b, mpirun = bins
+    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmpu": 8}})
+    with pytest.raises(ScenarioError, match=r"controller\.params\.warmpu: .*did you mean 'warmup'"):
+        run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False)
+    assert not (tmp_path / "run").exists()
