@@ -199,3 +199,18 @@ def test_bad_controller_is_refused_before_any_run_directory(bins, tmp_path):
     with pytest.raises(ScenarioError, match=r"controller\.params\.warmpu: .*did you mean 'warmup'"):
         run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_codes_backend_declares_that_it_runs_the_policy_itself(bins, tmp_path):
+    """The runner's one path asks the backend class: CodesBackend takes hybrid mode (no refusal), runs the policy
+    itself (the runner builds no in-process controller) and refuses one handed to run()."""
+    from codes_bridge.backend import CodesBackend
+    from codes_bridge.launcher import CodesRunError
+    from hybridsim.runner import backend_class
+
+    assert backend_class("codes") is CodesBackend
+    assert CodesBackend.no_director is None and CodesBackend.runs_policy and not CodesBackend.streams_samples
+    b, mpirun = bins
+    with pytest.raises(CodesRunError, match="mode='hybrid'"):
+        CodesBackend(_scenario(b, mpirun), tmp_path / "run", progress=False).run(director=object())
+    assert not (tmp_path / "run").exists()

@@ -302,18 +302,3 @@ def test_run_summary_takes_completion_times_from_codes(bins, tmp_path, codes_dat
     assert jobs["milc-512"]["completion_time_ns"] == res.job_end["milc-512"] == 2602465.4231
     assert jobs["lammps-256"]["completion_time_ns"] == 12351469.9896
     assert jobs["milc-512"]["iterations_recorded"] == 512 * 6
-
-
-def test_hybrid_mode_on_codes_is_refused_by_the_backends_declaration(bins, tmp_path):
-    """The runner's one path asks the backend class: CodesBackend declares no director, so ``--mode hybrid`` fails
-    before CODES starts (no binary is needed), with the manifest marked failed and the way to do it named."""
-    from codes_bridge.backend import CodesBackend
-    from hybridsim.runner import RunError, backend_class, run_scenario
-
-    assert backend_class("codes") is CodesBackend and CodesBackend.no_director and not CodesBackend.streams_samples
-    b, mpirun = bins
-    with pytest.raises(RunError, match="hybridsim serve --codes-director"):
-        run_scenario(_scenario(b, mpirun), tmp_path / "run", mode="hybrid", progress=False)
-    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert man["status"] == "failed" and "codes-director" in man["reason"]
-    assert not (tmp_path / "run" / "codes").exists()
