@@ -99,6 +99,7 @@ def policy_plan(scenario, nominal_ns: dict[int, float] | None = None) -> list[li
     lengths = {i: float((nominal_ns or {}).get(i, nominal_iteration_ns(scenario, j)))
                for i, j in enumerate(scenario.jobs) if not j.is_background}
     queue = [(0.0, i) for i in lengths if scenario.jobs[i].iterations > 0]
+    running = tuple(i for _, i in queue)  # no scheduler on CODES: every job runs from 0
     heapq.heapify(queue)
     while queue:
         now, i = heapq.heappop(queue)
@@ -107,7 +108,7 @@ def policy_plan(scenario, nominal_ns: dict[int, float] | None = None) -> list[li
                        mode=modes[-1] if modes else None, modes=tuple(modes),
                        truth=tuple(lengths[i] if m == Mode.SIMULATE else None for m in modes),
                        predicted=tuple(lengths[i] if m == Mode.PREDICT else None for m in modes),
-                       errors=(), costs={}, now=now)
+                       errors=(), costs={}, now=now, running=running)
         modes.append(Mode(policy.decide(view)))
         if len(modes) < job.iterations:
             heapq.heappush(queue, (now + lengths[i], i))
