@@ -5,7 +5,8 @@ metrics.
 * theoretical speedup = events of the pure run / events of the hybrid run; efficiency = speedup / theoretical;
 * surrogate fraction f = predicted iterations / all iterations (jobs with iterations);
 * per-job completion-time error % = |T_hybrid - T_pure| / T_pure x 100, and the number of jobs above 5 %;
-* per-iteration MAPE = mean over predicted (rank, iteration) of |prediction - pure-run truth| / truth x 100;
+* per-iteration MAPE = mean over predicted (rank, iteration) of |prediction - pure-run truth| / truth x 100, for the
+  run, per job and per rank of each job;
 * inference and tuning overhead: wall seconds and share of the hybrid run's wall time;
 * job streams (a ``scheduler`` section): per-job run-time error % = |(end - start)_hybrid - (end - start)_pure| /
   (end - start)_pure x 100 (the completion-time error also carries the start, which moves with the jobs before it),
@@ -44,13 +45,16 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         th = hsum["jobs"][job.name]["completion_time_ns"]
         hj = hsum.get("hybrid", {}).get("jobs", {}).get(job.name, {})
         errs = []
+        by_rank: dict[int, list[float]] = {}
         st = controller.states.get(jid)
         if st is not None:
             for (r, i) in zip(*np.nonzero(np.isfinite(st.pred))):
                 if i < len(st.modes) and st.modes[i].value == "predict":
                     y = truth.get((jid, int(r), int(i)))
                     if y:
-                        errs.append(abs(st.pred[r, i] - y) / y * 100.0)
+                        e = abs(st.pred[r, i] - y) / y * 100.0
+                        errs.append(e)
+                        by_rank.setdefault(int(r), []).append(e)
         all_err += errs
         n_pred += hj.get("predicted_iterations", 0)
         n_all += hj.get("predicted_iterations", 0) + hj.get("simulated_iterations", 0)
@@ -59,6 +63,7 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
             "completion_hybrid_ns": th,
             "completion_error_pct": abs(th - tp) / tp * 100.0 if tp else None,
             "iteration_mape_pct": float(np.mean(errs)) if errs else None,
+            "rank_iteration_mape_pct": {r: float(np.mean(e)) for r, e in sorted(by_rank.items())},
             "surrogate_fraction": hj.get("surrogate_fraction", 0.0),
         }
         if "stream" in psum:
@@ -83,6 +88,7 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
                   "jobs_run_time_above_5pct": sum(1 for e in rt if e > 5.0)}
     return {
         "policy": hsum.get("hybrid", {}).get("policy"),
+        "surrogate": hsum.get("hybrid", {}).get("surrogate"),
         "speedup": speedup,
         "theoretical_speedup": theo,
         "efficiency": speedup / theo if theo and math.isfinite(theo) else None,
@@ -109,12 +115,51 @@ def _with_policy(scenario, policy: str, params: dict):
     return sc
 
 
+def parse_surrogate_spec(spec: str) -> tuple[str, dict]:
+    """``ridge``, ``mean:k=8`` (values parsed as YAML scalars) or a checkpoint folder -> (``surrogate.model``,
+    ``surrogate.config``). A folder that exists is made absolute (it was named relative to the working directory,
+    not to the scenario file)."""
+    import yaml
+
+    from surrogate.base import SurrogateError
+
+    if Path(spec).exists():
+        return str(Path(spec).resolve()), {}
+    name, sep, tail = spec.partition(":")
+    config: dict = {}
+    if sep:
+        for kv in tail.split(","):
+            k, eq, v = kv.partition("=")
+            if not eq or not k.strip():
+                raise SurrogateError(f"--surrogate {spec!r}: expected key=value after ':', got {kv!r}")
+            config[k.strip()] = yaml.safe_load(v)
+    return name, config
+
+
+def with_surrogate(scenario, spec: str):
+    """A copy of ``scenario`` whose ``surrogate`` section uses ``spec`` (:func:`parse_surrogate_spec`); lookback,
+    tuning, history and volume scaling stay the scenario's. Raises SurrogateError for an unknown name or config."""
+    from surrogate.registry import check_config
+
+    model, config = parse_surrogate_spec(spec)
+    if not Path(model).is_absolute():
+        check_config(model, config)
+    sc = scenario.model_copy(deep=True)
+    sc._source = scenario._source
+    sc.surrogate.model = model
+    sc.surrogate.config = config
+    return sc
+
+
 def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None = None,
-              sweep_ft: list[int] | None = None, force: bool = False, progress: bool = False,
-              argv: list[str] | None = None, backend_factory=None) -> dict:
-    """Pure run, then one hybrid run per policy (and per Ft of ``sweep_ft``), each a run directory inside the bench
-    directory ``outdir`` (itself written like a run directory: manifest, staging, ``--force`` rules); writes
-    ``bench.json``. ``backend_factory(scenario)`` replaces the scenario's backend (tests)."""
+              sweep_ft: list[int] | None = None, surrogates: list[str] | None = None, force: bool = False,
+              progress: bool = False, argv: list[str] | None = None, backend_factory=None) -> dict:
+    """Pure run, then one hybrid run per policy (and per Ft of ``sweep_ft``), each with every surrogate of
+    ``surrogates`` (default: the scenario's own), each a run directory inside the bench directory ``outdir`` (itself
+    written like a run directory: manifest, staging, ``--force`` rules); writes ``bench.json``. All hybrid runs are
+    judged against the one pure run. ``backend_factory(scenario)`` replaces the scenario's backend (tests)."""
+    for spec in surrogates or []:  # a bad spec fails before the pure run, not after it
+        with_surrogate(scenario, spec)
     from .runner import RunError
     from .scenario import scenario_to_dict
 
@@ -122,7 +167,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
                        argv=argv)
     staging = str(rd.path)
     try:
-        result = _run_cases(scenario, rd, policies, sweep_ft, progress, argv, backend_factory)
+        result = _run_cases(scenario, rd, policies, sweep_ft, surrogates, progress, argv, backend_factory)
         rd.complete()
     except BaseException as exc:
         rd.fail(failure_reason(exc))
@@ -132,7 +177,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     return result
 
 
-def _run_cases(scenario, rd: RunDir, policies, sweep_ft, progress, argv, backend_factory) -> dict:
+def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory) -> dict:
     from .runner import build_controller, run_scenario
 
     mk = backend_factory or (lambda sc: None)
@@ -146,17 +191,21 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, progress, argv, backend
         params = dict(scenario.controller.params) if scenario.controller.policy == sweep_policy else {}
         params["ft"] = ft
         cases.append((sweep_policy, params))
-    for k, (pol, params) in enumerate(cases):
-        sc = _with_policy(scenario, pol, params)
+    cases = [(pol, params, spec) for pol, params in cases for spec in (surrogates or [None])]
+    for k, (pol, params, spec) in enumerate(cases):
+        sc = _with_policy(scenario if spec is None else with_surrogate(scenario, spec), pol, params)
         ctl = build_controller(sc)
         tag = f"{k:02d}-{pol.replace(':', '_').replace('/', '_')}"
         for key, val in sorted(params.items()):
             tag += f"-{key}{val}".replace("/", "_").replace(" ", "")
+        if spec is not None:
+            tag += "-" + _slug(Path(spec).name if Path(spec).exists() else spec)
         _, _, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
                                   controller=ctl, backend=mk(sc))
         m = compare(scenario, pure[1].records, pure[2], hsum, ctl)
         m["run"] = tag
         m["params"] = params
+        m["surrogate_spec"] = spec if spec is not None else scenario.surrogate.model
         runs.append(m)
     result = {"scenario": scenario.name, "definitions": __doc__, "runs": runs,
               "pure": {"wall_s": pure[2]["wall_s"], "events": pure[2]["events"]}}
@@ -169,8 +218,12 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, progress, argv, backend
     return result
 
 
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in text)
+
+
 def format_table(result: dict) -> str:
-    head = (f"{'run':<28} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'MAPE%':>7} {'maxErr%':>8} "
+    head = (f"{'run':<40} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'MAPE%':>7} {'maxErr%':>8} "
             f"{'>5%':>4} {'inf s':>7} {'tune s':>7}")
     lines = [head, "-" * len(head)]
 
@@ -178,7 +231,7 @@ def format_table(result: dict) -> str:
         return format(x, fmt) if isinstance(x, (int, float)) and x is not None and math.isfinite(x) else "-"
 
     for r in result["runs"]:
-        lines.append(f"{r['run']:<28} {f(r['speedup'], '8.2f')} {f(r['theoretical_speedup'], '8.2f')} "
+        lines.append(f"{r['run']:<40} {f(r['speedup'], '8.2f')} {f(r['theoretical_speedup'], '8.2f')} "
                      f"{f(r['efficiency'], '6.2f')} {f(r['surrogate_fraction'], '6.2f')} "
                      f"{f(r['iteration_mape_pct'], '7.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
                      f"{r['jobs_above_5pct']:>4} {f(r['inference_s'], '7.2f')} {f(r['tuning_s'], '7.2f')}")
@@ -192,9 +245,13 @@ def format_table(result: dict) -> str:
     for r in result["runs"]:
         for name, j in r["jobs"].items():
             rt = f"  run-time error {f(j['run_time_error_pct'], '.2f')} %" if "run_time_error_pct" in j else ""
-            lines.append(f"  {r['run']:<26} {name:<12} completion error {f(j['completion_error_pct'], '.2f')} %  "
-                         f"iteration MAPE {f(j['iteration_mape_pct'], '.2f')} %  f {f(j['surrogate_fraction'], '.2f')}"
-                         f"{rt}")
+            ranks = j.get("rank_iteration_mape_pct") or {}
+            worst = max(ranks, key=ranks.get) if ranks else None
+            per_rank = (f"  rank MAPE median {f(float(np.median(list(ranks.values()))), '.2f')} % "
+                        f"max {f(ranks[worst], '.2f')} % (rank {worst})") if ranks else ""
+            lines.append(f"  {r['run']:<38} {name:<12} completion error {f(j['completion_error_pct'], '.2f')} %  "
+                         f"iteration MAPE {f(j['iteration_mape_pct'], '.2f')} %{per_rank}  "
+                         f"f {f(j['surrogate_fraction'], '.2f')}{rt}")
     return "\n".join(lines)
 
 

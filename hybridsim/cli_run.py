@@ -81,6 +81,7 @@ def cmd_bench(args) -> int:
     from .rundir import RunDirError
     from .runner import RunError
     from .scenario import ScenarioError, load_scenario
+    from surrogate.base import SurrogateError
 
     try:
         sc = load_scenario(args.scenario)
@@ -92,9 +93,9 @@ def cmd_bench(args) -> int:
     policies = [_parse_policy(p) for p in args.policy] if args.policy else None
     out = Path(args.output or Path("results") / (Path(args.scenario).stem + "-bench"))
     try:
-        result = run_bench(sc, out, policies=policies, sweep_ft=sweep, force=args.force,
+        result = run_bench(sc, out, policies=policies, sweep_ft=sweep, surrogates=args.surrogate, force=args.force,
                            progress=not args.no_progress, argv=sys.argv)
-    except RunDirError as exc:
+    except (RunDirError, SurrogateError) as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except RunError as exc:
         raise CliError(str(exc), EXIT_FAIL) from None
@@ -128,6 +129,10 @@ def _register_more(sub) -> None:
                         "default: the scenario's controller section")
     p.add_argument("--sweep-ft", metavar="LIST", help="also run the periodic policy at each Ft, e.g. 4,8,16,32, and "
                                                       "draw the speedup-error curve (tradeoff-ft.png)")
+    p.add_argument("--surrogate", action="append", metavar="SPEC",
+                   help="surrogate to judge in the loop (repeatable): a model name, NAME:k=v,... or a checkpoint "
+                        "folder; each policy runs once per surrogate, all against the one pure run; default: the "
+                        "scenario's surrogate section")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_bench)

@@ -75,3 +75,77 @@ def test_parse_policy_specs():
     assert _parse_policy("periodic:ft=8,warmup=4") == ("periodic", {"ft": 8, "warmup": 4})
     assert _parse_policy("examples.policies.every_other:EveryOther") == ("examples.policies.every_other:EveryOther", {})
     assert _parse_policy("mod:Cls:warmup=3") == ("mod:Cls", {"warmup": 3})
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """Two surrogates judged in the loop against one pure run."""
+    sc = parse_scenario(SC)
+    out = tmp_path_factory.mktemp("judged") / "b"
+    backend = []
+
+    def mk(s):
+        backend.append(FakeBackend(s))
+        return backend[-1]
+
+    res = run_bench(sc, out, surrogates=["last", "mean:k=3"], backend_factory=mk)
+    return out, res, backend
+
+
+def test_surrogates_judged_against_one_pure_run(judged):
+    out, res, backends = judged
+    assert len(backends) == 3  # one pure run, one hybrid run per surrogate
+    assert [r["surrogate"] for r in res["runs"]] == ["last", "mean"]
+    assert [r["surrogate_spec"] for r in res["runs"]] == ["last", "mean:k=3"]
+    last, mean = res["runs"]
+    assert last["run"] == "00-surrogate-warmup10-last" and mean["run"] == "01-surrogate-warmup10-mean_k=3"
+    for r in (last, mean):
+        assert r["theoretical_speedup"] == pytest.approx(40 / 10)
+    # mean:k=3 predicts every later iteration of rank r of job a as the mean of its three last warm-up iterations
+    # (7, 8, 9). (Job b's warm-up overlaps job a's predicted iterations, so its window edges leave its history.)
+    for j, (jid, ranks) in {"a": (0, 4)}.items():
+        m = {r: np.mean([duration(jid, r, i) for i in (7, 8, 9)]) for r in range(ranks)}
+        per_rank = {r: np.mean([abs(m[r] - duration(jid, r, i)) / duration(jid, r, i) * 100 for i in range(10, 40)])
+                    for r in range(ranks)}
+        got = mean["jobs"][j]["rank_iteration_mape_pct"]
+        assert set(got) == set(per_rank)
+        for r in range(ranks):
+            assert got[r] == pytest.approx(per_rank[r], rel=1e-9)
+        assert mean["jobs"][j]["iteration_mape_pct"] == pytest.approx(np.mean(list(per_rank.values())), rel=1e-9)
+        tp = max(sum(duration(jid, r, i) for i in range(40)) for r in range(ranks))
+        th = max(sum(duration(jid, r, i) for i in range(10)) + 30 * m[r] for r in range(ranks))
+        assert mean["jobs"][j]["completion_error_pct"] == pytest.approx(abs(th - tp) / tp * 100, rel=1e-9)
+        # LAST: rank r's MAPE uses its iteration 9 only
+        r0 = np.mean([abs(duration(jid, 0, 9) - duration(jid, 0, i)) / duration(jid, 0, i) * 100
+                      for i in range(10, 40)])
+        assert last["jobs"][j]["rank_iteration_mape_pct"][0] == pytest.approx(r0, rel=1e-9)
+    b = mean["jobs"]["b"]
+    assert len(b["rank_iteration_mape_pct"]) == 3
+    assert b["iteration_mape_pct"] == pytest.approx(np.mean(list(b["rank_iteration_mape_pct"].values())), rel=1e-9)
+    saved = json.loads((out / "bench.json").read_text())
+    assert saved["runs"][1]["jobs"]["a"]["rank_iteration_mape_pct"]["0"] == pytest.approx(
+        mean["jobs"]["a"]["rank_iteration_mape_pct"][0])
+    assert (out / "01-surrogate-warmup10-mean_k=3" / "manifest.json").is_file()
+    table = format_table(res)
+    assert "01-surrogate-warmup10-mean_k=3" in table and "rank MAPE median" in table
+
+
+def test_bad_surrogate_spec_fails_before_the_pure_run(tmp_path):
+    from surrogate.base import SurrogateError
+
+    sc = parse_scenario(SC)
+    made = []
+    for spec, msg in (("nosuch", "unknown surrogate model 'nosuch'"), ("mean:k", "expected key=value")):
+        with pytest.raises(SurrogateError, match=msg):
+            run_bench(sc, tmp_path / "b", surrogates=["last", spec],
+                      backend_factory=lambda s: made.append(s) or FakeBackend(s))
+    assert made == [] and not (tmp_path / "b").exists()
+
+
+def test_cli_bench_surrogate_bad_spec_exits_2(tmp_path, capsys):
+    from hybridsim.cli import main
+
+    p = tmp_path / "s.yaml"
+    p.write_text(SC)
+    assert main(["bench", str(p), "-o", str(tmp_path / "b"), "--surrogate", "mean:k=eight"]) == 2
+    assert "mean" in capsys.readouterr().err
