@@ -223,7 +223,7 @@ def _slug(text: str) -> str:
 
 
 def format_table(result: dict) -> str:
-    head = (f"{'run':<40} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'MAPE%':>7} {'maxErr%':>8} "
+    head = (f"{'run':<44} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'MAPE%':>7} {'maxErr%':>8} "
             f"{'>5%':>4} {'inf s':>7} {'tune s':>7}")
     lines = [head, "-" * len(head)]
 
@@ -231,7 +231,7 @@ def format_table(result: dict) -> str:
         return format(x, fmt) if isinstance(x, (int, float)) and x is not None and math.isfinite(x) else "-"
 
     for r in result["runs"]:
-        lines.append(f"{r['run']:<40} {f(r['speedup'], '8.2f')} {f(r['theoretical_speedup'], '8.2f')} "
+        lines.append(f"{r['run']:<44} {f(r['speedup'], '8.2f')} {f(r['theoretical_speedup'], '8.2f')} "
                      f"{f(r['efficiency'], '6.2f')} {f(r['surrogate_fraction'], '6.2f')} "
                      f"{f(r['iteration_mape_pct'], '7.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
                      f"{r['jobs_above_5pct']:>4} {f(r['inference_s'], '7.2f')} {f(r['tuning_s'], '7.2f')}")
@@ -249,7 +249,7 @@ def format_table(result: dict) -> str:
             worst = max(ranks, key=ranks.get) if ranks else None
             per_rank = (f"  rank MAPE median {f(float(np.median(list(ranks.values()))), '.2f')} % "
                         f"max {f(ranks[worst], '.2f')} % (rank {worst})") if ranks else ""
-            lines.append(f"  {r['run']:<38} {name:<12} completion error {f(j['completion_error_pct'], '.2f')} %  "
+            lines.append(f"  {r['run']:<42} {name:<12} completion error {f(j['completion_error_pct'], '.2f')} %  "
                          f"iteration MAPE {f(j['iteration_mape_pct'], '.2f')} %{per_rank}  "
                          f"f {f(j['surrogate_fraction'], '.2f')}{rt}")
     return "\n".join(lines)

@@ -5,8 +5,11 @@ fully connected, plus both directions of every local and global link (:meth:`hyb
 
 Node features of one iteration: for every port feature, the min, max, mean, 25 % and 75 % quantiles (linear
 interpolation, as ``numpy.quantile``) and the last value of the port samples whose sampling window overlaps the
-iteration window. A port with a rank of the job attached (active) uses that rank's iteration window; any other port
-uses the window of its nearest active port (fewest port-graph hops, ties broken by the lower port id).
+iteration window *and ends by the iteration's end* (causal: a rank's next iteration starts no earlier than this one
+ends, so the graph that helps predict iteration t+1 holds no sample of t+1's time). When no window ends inside the
+iteration (an iteration shorter than the sampling interval), the latest window ending before it stands in; before the
+first window ends, the features are 0. A port with a rank of the job attached (active) uses that rank's iteration
+window; any other port uses the window of its nearest active port (fewest port-graph hops, ties: lower port id).
 
 Normalisation (:func:`fit_normaliser`, :func:`normalise`): ``x = (slog1p(raw) - mean) / std`` per feature with
 ``slog1p(v) = sign(v) log(1 + |v|)``; the offline dataset builder fits mean/std on its training split, the hybrid
@@ -155,20 +158,18 @@ def nearest_active_port(topo: Dragonfly, active_ports: np.ndarray) -> tuple[np.n
 
 # ------------------------------------------------------------------------------------------------------------ windows
 def window_bounds(t_end: np.ndarray, interval: float, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sample index range ``[lo, hi)`` of the sampling windows ``(t_end[s] - interval, t_end[s]]`` that overlap the
-    time interval ``[start, end]`` (arrays of any equal shape). At least one sample is always selected: an iteration
-    after the last sample uses the last sample, one before the first sample the first."""
+    """Causal sample index range ``[lo, hi)`` for the time interval ``[start, end]`` (arrays of any equal shape): the
+    sampling windows ``(t_end[s] - interval, t_end[s]]`` that overlap it and end by ``end``; when none does, the
+    latest window ending by ``end``. ``lo == hi`` (empty) where no window ends by ``end``. ``interval`` is part of
+    the sample format; the causal rule needs only the window ends."""
     t_end = np.asarray(t_end, dtype=np.float64)
-    S = len(t_end)
-    if S == 0:
+    if len(t_end) == 0:
         raise ValueError("no port samples")
     start = np.asarray(start, dtype=np.float64)
     end = np.asarray(end, dtype=np.float64)
-    lo = np.searchsorted(t_end, start, side="right")          # first window ending after start
-    hi = np.searchsorted(t_end - interval, end, side="left")  # windows starting before end
-    lo = np.clip(lo, 0, S - 1)
-    hi = np.clip(hi, 1, S)
-    hi = np.maximum(hi, lo + 1)
+    lo = np.searchsorted(t_end, start, side="right")   # first window ending after start
+    hi = np.searchsorted(t_end, end, side="right")     # windows ending by end
+    lo = np.minimum(lo, np.maximum(hi - 1, 0))
     return lo.astype(np.int64), hi.astype(np.int64)
 
 
@@ -249,8 +250,11 @@ def node_features(t_end: np.ndarray, interval: float, values: np.ndarray, wrank:
     lo, hi = window_bounds(t_end, interval, start, end)   # (R, T)
     lo_p = lo[wrank, :].T  # (T, P)
     hi_p = hi[wrank, :].T
+    empty = hi_p <= lo_p   # no window has ended yet: nothing observed, features 0
     ports = np.broadcast_to(np.arange(P), (T, P))
-    return window_stats(values, ports.ravel(), lo_p.ravel(), hi_p.ravel()).reshape(T, P, -1)
+    out = window_stats(values, ports.ravel(), lo_p.ravel(), np.maximum(hi_p, lo_p + 1).ravel()).reshape(T, P, -1)
+    out[empty] = 0.0
+    return out
 
 
 def slog1p(v: np.ndarray) -> np.ndarray:

@@ -7,16 +7,15 @@ series (:class:`surrogate.online.GraphFeed`). Nothing here talks back to the eng
 A simulated iteration's graph is built exactly as the offline dataset builder (``surrogate.dataset.build_dataset``)
 builds it from the same run's ``ports.parquet``: the same code (:func:`surrogate.graphs.window_ranks`,
 :func:`surrogate.graphs.node_features`), the same features (min/max/mean/q25/q75/last of every port feature over the
-samples overlapping the iteration window; inactive ports use the nearest active port's window), the same port graph
+samples overlapping the iteration window and ending by its end; inactive ports use the nearest active port's window), the same port graph
 (``Dragonfly(shape)``, CODES' arrangement, as offline) and the same normalisation
 ``x = (slog1p(raw) - mean) / std`` -- with mean/std fitted once, at the surrogate's fit, on the graphs of the warm-up
 iterations (where the offline builder uses its training split), and never refitted on later data.
 
-Timing. An iteration's graph needs the sample whose window holds the iteration's end, which the engine emits up to
-one interval later. Until then the graph is *provisional*: computed from the samples so far (the offline rule
-"an iteration after the last sample uses the last sample"), recomputed on every request. It is frozen (cached) once
-a sample ending at least one interval after the iteration's last rank ended has arrived; from then on no later
-sample, not even the engine's shorter final one, can change it, and it equals the offline graph. The normaliser is
+Timing. An iteration's graph holds only samples that end by the iteration's end (causal, see
+:mod:`surrogate.graphs`). Until a sample ending at or after the iteration's last rank ended has arrived, the graph is
+*provisional*: computed from the samples so far, recomputed on every request. Then it is frozen (cached): samples
+arrive in time order, so no later one can change it, and it equals the offline graph. The normaliser is
 fitted on the frozen warm-up graphs (on the provisional ones only if none is frozen yet).
 
 Predicted iterations simulate nothing, so they have no graph of their own: they reuse the graph of the latest
@@ -138,7 +137,7 @@ class OnlineGraphs:
         st = js.start[:, iteration:iteration + 1]
         en = js.end[:, iteration:iteration + 1]
         g = node_features(t, self.interval, self._v[:S], js.wrank, st, en)[0]
-        if t[-1] >= float(en.max()) + self.interval:
+        if t[-1] >= float(en.max()):
             js.frozen[iteration] = g
         return g
 
@@ -148,7 +147,7 @@ class OnlineGraphs:
             return True
         if not self.simulated(job_id, iteration) or self.n_samples == 0:
             return False
-        return self._t[self.n_samples - 1] >= float(js.end[:, iteration].max()) + self.interval
+        return self._t[self.n_samples - 1] >= float(js.end[:, iteration].max())
 
     def fit_normaliser(self, job_id: int, iterations) -> int:
         """Fit the job's normaliser once, on the simulated iterations among ``iterations`` (the warm-up): on those

@@ -53,12 +53,13 @@ def _expected_stats(vals, idx, port):
 def test_window_bounds_by_hand():
     t_end = 100.0 * (np.arange(10) + 1)  # windows (0,100], (100,200], ...
     lo, hi = window_bounds(t_end, 100.0, np.array([250.0, 0.0, 300.0, 5000.0]), np.array([420.0, 230.0, 400.0, 6000.0]))
-    # [250,420] overlaps (200,300], (300,400], (400,500] -> samples 2,3,4
-    # [0,230] overlaps samples 0,1,2; [300,400] exactly samples 3 (300,400] ... and (200,300] ends at 300 = start:
-    # a window ending exactly at the start is not counted; one starting exactly at the end is not either
-    # beyond the last sample -> the last sample
+    # causal: windows that overlap the interval and end by its end (surrogate/graphs.py)
+    # [250,420]: (200,300] and (300,400]; (400,500] overlaps but ends after 420 -> samples 2,3
+    # [0,230]: (0,100], (100,200]; (200,300] ends after 230 -> samples 0,1
+    # [300,400]: exactly (300,400]; (200,300] ends exactly at the start and is not counted -> sample 3
+    # beyond the last sample -> the last sample (the latest window ending by 6000)
     assert lo.tolist() == [2, 0, 3, 9]
-    assert hi.tolist() == [5, 3, 4, 10]
+    assert hi.tolist() == [4, 2, 4, 10]
 
 
 def test_window_stats_match_numpy_quantiles():
@@ -134,12 +135,13 @@ def test_features_hand_computed(tmp_path):
         for port in (2, 23, 13, 8, 0, 17):
             r = 0 if near[port] == 2 else 1
             s, e = bounds[r, t]
-            idx = np.flatnonzero((t_end > s) & (t_end - 100.0 < e))  # sampling windows overlapping [s, e]
+            idx = np.flatnonzero((t_end > s) & (t_end <= e))  # windows overlapping [s, e] and ending by e
+            assert idx.size  # iterations of 170 and 230 ns always hold a window end (interval 100)
             np.testing.assert_allclose(raw[port], _expected_stats(vals, idx, port), rtol=2e-4, atol=1e-3)
-    # rank 0, iteration 0 covers [250, 420]: samples 2, 3, 4 (hand)
+    # rank 0, iteration 0 covers [250, 420]: samples 2, 3 (hand); sample 4 (400, 500] ends inside iteration 1
     raw0 = js.raw_features(0)[2].reshape(6, 6)
-    np.testing.assert_allclose(raw0[0, 5], vals[4, 2, 0], rtol=1e-5)       # bytes_last = sample 4
-    np.testing.assert_allclose(raw0[0, 2], vals[2:5, 2, 0].mean(), rtol=1e-5)  # bytes_mean over samples 2..4
+    np.testing.assert_allclose(raw0[0, 5], vals[3, 2, 0], rtol=1e-5)       # bytes_last = sample 3
+    np.testing.assert_allclose(raw0[0, 2], vals[2:4, 2, 0].mean(), rtol=1e-5)  # bytes_mean over samples 2..3
 
 
 def test_splits_chronological_and_normaliser_train_only(tmp_path):
