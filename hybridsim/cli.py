@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "hybridsim.cli_run",
     "hybridsim.cli_serve",
     "hybridsim.cli_streams",
+    "hybridsim.corpus",
     "codes_bridge.cli",
     "surrogate.cli",
     "hybridsim.energy.cli",

@@ -1,0 +1,467 @@
+"""``hybridsim corpus``: many embedded-engine runs sampled from a declared space, the training corpus of a surrogate.
+
+A corpus spec (YAML) names a space -- topologies, routings, placements, numbers of jobs, workload kinds, ranks,
+iterations, message sizes, background traffic -- and how many runs to draw from it. Run ``i`` is drawn by its own
+generator, ``numpy.random.default_rng([seed, i])``, so the same spec and seed give the same scenarios, and raising
+``runs`` keeps the runs already drawn. Every run is a normal run directory (:func:`hybridsim.runner.run_scenario`,
+pure simulation) in ``DIR/runs/NNNN``; ``DIR/corpus.json`` lists the spec, each run's sampled parameters and its
+status. A second invocation skips the runs whose manifest says ``completed`` (resume); one drawn differently from a
+completed run's scenario (the spec changed) is an error unless ``--force``.
+
+Spec fields (:class:`CorpusSpec`, :class:`Space`): ranges are ``[low, high]``, inclusive, drawn uniformly (message
+sizes and background intervals log-uniformly); lists are choices drawn uniformly. ``base`` holds scenario sections
+every run shares (``sampling``, ``output``, ``limits``, ``backend.embedded``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
+
+from . import yamlio
+from .rundir import RunDirError, now_iso, read_manifest, write_json_atomic
+
+CORPUS_FILE = "corpus.json"
+RUNS_DIR = "runs"
+#: scenario sections a corpus draws itself; ``base`` may not set them
+DRAWN = ("name", "seed", "jobs", "topology")
+#: draws of one run before its ranks are given up on (LAMMPS refuses some rank counts)
+MAX_TRIES = 200
+
+
+class CorpusError(ValueError):
+    """A corpus spec that cannot be used (file:line messages in ``problems``), or a corpus folder in the way."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _range(v, kind=int):
+    if not (isinstance(v, (list, tuple)) and len(v) == 2):
+        raise ValueError(f"expected [low, high], got {v!r}")
+    lo, hi = v
+    for x in (lo, hi):
+        if isinstance(x, bool) or not isinstance(x, (int, float) if kind is float else int):
+            raise ValueError(f"expected [low, high] of {'numbers' if kind is float else 'integers'}, got {v!r}")
+    if lo > hi:
+        raise ValueError(f"low {lo} > high {hi}")
+    return [lo, hi]
+
+
+class Space(_Spec):
+    """What a run is drawn from."""
+
+    topology: list[dict[str, Any]] = Field(min_length=1, description="scenario topology sections; one per run")
+    routing: list[Literal["minimal", "nonminimal", "adaptive", "prog-adaptive"]] = Field(
+        default_factory=lambda: ["prog-adaptive"], min_length=1)
+    placement: list[Literal["contiguous", "random", "random-router", "random-group"]] = Field(
+        default_factory=lambda: ["random"], min_length=1)
+    jobs: list = Field(default_factory=lambda: [1, 2], description="foreground jobs per run, [low, high]")
+    workloads: list[Literal["milc", "lammps", "nearest_neighbor", "allreduce"]] = Field(
+        default_factory=lambda: ["milc", "lammps"], min_length=1)
+    ranks: list = Field(default_factory=lambda: [8, 32], description="ranks per foreground job")
+    iterations: list = Field(default_factory=lambda: [20, 60])
+    msg_size: list = Field(default_factory=lambda: [4096, 65536],
+                           description="bytes (milc, nearest_neighbor; allreduce size), log-uniform")
+    background: list = Field(default_factory=lambda: [0, 1], description="uniform-random background jobs per run")
+    background_ranks: list = Field(default_factory=lambda: [2, 4])
+    background_msg_size: list = Field(default_factory=lambda: [1024, 8192])
+    background_interval: list = Field(default_factory=lambda: [5000.0, 50000.0],
+                                      description="ns between a background rank's messages, log-uniform")
+
+    @field_validator("jobs", "ranks", "iterations", "msg_size", "background", "background_ranks",
+                     "background_msg_size")
+    @classmethod
+    def _int_range(cls, v):
+        return _range(v)
+
+    @field_validator("background_interval")
+    @classmethod
+    def _float_range(cls, v):
+        return [float(x) for x in _range(v, float)]
+
+    @model_validator(mode="after")
+    def _check(self) -> "Space":
+        if self.jobs[0] < 1:
+            raise ValueError("jobs: a run needs at least one foreground job (low >= 1)")
+        for name in ("ranks", "iterations", "msg_size", "background_ranks", "background_msg_size"):
+            if getattr(self, name)[0] < 1:
+                raise ValueError(f"{name}: low must be >= 1")
+        if self.background[0] < 0 or self.background_interval[0] < 1.0:
+            raise ValueError("background must be >= 0 and background_interval >= 1 ns")
+        return self
+
+
+class CorpusSpec(_Spec):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    seed: StrictInt = Field(0, ge=0)
+    runs: StrictInt = Field(ge=1, le=100_000)
+    base: dict[str, Any] = Field(default_factory=dict, description="scenario sections every run shares")
+    space: Space
+
+    @field_validator("base")
+    @classmethod
+    def _base(cls, v):
+        bad = [k for k in DRAWN if k in v]
+        if bad:
+            raise ValueError(f"base may not set {', '.join(bad)}: the corpus draws them")
+        return v
+
+
+# ------------------------------------------------------------------------------------------------------ loading
+class LoadedSpec:
+    """A validated spec with what locates its fields (``where(loc)`` -> ``file:line:col``)."""
+
+    def __init__(self, spec: CorpusSpec, data: dict, root, filename: str, base_dir: Path):
+        self.spec, self.data, self.root, self.filename, self.base_dir = spec, data, root, filename, base_dir
+
+    def where(self, loc: tuple, key: bool = False) -> str:
+        """``file:line:col`` of the field at ``loc`` (of its key with ``key``, for unknown keys)."""
+        node = (yamlio.locate_key if key else yamlio.locate)(self.root, loc)
+        return yamlio.where(self.filename, node) if node is not None else self.filename
+
+
+def load_spec(path: str | Path) -> LoadedSpec:
+    """Read and validate a corpus spec; every problem is a ``file:line:col: field: message`` line
+    (:class:`CorpusError`). Every run's scenario is drawn and validated here too, before anything runs."""
+    path = Path(path)
+    try:
+        data, root = yamlio.load(yamlio.read_text(path), str(path))
+    except yamlio.YamlInputError as exc:
+        raise CorpusError(str(exc), exc.problems) from None
+    if not isinstance(data, dict):
+        raise CorpusError(f"{path}:1:1: a corpus spec is a mapping with at least 'name', 'runs' and 'space'")
+    try:
+        spec = CorpusSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err.get("loc", ()))
+            node = yamlio.locate_key(root, loc) if err.get("type") == "extra_forbidden" else yamlio.locate(root, loc)
+            problems.append(f"{yamlio.where(str(path), node) if node is not None else path}: "
+                            f"{'.'.join(map(str, loc)) or '<top level>'}: {_message(err)}")
+        raise CorpusError("\n".join(problems), problems) from None
+    loaded = LoadedSpec(spec, data, root, str(path), path.resolve().parent)
+    _check_topologies(loaded)
+    for i in range(spec.runs):
+        scenario_of(loaded, i)
+    return loaded
+
+
+def _message(err: dict) -> str:
+    """One pydantic error as text: its message, the offending scalar, or the unknown key."""
+    loc = err.get("loc", ())
+    if err.get("type") == "extra_forbidden":
+        return f"unknown key {loc[-1]!r}" if loc else "unknown key"
+    msg = err.get("msg", "invalid value").removeprefix("Value error, ")
+    inp = err.get("input")
+    if err.get("type") != "missing" and inp is not None and not isinstance(inp, (dict, list)):
+        msg += f" (got {inp!r})"
+    return msg
+
+
+def _check_topologies(ls: LoadedSpec) -> None:
+    from .scenario import Topology
+
+    problems = []
+    for k, t in enumerate(ls.spec.space.topology):
+        try:
+            topo = Topology.model_validate(t)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = ("space", "topology", k) + tuple(err.get("loc", ()))
+                problems.append(f"{ls.where(loc)}: {'.'.join(map(str, loc))}: {_message(err)}")
+            continue
+        if topo.n_terminals < ls.spec.space.ranks[0]:
+            loc = ("space", "topology", k)
+            problems.append(f"{ls.where(loc)}: {'.'.join(map(str, loc))}: {topo.n_terminals} terminals cannot hold "
+                            f"one job of space.ranks low = {ls.spec.space.ranks[0]} ranks")
+    if problems:
+        raise CorpusError("\n".join(problems), problems)
+
+
+# ------------------------------------------------------------------------------------------------------ drawing
+def _log_uniform_int(rng, lo: int, hi: int) -> int:
+    return int(min(hi, max(lo, round(math.exp(rng.uniform(math.log(lo), math.log(hi + 1)) - 1e-12)))))
+
+
+def _prime_factors(n: int) -> list[int]:
+    primes, m, p = [], n, 2
+    while p * p <= m:
+        while m % p == 0:
+            primes.append(p)
+            m //= p
+        p += 1
+    if m > 1:
+        primes.append(m)
+    return primes
+
+
+def _factor(n: int, dims: int) -> list[int]:
+    """``n`` as ``dims`` near-equal factors, largest first (MILC's 4-D and nearest-neighbour 3-D grids)."""
+    out = [1] * dims
+    for q in sorted(_prime_factors(n), reverse=True):
+        out[out.index(min(out))] *= q
+    return sorted(out, reverse=True)
+
+
+def _workload(kind: str, ranks: int, msg: int) -> dict | None:
+    if kind == "milc":
+        return {"kind": "milc", "dimension_sizes": _factor(ranks, 4), "msg_size": msg}
+    if kind == "nearest_neighbor":
+        return {"kind": "nearest_neighbor", "dimension_sizes": _factor(ranks, 3), "msg_size": msg}
+    if kind == "allreduce":
+        return {"kind": "allreduce", "size": msg}
+    from .workloads.lammps import decomposition_problem
+
+    rep = 2 if ranks > 16 else 1  # CODES' LAMMPS needs more replicas for more ranks (decomposition_problem)
+    if decomposition_problem(ranks, rep, rep, rep) is not None:
+        return None
+    return {"kind": "lammps", "num_x_replicas": rep, "num_y_replicas": rep, "num_z_replicas": rep}
+
+
+def draw(spec: CorpusSpec, i: int) -> dict:
+    """The sampled parameters of run ``i`` (JSON-able; :func:`scenario_dict` turns them into a scenario)."""
+    sp = spec.space
+    rng = np.random.default_rng([spec.seed, i])
+    k = int(rng.integers(len(sp.topology)))
+    topo = dict(sp.topology[k])
+    from .scenario import Topology
+
+    free = Topology.model_validate(topo).n_terminals
+    params: dict = {"topology_index": k, "routing": str(rng.choice(sp.routing)),
+                    "placement": str(rng.choice(sp.placement)), "seed": int(rng.integers(0, 2**31 - 1)), "jobs": [],
+                    "background": []}
+    n_jobs = int(rng.integers(sp.jobs[0], sp.jobs[1] + 1))
+    for j in range(n_jobs):
+        for _ in range(MAX_TRIES):
+            kind = str(rng.choice(sp.workloads))
+            if free < sp.ranks[0]:
+                break
+            choices = np.arange(sp.ranks[0], min(sp.ranks[1], free) + 1)
+            if kind in ("milc", "nearest_neighbor"):  # grids of small factors, as real decompositions are
+                smooth = choices[[max(_prime_factors(int(n)) or [1]) <= 5 for n in choices]]
+                choices = smooth if smooth.size else choices
+            ranks = int(rng.choice(choices))
+            msg = _log_uniform_int(rng, *sp.msg_size)
+            w = _workload(kind, ranks, msg)
+            if w is not None:
+                params["jobs"].append({"name": f"j{j}-{kind}", "ranks": ranks,
+                                       "iterations": int(rng.integers(sp.iterations[0], sp.iterations[1] + 1)),
+                                       "workload": w})
+                free -= ranks
+                break
+    for b in range(int(rng.integers(sp.background[0], sp.background[1] + 1))):
+        ranks = min(int(rng.integers(sp.background_ranks[0], sp.background_ranks[1] + 1)), free)
+        if ranks < 1:
+            break
+        iv = float(math.exp(rng.uniform(math.log(sp.background_interval[0]), math.log(sp.background_interval[1]))))
+        params["background"].append({"name": f"bg{b}", "ranks": ranks,
+                                     "workload": {"kind": "uniform_random",
+                                                  "msg_size": _log_uniform_int(rng, *sp.background_msg_size),
+                                                  "interval": round(iv, 1)}})
+        free -= ranks
+    return params
+
+
+def scenario_dict(spec: CorpusSpec, i: int, params: dict) -> dict:
+    """Scenario mapping of run ``i``: ``base``, then the drawn sections."""
+    import copy
+
+    d = copy.deepcopy(spec.base)
+    d["name"] = f"{spec.name}-{i:04d}"
+    d["seed"] = params["seed"]
+    d["topology"] = {**spec.space.topology[params["topology_index"]], "routing": params["routing"]}
+    d["placement"] = {**(d.get("placement") or {}), "policy": params["placement"]}
+    d["jobs"] = copy.deepcopy(params["jobs"] + params["background"])
+    return d
+
+
+def scenario_of(ls: LoadedSpec, i: int):
+    """The validated :class:`~hybridsim.scenario.Scenario` of run ``i``; a problem names the spec field behind it."""
+    from .scenario import Scenario, limit_problems
+
+    params = draw(ls.spec, i)
+    if not params["jobs"]:
+        raise CorpusError(f"{ls.where(('space', 'ranks'))}: space.ranks: run {i} drew no job that fits its topology "
+                          f"(no rank count in range gives a valid workload)")
+    d = scenario_dict(ls.spec, i, params)
+    if (d.get("backend") or {}).get("kind", "embedded") != "embedded":
+        raise CorpusError(f"{ls.where(('base', 'backend', 'kind'))}: base.backend.kind: a corpus runs the embedded "
+                          "engine only")
+    try:
+        sc = Scenario.model_validate(d)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err.get("loc", ()))
+            src = ("base",) + loc if loc and loc[0] in ls.spec.base else ("space",)
+            problems.append(f"{ls.where(src, key=err.get('type') == 'extra_forbidden')}: run {i}: "
+                            f"{'.'.join(map(str, loc))}: {_message(err)}")
+        raise CorpusError("\n".join(problems), problems) from None
+    bad = limit_problems(sc)
+    if bad:
+        problems = [f"{ls.where(('base', 'limits'))}: run {i}: {'.'.join(map(str, loc))}: {msg}" for loc, msg in bad]
+        raise CorpusError("\n".join(problems), problems)
+    sc._source = Path(ls.base_dir) / f"{d['name']}.yaml"  # relative paths in base resolve beside the spec
+    return sc, params
+
+
+# ------------------------------------------------------------------------------------------------------ running
+def _run_one(scenario_data: dict, source: str, outdir: str) -> dict:
+    """Worker: one pure simulation into ``outdir``. Returns status, wall seconds, events, error."""
+    from .interrupts import failure_reason
+    from .runner import run_scenario
+    from .scenario import Scenario
+
+    sc = Scenario.model_validate(scenario_data)
+    sc._source = Path(source)
+    t0 = time.perf_counter()
+    try:
+        _, _, summary = run_scenario(sc, outdir, force=True, mode="simulate", progress=False,
+                                     argv=["hybridsim", "corpus"])
+    except Exception as exc:  # the run directory is marked failed by run_scenario; the corpus goes on
+        return {"status": "failed", "wall_s": time.perf_counter() - t0, "error": failure_reason(exc)}
+    return {"status": "completed", "wall_s": summary.get("wall_s"), "events": summary.get("events")}
+
+
+def _existing(run_dir: Path, scenario_data: dict) -> str | None:
+    """``completed`` when ``run_dir`` holds a completed run of exactly this scenario, ``other`` when it holds a
+    completed run of another one, else None (absent, failed or partial: it runs again)."""
+    try:
+        m = read_manifest(run_dir)
+    except RunDirError:
+        return None
+    if m.get("status") != "completed":
+        return None
+    return "completed" if m.get("scenario") == scenario_data else "other"
+
+
+def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1, force: bool = False,
+                 progress: bool = True, out=None) -> dict:
+    """Run every not-yet-completed run of the spec into ``outdir``; returns the corpus manifest (also written to
+    ``outdir/corpus.json`` after every finished run)."""
+    from .scenario import scenario_to_dict
+
+    out = out or sys.stdout
+    ls = load_spec(spec_path)
+    outdir = Path(outdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise CorpusError(f"{outdir}: exists and is not a folder")
+    if outdir.is_dir() and any(outdir.iterdir()) and not (outdir / CORPUS_FILE).is_file():
+        raise CorpusError(f"{outdir}: a non-empty folder that is not a corpus; choose another -o")
+    runs, todo = [], []
+    for i in range(ls.spec.runs):
+        sc, params = scenario_of(ls, i)
+        data = scenario_to_dict(sc)
+        rel = f"{RUNS_DIR}/{i:04d}"
+        state = None if force else _existing(outdir / rel, data)
+        if state == "other":
+            raise CorpusError(f"{outdir / rel}: a completed run of a different scenario (the spec changed since it "
+                              "ran); pass --force to run it again or choose another -o")
+        entry = {"id": i, "dir": rel, "name": sc.name, "params": params,
+                 "status": "completed" if state else "pending"}
+        if state:
+            prev = read_manifest(outdir / rel)
+            entry["wall_s"] = (prev.get("summary") or {}).get("wall_s")
+        runs.append(entry)
+        if not state:
+            todo.append((i, data, str(sc._source)))
+    (outdir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+    manifest = {"kind": "corpus", "name": ls.spec.name, "spec_file": str(Path(spec_path).resolve()),
+                "spec": ls.data, "seed": ls.spec.seed, "created": _created(outdir), "runs": runs}
+
+    def save():
+        manifest["updated"] = now_iso()
+        manifest["counts"] = {s: sum(1 for r in runs if r["status"] == s) for s in ("completed", "failed", "pending")}
+        write_json_atomic(outdir / CORPUS_FILE, manifest)
+
+    save()
+    print(f"{outdir}: {ls.spec.runs} runs, {ls.spec.runs - len(todo)} already completed, {len(todo)} to run"
+          + (f" on {workers} workers" if todo and workers > 1 else ""), file=out, flush=True)
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=ls.spec.runs, initial=ls.spec.runs - len(todo), unit="run", desc=ls.spec.name,
+                   file=sys.stderr)
+
+    def done(i, res):
+        runs[i].update(res)
+        save()
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        if workers <= 1:
+            for i, data, src in todo:
+                done(i, _run_one(data, src, str(outdir / runs[i]["dir"])))
+        else:
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futs = {pool.submit(_run_one, data, src, str(outdir / runs[i]["dir"])): i for i, data, src in todo}
+                for f in as_completed(futs):
+                    done(futs[f], f.result())
+    finally:
+        if bar is not None:
+            bar.close()
+    return manifest
+
+
+def load_corpus(outdir: str | Path) -> dict:
+    """The corpus manifest ``outdir/corpus.json``."""
+    import json
+
+    return json.loads((Path(outdir) / CORPUS_FILE).read_text())
+
+
+def _created(outdir: Path) -> str:
+    try:
+        return load_corpus(outdir)["created"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return now_iso()
+
+
+# ------------------------------------------------------------------------------------------------------ CLI
+def cmd_corpus(args) -> int:
+    from .cli import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
+
+    if args.workers < 1:
+        raise CliError(f"--workers must be >= 1, got {args.workers}")
+    try:
+        m = build_corpus(args.spec, args.output, workers=args.workers, force=args.force,
+                         progress=not args.no_progress)
+    except CorpusError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        raise CliError(f"{exc.filename or args.output}: {exc.strerror or exc}", EXIT_BAD_INPUT) from None
+    c = m["counts"]
+    print(f"{args.output}: {c['completed']} completed, {c['failed']} failed, {c['pending']} pending "
+          f"(manifest {Path(args.output) / CORPUS_FILE})")
+    failed = [r for r in m["runs"] if r["status"] == "failed"]
+    for r in failed[:10]:
+        print(f"  {r['dir']}: failed: {r.get('error')}", file=sys.stderr)
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def register(sub) -> None:
+    p = sub.add_parser("corpus", help="many embedded-engine runs drawn from a declared space (a training corpus); "
+                                      "resumable")
+    p.add_argument("spec", metavar="SPEC.yaml")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="corpus folder (runs/NNNN + corpus.json)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="runs in parallel (processes), default 1")
+    p.add_argument("--force", action="store_true", help="run every run again, completed or not")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_corpus)

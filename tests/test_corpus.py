@@ -1,0 +1,128 @@
+"""hybridsim corpus: a declared space of embedded-engine runs, drawn deterministically, run resumably."""
+
+import json
+import os
+
+import pytest
+
+from hybridsim.cli import main
+from hybridsim.corpus import CorpusError, build_corpus, load_corpus, load_spec, scenario_of
+from hybridsim.rundir import read_manifest
+
+SPEC = """\
+name: tiny
+seed: 5
+runs: 2
+base:
+  sampling: {interval: 5us}
+  output: {ports: false}
+space:
+  topology:
+    - {groups: 3, routers_per_group: 2, terminals_per_router: 2, global_channels_per_router: 1}
+  routing: [minimal, adaptive]
+  placement: [random, contiguous]
+  jobs: [1, 2]
+  workloads: [allreduce, nearest_neighbor]
+  ranks: [2, 4]
+  iterations: [2, 3]
+  msg_size: [512, 4096]
+  background: [0, 0]
+"""
+
+
+def _spec(tmp_path, text=SPEC, name="spec.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_same_spec_and_seed_draw_the_same_scenarios(tmp_path):
+    a = load_spec(_spec(tmp_path))
+    b = load_spec(_spec(tmp_path, name="again.yaml"))
+    draws_a = [scenario_of(a, i)[1] for i in range(2)]
+    assert draws_a == [scenario_of(b, i)[1] for i in range(2)]
+    assert draws_a[0] != draws_a[1]
+    # every job fits the 12 terminals; nearest-neighbour grids multiply to the ranks
+    for d in draws_a:
+        assert 1 <= len(d["jobs"]) <= 2 and sum(j["ranks"] for j in d["jobs"]) <= 12
+        for j in d["jobs"]:
+            assert 2 <= j["ranks"] <= 4 and 2 <= j["iterations"] <= 3
+    # another seed draws other scenarios; more runs keep the first ones
+    other = load_spec(_spec(tmp_path, SPEC.replace("seed: 5", "seed: 6"), "other.yaml"))
+    assert [scenario_of(other, i)[1] for i in range(2)] != draws_a
+    more = load_spec(_spec(tmp_path, SPEC.replace("runs: 2", "runs: 5"), "more.yaml"))
+    assert [scenario_of(more, i)[1] for i in range(2)] == draws_a
+
+
+def test_corpus_runs_then_resumes_with_nothing_to_do(tmp_path, capsys):
+    spec, out = _spec(tmp_path), tmp_path / "c"
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
+    first = capsys.readouterr().out
+    assert "2 runs, 0 already completed, 2 to run" in first
+    m = load_corpus(out)
+    assert m["kind"] == "corpus" and m["spec"]["name"] == "tiny" and m["counts"]["completed"] == 2
+    mtimes = {}
+    for r in m["runs"]:
+        rm = read_manifest(out / r["dir"])
+        assert rm["status"] == "completed" and rm["scenario"]["name"] == f"tiny-{r['id']:04d}"
+        assert rm["scenario"]["seed"] == r["params"]["seed"]
+        assert [j["name"] for j in rm["scenario"]["jobs"]] == [j["name"] for j in r["params"]["jobs"]]
+        assert (out / r["dir"] / "iterations.parquet").is_file()
+        mtimes[r["dir"]] = os.stat(out / r["dir"] / "manifest.json").st_mtime_ns
+    # second invocation: nothing runs, nothing in the run directories changes
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
+    assert "2 runs, 2 already completed, 0 to run" in capsys.readouterr().out
+    for d, t in mtimes.items():
+        assert os.stat(out / d / "manifest.json").st_mtime_ns == t
+    # a run that did not complete (here: marked failed) runs again, alone
+    p = out / "runs" / "0001" / "manifest.json"
+    bad = json.loads(p.read_text())
+    bad["status"] = "failed"
+    p.write_text(json.dumps(bad))
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
+    assert "2 runs, 1 already completed, 1 to run" in capsys.readouterr().out
+    assert read_manifest(p.parent)["status"] == "completed"
+    assert os.stat(out / "runs" / "0000" / "manifest.json").st_mtime_ns == mtimes["runs/0000"]
+    # the spec changed under a completed run: an error, not a silent mix
+    changed = _spec(tmp_path, SPEC.replace("seed: 5", "seed: 9"), "changed.yaml")
+    assert main(["corpus", str(changed), "-o", str(out), "--no-progress"]) == 2
+    assert "different scenario" in capsys.readouterr().err
+
+
+def test_corpus_with_two_workers(tmp_path):
+    m = build_corpus(_spec(tmp_path), tmp_path / "c", workers=2, progress=False, out=open(os.devnull, "w"))
+    assert [r["status"] for r in m["runs"]] == ["completed", "completed"]
+    assert all(r["wall_s"] > 0 for r in m["runs"])
+
+
+@pytest.mark.parametrize("edit, where, msg", [
+    (("runs: 2", "runs: 0"), ":3:7: runs:", "greater than or equal to 1"),
+    (("  ranks: [2, 4]", "  ranks: [4, 2]"), ":14:10: space.ranks:", "low 4 > high 2"),
+    (("  routing: [minimal, adaptive]", "  routing: [minimal, fastest]"), ":10:22: space.routing.1:", "fastest"),
+    (("  jobs: [1, 2]", "  jobz: [1, 2]"), ":12:3: space.jobz:", "unknown key 'jobz'"),
+    (("  sampling: {interval: 5us}", "  seed: 3"), ":5:3: base:", "base may not set seed"),
+    (("groups: 3,", "groups: 0,"), ":9:16: space.topology.0.groups:", "greater than or equal to 1"),
+    (("  ranks: [2, 4]", "  ranks: [20, 24]"), ":9:7: space.topology.0:", "12 terminals cannot hold"),
+])
+def test_spec_errors_name_file_line_and_field(tmp_path, capsys, edit, where, msg):
+    spec = _spec(tmp_path, SPEC.replace(*edit))
+    with pytest.raises(CorpusError) as exc:
+        load_spec(spec)
+    assert f"{spec}{where}" in str(exc.value) and msg in str(exc.value)
+    assert main(["corpus", str(spec), "-o", str(tmp_path / "c"), "--no-progress"]) == 2
+    assert msg in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
+
+
+def test_scenario_problem_in_base_points_at_base(tmp_path):
+    spec = _spec(tmp_path, SPEC.replace("  output: {ports: false}", "  output: {ports: false, colour: red}"))
+    with pytest.raises(CorpusError, match=r"spec.yaml:6:26: run 0: output.colour: unknown key 'colour'"):
+        load_spec(spec)
+
+
+def test_small_72_spec_in_the_repo_is_valid():
+    from pathlib import Path
+
+    ls = load_spec(Path(__file__).resolve().parents[1] / "corpora" / "small-72.yaml")
+    kinds = {j["workload"]["kind"] for i in range(ls.spec.runs) for j in scenario_of(ls, i)[1]["jobs"]}
+    assert kinds == {"milc", "lammps", "nearest_neighbor", "allreduce"}
