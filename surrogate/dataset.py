@@ -16,7 +16,8 @@ Output (``hybridsim dataset build RUN_DIR -o DATASET``), a folder:
                                   ``rank_port`` int64 (R,), ``start`` float64 (R, T)
 
 Node features (see :mod:`surrogate.graphs`): for every port feature, min/max/mean/q25/q75/last over the samples
-overlapping the iteration window (active ports: their rank's window; others: the nearest active port's).
+overlapping the iteration window and ending by its end (causal; active ports: their rank's window; others: the nearest
+active port's).
 Normalisation: ``x = (slog1p(raw) - mean) / std`` per feature, ``slog1p(v) = sign(v) log(1 + |v|)``, mean/std over
 the **training split only** (all ports of the train iterations), per job.
 Splits are chronological: train = first ``train_frac`` of the iterations, then ``val_frac`` validation, test = rest.

@@ -7,8 +7,8 @@ series (:class:`surrogate.online.GraphFeed`). Nothing here talks back to the eng
 A simulated iteration's graph is built exactly as the offline dataset builder (``surrogate.dataset.build_dataset``)
 builds it from the same run's ``ports.parquet``: the same code (:func:`surrogate.graphs.window_ranks`,
 :func:`surrogate.graphs.node_features`), the same features (min/max/mean/q25/q75/last of every port feature over the
-samples overlapping the iteration window and ending by its end; inactive ports use the nearest active port's window), the same port graph
-(``Dragonfly(shape)``, CODES' arrangement, as offline) and the same normalisation
+samples overlapping the iteration window and ending by its end; inactive ports use the nearest active port's window),
+the same port graph (``Dragonfly(shape)``, CODES' arrangement, as offline) and the same normalisation
 ``x = (slog1p(raw) - mean) / std`` -- with mean/std fitted once, at the surrogate's fit, on the graphs of the warm-up
 iterations (where the offline builder uses its training split), and never refitted on later data.
 
