@@ -213,8 +213,10 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
     if sweep_ft:
         from .report import plot_tradeoff
 
-        plot_tradeoff([r for r in runs if r["policy"] == sweep_policy and "ft" in r["params"]],
-                      rd.file("tradeoff-ft.png"))
+        for spec in surrogates or [None]:  # one curve a surrogate: tradeoff-ft.png, or tradeoff-ft-SPEC.png
+            name = "tradeoff-ft.png" if spec is None or len(surrogates) == 1 else f"tradeoff-ft-{_slug(spec)}.png"
+            plot_tradeoff([r for r in runs if r["policy"] == sweep_policy and "ft" in r["params"]
+                           and (spec is None or r["surrogate_spec"] == spec)], rd.file(name))
     return result
 
 

@@ -255,7 +255,7 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
         groups: dict[str, list] = {}
         for r in result["runs"]:
             if r.get("policy") in SWEEPABLE and "ft" in r.get("params", {}):
-                groups.setdefault(r["policy"], []).append(r)
+                groups.setdefault((r["policy"], r.get("surrogate_spec")), []).append(r)
         sweep = max(groups.values(), key=len, default=[])
         if len(sweep) > 1:
             made.append(plot_tradeoff(sweep, out_dir / "tradeoff-ft.png"))

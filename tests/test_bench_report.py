@@ -88,16 +88,17 @@ def judged(tmp_path_factory):
         backend.append(FakeBackend(s))
         return backend[-1]
 
-    res = run_bench(sc, out, surrogates=["last", "mean:k=3"], backend_factory=mk)
+    res = run_bench(sc, out, surrogates=["last", "mean:k=3"], sweep_ft=[4], backend_factory=mk)
     return out, res, backend
 
 
 def test_surrogates_judged_against_one_pure_run(judged):
     out, res, backends = judged
-    assert len(backends) == 3  # one pure run, one hybrid run per surrogate
-    assert [r["surrogate"] for r in res["runs"]] == ["last", "mean"]
-    assert [r["surrogate_spec"] for r in res["runs"]] == ["last", "mean:k=3"]
-    last, mean = res["runs"]
+    assert len(backends) == 5  # one pure run, one hybrid run per (policy, surrogate)
+    assert [r["surrogate"] for r in res["runs"]] == ["last", "mean"] * 2
+    assert [r["surrogate_spec"] for r in res["runs"]] == ["last", "mean:k=3"] * 2
+    assert [r["policy"] for r in res["runs"]] == ["surrogate"] * 2 + ["periodic"] * 2
+    last, mean = res["runs"][:2]
     assert last["run"] == "00-surrogate-warmup10-last" and mean["run"] == "01-surrogate-warmup10-mean_k=3"
     for r in (last, mean):
         assert r["theoretical_speedup"] == pytest.approx(40 / 10)
@@ -128,6 +129,8 @@ def test_surrogates_judged_against_one_pure_run(judged):
     assert (out / "01-surrogate-warmup10-mean_k=3" / "manifest.json").is_file()
     table = format_table(res)
     assert "01-surrogate-warmup10-mean_k=3" in table and "rank MAPE median" in table
+    # one speed-error curve per surrogate
+    assert (out / "tradeoff-ft-last.png").is_file() and (out / "tradeoff-ft-mean_k=3.png").is_file()
 
 
 def test_bad_surrogate_spec_fails_before_the_pure_run(tmp_path):
