@@ -140,9 +140,12 @@ def with_surrogate(scenario, spec: str):
     """A copy of ``scenario`` whose ``surrogate`` section uses ``spec`` (:func:`parse_surrogate_spec`); lookback,
     tuning, history and volume scaling stay the scenario's. Raises SurrogateError for an unknown name or config."""
     from surrogate.registry import check_config
+    from surrogate.train import load_checkpoints
 
     model, config = parse_surrogate_spec(spec)
-    if not Path(model).is_absolute():
+    if Path(model).is_absolute():
+        load_checkpoints(model)  # a folder that is no checkpoint fails here, before any run
+    else:
         check_config(model, config)
     sc = scenario.model_copy(deep=True)
     sc._source = scenario._source

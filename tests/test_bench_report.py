@@ -152,3 +152,25 @@ def test_cli_bench_surrogate_bad_spec_exits_2(tmp_path, capsys):
     p.write_text(SC)
     assert main(["bench", str(p), "-o", str(tmp_path / "b"), "--surrogate", "mean:k=eight"]) == 2
     assert "mean" in capsys.readouterr().err
+
+
+def test_checkpoint_folder_as_surrogate(tmp_path):
+    """A checkpoint folder (here a saved mean:k=3) judged beside the same model by name: the same predictions."""
+    from surrogate.models.history import Mean
+
+    ckpt = tmp_path / "ckpt-mean3"
+    Mean(k=3).save(ckpt)
+    res = run_bench(parse_scenario(SC), tmp_path / "b", surrogates=["mean:k=3", str(ckpt)],
+                    backend_factory=lambda s: FakeBackend(s))
+    by_name, by_ckpt = res["runs"]
+    assert by_ckpt["run"] == "01-surrogate-warmup10-ckpt-mean3" and by_ckpt["surrogate_spec"] == str(ckpt)
+    for j in ("a", "b"):
+        assert by_ckpt["jobs"][j]["rank_iteration_mape_pct"] == by_name["jobs"][j]["rank_iteration_mape_pct"]
+        assert by_ckpt["jobs"][j]["completion_error_pct"] == by_name["jobs"][j]["completion_error_pct"]
+    (tmp_path / "not-a-ckpt").mkdir()
+    from surrogate.base import SurrogateError
+
+    with pytest.raises(SurrogateError):
+        run_bench(parse_scenario(SC), tmp_path / "b2", surrogates=[str(tmp_path / "not-a-ckpt")],
+                  backend_factory=lambda s: FakeBackend(s))
+    assert not (tmp_path / "b2").exists()
