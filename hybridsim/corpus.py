@@ -348,6 +348,17 @@ def _existing(run_dir: Path, scenario_data: dict) -> str | None:
     return "completed" if m.get("scenario") == scenario_data else "other"
 
 
+def _run_costs(run_dir: Path) -> dict:
+    """Wall seconds and events of a completed run, from its summary.json (empty if unreadable)."""
+    import json
+
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        return {"wall_s": summary.get("wall_s"), "events": summary.get("events")}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1, force: bool = False,
                  progress: bool = True, out=None) -> dict:
     """Run every not-yet-completed run of the spec into ``outdir``; returns the corpus manifest (also written to
@@ -373,8 +384,7 @@ def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1,
         entry = {"id": i, "dir": rel, "name": sc.name, "params": params,
                  "status": "completed" if state else "pending"}
         if state:
-            prev = read_manifest(outdir / rel)
-            entry["wall_s"] = (prev.get("summary") or {}).get("wall_s")
+            entry.update(_run_costs(outdir / rel))
         runs.append(entry)
         if not state:
             todo.append((i, data, str(sc._source)))

@@ -72,6 +72,10 @@ def test_corpus_runs_then_resumes_with_nothing_to_do(tmp_path, capsys):
     # second invocation: nothing runs, nothing in the run directories changes
     assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
     assert "2 runs, 2 already completed, 0 to run" in capsys.readouterr().out
+    again = load_corpus(out)
+    assert [(r["status"], r["wall_s"], r["events"]) for r in again["runs"]] == \
+        [(r["status"], r["wall_s"], r["events"]) for r in m["runs"]]
+    assert again["created"] == m["created"]
     for d, t in mtimes.items():
         assert os.stat(out / d / "manifest.json").st_mtime_ns == t
     # a run that did not complete (here: marked failed) runs again, alone
