@@ -115,43 +115,27 @@ def _with_policy(scenario, policy: str, params: dict):
     return sc
 
 
-def parse_surrogate_spec(spec: str) -> tuple[str, dict]:
-    """``ridge``, ``mean:k=8`` (values parsed as YAML scalars) or a checkpoint folder -> (``surrogate.model``,
-    ``surrogate.config``). A folder that exists is made absolute (it was named relative to the working directory,
-    not to the scenario file)."""
-    import yaml
-
-    from surrogate.base import SurrogateError
-
-    if Path(spec).exists():
-        return str(Path(spec).resolve()), {}
-    name, sep, tail = spec.partition(":")
-    config: dict = {}
-    if sep:
-        for kv in tail.split(","):
-            k, eq, v = kv.partition("=")
-            if not eq or not k.strip():
-                raise SurrogateError(f"--surrogate {spec!r}: expected key=value after ':', got {kv!r}")
-            config[k.strip()] = yaml.safe_load(v)
-    return name, config
-
-
 def with_surrogate(scenario, spec: str):
-    """A copy of ``scenario`` whose ``surrogate`` section uses ``spec`` (:func:`parse_surrogate_spec`); lookback,
-    tuning, history and volume scaling stay the scenario's. Raises SurrogateError for an unknown name or config."""
-    from surrogate.registry import check_config
-    from surrogate.train import load_checkpoints
+    """A copy of ``scenario`` whose ``surrogate.model`` is ``spec`` (anything :func:`surrogate.load` resolves: a name,
+    ``NAME:k=v,...``, a checkpoint folder relative to the working directory, where the user named it) and whose
+    ``surrogate.config`` is empty; lookback, tuning, history and volume scaling stay the scenario's. Raises
+    :class:`~surrogate.base.SurrogateError` for an unknown name, bad options or a folder that is no checkpoint."""
+    import surrogate
 
-    model, config = parse_surrogate_spec(spec)
-    if Path(model).is_absolute():
-        load_checkpoints(model)  # a folder that is no checkpoint fails here, before any run
-    else:
-        check_config(model, config)
+    source = surrogate.load(spec, check=True)
     sc = scenario.model_copy(deep=True)
-    sc._source = scenario._source
-    sc.surrogate.model = model
-    sc.surrogate.config = config
+    # a folder is pinned to its absolute path: the runner resolves relative ones beside the scenario file
+    sc.surrogate.model = f"{source.name}={source.path.resolve()}" if source.is_checkpoint else spec
+    sc.surrogate.config = {}
     return sc
+
+
+def _label(spec: str) -> str:
+    """Run-name part for a surrogate spec: the folder name of a checkpoint, else the spec."""
+    import surrogate
+
+    source = surrogate.load(spec)
+    return _slug(source.path.name if source.is_checkpoint else spec)
 
 
 def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None = None,
@@ -202,7 +186,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
         for key, val in sorted(params.items()):
             tag += f"-{key}{val}".replace("/", "_").replace(" ", "")
         if spec is not None:
-            tag += "-" + _slug(Path(spec).name if Path(spec).exists() else spec)
+            tag += "-" + _label(spec)
         _, _, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
                                   controller=ctl, backend=mk(sc))
         m = compare(scenario, pure[1].records, pure[2], hsum, ctl)

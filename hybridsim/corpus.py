@@ -121,15 +121,14 @@ class CorpusSpec(_Spec):
 
 # ------------------------------------------------------------------------------------------------------ loading
 class LoadedSpec:
-    """A validated spec with what locates its fields (``where(loc)`` -> ``file:line:col``)."""
+    """A validated spec and its :class:`~hybridsim.yamlio.Provenance` (which locates its fields)."""
 
-    def __init__(self, spec: CorpusSpec, data: dict, root, filename: str, base_dir: Path):
-        self.spec, self.data, self.root, self.filename, self.base_dir = spec, data, root, filename, base_dir
+    def __init__(self, spec: CorpusSpec, data: dict, prov: yamlio.Provenance):
+        self.spec, self.data, self.prov = spec, data, prov
 
     def where(self, loc: tuple, key: bool = False) -> str:
         """``file:line:col`` of the field at ``loc`` (of its key with ``key``, for unknown keys)."""
-        node = (yamlio.locate_key if key else yamlio.locate)(self.root, loc)
-        return yamlio.where(self.filename, node) if node is not None else self.filename
+        return self.prov.where_key(loc) if key else self.prov.where(loc)
 
 
 def load_spec(path: str | Path) -> LoadedSpec:
@@ -152,7 +151,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
             problems.append(f"{yamlio.where(str(path), node) if node is not None else path}: "
                             f"{'.'.join(map(str, loc)) or '<top level>'}: {_message(err)}")
         raise CorpusError("\n".join(problems), problems) from None
-    loaded = LoadedSpec(spec, data, root, str(path), path.resolve().parent)
+    loaded = LoadedSpec(spec, data, yamlio.Provenance(path=path.resolve(), filename=str(path), root=root))
     _check_topologies(loaded)
     for i in range(spec.runs):
         scenario_of(loaded, i)
@@ -314,7 +313,8 @@ def scenario_of(ls: LoadedSpec, i: int):
     if bad:
         problems = [f"{ls.where(('base', 'limits'))}: run {i}: {'.'.join(map(str, loc))}: {msg}" for loc, msg in bad]
         raise CorpusError("\n".join(problems), problems)
-    sc._source = Path(ls.base_dir) / f"{d['name']}.yaml"  # relative paths in base resolve beside the spec
+    # relative paths in base resolve beside the spec
+    sc.provenance = yamlio.Provenance(path=ls.prov.path.parent / f"{d['name']}.yaml")
     return sc, params
 
 
@@ -326,7 +326,7 @@ def _run_one(scenario_data: dict, source: str, outdir: str) -> dict:
     from .scenario import Scenario
 
     sc = Scenario.model_validate(scenario_data)
-    sc._source = Path(source)
+    sc.provenance = yamlio.Provenance(path=Path(source))
     t0 = time.perf_counter()
     try:
         _, _, summary = run_scenario(sc, outdir, force=True, mode="simulate", progress=False,
@@ -387,7 +387,7 @@ def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1,
             entry.update(_run_costs(outdir / rel))
         runs.append(entry)
         if not state:
-            todo.append((i, data, str(sc._source)))
+            todo.append((i, data, str(sc.provenance.path)))
     (outdir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
     manifest = {"kind": "corpus", "name": ls.spec.name, "spec_file": str(Path(spec_path).resolve()),
                 "spec": ls.data, "seed": ls.spec.seed, "created": _created(outdir), "runs": runs}

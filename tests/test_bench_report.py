@@ -138,7 +138,7 @@ def test_bad_surrogate_spec_fails_before_the_pure_run(tmp_path):
 
     sc = parse_scenario(SC)
     made = []
-    for spec, msg in (("nosuch", "unknown surrogate model 'nosuch'"), ("mean:k", "expected key=value")):
+    for spec, msg in (("nosuch", "unknown surrogate model 'nosuch'"), ("mean:k", "expects KEY=VALUE")):
         with pytest.raises(SurrogateError, match=msg):
             run_bench(sc, tmp_path / "b", surrogates=["last", spec],
                       backend_factory=lambda s: made.append(s) or FakeBackend(s))
