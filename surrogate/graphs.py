@@ -13,7 +13,8 @@ window; any other port uses the window of its nearest active port (fewest port-g
 
 Normalisation (:func:`fit_normaliser`, :func:`normalise`): ``x = (slog1p(raw) - mean) / std`` per feature with
 ``slog1p(v) = sign(v) log(1 + |v|)``; the offline dataset builder fits mean/std on its training split, the hybrid
-loop (:mod:`surrogate.online_graphs`) on the warm-up truth.
+loop (:mod:`surrogate.online_graphs`) on the warm-up truth. A graph that observed nothing (all zero: built before the
+first window ended) is left out of the fit and normalises to 0.
 
 Everything here is vectorised over ports and iterations (no per-port Python loops). :func:`window_ranks` and
 :func:`node_features` are the one implementation of the node features: ``surrogate.dataset.build_dataset`` (offline,
@@ -261,9 +262,21 @@ def slog1p(v: np.ndarray) -> np.ndarray:
     return np.sign(v) * np.log1p(np.abs(v))
 
 
+def observed(raw: np.ndarray) -> np.ndarray:
+    """``(T,)`` bool: which graphs of ``raw`` (T, P, F) hold anything; an all-zero graph is one built before any
+    sampling window had ended (causal windows, :func:`node_features`)."""
+    raw = np.asarray(raw)
+    return raw.reshape(len(raw), -1).any(axis=1)
+
+
 def fit_normaliser(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature mean and std (float64 ``(F,)``) of ``slog1p(raw)`` over all ports of the graphs ``raw`` (T, P, F);
-    a std under 1e-6 becomes 1."""
+    a std under 1e-6 becomes 1. Graphs with nothing observed (:func:`observed`) are left out unless all are: their
+    zeros say nothing of the features' scale."""
+    raw = np.asarray(raw)
+    seen = observed(raw)
+    if seen.any():
+        raw = raw[seen]
     z = slog1p(np.asarray(raw, dtype=np.float64)).reshape(-1, raw.shape[-1])
     mu = z.mean(axis=0)
     sd = z.std(axis=0)
@@ -271,8 +284,14 @@ def fit_normaliser(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def normalise(raw: np.ndarray, mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """``(slog1p(raw) - mu) / sd`` as float32."""
-    return ((slog1p(np.asarray(raw, dtype=np.float64)) - mu) / sd).astype(np.float32)
+    """``(slog1p(raw) - mu) / sd`` as float32, for one graph (P, F) or many (T, P, F). A graph with nothing observed
+    (:func:`observed`) becomes 0, the features' mean: no data yet, not an idle network."""
+    raw = np.asarray(raw, dtype=np.float64)
+    out = ((slog1p(raw) - mu) / sd).astype(np.float32)
+    if raw.ndim == 2:
+        return out if raw.any() else np.zeros_like(out)
+    out[~observed(raw)] = 0.0
+    return out
 
 
 def feature_names(port_features) -> list[str]:

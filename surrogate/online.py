@@ -211,8 +211,10 @@ class GraphFeed(JobFeed):
         return [int(i) for i in idx if 0 <= i < series.T and np.isfinite(tl.truth[:, i]).all() and not edges[i]]
 
     def can_fit(self, series: OnlineSeries, idx: list[int]) -> bool:
-        # iteration t is learnt from t-1: a warm-up of one clean iteration has no target yet
-        return any(i >= 1 for i in idx) and self.model.can_fit(series, idx)
+        # iteration t is learnt from t-1: a warm-up of one clean iteration has no target yet; and a warm-up that
+        # ended before the first sampling window did has no graph to scale the features by
+        return (any(i >= 1 for i in idx) and self.graphs.can_normalise(self.job_id, range(series.T))
+                and self.model.can_fit(series, idx))
 
     def prepare_fit(self, tl: Timeline, series: OnlineSeries) -> None:
         self.graphs.fit_normaliser(self.job_id, range(series.T))  # every simulated warm-up graph, edges too

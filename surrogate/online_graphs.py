@@ -16,7 +16,8 @@ Timing. An iteration's graph holds only samples that end by the iteration's end 
 :mod:`surrogate.graphs`). Until a sample ending at or after the iteration's last rank ended has arrived, the graph is
 *provisional*: computed from the samples so far, recomputed on every request. Then it is frozen (cached): samples
 arrive in time order, so no later one can change it, and it equals the offline graph. The normaliser is
-fitted on the frozen warm-up graphs (on the provisional ones only if none is frozen yet).
+fitted on the frozen warm-up graphs (on the provisional ones only if none is frozen yet) that observed a window; a
+graph model's fit waits (is deferred) while no simulated iteration has.
 
 Predicted iterations simulate nothing, so they have no graph of their own: they reuse the graph of the latest
 simulated iteration before them (in contexts and in the ``x`` of the series given to ``fit``/``tune``).
@@ -149,18 +150,29 @@ class OnlineGraphs:
             return False
         return self._t[self.n_samples - 1] >= float(js.end[:, iteration].max())
 
+    def _normaliser_iterations(self, job_id: int, iterations) -> list[int]:
+        """The simulated iterations among ``iterations`` whose graph observed something (:func:`~surrogate.graphs.
+        observed`): the final ones, or the provisional ones if none is final."""
+        its = [int(i) for i in iterations if self.simulated(job_id, int(i))]
+        its = [i for i in its if self.raw(job_id, i).any()]
+        return [i for i in its if self.is_final(job_id, i)] or its
+
+    def can_normalise(self, job_id: int, iterations) -> bool:
+        """Whether :meth:`fit_normaliser` on ``iterations`` would fit: some simulated iteration among them observed a
+        sampling window (iterations that all ended before the first window ended observed nothing)."""
+        return self.jobs[job_id].mu is not None or bool(self._normaliser_iterations(job_id, iterations))
+
     def fit_normaliser(self, job_id: int, iterations) -> int:
-        """Fit the job's normaliser once, on the simulated iterations among ``iterations`` (the warm-up): on those
-        whose graph is final (all of them if none is). Later calls keep the first fit. Returns the number of
-        iterations used."""
+        """Fit the job's normaliser once, on the simulated iterations among ``iterations`` (the warm-up) that observed
+        something: on those whose graph is final (all of them if none is). Later calls keep the first fit. Returns
+        the number of iterations used."""
         js = self.jobs[job_id]
         if js.mu is not None:
             return len(js.norm_iterations)
-        its = [int(i) for i in iterations if self.simulated(job_id, int(i))]
-        final = [i for i in its if self.is_final(job_id, i)]
-        use = final or its
+        use = self._normaliser_iterations(job_id, iterations)
         if not use:
-            raise OnlineGraphError(f"job {js.name!r}: no simulated iteration to fit the graph normaliser on")
+            raise OnlineGraphError(f"job {js.name!r}: no simulated iteration that observed a sampling window to fit "
+                                   "the graph normaliser on")
         js.mu, js.sd = fit_normaliser(np.stack([self.raw(job_id, i) for i in use]))
         js.norm_iterations = use
         return len(use)

@@ -65,3 +65,38 @@ def test_online_graph_freezes_without_the_look_ahead_sample():
     assert g[port].tolist() == [20.0] * len(STATS)
     og.on_samples(block(3))
     assert og.raw(0, 0)[port].tolist() == [20.0] * len(STATS)
+
+
+def test_graphs_that_observed_nothing_do_not_scale_the_features():
+    """A graph built before any window ended is all zero: the normaliser leaves it out, and it normalises to 0 (the
+    features' mean) instead of to a value far below every real graph."""
+    from surrogate.graphs import fit_normaliser, normalise, observed
+
+    real = np.array([[[1.0, 10.0]], [[3.0, 30.0]]])        # (T=2, P=1, F=2)
+    raw = np.concatenate([np.zeros((1, 1, 2)), real])     # iteration 0 observed nothing
+    assert observed(raw).tolist() == [False, True, True]
+    mu, sd = fit_normaliser(raw)
+    z = np.log1p(real[:, 0, :])
+    np.testing.assert_allclose(mu, z.mean(axis=0))
+    np.testing.assert_allclose(sd, z.std(axis=0))
+    x = normalise(raw, mu, sd)
+    assert x[0].tolist() == [[0.0, 0.0]]
+    np.testing.assert_allclose(x[1:, 0, :], (z - mu) / sd, rtol=1e-6)
+    assert normalise(np.zeros((1, 2)), mu, sd).tolist() == [[0.0, 0.0]]   # one graph (P, F)
+
+
+def test_online_normaliser_waits_for_an_iteration_that_observed_a_window():
+    topo = Dragonfly(DragonflyShape(3, 2, 1, 1))
+    P = topo.n_ports
+    og = OnlineGraphs(topo, {0: ("a", np.array([0]), 3)})
+    og.on_record(0, 0, 0, 0.0, 60.0)      # ends before the first window (0, 100] does
+    v = np.ones((1, P, 1), np.float32)
+    og.on_samples(PortSamples(T_END[:1], 100.0, topo.radix, ("x",), v))
+    assert og.is_final(0, 0) and not og.raw(0, 0).any()
+    assert not og.can_normalise(0, [0])
+    with pytest.raises(Exception, match="observed a sampling window"):
+        og.fit_normaliser(0, [0])
+    og.on_record(0, 0, 1, 60.0, 120.0)    # holds the window ending at 100
+    assert og.can_normalise(0, [0, 1])
+    assert og.fit_normaliser(0, [0, 1]) == 1 and og.jobs[0].norm_iterations == [1]
+    assert og.graph(0, 0).tolist() == np.zeros((P, len(STATS))).tolist()
