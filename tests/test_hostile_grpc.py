@@ -429,3 +429,12 @@ def test_remote_backend_reports_a_refusal(served):
     with pytest.raises(RemoteEngineError) as ei:
         RemoteBackend(served.addr["engine"], TOPO + JOB + "placement: {policy: file, file: /etc/passwd}\n").run()
     assert ei.value.code == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_stop_with_a_run_thread_that_never_started():
+    """A Run stream cancelled between ``started`` and its threads' start leaves an unstarted thread behind; stopping
+    the server must not fail joining it (seen as 'cannot join thread before it is started' under load)."""
+    srv = EngineServer(max_runs=1)
+    srv.start()
+    srv.servicer.threads.append(threading.Thread(target=lambda: None))
+    srv.stop(0)

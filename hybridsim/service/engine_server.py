@@ -513,7 +513,8 @@ class EngineServer:
         stopped = self.server.stop(grace)
         stopped.wait()
         for t in self.servicer.threads:
-            t.join(timeout=5.0)
+            if t.ident is not None:  # a stream cancelled between Started and its threads' start never ran them
+                t.join(timeout=5.0)
         self._pool.shutdown(wait=True)
 
     @property
