@@ -139,12 +139,17 @@ def write_iterations(records, path: str | os.PathLike, extra: dict[str, Sequence
     write_table_atomic(sort_iterations(table), path)
 
 
-def read_iterations(path: str | os.PathLike) -> pa.Table:
+def _read_checked(path: str | os.PathLike, columns: Sequence[str], what: str) -> pa.Table:
+    """A parquet table that must have ``columns`` (ValueError naming the file and the missing ones)."""
     table = pq.read_table(path)
-    missing = [c for c in ITERATION_COLUMNS if c not in table.column_names]
+    missing = [c for c in columns if c not in table.column_names]
     if missing:
-        raise ValueError(f"{path}: not an iterations table, missing columns {missing}")
+        raise ValueError(f"{path}: not {what}, missing columns {missing}")
     return table
+
+
+def read_iterations(path: str | os.PathLike) -> pa.Table:
+    return _read_checked(path, ITERATION_COLUMNS, "an iterations table")
 
 
 def records_from_table(table: pa.Table) -> list[IterationRecord]:
@@ -185,11 +190,7 @@ def write_jobs(names: Sequence[str], outcomes, tau: float, path: str | os.PathLi
 
 
 def read_jobs(path: str | os.PathLike) -> pa.Table:
-    table = pq.read_table(path)
-    missing = [c for c in JOB_COLUMNS if c not in table.column_names]
-    if missing:
-        raise ValueError(f"{path}: not a jobs table, missing columns {missing}")
-    return table
+    return _read_checked(path, JOB_COLUMNS, "a jobs table")
 
 
 # --------------------------------------------------------------------------------------------------------------------
