@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from hybridsim.backend import Backend, SimulationResult
+from hybridsim.scenario import CODES_NO_STREAMS
 
 from .launcher import CodesRunError, run_inputs
 from .writers import CodesInputError, write_codes_inputs
@@ -38,6 +39,7 @@ class CodesBackend(Backend):
     runs_policy = True          # hybrid mode: the scenario's policy becomes CODES' director window(s)
     streams_samples = False     # CODES writes its port samples to files, read after the run
     reports_job_end = True      # CODES prints per-job completion times
+    no_streams = f"scheduler: {CODES_NO_STREAMS}"
 
     def __init__(self, scenario, run_dir: Path, progress: bool | Callable = True, **options):
         self.scenario, self.run_dir, self.progress, self.options = scenario, Path(run_dir), progress, options
@@ -70,9 +72,7 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     from .importer import read_codes_run  # the parsers' package; imported late so writing/launching need not it
 
     if scenario.is_stream:
-        from hybridsim.scenario import CODES_NO_STREAMS
-
-        raise CodesInputError(f"scheduler: {CODES_NO_STREAMS}")
+        raise CodesInputError(CodesBackend.no_streams)
     codes_dir = Path(run_dir) / CODES_SUBDIR
     director, plan = None, None
     if mode == "hybrid":

@@ -2,7 +2,8 @@
 
 :class:`Backend` is implemented by the embedded engine (:class:`hybridsim.engine.Engine`), the remote engine
 (:class:`hybridsim.service.remote.RemoteBackend`) and CODES (:class:`codes_bridge.backend.CodesBackend`); each
-declares what it can do (``no_director``, ``runs_policy``, ``streams_samples``, ``reports_job_end``), so the runner
+declares what it can do (``no_director``, ``runs_policy``, ``streams_samples``, ``reports_job_end``,
+``no_streams``), so the runner
 has one path.
 
 A backend simulates a scenario and reports, as the simulation runs, :class:`~hybridsim.records.IterationRecord`\\ s
@@ -113,6 +114,8 @@ class Backend(abc.ABC):
     #: whether ``SimulationResult.job_end`` holds completion times the simulator itself reports (CODES prints
     #: them, also for jobs without iteration marks); otherwise a job completes with its last iteration
     reports_job_end: ClassVar[bool] = False
+    #: why :meth:`run` cannot run a job stream (a ``scheduler`` section: jobs that start and end mid-run), or None
+    no_streams: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def run(self, director: Director | None = None, on_record: RecordCallback | None = None,

@@ -169,9 +169,8 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     topology = scenario.build_topology()
     # a job stream's terminals are allocated by its scheduler as jobs start
     placement = None if scenario.is_stream else place_jobs(scenario, topology)
-    if scenario.is_stream and scenario.backend.kind == "remote":
-        raise RunError("job streams (scheduler section) run on the embedded backend: the remote engine protocol does "
-                       "not carry job starts, ends and terminals yet")
+    if scenario.is_stream and cls.no_streams is not None:
+        raise RunError(cls.no_streams)
     rd = RunDir.create(outdir, kind=f"run-{mode}", scenario=scenario_to_dict(scenario), seed=scenario.seed,
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
     t0 = time.perf_counter()

@@ -339,3 +339,16 @@ def test_codes_bridge_and_swf_refuse_what_streams_cannot_run(tmp_path):
     assert not any(tmp_path.iterdir())          # nothing written
     with pytest.raises(SwfError, match="uniform-random cannot be used in a job stream"):
         SwfMapping(templates=("nn", "uniform-random")).check()
+
+
+def test_a_backend_that_declares_no_streams_refuses_one_before_any_run_directory(tmp_path):
+    """The runner asks the backend's declared ``no_streams``; the remote engine declares it (its protocol carries no
+    job starts), so a stream on ``backend: remote`` fails with that reason and writes nothing."""
+    from hybridsim.runner import RunError
+    from hybridsim.service.remote import RemoteBackend
+
+    sc = parse_scenario(stream() + "backend: {kind: remote, remote: 127.0.0.1:1}\n", "s.yaml")
+    with pytest.raises(RunError) as ei:
+        run_scenario(sc, tmp_path / "out", progress=False)
+    assert str(ei.value) == RemoteBackend.no_streams
+    assert not (tmp_path / "out").exists()

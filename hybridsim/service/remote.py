@@ -80,6 +80,9 @@ def _concat(blocks):
 class RemoteBackend(Backend):
     """The client side of the engine service; see the module docstring."""
 
+    no_streams = ("job streams (scheduler section) run on the embedded backend: the remote engine protocol does not "
+                  "carry job starts, ends and terminals yet")
+
     def __init__(self, address: str, scenario, *, seed: int | None = None, timeout: float | None = None,
                  record_batch: int = 0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  connect_timeout: float = 10.0):
