@@ -253,3 +253,53 @@ def test_job_context_learns_the_job_trend(tmp_path):
     print("job context", errs[True], "without", errs[False], "oracle", e_oracle)
     assert errs[True] < 1.3 * e_oracle
     assert errs[True] < 0.85 * errs[False]
+
+
+def _random_graphs(ctx, seed):
+    out = copy.deepcopy(ctx)
+    out.graphs = np.random.default_rng(seed).standard_normal(ctx.graphs.shape).astype(np.float32) * 3.0
+    return out
+
+
+@pytest.mark.parametrize("name", ["smart-nollm", "smart"])
+def test_no_graph_ablation_ignores_graphs(series, lm_dirs, name, tmp_path):
+    """``use_graph=False`` builds no GCN / temporal transformer: replacing the graphs by random ones leaves the
+    prediction bit-identical, while the default model's prediction moves. The weights are randomised first (the
+    untrained head starts near zero, which would hide the graph branch either way)."""
+    llm = dict(llm_path=lm_dirs["bert"], llm_layers=1, llm_dtype="float32", d_model=16, n_prototypes=16) \
+        if name == "smart" else {}
+    preds = {}
+    for use_graph in (True, False):
+        m = create(name, hidden=16, tf_ff=32, epochs=2, patience=2, batch_windows=4, use_graph=use_graph, **llm)
+        assert m.config()["use_graph"] is use_graph
+        m.fit(series, series.indices("train"), series.indices("val"))  # the training path runs without graphs too
+        assert m.tune(series, series.indices("test")[:3])["steps"] == m.train_kw["tune_steps"]
+        gen = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for p in m.net.parameters():
+                if p.requires_grad:
+                    p.add_(0.3 * torch.randn(p.shape, generator=gen))
+        names = set(m.net.state_dict())
+        assert any(k.startswith("gcn.") for k in names) is use_graph
+        assert any(k.startswith("temporal.") for k in names) is use_graph
+        ctx = series.context(30, m.lookback, m.graph_lookback)
+        p0, p1, p2 = (m.predict(c) for c in (ctx, _random_graphs(ctx, 1), _random_graphs(ctx, 2)))
+        assert np.isfinite(p0).all() and (p0 > 0).all()
+        preds[use_graph] = p0
+        if use_graph:
+            assert np.abs(p1 / p0 - 1).max() > 1e-3 and np.abs(p2 / p1 - 1).max() > 1e-3
+        else:
+            np.testing.assert_array_equal(p1, p0)
+            np.testing.assert_array_equal(p2, p0)
+        m.save(tmp_path / f"ck{use_graph}")
+        m2 = load_surrogate(tmp_path / f"ck{use_graph}")
+        assert m2.name == name and m2.config() == m.config() and m2.config()["use_graph"] is use_graph
+        np.testing.assert_array_equal(m2.predict(ctx), p0)
+    assert preds[True].shape == preds[False].shape == (series.R,)
+
+
+def test_use_graph_parses_from_a_spec_and_defaults_on():
+    from surrogate.loading import split_spec
+
+    assert create("smart-nollm").config()["use_graph"] is True
+    assert split_spec("smart-nollm:use_graph=false") == ("smart-nollm", {"use_graph": False})

@@ -30,6 +30,11 @@ autoregression on the rank's look-back and the job's mean look-back (both relati
 fitted in closed form on the training split with its lags and ridge penalty chosen on the validation split, and
 shrunk towards the plain look-back mean. The untrained network then reproduces the base, and training (and online
 tuning) learns the residual. ``job_context=False`` gives the paper's model.
+
+No graph (``use_graph=False``, an ablation): the GCN and the temporal transformer are not built and ``z_r`` is only
+the look-back's level features, so the prediction comes from the look-back alone (base, LLM or linear head). The model
+still declares ``needs_graphs`` (a class-level property of the surrogate interface, and the graph series gives it the
+topology it is built for); it ignores the graphs it is given.
 """
 
 from __future__ import annotations
@@ -86,22 +91,25 @@ class SmartNet(nn.Module):
 
     def __init__(self, in_features: int, adjacency, lookback: int = 8, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, lm=None,
-                 timellm_kw: dict | None = None, job_context: bool = True):
+                 timellm_kw: dict | None = None, job_context: bool = True, use_graph: bool = True):
         super().__init__()
         self.hidden, self.lookback = hidden, lookback
-        self.gcn = GCNEncoder(in_features, hidden, gcn_layers, adjacency)
-        self.register_buffer("pe", positional_encoding(64, hidden), persistent=False)
+        self.use_graph = bool(use_graph)
+        emb = hidden if self.use_graph else 0  # size of the graph embedding z_r joins the head with
+        if self.use_graph:
+            self.gcn = GCNEncoder(in_features, hidden, gcn_layers, adjacency)
+            self.register_buffer("pe", positional_encoding(64, hidden), persistent=False)
+            layer = nn.TransformerEncoderLayer(hidden, tf_heads, tf_ff, dropout=0.0, batch_first=True)
+            self.temporal = nn.TransformerEncoder(layer, tf_layers, enable_nested_tensor=False)
         #: log of the job's typical iteration time (training median), for the absolute-level features
         self.register_buffer("log_scale", torch.zeros(()))
-        layer = nn.TransformerEncoderLayer(hidden, tf_heads, tf_ff, dropout=0.0, batch_first=True)
-        self.temporal = nn.TransformerEncoder(layer, tf_layers, enable_nested_tensor=False)
         if lm is not None:
-            self.timellm = TimeLLM(lm, lookback=lookback, extra_dim=hidden + 2, head_hidden=head_hidden,
+            self.timellm = TimeLLM(lm, lookback=lookback, extra_dim=emb + 2, head_hidden=head_hidden,
                                    **(timellm_kw or {}))
         else:
             self.timellm = None
             self.revin = RevIN()
-            self.head = make_head(hidden + 2 + lookback, head_hidden)
+            self.head = make_head(emb + 2 + lookback, head_hidden)
         self.job_context = bool(job_context)
         if self.job_context:
             #: the job-relative linear base (see ``forward``): weights of [own look-back, job look-back] and the bias,
@@ -111,13 +119,14 @@ class SmartNet(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        self.gcn.reset_parameters()
-        for layer in self.temporal.layers:
-            layer.self_attn._reset_parameters()
-            for lin in (layer.linear1, layer.linear2):
-                lin.reset_parameters()
-            layer.norm1.reset_parameters()
-            layer.norm2.reset_parameters()
+        if self.use_graph:
+            self.gcn.reset_parameters()
+            for layer in self.temporal.layers:
+                layer.self_attn._reset_parameters()
+                for lin in (layer.linear1, layer.linear2):
+                    lin.reset_parameters()
+                layer.norm1.reset_parameters()
+                layer.norm2.reset_parameters()
         if self.timellm is not None:
             self.timellm.reset_parameters()
         else:
@@ -131,7 +140,7 @@ class SmartNet(nn.Module):
         h = h.view(B, Lg, r, self.hidden).permute(0, 2, 1, 3).reshape(B * r, Lg, self.hidden)
         return self.temporal(h + self.pe[:Lg])[:, -1]  # (B*r, H)
 
-    def forward(self, graphs: torch.Tensor, ports: np.ndarray, logh: torch.Tensor, workload: str,
+    def forward(self, graphs: torch.Tensor | None, ports: np.ndarray, logh: torch.Tensor, workload: str,
                 last: torch.Tensor, jobh: torch.Tensor | None = None) -> torch.Tensor:
         """``last`` (B, r): each row's last log iteration time (absolute). Instance normalisation hides the absolute
         level, so ``[log(mean/scale), std]`` of the look-back join the head's inputs (level relative to the job's
@@ -142,10 +151,14 @@ class SmartNet(nn.Module):
         up in the next iteration; the whole job slows down when another job's traffic arrives). With
         ``job_context`` the prediction is a linear autoregression on ``[logh ; jobh]`` (fitted in closed form on the
         training split) plus what the network adds to the look-back mean: ``base + (net - mean(logh))``, so the
-        untrained network reproduces the linear base and training only has to learn the residual."""
+        untrained network reproduces the linear base and training only has to learn the residual.
+
+        Without ``use_graph`` ``graphs`` is not read (may be None) and ``z`` is the level features alone."""
         B, r, L = logh.shape
         lvl = torch.stack([logh.mean(-1) + last - self.log_scale, logh.std(-1, unbiased=False)], dim=-1)
-        z = torch.cat([self.node_embeddings(graphs, ports), lvl.reshape(B * r, 2)], dim=-1)
+        z = lvl.reshape(B * r, 2)
+        if self.use_graph:
+            z = torch.cat([self.node_embeddings(graphs, ports), z], dim=-1)
         if self.timellm is not None:
             protos = self.timellm.prototypes()  # once per step (a (d_llm x vocab) @ (vocab x K) product)
             outs = [self.timellm(logh[b], workload, extra=z[b * r:(b + 1) * r], protos=protos) for b in range(B)]
@@ -175,6 +188,7 @@ class Smart(Surrogate):
     Face checkpoint folder; default the packaged all-MiniLM-L6-v2), ``llm_layers`` (LM layers kept, default 1),
     ``llm_dtype`` (``bfloat16`` default, as Time-LLM runs its LLM; or ``float32``), ``job_context`` (True: a linear
     path from the job's mean look-back, see :meth:`SmartNet.forward`; False: the paper's per-rank inputs only),
+    ``use_graph`` (True; False: the no-graph ablation, no GCN or temporal transformer, graphs ignored),
     Time-LLM ``patch_len``/``stride``/``d_model``/``n_heads``/``d_keys``/``n_prototypes``/``top_k_lags``/
     ``prompt_decimals``.
     Training: ``epochs``, ``lr``, ``batch_windows`` (iterations per step), ``ranks_per_window`` (ranks sampled per
@@ -197,13 +211,13 @@ class Smart(Surrogate):
                  prompt_decimals: int = 1, epochs: int = 60, lr: float = 2e-3, batch_windows: int = 8,
                  ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4, tune_steps: int = 4,
                  tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None, in_features: int | None = None,
-                 job_context: bool = True):
+                 job_context: bool = True, use_graph: bool = True):
         self.lookback, self.graph_lookback = int(lookback), int(graph_lookback)
         if self.lookback < 1 or self.graph_lookback < 1:
             raise SurrogateError(f"{self.name}: lookback and graph_lookback must be >= 1")
         self.arch = dict(hidden=int(hidden), gcn_layers=int(gcn_layers), tf_heads=int(tf_heads),
                          tf_layers=int(tf_layers), tf_ff=int(tf_ff), head_hidden=int(head_hidden),
-                         job_context=bool(job_context))
+                         job_context=bool(job_context), use_graph=bool(use_graph))
         self.llm_path = None if llm_path is None else str(llm_path)
         self.llm_layers = None if llm_layers is None else int(llm_layers)
         self.llm_dtype = str(llm_dtype)
@@ -288,7 +302,8 @@ class Smart(Surrogate):
         """Target iterations ``items`` -> graphs (B, Lg, P, F), logh rel (B, r, L), target log rel (B, r), last log
         (B, r), job mean look-back rel (B, r, L) (the mean over all the job's ranks, also when ``ranks`` is a
         sample, as :meth:`predict` sees it)."""
-        return tuple(torch.from_numpy(a).float() for a in self._batch_arrays(series, items, ranks))
+        arrays = self._batch_arrays(series, items, ranks, graphs=self.arch["use_graph"])
+        return tuple(None if a is None else torch.from_numpy(a).float() for a in arrays)
 
     def _batch_arrays(self, series, items: np.ndarray, ranks: np.ndarray, graphs: bool = True):
         logy = self._logy_cache(series)
@@ -477,7 +492,7 @@ class Smart(Surrogate):
         jobh = logh.mean(axis=0)[None, :] - logh[:, -1:]
         t = lambda a: torch.from_numpy(a).float()[None]  # noqa: E731
         with torch.no_grad():
-            out = self.net(t(g), ports, t(rel), ctx.workload, t(logh[:, -1]), t(jobh))[0]
+            out = self.net(t(g) if self.arch["use_graph"] else None, ports, t(rel), ctx.workload, t(logh[:, -1]), t(jobh))[0]
         return np.exp(out.double().numpy() + logh[:, -1])
 
     # ------------------------------------------------------------------------------------------ checkpoints
@@ -527,9 +542,10 @@ class SmartNoLLM(Smart):
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, epochs: int = 60,
                  lr: float = 2e-3, batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8,
                  weight_decay: float = 1e-4, tune_steps: int = 4, tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None,
-                 in_features: int | None = None, job_context: bool = True):
+                 in_features: int | None = None, job_context: bool = True, use_graph: bool = True):
         super().__init__(lookback=lookback, graph_lookback=graph_lookback, hidden=hidden, gcn_layers=gcn_layers,
                          tf_heads=tf_heads, tf_layers=tf_layers, tf_ff=tf_ff, head_hidden=head_hidden, epochs=epochs,
                          lr=lr, batch_windows=batch_windows, ranks_per_window=ranks_per_window, patience=patience,
                          weight_decay=weight_decay, tune_steps=tune_steps, tune_lr=tune_lr, seed=seed,
-                         topology=topology, in_features=in_features, job_context=job_context)
+                         topology=topology, in_features=in_features, job_context=job_context,
+                         use_graph=use_graph)
