@@ -492,7 +492,8 @@ class Smart(Surrogate):
         jobh = logh.mean(axis=0)[None, :] - logh[:, -1:]
         t = lambda a: torch.from_numpy(a).float()[None]  # noqa: E731
         with torch.no_grad():
-            out = self.net(t(g) if self.arch["use_graph"] else None, ports, t(rel), ctx.workload, t(logh[:, -1]), t(jobh))[0]
+            graphs = t(g) if self.arch["use_graph"] else None
+            out = self.net(graphs, ports, t(rel), ctx.workload, t(logh[:, -1]), t(jobh))[0]
         return np.exp(out.double().numpy() + logh[:, -1])
 
     # ------------------------------------------------------------------------------------------ checkpoints
