@@ -104,6 +104,16 @@ def cmd_bench(args) -> int:
     return EXIT_OK
 
 
+def cmd_describe_run(args) -> int:
+    from .rundir import RunDirError, describe_existing_run
+
+    try:
+        print(describe_existing_run(args.run_dir, force=args.force))
+    except RunDirError as exc:
+        raise CliError(str(exc)) from None
+    return EXIT_OK
+
+
 def cmd_report(args) -> int:
     from .report import report, status_warnings
 
@@ -136,6 +146,12 @@ def _register_more(sub) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("describe-run", help="write description.json of an engine run directory written before runs "
+                                            "described themselves (what dataset build and volume scaling read)")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--force", action="store_true", help="write it again when it exists")
+    p.set_defaults(func=cmd_describe_run)
 
     p = sub.add_parser("report", help="PNG plots of a run or bench directory")
     p.add_argument("run_dir", metavar="RUN_DIR")

@@ -560,8 +560,8 @@ def read_description(path: str | os.PathLike) -> RunDescription:
             data = json.load(fh)
     except FileNotFoundError:
         raise RunDirError(f"{p}: missing (run directories written before hybridsim described its runs have no "
-                          f"{DESCRIPTION}: run the scenario again, or import the CODES run again with "
-                          "`hybridsim import-codes`)") from None
+                          f"{DESCRIPTION}: write it with `hybridsim describe-run RUN_DIR`, or import the CODES run "
+                          "again with `hybridsim import-codes`)") from None
     except (OSError, ValueError) as exc:
         raise RunDirError(f"{p}: unreadable: {exc}") from None
     f = _Fields(p)
@@ -615,3 +615,39 @@ def describe_scenario(scenario, placement=None, ports=None) -> RunDescription:
     return RunDescription(scenario.topology.shape, jobs,
                           None if ports is None else float(ports.interval),
                           None if ports is None else [str(x) for x in ports.features])
+
+
+def describe_existing_run(path: str | os.PathLike, *, force: bool = False) -> Path:
+    """Write the missing ``description.json`` of an engine run directory written before runs described themselves,
+    from its manifest's resolved scenario (placement re-derived from the scenario and its seed, as the run did; a job
+    stream's terminals from its ``jobs.parquet``) and its ``ports.parquet``. CODES imports are refused: importing the
+    CODES run again describes it from the CODES inputs. Returns the file written."""
+    from .records import read_jobs, read_ports
+    from .scenario import Scenario
+
+    run_dir = Path(path)
+    manifest = read_manifest(run_dir)
+    if (run_dir / DESCRIPTION).exists() and not force:
+        raise RunDirError(f"{run_dir / DESCRIPTION}: already exists (pass --force to write it again)")
+    if manifest.get("kind") == "codes-import":
+        raise RunDirError(f"{run_dir}: a CODES import; run `hybridsim import-codes` on the CODES run again instead")
+    if manifest.get("status") != "completed":
+        raise RunDirError(f"{run_dir}: run status is {manifest.get('status')!r}, not 'completed'")
+    scen = manifest.get("scenario")
+    if not isinstance(scen, dict):
+        raise RunDirError(f"{run_dir / MANIFEST}: no resolved 'scenario' to describe the run from")
+    try:
+        scenario = Scenario.model_validate(scen)
+    except Exception as exc:  # pydantic ValidationError: a manifest from another version
+        raise RunDirError(f"{run_dir / MANIFEST}: its scenario does not validate here: {exc}") from None
+    placement = None
+    if scenario.is_stream:
+        table = read_jobs(run_dir / JOBS)
+        terms = dict(zip(table.column("job").to_pylist(), table.column("terminals").to_pylist()))
+        placement = [terms.get(j.name, []) for j in scenario.jobs]
+    try:
+        ports = read_ports(run_dir / PORTS) if (run_dir / PORTS).is_file() else None
+        desc = describe_scenario(scenario, placement, ports)
+    except (OSError, ValueError) as exc:  # unreadable table, a placement file that moved (PlacementError)
+        raise RunDirError(f"{run_dir}: cannot describe the run: {exc}") from None
+    return write_description(run_dir, desc)

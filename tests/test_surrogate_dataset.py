@@ -349,3 +349,27 @@ def test_run_directory_without_description(tmp_path, capsys):
             build_dataset(tmp_path / "run")
     d.write_text(json.dumps(good))
     assert list(build_dataset(tmp_path / "run").jobs) == ["A", "B"]
+
+
+def test_describe_run_restores_the_description_of_an_old_run_directory(tmp_path, capsys):
+    """``hybridsim describe-run`` writes, for a run directory without description.json (as written before runs
+    described themselves), the same description the run itself wrote; it refuses CODES imports and an existing
+    file without --force."""
+    from hybridsim.cli import main
+    from hybridsim.runner import run_scenario
+
+    run_scenario(_tiny_scenario(), tmp_path / "run", progress=False)
+    path = tmp_path / "run" / "description.json"
+    written = json.loads(path.read_text())
+    path.unlink()
+    with pytest.raises(Exception, match="describe-run"):
+        build_dataset(tmp_path / "run")
+    assert main(["describe-run", str(tmp_path / "run")]) == 0
+    assert json.loads(path.read_text()) == written
+    assert main(["describe-run", str(tmp_path / "run")]) == 2          # exists: --force to write it again
+    assert "already exists" in capsys.readouterr().err
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    man["kind"] = "codes-import"
+    (tmp_path / "run" / "manifest.json").write_text(json.dumps(man))
+    assert main(["describe-run", str(tmp_path / "run"), "--force"]) == 2
+    assert "import-codes" in capsys.readouterr().err
