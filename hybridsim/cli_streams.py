@@ -17,25 +17,16 @@ from .topology import DragonflyShape
 def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape]:
     """A base scenario's sections (its ``jobs`` and ``placement`` are dropped: the trace and the scheduler replace
     them) and the shape of its topology. Errors name file, line and field."""
-    import yaml
     from pydantic import ValidationError
 
     from .scenario import Scenario, format_validation_error
+    from .yamlio import YamlInputError, load, read_text
 
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise CliError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"{p}: cannot read: {exc}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
-        raise CliError(f"{where}: YAML syntax error: {getattr(exc, 'problem', exc)}") from None
+    try:  # the scenario loader's safe reader: size, depth, aliases, duplicate keys, UTF-8 -- located
+        data, root = load(read_text(p), str(p))
+    except YamlInputError as exc:
+        raise CliError(str(exc)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -223,3 +223,14 @@ def test_flow_yaml_round_trips():
     line = flow_yaml(x)
     assert "\n" not in line and yaml.safe_load(line) == x
     assert line.startswith("{name: j1-milc, a: 0ns, b: \"true\"")
+
+
+def test_system_file_is_read_with_the_scenario_loaders_checks(nasa, tmp_path, capsys):
+    """``--system`` goes through hybridsim.yamlio like any scenario: a duplicate key is an error at its line and
+    nothing is written."""
+    base = tmp_path / "dup.yaml"
+    base.write_text("seed: 1\nseed: 2\n")
+    out = tmp_path / "o.yaml"
+    assert main(["scenario-from-swf", str(nasa), "--system", str(base), "--jobs", "5", "-o", str(out)]) == 2
+    assert f"{base}:2:1: seed: duplicate key 'seed' (first at line 1)" in capsys.readouterr().err
+    assert not out.exists()
