@@ -21,6 +21,16 @@ import numpy as np
 SWEEPABLE = ("periodic", "aligned")
 
 
+
+def _save(fig, path: Path) -> Path:
+    """Lay out, write (PNG, 110 dpi) and close ``fig``; returns ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
 def _plt():
     import matplotlib
 
@@ -70,10 +80,7 @@ def plot_iterations(run_dir: Path, out_dir: Path) -> list[Path]:
         ax.set_ylabel("iteration time, mean over ranks (µs)")
         ax.set_title(f"{job}: iteration time")
         ax.legend(loc="best", fontsize=8)
-        fig.tight_layout()
-        p = out_dir / f"iterations-{job}.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
+        p = _save(fig, out_dir / f"iterations-{job}.png")
         out.append(p)
     return out
 
@@ -96,11 +103,7 @@ def plot_ports(run_dir: Path, out_dir: Path) -> Path | None:
     ax.set_xlabel("virtual time (ms)")
     ax.set_ylabel(f"router port id (router x {ps.radix} + port)")
     ax.set_title("port utilisation per sampling window")
-    fig.tight_layout()
-    p = out_dir / "port-utilisation.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(fig, out_dir / "port-utilisation.png")
 
 
 def busy_over_time(start, end, size, arrival):
@@ -154,11 +157,7 @@ def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
         ax3.set_ylabel("jobs waiting", color="tab:red")
     ax2.set_ylabel("utilisation %", color="tab:blue")
     ax2.set_xlabel("virtual time (ms)")
-    fig.tight_layout()
-    p = out_dir / "jobs-gantt.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(fig, out_dir / "jobs-gantt.png")
 
 
 def plot_bench(result: dict, out_dir: Path) -> Path:
@@ -182,11 +181,7 @@ def plot_bench(result: dict, out_dir: Path) -> Path:
     a2.legend(fontsize=8)
     for ax in (a1, a2):
         ax.tick_params(axis="x", rotation=30, labelsize=8)
-    fig.tight_layout()
-    p = out_dir / "bench-policies.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(fig, out_dir / "bench-policies.png")
 
 
 def plot_tradeoff(runs: list[dict], path: Path) -> Path:
@@ -208,10 +203,7 @@ def plot_tradeoff(runs: list[dict], path: Path) -> Path:
     policy = runs[0].get("policy") or "periodic" if runs else "periodic"
     ax.set_title(f"speedup-error trade-off over Ft ({policy} policy)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def status_warnings(path: str | Path) -> list[str]:
