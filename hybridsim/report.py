@@ -21,7 +21,6 @@ import numpy as np
 SWEEPABLE = ("periodic", "aligned")
 
 
-
 def _save(fig, path: Path) -> Path:
     """Lay out, write (PNG, 110 dpi) and close ``fig``; returns ``path``."""
     import matplotlib.pyplot as plt
@@ -30,6 +29,7 @@ def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
 
 def _plt():
     import matplotlib
