@@ -138,15 +138,48 @@ def _label(spec: str) -> str:
     return _slug(source.path.name if source.is_checkpoint else spec)
 
 
+def read_pure_run(scenario, path) -> tuple[list[IterationRecord], dict]:
+    """Records and summary of a completed pure simulation of ``scenario`` in run directory ``path`` (a bench reuses
+    it instead of simulating again: the engine is deterministic for a fixed seed). Raises
+    :class:`~hybridsim.rundir.RunDirError` for anything else: another scenario, a hybrid run, a failed one."""
+    from .records import read_iterations, records_from_table
+    from .rundir import ITERATIONS, RunDirError, read_manifest
+    from pydantic import ValidationError
+
+    from .scenario import Scenario, scenario_to_dict
+
+    p = Path(path)
+    m = read_manifest(p)
+    if m.get("status") != "completed" or m.get("mode") != "simulate":
+        raise RunDirError(f"{p}: not a completed pure simulation (mode {m.get('mode')!r}, status {m.get('status')!r})")
+    try:  # read through today's schema: a run written before a field existed holds its default
+        theirs = scenario_to_dict(Scenario.model_validate(m.get("scenario")))
+    except ValidationError:
+        theirs = None
+    if theirs != scenario_to_dict(scenario):
+        raise RunDirError(f"{p}: holds a pure run of another scenario: its manifest's scenario differs from "
+                          f"{scenario.name!r}'s; run the bench without --pure")
+    try:
+        summary = json.loads((p / "summary.json").read_text())
+        records = records_from_table(read_iterations(p / ITERATIONS))
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{p}: unreadable pure run: {exc}") from None
+    return records, summary
+
+
 def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None = None,
               sweep_ft: list[int] | None = None, surrogates: list[str] | None = None, force: bool = False,
-              progress: bool = False, argv: list[str] | None = None, backend_factory=None) -> dict:
+              progress: bool = False, argv: list[str] | None = None, backend_factory=None,
+              pure_dir: str | Path | None = None) -> dict:
     """Pure run, then one hybrid run per policy (and per Ft of ``sweep_ft``), each with every surrogate of
     ``surrogates`` (default: the scenario's own), each a run directory inside the bench directory ``outdir`` (itself
     written like a run directory: manifest, staging, ``--force`` rules); writes ``bench.json``. All hybrid runs are
-    judged against the one pure run. ``backend_factory(scenario)`` replaces the scenario's backend (tests)."""
+    judged against the one pure run; ``pure_dir``: an earlier pure run of the same scenario to judge against instead
+    of simulating it again (its wall time was measured in another process). ``backend_factory(scenario)`` replaces
+    the scenario's backend (tests)."""
     for spec in surrogates or []:  # a bad spec fails before the pure run, not after it
         with_surrogate(scenario, spec)
+    pure = None if pure_dir is None else (None, *read_pure_run(scenario, pure_dir))
     from .runner import RunError
     from .scenario import scenario_to_dict
 
@@ -154,7 +187,8 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
                        argv=argv)
     staging = str(rd.path)
     try:
-        result = _run_cases(scenario, rd, policies, sweep_ft, surrogates, progress, argv, backend_factory)
+        result = _run_cases(scenario, rd, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
+                            pure_dir)
         rd.complete()
     except BaseException as exc:
         rd.fail(failure_reason(exc))
@@ -164,12 +198,15 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     return result
 
 
-def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory) -> dict:
+def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
+               pure_dir) -> dict:
     from .runner import build_controller, run_scenario
 
     mk = backend_factory or (lambda sc: None)
-    pure = run_scenario(scenario, rd.file("pure"), mode="simulate", progress=progress, argv=argv,
-                        backend=mk(scenario))
+    if pure is None:
+        pure = run_scenario(scenario, rd.file("pure"), mode="simulate", progress=progress, argv=argv,
+                            backend=mk(scenario))
+        pure = (pure[0], pure[1].records, pure[2])
     runs = []
     cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
     # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's
@@ -189,13 +226,14 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
             tag += "-" + _label(spec)
         _, _, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
                                   controller=ctl, backend=mk(sc))
-        m = compare(scenario, pure[1].records, pure[2], hsum, ctl)
+        m = compare(scenario, pure[1], pure[2], hsum, ctl)
         m["run"] = tag
         m["params"] = params
         m["surrogate_spec"] = spec if spec is not None else scenario.surrogate.model
         runs.append(m)
     result = {"scenario": scenario.name, "definitions": __doc__, "runs": runs,
-              "pure": {"wall_s": pure[2]["wall_s"], "events": pure[2]["events"]}}
+              "pure": {"wall_s": pure[2]["wall_s"], "events": pure[2]["events"],
+                       "run": str(Path(pure_dir).resolve()) if pure_dir is not None else "pure"}}
     write_json_atomic(rd.file("bench.json"), result)
     if sweep_ft:
         from .report import plot_tradeoff

@@ -94,7 +94,7 @@ def cmd_bench(args) -> int:
     out = Path(args.output or Path("results") / (Path(args.scenario).stem + "-bench"))
     try:
         result = run_bench(sc, out, policies=policies, sweep_ft=sweep, surrogates=args.surrogate, force=args.force,
-                           progress=not args.no_progress, argv=sys.argv)
+                           progress=not args.no_progress, argv=sys.argv, pure_dir=args.pure)
     except (RunDirError, SurrogateError) as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except RunError as exc:
@@ -143,6 +143,9 @@ def _register_more(sub) -> None:
                    help="surrogate to judge in the loop (repeatable): a model name, NAME:k=v,... or a checkpoint "
                         "folder; each policy runs once per surrogate, all against the one pure run; default: the "
                         "scenario's surrogate section")
+    p.add_argument("--pure", metavar="RUN_DIR",
+                   help="judge against this completed pure run of the same scenario (e.g. an earlier bench's "
+                        "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_bench)

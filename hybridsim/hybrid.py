@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controllers.base import JobView, Policy, PolicyError
-from surrogate.base import Context, Surrogate
+from surrogate.base import Context, JobInfo, Surrogate
 from surrogate.online import JobFeed, OnlineSeries, feed_for, stretch_ids
 
 from .backend import Director, Mode
@@ -96,6 +96,8 @@ class JobState:
     clean: np.ndarray | None = None  # per simulated iteration: no other job was predicted while it ran
     raw: np.ndarray | None = None    # the model's own per-rank predictions (before sync=job aligns the ends)
     drop_edges: bool = True          # window edges are left out of what the model sees (see edges())
+    info: JobInfo | None = None      # what the job is (workload descriptors), for models that transfer
+    load: np.ndarray | None = None   # per iteration: co-runner load when it was decided (NaN: not yet)
 
     @classmethod
     def new(cls, job: str, job_id: int, workload: str, n_ranks: int, n_iterations: int) -> "JobState":
@@ -103,7 +105,7 @@ class JobState:
                    truth=np.full((n_ranks, n_iterations), np.nan), pred=np.full((n_ranks, n_iterations), np.nan),
                    done_count=np.zeros(n_iterations, np.int64), lo=np.full(n_iterations, np.inf),
                    hi=np.full(n_iterations, -np.inf), clean=np.ones(n_iterations, bool),
-                   raw=np.full((n_ranks, n_iterations), np.nan))
+                   raw=np.full((n_ranks, n_iterations), np.nan), load=np.full(n_iterations, np.nan))
 
     def simulated(self, n: int) -> np.ndarray:
         """(n,) bool: which of the first ``n`` decided iterations were simulated."""
@@ -162,7 +164,8 @@ class HybridController(Director):
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
-                 drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False):
+                 drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,
+                 infos: dict[int, JobInfo] | None = None):
         self.policy = policy
         self.policy_name = policy_name or (policy.name if isinstance(policy, Policy) else type(policy).__name__)  # duck-typed plug-ins
         if isinstance(surrogate, dict):
@@ -188,10 +191,14 @@ class HybridController(Director):
                 self.volumes[jid] = v / v.mean()
         self.jobs = list(jobs)
         self.stream = bool(stream)
+        #: job id -> JobInfo (a stream job's groups are set from its terminals when it starts)
+        self.infos = dict(infos or {})
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             # a stream job's state is created when it starts (on_job_start)
             self.states[jid] = None if n_it is None or self.stream else JobState.new(name, jid, kind, n_ranks, n_it)
+            if self.states[jid] is not None:
+                self.states[jid].info = self.infos.get(jid)
         self.started: dict[int, float] = {} if self.stream else {jid: 0.0 for jid in range(len(self.jobs))}
         self.running: dict[int, None] = {} if self.stream else dict.fromkeys(range(len(self.jobs)))
         #: online port graphs (surrogate.online_graphs.OnlineGraphs) shared by the graph models' feeds, or None
@@ -226,6 +233,8 @@ class HybridController(Director):
             return
         st = self.states[job_id] = JobState.new(name, job_id, kind, n_ranks, n_it)
         st.drop_edges = self._drop_edges
+        if job_id in self.infos:
+            st.info = self.infos[job_id] = self.infos[job_id].placed(terminals)
         if self.graphs is not None and self.models[job_id].needs_graphs:
             self.graphs.add_job(job_id, name, terminals, n_it)
         self.feeds[job_id] = self._feed(job_id)
@@ -304,6 +313,7 @@ class HybridController(Director):
         except (ValueError, AttributeError):
             raise PolicyError(f"policy {self.policy_name!r} returned {raw!r} for job {st.job!r} iteration "
                               f"{iteration}; expected 'simulate' or 'predict'") from None
+        st.load[iteration] = self._corunner_load(job_id)
         if mode == Mode.PREDICT and iteration == 0:
             raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
                               "no history to predict from; simulate at least one iteration first")
@@ -316,6 +326,22 @@ class HybridController(Director):
             self.pending[job_id] = self.now   # its first rank stops injecting now (the others as they get here)
         st.modes.append(mode)
         return mode
+
+    def _corunner_load(self, job_id: int) -> float:
+        """:meth:`JobInfo.load` of the jobs running beside ``job_id`` now: started (a stream job), not yet through its
+        last iteration (background jobs run throughout); NaN without the job's info."""
+        info = self.infos.get(job_id)
+        if info is None:
+            return math.nan
+        ranks = 0
+        for k, (_name, _kind, n_ranks, _n_it) in enumerate(self.jobs):
+            if k == job_id or k not in self.running:
+                continue
+            st = self.states.get(k)
+            if st is not None and st.done_count[-1] == st.n_ranks:
+                continue  # through its last iteration
+            ranks += n_ranks
+        return info.load(ranks)
 
     def _scale(self, st: JobState, lo: int, hi: int) -> np.ndarray | None:
         v = self.volumes.get(st.job_id)

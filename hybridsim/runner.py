@@ -56,12 +56,22 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     # surrogate.config configures a named model; a checkpoint's own config.json holds its options
     config = {} if is_checkpoint_spec(spec, scenario.base_dir) else sec.config
     source = surrogate.load(spec, config, base_dir=scenario.base_dir)
-    jobs, volumes, models = [], {}, {}
+    from surrogate.base import JobInfo
+
+    if placement is None and not scenario.is_stream:
+        from .placement import place_jobs
+
+        placement = place_jobs(scenario, scenario.build_topology())
+    jobs, volumes, models, infos = [], {}, {}, {}
     for i, j in enumerate(scenario.jobs):
         n_it = None if j.is_background else (n_iterations[i] if n_iterations else j.iterations)
         jobs.append((j.name, j.workload.kind, j.ranks, n_it))
         if n_it is None:
             continue
+        # a stream job's groups are set from the terminals it gets when it starts (HybridController.on_job_start)
+        vol = workload_volumes(scenario, i, n_it)
+        infos[i] = JobInfo.of(j.workload.kind, j.ranks, n_it, vol, None if placement is None else placement[i],
+                              scenario.topology.shape)
         model = source.for_job(j.name)
         if model.needs_graphs and not backend_class(scenario.backend.kind).streams_samples:
             raise SurrogateError(f"surrogate.model {spec}: {model.name!r} needs port graphs, which the hybrid loop "
@@ -70,7 +80,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
                                  "history model: ridge, lstm, ewma, mean, last)")
         models[i] = model
         if sec.volume_scaling:
-            volumes[i] = workload_volumes(scenario, i, n_it)
+            volumes[i] = vol
     graphs = None
     graph_jobs = [i for i, m in models.items() if m.needs_graphs]
     if graph_jobs:
@@ -81,16 +91,12 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
         if scenario.is_stream:  # a stream job's graphs are set up when it starts, on the terminals it gets
             graphs = OnlineGraphs(Dragonfly(scenario.topology.shape), {})
         else:
-            if placement is None:
-                from .placement import place_jobs
-
-                placement = place_jobs(scenario, scenario.build_topology())
             graphs = OnlineGraphs(Dragonfly(scenario.topology.shape),
                                   {i: (jobs[i][0], placement[i], jobs[i][3]) for i in graph_jobs})
     return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
                             lookback=sec.lookback, tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
                             sync=scenario.controller.sync, volumes=volumes, graphs=graphs,
-                            stream=scenario.is_stream)
+                            stream=scenario.is_stream, infos=infos)
 
 
 def backend_class(kind: str) -> type[Backend]:

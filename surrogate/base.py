@@ -9,6 +9,13 @@ Shapes (R ranks of the job, L history length, Lg graph look-back, P router ports
     graphs    float32 (Lg, P, F) node features of the last Lg iterations (None for history-only models)
     mask      bool    (P,)      ports with a rank of this job attached
     rank_port int64   (R,)      port id of each rank
+    columns   int64   (L,)      iteration index of each history column (-1 where padded; None: consecutive, ending
+                                at ``iteration``)
+    load      float64 (L,)      co-runner load (:meth:`JobInfo.load`) when each history column's iteration started
+    load_now  float             co-runner load now, at the start of the iteration being predicted
+
+Models that transfer between scenarios (the pretrained surrogate) also read ``info``, a :class:`JobInfo`: what the job
+is, fixed when it starts and known before anything of it is simulated.
 """
 
 from __future__ import annotations
@@ -30,6 +37,55 @@ class UnknownModelError(SurrogateError):
     """No registered model has this name."""
 
 
+#: workload kinds a :class:`JobInfo` one-hot encodes (anything else is "other")
+KNOWN_WORKLOADS = ("milc", "lammps", "nearest_neighbor", "allreduce")
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """Descriptors of one job that carry over between scenarios (a pretrained model's job inputs).
+
+    Attributes:
+        workload:           workload kind
+        ranks, iterations:  the job's size
+        bytes_per_iteration: mean bytes one rank sends per iteration (from the workload definition; 0 unknown)
+        groups:             dragonfly groups the job's terminals span
+        machine_groups, machine_terminals: the system's size
+    """
+
+    workload: str
+    ranks: int
+    iterations: int
+    bytes_per_iteration: float
+    groups: int
+    machine_groups: int
+    machine_terminals: int
+
+    @classmethod
+    def of(cls, workload: str, ranks: int, iterations: int, volumes, terminals, shape) -> "JobInfo":
+        """From what a run description holds: ``volumes`` bytes per iteration (or None), ``terminals`` each rank's
+        terminal id (or None: the job spans all groups), ``shape`` the topology (groups, routers_per_group,
+        terminals_per_router attributes)."""
+        per_group = int(shape.routers_per_group) * int(shape.terminals_per_router)
+        n_groups = int(shape.groups)
+        v = np.asarray(volumes if volumes is not None else [], dtype=np.float64)
+        groups = n_groups if terminals is None else len(np.unique(np.asarray(terminals, np.int64) // per_group))
+        return cls(str(workload), int(ranks), int(iterations), float(v.mean()) if v.size else 0.0, int(groups),
+                   n_groups, n_groups * per_group)
+
+    def placed(self, terminals) -> "JobInfo":
+        """This job on ``terminals`` (a stream job's, known when it starts): ``groups`` from them."""
+        import dataclasses
+
+        per_group = max(self.machine_terminals // max(self.machine_groups, 1), 1)
+        groups = len(np.unique(np.asarray(terminals, np.int64) // per_group))
+        return dataclasses.replace(self, groups=int(groups))
+
+    def load(self, other_ranks: int) -> float:
+        """Co-runner load: ranks of the other jobs running (background included) over the machine's terminals."""
+        return float(other_ranks) / max(self.machine_terminals, 1)
+
+
 @dataclass
 class Context:
     job: str
@@ -39,6 +95,10 @@ class Context:
     mask: np.ndarray | None = None
     rank_port: np.ndarray | None = None
     iteration: int | None = None
+    columns: np.ndarray | None = None
+    info: JobInfo | None = None
+    load: np.ndarray | None = None
+    load_now: float | None = None
 
 
 def check_kwargs(cls, config: dict) -> None:
@@ -67,7 +127,11 @@ class SeriesView:
     belongs to column t of ``y``) or None, ``mask`` (P,), ``rank_port`` (R,), ``shape`` the topology
     :class:`~hybridsim.topology.DragonflyShape` (None: the series does not say; a graph model must already be built
     for one). Every implementation has all of these fields. The target indices given with a series are columns of
-    ``y``."""
+    ``y``. Optional (class defaults None): ``info`` the job's :class:`JobInfo`, ``load`` float64 (T,) the co-runner
+    load when each iteration started."""
+
+    info: "JobInfo | None" = None
+    load: np.ndarray | None = None
 
     @property
     def T(self) -> int:

@@ -1,4 +1,5 @@
-"""Surrogate commands: ``hybridsim dataset build|info``, ``hybridsim train``, ``hybridsim evaluate``.
+"""Surrogate commands: ``hybridsim dataset build|info``, ``hybridsim train``, ``hybridsim evaluate``, ``hybridsim pretrain``
+(:mod:`surrogate.pretrain`).
 
 Exit status 2 for bad input (missing/corrupt files, wrong topology, checkpoint of another model, NaN features).
 """
@@ -165,6 +166,56 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_pretrain(args) -> int:
+    from .base import SurrogateError
+    from .pretrain import pretrain
+
+    _threads(args.threads)
+    res = {}
+
+    def write(folder):
+        m, report = pretrain(args.corpus, args.model, seed=args.seed, epochs=args.epochs,
+                             val_frac=args.val_frac, test_frac=args.test_frac, hidden=args.hidden,
+                             progress=not args.no_progress)
+        m.save(folder)
+        (Path(folder) / "pretrain.json").write_text(json.dumps(report, indent=1) + "\n")
+        res.update(report)
+
+    try:
+        _write_staged(args.output, args.force, "checkpoint folder", _is_checkpoint, write)
+    except (SurrogateError, ValueError) as exc:
+        raise _cli_error(str(exc)) from None
+    for part in ("val", "test"):
+        s = res.get(part)
+        if s:
+            zs = s["zero_shot"]
+            print(f"{part}: {s['examples']} examples, MAPE % model {s['model']:.2f}  base {s['base']:.2f}  "
+                  f"last {s['last']:.2f}; one-iteration warm-up: model {zs['model'] or float('nan'):.2f}  "
+                  f"last {zs['last'] or float('nan'):.2f}")
+    print(f"{args.model}: {res['epochs_run']} epochs (best {res['best_epoch']}), {res['train_s']:.1f} s; "
+          f"checkpoint written to {args.output}")
+    return 0
+
+
+def register_pretrain(subparsers) -> None:
+    from .pretrain import PRETRAINABLE
+
+    p = subparsers.add_parser("pretrain", help="train one surrogate across the runs of a corpus (whole runs held "
+                                               "out for validation and test)")
+    p.add_argument("corpus", metavar="CORPUS", help="corpus folder written by `hybridsim corpus`")
+    p.add_argument("-o", "--output", required=True, metavar="CKPT", help="checkpoint folder to write")
+    p.add_argument("--model", default="pretrained", help=f"model to train (one of: {', '.join(PRETRAINABLE)})")
+    p.add_argument("--epochs", type=int, default=300, help="at most this many epochs (early stopping on validation)")
+    p.add_argument("--hidden", type=int, default=64, help="hidden width (default 64)")
+    p.add_argument("--val-frac", type=float, default=0.2, help="share of runs held out for validation (0.2)")
+    p.add_argument("--test-frac", type=float, default=0.15, help="share of runs held out for test (0.15)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--force", action="store_true", help="replace an existing checkpoint folder")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_pretrain)
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("dataset", help="build or inspect surrogate datasets (temporal port graphs)")
     sub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
@@ -209,3 +260,5 @@ def register(subparsers) -> None:
                         "surrogate.volume_scaling); MAPE stays on raw times")
     e.add_argument("--progress", action="store_true")
     e.set_defaults(func=cmd_evaluate)
+
+    register_pretrain(subparsers)

@@ -49,6 +49,8 @@ class Timeline(Protocol):
     n_ranks: int
     n_iterations: int
     truth: np.ndarray        # (R, n_iterations) simulated iteration times, NaN elsewhere
+    info: object             # the job's surrogate.base.JobInfo, or None
+    load: np.ndarray         # (n_iterations,) co-runner load when each iteration started (NaN: not yet)
     done_count: np.ndarray   # (n_iterations,) ranks that have finished each iteration
     modes: list              # decided modes so far
 
@@ -76,6 +78,8 @@ class OnlineSeries(SeriesView):
     mask: np.ndarray | None = None
     x: object | None = None
     shape: object | None = None
+    info: object | None = None
+    load: np.ndarray | None = None
 
 
 def stretch_ids(mask: np.ndarray) -> np.ndarray:
@@ -163,14 +167,17 @@ class HistoryFeed(JobFeed):
             hist = tl.truth[np.ix_(ranks, cols)]
             if self.volumes is not None:
                 hist = hist / self.volumes[None, cols]
-        return Context(tl.job, tl.workload, self._pad(hist), iteration=iteration - 1)
+        if self.history == "mixed":
+            cols = np.arange(max(0, iteration - self.lookback), iteration)
+        return _described(Context(tl.job, tl.workload, self._pad(hist), iteration=iteration - 1), tl, cols,
+                          self.lookback, iteration)
 
     def series(self, tl: Timeline) -> OnlineSeries:
         y = tl.truth.copy()
         y[:, tl.edges(tl.n_iterations)] = np.nan
         if self.volumes is not None:
             y = y / self.volumes[None, :y.shape[1]]
-        return OnlineSeries(tl.job, tl.workload, y)
+        return OnlineSeries(tl.job, tl.workload, y, info=tl.info, load=tl.load.copy())
 
 
 class GraphFeed(JobFeed):
@@ -189,7 +196,9 @@ class GraphFeed(JobFeed):
 
     def context(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> Context:
         g = self.graphs
-        ctx = Context(tl.job, tl.workload, self._pad(self._mixed(tl, iteration, ranks)), iteration=iteration - 1)
+        ctx = _described(Context(tl.job, tl.workload, self._pad(self._mixed(tl, iteration, ranks)),
+                                 iteration=iteration - 1), tl, np.arange(max(0, iteration - self.lookback), iteration),
+                         self.lookback, iteration)
         ctx.graphs = g.context_graphs(self.job_id, iteration - 1, self.model.graph_lookback)
         ctx.rank_port = g.rank_port(self.job_id)[ranks]
         ctx.mask = g.mask(self.job_id)
@@ -218,6 +227,18 @@ class GraphFeed(JobFeed):
 
     def prepare_fit(self, tl: Timeline, series: OnlineSeries) -> None:
         self.graphs.fit_normaliser(self.job_id, range(series.T))  # every simulated warm-up graph, edges too
+
+
+def _described(ctx: Context, tl: Timeline, cols: np.ndarray, lookback: int, iteration: int) -> Context:
+    """``ctx`` with the iteration index of each history column (left-padded with -1 like the history), the job's
+    :class:`~surrogate.base.JobInfo` and the co-runner load at each column's start and at ``iteration``'s."""
+    cols = np.asarray(cols, dtype=np.int64)[-lookback:]
+    pad = lookback - len(cols)
+    ctx.columns = np.concatenate([np.full(pad, -1, np.int64), cols])
+    ctx.info = tl.info
+    ctx.load = np.concatenate([np.full(pad, np.nan), tl.load[cols]])
+    ctx.load_now = float(tl.load[iteration]) if iteration < len(tl.load) else None
+    return ctx
 
 
 def feed_for(model: Surrogate, job_id: int, lookback: int, *, volumes: np.ndarray | None = None,

@@ -95,7 +95,7 @@ TINY = {
     "smart": "{hidden: 8, tf_ff: 16, epochs: 1, gcn_layers: 1, tune_steps: 1, llm_layers: 1, llm_dtype: float32, "
              "d_model: 8, n_prototypes: 8, n_heads: 2, d_keys: 4}",
 }
-MODELS = ["last", "mean", "ewma", "ridge", "lstm", "dcrnn", "smart-nollm", "smart"]
+MODELS = ["last", "mean", "ewma", "ridge", "lstm", "dcrnn", "smart-nollm", "smart", "pretrained"]
 ITERATIONS = 18   # the default aligned policy (warm-up 1, Ft 16) then has one truth window and its tune
 
 

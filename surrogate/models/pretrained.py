@@ -1,0 +1,250 @@
+"""The pretrained surrogate: one small network trained across a corpus of runs (``hybridsim pretrain``), shipped
+inside the package, ready from a job's first simulated iteration and tuned online.
+
+It predicts a rank's next iteration time as a correction to the rank's own level:
+
+    ŷ = level · exp(net(features) + bias),   level = geometric mean of the rank's look-back (up to 8 truths)
+
+so an untrained network (zero output layer, ``weights=none``) is the geometric-mean look-back, and every input is
+relative to the job itself, which is what lets one network serve 8-rank and 512-rank jobs, microsecond and
+millisecond iterations (:func:`features`):
+
+* the look-back's log deviations from the level, which of them are present, and how far apart they are;
+* where the prediction sits: iterations since the last truth (a fast-forward predicts many iterations from one
+  window), the target's position in the job (early iterations run beside co-runners that are still in lockstep);
+* what the job is (:class:`~surrogate.base.JobInfo`): workload kind, ranks, bytes per iteration, groups spanned,
+  machine size;
+* the co-runner load when the last truth ran and now, so a job starting or ending beside it moves the prediction
+  before any truth of the new mix exists.
+
+Online, ``fit``/``tune`` learn one scalar per job: the mean log error of the network's one-step predictions of the
+job's truth iterations, shrunk towards 0 by ``tune_prior`` pseudo-observations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..base import KNOWN_WORKLOADS, Context, JobInfo, SeriesView, Surrogate, SurrogateError
+from ..registry import register
+
+#: the shipped checkpoint (``scripts/build-pretrained.sh`` rebuilds it)
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "pretrained"
+
+#: look-back of the features (truth iterations per rank)
+LOOKBACK = 8
+
+#: a correction never moves the level by more than exp(+-CLIP) (~4.5x): no corpus job's iterations vary by more
+CLIP = 1.5
+
+FEATURE_NAMES = (
+    [f"lag{k}_dev" for k in range(LOOKBACK)] + [f"lag{k}_present" for k in range(LOOKBACK)]
+    + ["present_frac", "log_gap", "next_to_truth", "log_span", "position", "log_target", "log_last_truth",
+       "rank_dev"]
+    + [f"kind_{k}" for k in KNOWN_WORKLOADS] + ["kind_other"]
+    + ["has_info", "log_ranks", "log_bytes", "groups_frac", "log_machine"]
+    + ["load_last", "load_now", "load_change"])
+N_FEATURES = len(FEATURE_NAMES)
+
+
+def features(history: np.ndarray, columns: np.ndarray | None, iteration: int | None, info: JobInfo | None,
+             load: np.ndarray | None, load_now: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(X float32 (R, N_FEATURES), log level float64 (R,))`` of a context (see the module docstring).
+
+    ``history`` (R, L) iteration times, NaN where absent; ``columns`` (L,) the iteration index of each column (-1
+    padded; None: consecutive, ending at ``iteration``); ``iteration`` the last iteration before the predicted one
+    (the prediction is for ``iteration + 1``); ``load`` (L,) / ``load_now``: co-runner loads (NaN/None: unknown, 0).
+    The level of a rank with no history is NaN (the caller falls back)."""
+    h = np.asarray(history, dtype=np.float64)[:, -LOOKBACK:]
+    R, L = h.shape
+    if L < LOOKBACK:
+        h = np.hstack([np.full((R, LOOKBACK - L), np.nan), h])
+    if columns is None:
+        it = -1 if iteration is None else int(iteration)
+        cols = np.arange(it - LOOKBACK + 1, it + 1)
+    else:
+        cols = np.asarray(columns, dtype=np.int64)[-LOOKBACK:]
+        cols = np.concatenate([np.full(LOOKBACK - len(cols), -1, np.int64), cols])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lh = np.where(np.isfinite(h) & (h > 0), np.log(np.where(h > 0, h, 1.0)), np.nan)
+    ok = np.isfinite(lh) & (cols >= 0)[None, :]
+    n = ok.sum(axis=1)
+    with np.errstate(invalid="ignore"):
+        level = np.where(n > 0, np.where(ok, lh, 0.0).sum(axis=1) / np.maximum(n, 1), np.nan)
+    dev = np.where(ok, lh - np.nan_to_num(level)[:, None], 0.0)
+    present = ok.astype(np.float64)
+    seen = np.flatnonzero((cols >= 0) & ok.any(axis=0))
+    last_col = int(cols[seen[-1]]) if len(seen) else -1
+    first_col = int(cols[seen[0]]) if len(seen) else -1
+    target = (int(iteration) + 1) if iteration is not None else last_col + 1
+    gap = max(target - last_col, 1)
+    n_it = info.iterations if info is not None and info.iterations > 0 else max(target + 1, 1)
+    med = np.nanmedian(level) if np.isfinite(level).any() else 0.0
+    rank_dev = np.nan_to_num(level - med)
+    kind = np.zeros(len(KNOWN_WORKLOADS) + 1)
+    wl = info.workload if info is not None else None
+    kind[KNOWN_WORKLOADS.index(wl) if wl in KNOWN_WORKLOADS else len(KNOWN_WORKLOADS)] = 1.0
+    if info is not None:
+        desc = [1.0, np.log2(max(info.ranks, 1)) / 10.0, np.log2(1.0 + max(info.bytes_per_iteration, 0.0)) / 20.0,
+                info.groups / max(info.machine_groups, 1), np.log2(max(info.machine_terminals, 1)) / 11.0]
+    else:
+        desc = [0.0] * 5
+    ld = np.asarray(load, dtype=np.float64)[-LOOKBACK:] if load is not None else np.full(0, np.nan)
+    ld = np.concatenate([np.full(LOOKBACK - len(ld), np.nan), ld])
+    load_last = float(ld[seen[-1]]) if len(seen) and np.isfinite(ld[seen[-1]]) else 0.0
+    now = float(load_now) if load_now is not None and np.isfinite(load_now) else load_last
+    job = np.array([gap == 1, np.log1p(max(last_col - first_col, 0)) / 4.0, target / n_it, np.log1p(target) / 5.0,
+                    np.log1p(max(last_col, 0)) / 5.0], dtype=np.float64)
+    common = np.concatenate([job, kind, desc, [load_last, now, now - load_last]])
+    X = np.empty((R, N_FEATURES), dtype=np.float64)
+    X[:, :LOOKBACK] = dev
+    X[:, LOOKBACK:2 * LOOKBACK] = present
+    X[:, 2 * LOOKBACK] = n / LOOKBACK
+    X[:, 2 * LOOKBACK + 1] = np.log1p(gap) / 4.0
+    X[:, 2 * LOOKBACK + 2:2 * LOOKBACK + 7] = common[None, :5]
+    X[:, 2 * LOOKBACK + 7] = rank_dev
+    X[:, 2 * LOOKBACK + 8:] = common[None, 5:]
+    return X.astype(np.float32), level
+
+
+class PretrainedNet(torch.nn.Module):
+    """features -> log correction; the output layer starts at zero (the untrained net is the level)."""
+
+    def __init__(self, n_features: int = N_FEATURES, hidden: int = 64):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.GELU(),
+                                        torch.nn.Linear(hidden, hidden), torch.nn.GELU())
+        self.out = torch.nn.Linear(hidden, 1)
+        torch.nn.init.zeros_(self.out.weight)
+        torch.nn.init.zeros_(self.out.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.body(x)).squeeze(-1)
+
+
+@register
+class Pretrained(Surrogate):
+    """See the module docstring. ``weights``: ``shipped`` (the packaged checkpoint), ``none`` (untrained: the
+    geometric-mean look-back, the base-only ablation) or a ``model.safetensors`` path; ``tune``: learn the per-job bias
+    online; ``tune_prior``: pseudo-observations of bias 0 the online bias is shrunk with; ``hidden``: width."""
+
+    name = "pretrained"
+    lookback = LOOKBACK
+
+    def __init__(self, weights: str = "shipped", tune: bool = True, tune_prior: float = 2.0, hidden: int = 64):
+        self.hidden = int(hidden)
+        self.do_tune = bool(tune)
+        self.tune_prior = float(tune_prior)
+        if self.hidden < 1 or self.tune_prior < 0:
+            raise SurrogateError(f"pretrained: hidden must be >= 1 and tune_prior >= 0 (got {hidden}, {tune_prior})")
+        self.net = PretrainedNet(N_FEATURES, self.hidden)
+        self.net.eval()
+        self.weights = str(weights)
+        if self.weights == "shipped":
+            self._load_file(SHIPPED / "model.safetensors")
+        elif self.weights != "none":
+            self._load_file(Path(self.weights).expanduser())
+        self._numpy()
+        self.bias = 0.0
+        self._res_sum = 0.0
+        self._res_n = 0
+        self._seen: set[int] = set()
+
+    def _load_file(self, path: Path) -> None:
+        if not path.is_file():
+            raise SurrogateError(f"pretrained: no weights at {path}" + (
+                " (the package ships them; rebuild with scripts/build-pretrained.sh)" if path.parent == SHIPPED else ""))
+        from safetensors.torch import load_file
+
+        try:
+            self._load_state(load_file(str(path)))
+        except SurrogateError:
+            raise
+        except Exception as exc:
+            raise SurrogateError(f"{path}: corrupt weights: {exc}") from None
+
+    def _numpy(self) -> None:
+        """Inference runs in numpy on float64 copies of the weights (a 512-rank step is a few small matmuls)."""
+        sd = {k: v.detach().double().numpy() for k, v in self.net.state_dict().items()}
+        self._w = [(sd["body.0.weight"].T, sd["body.0.bias"]), (sd["body.2.weight"].T, sd["body.2.bias"]),
+                   (sd["out.weight"].T, sd["out.bias"])]
+
+    def config(self) -> dict:
+        # a saved checkpoint holds its weights in model.safetensors: the constructor must not load others first
+        return {"weights": "none", "tune": self.do_tune, "tune_prior": self.tune_prior, "hidden": self.hidden}
+
+    def correction(self, X: np.ndarray) -> np.ndarray:
+        """The network's log correction of each row of ``X`` (numpy, float64)."""
+        z = np.asarray(X, dtype=np.float64)
+        for k, (w, b) in enumerate(self._w):
+            z = z @ w + b
+            if k < 2:
+                z = 0.5 * z * (1.0 + _erf(z / np.sqrt(2.0)))  # exact GELU, as torch's default
+        return np.clip(z[:, 0], -CLIP, CLIP)
+
+    def _raw(self, ctx: Context) -> np.ndarray:
+        X, level = features(ctx.history, ctx.columns, ctx.iteration, ctx.info, ctx.load, ctx.load_now)
+        return np.exp(level + self.correction(X))
+
+    def predict(self, ctx: Context) -> np.ndarray:
+        return self._raw(ctx) * np.exp(self.bias)
+
+    # -------------------------------------------------------------------------------------------- online
+    def fit(self, dataset: SeriesView, train_idx, val_idx=None, **kw) -> dict:
+        self.bias, self._res_sum, self._res_n, self._seen = 0.0, 0.0, 0, set()
+        return self.tune(dataset, train_idx)
+
+    def tune(self, dataset: SeriesView, window_idx, **kw) -> dict:
+        """Fold the one-step errors of the truth iterations in ``window_idx`` (each predicted from the truths before
+        it, as the loop's contexts are) into the job's bias; each iteration counts once."""
+        if not self.do_tune:
+            return {"bias": self.bias, "targets": 0}
+        y = np.asarray(dataset.y, dtype=np.float64)
+        have = np.isfinite(y).any(axis=0)
+        load = _series_load(dataset)
+        used = 0
+        for t in sorted(int(i) for i in window_idx):
+            if t in self._seen or not (0 <= t < y.shape[1]) or not have[t]:
+                continue
+            cols = np.flatnonzero(have[:t])[-LOOKBACK:]
+            if not len(cols):
+                continue
+            ctx = Context(dataset.job, dataset.workload, y[:, cols], iteration=t - 1, columns=cols,
+                          info=dataset.info, load=None if load is None else load[cols],
+                          load_now=None if load is None else float(load[t]))
+            p = self._raw(ctx)
+            ok = np.isfinite(p) & np.isfinite(y[:, t]) & (p > 0) & (y[:, t] > 0)
+            if not ok.any():
+                continue
+            self._res_sum += float(np.mean(np.log(y[ok, t] / p[ok])))
+            self._res_n += 1
+            self._seen.add(t)
+            used += 1
+        self.bias = self._res_sum / (self._res_n + self.tune_prior) if self._res_n else 0.0
+        return {"bias": self.bias, "targets": used}
+
+    # -------------------------------------------------------------------------------------------- checkpoints
+    def _state(self) -> dict:
+        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+
+    def _load_state(self, state: dict) -> None:
+        try:
+            self.net.load_state_dict({k: v.float() for k, v in state.items()})
+        except (RuntimeError, KeyError) as exc:
+            raise SurrogateError(f"pretrained: weights do not fit a {N_FEATURES}-feature, {self.hidden}-wide net: "
+                                 f"{str(exc).splitlines()[0]}") from None
+        self._numpy()
+
+
+def _series_load(series: SeriesView) -> np.ndarray | None:
+    """The series' per-iteration co-runner load as float64, or None."""
+    return None if series.load is None else np.asarray(series.load, dtype=np.float64)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    from scipy.special import erf
+
+    return erf(x)

@@ -1,0 +1,243 @@
+"""``hybridsim pretrain CORPUS -o CKPT --model pretrained``: train one surrogate across the runs of a corpus
+(``hybridsim corpus``), held out by whole run.
+
+Examples are drawn from each completed run as the hybrid loop will meet them (:func:`run_examples`): for a job, a
+"last truth" iteration t0, a look-back of 1-8 truths at or before t0 (consecutive, or spread like truth windows
+``stride`` apart; a one-iteration warm-up is drawn often), and a target ``h`` iterations after t0 (a fast-forward
+predicts up to Ft iterations from one window). Inputs are causal: only iterations up to t0 and the co-runner load
+when the target starts (known in the loop: which jobs are running). Iteration times are divided by the iteration's
+relative message volume where it varies (LAMMPS), as the loop's ``surrogate.volume_scaling`` does.
+
+Runs are split by whole run with a seeded permutation: ``test_frac`` of them for test (touched once, after training,
+for the figures in ``pretrain.json``), ``val_frac`` for validation (early stopping), the rest for training.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .base import JobInfo, SurrogateError
+from .volumes import relative_volumes
+
+#: models ``hybridsim pretrain`` can train across runs
+PRETRAINABLE = ("pretrained",)
+
+
+def corpus_run_dirs(corpus: str | Path) -> list[Path]:
+    """The completed runs of a corpus folder (its ``corpus.json``), in run order."""
+    corpus = Path(corpus)
+    cj = corpus / "corpus.json"
+    try:
+        meta = json.loads(cj.read_text())
+        runs = [corpus / r["dir"] for r in meta["runs"] if r.get("status") == "completed"]
+    except FileNotFoundError:
+        raise SurrogateError(f"{cj}: missing (a corpus folder is written by `hybridsim corpus SPEC -o DIR`)") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SurrogateError(f"{cj}: unreadable corpus index: {exc}") from None
+    if not runs:
+        raise SurrogateError(f"{corpus}: no completed run (build it with `hybridsim corpus`)")
+    return runs
+
+
+def job_tables(run_dir: Path) -> list[dict]:
+    """Per foreground job of a run: ``y`` (R, T) volume-normalised iteration times, ``load`` (T,) co-runner load at
+    each iteration's start, ``info`` its :class:`JobInfo`, ``name``."""
+    from hybridsim.records import read_iterations
+    from hybridsim.rundir import RunDirError, read_description
+
+    try:
+        desc = read_description(run_dir)
+    except RunDirError as exc:
+        raise SurrogateError(str(exc)) from None
+    tab = read_iterations(Path(run_dir) / "iterations.parquet").to_pydict()
+    jid = np.asarray(tab["job_id"], np.int64)
+    rank = np.asarray(tab["rank"], np.int64)
+    it = np.asarray(tab["iteration"], np.int64)
+    start = np.asarray(tab["start"], np.float64)
+    end = np.asarray(tab["end"], np.float64)
+    spans, bg_ranks, jobs = {}, 0, []
+    for k, j in enumerate(desc.jobs):
+        sel = jid == k
+        if j.iterations is None:
+            bg_ranks += j.ranks
+            continue
+        if sel.any():
+            spans[k] = (float(start[sel].min()), float(end[sel].max()))
+    for k, j in enumerate(desc.jobs):
+        if j.iterations is None or k not in spans:
+            continue
+        sel = jid == k
+        T = int(it[sel].max()) + 1
+        y = np.full((j.ranks, T), np.nan)
+        s = np.full((j.ranks, T), np.nan)
+        y[rank[sel], it[sel]] = end[sel] - start[sel]
+        s[rank[sel], it[sel]] = start[sel]
+        v = relative_volumes(j.volumes[:T]) if j.volumes is not None and len(j.volumes) >= T else None
+        if v is not None:
+            y = y / v[None, :]
+        info = JobInfo.of(j.workload, j.ranks, j.iterations, j.volumes, j.terminals, desc.shape)
+        t_start = np.nanmin(s, axis=0)
+        other = np.full(T, float(bg_ranks))
+        for k2, (a, b) in spans.items():
+            if k2 != k:
+                other += desc.jobs[k2].ranks * ((a <= t_start) & (t_start < b))
+        jobs.append({"name": j.name, "y": y, "load": other / max(info.machine_terminals, 1), "info": info})
+    return jobs
+
+
+def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: int = 96, max_ranks: int = 16,
+                 max_gap: int = 128) -> dict[str, np.ndarray]:
+    """``{"X" (N, F), "target" (N,) log(y / level), "level" (N,) log level, "last" (N,) log of the latest truth,
+    "t0" (N,) last-truth iteration}`` of one run (see the module docstring)."""
+    from .models.pretrained import LOOKBACK, features
+
+    X, tgt, lev, last, t0s = [], [], [], [], []
+    for job in job_tables(run_dir):
+        y, load, info = job["y"], job["load"], job["info"]
+        R, T = y.shape
+        if T < 2:
+            continue
+        ranks = np.unique(np.linspace(0, R - 1, min(R, max_ranks)).astype(int))
+        for _ in range(min(samples_per_job, 3 * T)):
+            t0 = 0 if rng.random() < 0.15 else int(rng.integers(0, T - 1))
+            n = int(rng.integers(1, LOOKBACK + 1))
+            stride = 1 if rng.random() < 0.5 else int(rng.integers(2, 33))
+            cols = t0 - stride * np.arange(n)[::-1]
+            cols = cols[cols >= 0]
+            hmax = min(max_gap, T - 1 - t0)
+            h = int(min(hmax, max(1, round(np.exp(rng.uniform(0.0, np.log(hmax + 1))) - 0.5))))
+            target = t0 + h
+            hist = y[np.ix_(ranks, cols)]
+            Xi, level = features(hist, cols, target - 1, info, load[cols], float(load[target]))
+            yt = y[ranks, target]
+            ok = np.isfinite(level) & np.isfinite(yt) & (yt > 0) & np.isfinite(hist[:, -1])
+            if not ok.any():
+                continue
+            X.append(Xi[ok])
+            tgt.append(np.log(yt[ok]) - level[ok])
+            lev.append(level[ok])
+            last.append(np.log(hist[ok, -1]))
+            t0s.append(np.full(int(ok.sum()), t0))
+    if not X:
+        from .models.pretrained import N_FEATURES
+
+        return {"X": np.zeros((0, N_FEATURES), np.float32), "target": np.zeros(0), "level": np.zeros(0),
+                "last": np.zeros(0), "t0": np.zeros(0, np.int64)}
+    return {"X": np.concatenate(X), "target": np.concatenate(tgt), "level": np.concatenate(lev),
+            "last": np.concatenate(last), "t0": np.concatenate(t0s)}
+
+
+def split_runs(names: list[str], seed: int, val_frac: float, test_frac: float) -> dict[str, list[str]]:
+    """Whole-run split: a seeded permutation; ``test`` first, then ``val``, the rest ``train`` (each >= 1 run when
+    there are >= 3)."""
+    if not (0 <= val_frac < 1 and 0 <= test_frac < 1 and val_frac + test_frac < 1):
+        raise SurrogateError(f"val_frac and test_frac must be in [0, 1) with a sum below 1 (got {val_frac}, "
+                             f"{test_frac})")
+    order = [names[i] for i in np.random.default_rng(seed).permutation(len(names))]
+    n = len(order)
+    n_test = max(1, round(test_frac * n)) if test_frac > 0 and n >= 3 else 0
+    n_val = max(1, round(val_frac * n)) if val_frac > 0 and n - n_test >= 2 else 0
+    return {"test": sorted(order[:n_test]), "val": sorted(order[n_test:n_test + n_val]),
+            "train": sorted(order[n_test + n_val:])}
+
+
+def _mape(pred_log: np.ndarray, true_log: np.ndarray) -> float:
+    return float(np.mean(np.abs(np.exp(pred_log - true_log) - 1.0)) * 100.0) if len(true_log) else float("nan")
+
+
+def scores(model, ex: dict) -> dict:
+    """MAPE % of the model (without its online bias), of the untrained look-back (base) and of LAST on examples
+    ``ex``; also on the one-iteration warm-up examples alone (``t0 = 0``, zero-shot)."""
+    true = ex["level"] + ex["target"]
+    pred = ex["level"] + model.correction(ex["X"]) if len(true) else true
+    out = {"examples": int(len(true)), "model": _mape(pred, true), "base": _mape(ex["level"], true),
+           "last": _mape(ex["last"], true)}
+    z = ex["t0"] == 0
+    out["zero_shot"] = {"examples": int(z.sum()), "model": _mape(pred[z], true[z]) if z.any() else None,
+                        "last": _mape(ex["last"][z], true[z]) if z.any() else None}
+    return out
+
+
+def pretrain(corpus: str | Path, model: str = "pretrained", *, seed: int = 0, epochs: int = 300,
+             patience: int = 25, val_frac: float = 0.2, test_frac: float = 0.15, hidden: int = 64,
+             lr: float = 2e-3, batch: int = 512, progress: bool = False) -> tuple[object, dict]:
+    """Train ``model`` across the completed runs of ``corpus``; returns ``(model, report)``. The report holds the
+    split (run names), the example counts, the training curve's best epoch and the validation and test scores
+    (:func:`scores`)."""
+    import torch
+
+    from .registry import create
+
+    if model not in PRETRAINABLE:
+        raise SurrogateError(f"pretrain: model {model!r} cannot be trained across runs; pretrainable: "
+                             f"{', '.join(PRETRAINABLE)}")
+    t_start = time.perf_counter()
+    runs = corpus_run_dirs(corpus)
+    names = [p.name for p in runs]
+    split = split_runs(names, seed, val_frac, test_frac)
+    if not split["train"]:
+        raise SurrogateError(f"{corpus}: {len(runs)} completed run(s) leave none to train on")
+    by_name = dict(zip(names, runs))
+    sets = {}
+    for part, members in split.items():
+        exs = [run_examples(by_name[n], np.random.default_rng([seed, int(i)]))
+               for i, n in ((names.index(n), n) for n in members)]
+        sets[part] = {k: np.concatenate([e[k] for e in exs]) for k in exs[0]} if exs else None
+        if progress:
+            print(f"pretrain: {part}: {len(members)} runs, "
+                  f"{0 if sets[part] is None else len(sets[part]['target'])} examples", file=sys.stderr, flush=True)
+    torch.manual_seed(seed)
+    m = create(model, weights="none", hidden=hidden)
+    net = m.net
+    net.train()
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
+    Xtr = torch.from_numpy(sets["train"]["X"])
+    ytr = torch.from_numpy(sets["train"]["target"]).float()
+    val = sets.get("val")
+    Xva = torch.from_numpy(val["X"]) if val is not None else None
+    yva = torch.from_numpy(val["target"]).float() if val is not None else None
+    gen = torch.Generator().manual_seed(seed)
+    best, best_epoch, best_state, curve = np.inf, 0, None, []
+    for epoch in range(1, epochs + 1):
+        net.train()
+        perm = torch.randperm(len(Xtr), generator=gen)
+        tot = 0.0
+        for k in range(0, len(perm), batch):
+            idx = perm[k:k + batch]
+            loss = torch.nn.functional.l1_loss(net(Xtr[idx]).clamp(-1.5, 1.5), ytr[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            tot += loss.item() * len(idx)
+        net.eval()
+        with torch.no_grad():
+            vl = float(torch.nn.functional.l1_loss(net(Xva).clamp(-1.5, 1.5), yva)) if Xva is not None \
+                else tot / len(perm)
+        curve.append((epoch, tot / len(perm), vl))
+        if vl < best - 1e-6:
+            best, best_epoch = vl, epoch
+            best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        if progress and epoch % 10 == 0:
+            print(f"pretrain: epoch {epoch}: train L1 {tot / len(perm):.5f}  val L1 {vl:.5f}  best {best:.5f} "
+                  f"(epoch {best_epoch})", file=sys.stderr, flush=True)
+        if epoch - best_epoch >= patience:
+            break
+    net.load_state_dict(best_state)
+    net.eval()
+    m._numpy()
+    report = {
+        "format": "hybridsim-pretrain", "model": model, "corpus": str(Path(corpus).resolve()), "seed": seed,
+        "config": m.config(), "split": split,
+        "examples": {k: (0 if v is None else int(len(v["target"]))) for k, v in sets.items()},
+        "epochs_run": len(curve), "best_epoch": best_epoch, "val_l1": best,
+        "val": scores(m, val) if val is not None else None,
+        "test": scores(m, sets["test"]) if sets.get("test") is not None else None,
+        "train_s": time.perf_counter() - t_start,
+        "curve": [[e, round(a, 6), round(b, 6)] for e, a, b in curve],
+    }
+    return m, report

@@ -1,0 +1,252 @@
+"""The pretrained surrogate: features, online bias, pretraining across a corpus held out by whole run, the shipped
+checkpoint, the co-runner load the hybrid loop gives it, and ``bench --pure``."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import surrogate
+from hybridsim.cli import main
+from hybridsim.runner import build_controller, run_scenario
+from hybridsim.scenario import parse_scenario
+from surrogate.base import Context, JobInfo, SurrogateError
+from surrogate.models.pretrained import LOOKBACK, N_FEATURES, SHIPPED, Pretrained, features
+from surrogate.online import OnlineSeries
+from surrogate.pretrain import job_tables, run_examples, split_runs
+
+SHAPE = type("Shape", (), {"groups": 9, "routers_per_group": 4, "terminals_per_router": 2})
+
+
+def test_job_info_from_a_description():
+    # terminals 0-7 are group 0, 8-15 group 1: a job on 0, 1, 9 spans 2 of 9 groups
+    info = JobInfo.of("milc", 3, 10, [100.0, 300.0], [0, 1, 9], SHAPE)
+    assert (info.groups, info.machine_groups, info.machine_terminals) == (2, 9, 72)
+    assert info.bytes_per_iteration == 200.0
+    assert info.load(18) == 0.25
+    assert JobInfo.of("nn", 3, 10, None, None, SHAPE).groups == 9
+    assert info.placed([0, 8, 16, 24]).groups == 4
+
+
+def test_untrained_net_is_the_geometric_mean_of_the_look_back():
+    m = Pretrained(weights="none")
+    h = np.array([[100.0, 121.0, np.nan], [50.0, 50.0, 50.0], [np.nan, np.nan, np.nan]])
+    p = m.predict(Context("j", "milc", h, iteration=5))
+    assert p[0] == pytest.approx(110.0) and p[1] == pytest.approx(50.0)
+    assert math.isnan(p[2])  # nothing to predict from: the loop falls back to the last truth
+
+
+def test_padded_columns_are_not_history_and_features_are_relative():
+    info = JobInfo.of("lammps", 4, 40, [10.0], None, SHAPE)
+    h = np.array([[np.nan, 200.0, 220.0]])
+    X, level = features(h, np.array([-1, 3, 7]), 9, info, np.array([np.nan, 0.5, 0.25]), 0.0)
+    assert X.shape == (1, N_FEATURES)
+    assert level[0] == pytest.approx(0.5 * (np.log(200) + np.log(220)))
+    names = __import__("surrogate.models.pretrained", fromlist=["FEATURE_NAMES"]).FEATURE_NAMES
+    f = dict(zip(names, X[0].astype(float)))
+    assert f[f"lag{LOOKBACK - 1}_present"] == 1 and f[f"lag{LOOKBACK - 3}_present"] == 0
+    assert f["present_frac"] == pytest.approx(2 / LOOKBACK)
+    assert f["log_gap"] == pytest.approx(np.log1p(10 - 7) / 4)       # predicting iteration 10 from truth at 7
+    assert f["load_last"] == pytest.approx(0.25) and f["load_now"] == 0 and f["load_change"] == pytest.approx(-0.25)
+    assert f["kind_lammps"] == 1 and f["kind_milc"] == 0
+    # scale-free: the same job 1000x slower has the same features
+    X2, level2 = features(h * 1000, np.array([-1, 3, 7]), 9, info, np.array([np.nan, 0.5, 0.25]), 0.0)
+    np.testing.assert_allclose(X2, X, atol=1e-6)
+    assert level2[0] == pytest.approx(level[0] + np.log(1000))
+
+
+def test_online_bias_is_the_shrunk_mean_one_step_log_error():
+    m = Pretrained(weights="none", tune_prior=2.0)
+    y = np.full((2, 6), np.nan)
+    y[:, 0] = 100.0
+    y[:, 3] = 110.0     # predicted from iteration 0 (level 100): log error log(1.1)
+    y[:, 5] = 100.0 * 1.1 ** 0.5   # predicted from 0 and 3 (level 100 * 1.1 ** 0.5): error 0
+    s = OnlineSeries("j", "milc", y)
+    m.fit(s, [0])  # iteration 0 has nothing before it
+    assert m.bias == 0.0
+    m.tune(s, [0, 1, 2, 3])
+    assert m.bias == pytest.approx(np.log(1.1) / (1 + 2))
+    m.tune(s, [3, 4, 5])    # 3 counts once
+    assert m.bias == pytest.approx(np.log(1.1) / (2 + 2))
+    assert Pretrained(weights="none", tune=False).tune(s, [3])["targets"] == 0
+
+
+def test_split_by_whole_run_is_disjoint_deterministic_and_complete():
+    names = [f"{i:04d}" for i in range(20)]
+    a = split_runs(names, 0, 0.2, 0.15)
+    assert a == split_runs(names, 0, 0.2, 0.15) and a != split_runs(names, 1, 0.2, 0.15)
+    assert (len(a["test"]), len(a["val"]), len(a["train"])) == (3, 4, 13)
+    assert sorted(a["test"] + a["val"] + a["train"]) == names
+    with pytest.raises(SurrogateError):
+        split_runs(names, 0, 0.6, 0.5)
+
+
+# ----------------------------------------------------------------------------------------------- corpus, pretrain
+SPEC = """\
+name: pt
+seed: 3
+runs: 5
+base:
+  output: {ports: false}
+space:
+  topology:
+    - {groups: 3, routers_per_group: 2, terminals_per_router: 2, global_channels_per_router: 1}
+  placement: [random, contiguous]
+  jobs: [2, 2]
+  workloads: [allreduce, nearest_neighbor]
+  ranks: [2, 4]
+  iterations: [4, 9]
+  msg_size: [1024, 8192]
+  background: [0, 1]
+  background_ranks: [1, 2]
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    (d / "spec.yaml").write_text(SPEC)
+    assert main(["corpus", str(d / "spec.yaml"), "-o", str(d / "c"), "--no-progress"]) == 0
+    return d / "c"
+
+
+def test_job_tables_load_counts_the_jobs_running_when_an_iteration_starts(corpus):
+    for run in sorted((corpus / "runs").iterdir()):
+        m = json.loads((run / "manifest.json").read_text())["scenario"]
+        bg = sum(j["ranks"] for j in m["jobs"] if j.get("iterations") is None)
+        fg = {j["name"]: j["ranks"] for j in m["jobs"] if j.get("iterations") is not None}
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(run / "iterations.parquet").to_pydict()
+        job_of = np.array(t["job"])
+        start, end, itn = (np.array(t[k]) for k in ("start", "end", "iteration"))
+        for job in job_tables(run):
+            (other,) = [n for n in fg if n != job["name"]]
+            mine = job_of == job["name"]
+            starts = np.array([start[mine & (itn == i)].min() for i in range(itn[mine].max() + 1)])
+            expect = (bg + fg[other] * (starts < end[job_of == other].max())) / 12
+            np.testing.assert_allclose(job["load"], expect)
+            assert job["y"].shape == (fg[job["name"]], len(starts))
+
+
+def test_examples_are_causal(corpus):
+    """Changing a job's iteration times after t0 changes no input of an example whose last truth is t0."""
+    run = sorted((corpus / "runs").iterdir())[0]
+    ex = run_examples(run, np.random.default_rng(0))
+    assert ex["X"].shape[1] == N_FEATURES and len(ex["X"]) == len(ex["target"]) > 0
+    import surrogate.pretrain as sp
+
+    orig = sp.job_tables
+
+    def later_doubled(run_dir):
+        jobs = orig(run_dir)
+        for j in jobs:
+            j["y"] = j["y"].copy()
+            j["y"][:, 1:] *= 2.0   # every iteration after the first
+        return jobs
+
+    sp.job_tables = later_doubled
+    try:
+        ex2 = run_examples(run, np.random.default_rng(0))
+    finally:
+        sp.job_tables = orig
+    z = ex["t0"] == 0
+    assert z.any()
+    np.testing.assert_array_equal(ex2["X"][z], ex["X"][z])     # inputs from iteration 0 only
+    np.testing.assert_allclose(ex2["target"][z], ex["target"][z] + np.log(2.0))
+
+
+def test_pretrain_cli_writes_a_loadable_checkpoint_with_held_out_runs(corpus, tmp_path, capsys):
+    out = tmp_path / "ckpt"
+    assert main(["pretrain", str(corpus), "-o", str(out), "--model", "pretrained", "--epochs", "5",
+                 "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "test:" in text and "checkpoint written" in text
+    rep = json.loads((out / "pretrain.json").read_text())
+    sp = rep["split"]
+    assert len(sp["test"]) == 1 and len(sp["val"]) == 1 and len(sp["train"]) == 3
+    assert not set(sp["test"]) & set(sp["train"] + sp["val"])
+    assert rep["test"]["examples"] > 0 and rep["epochs_run"] <= 5
+    m = surrogate.load(str(out)).new()
+    assert isinstance(m, Pretrained)
+    h = np.array([[100.0, 100.0]])
+    assert np.isfinite(m.predict(Context("j", "nearest_neighbor", h, iteration=1))).all()
+    # the same command again is refused without --force; other models cannot be pretrained
+    assert main(["pretrain", str(corpus), "-o", str(out), "--no-progress"]) == 2
+    assert main(["pretrain", str(corpus), "-o", str(tmp_path / "x"), "--model", "ridge", "--no-progress"]) == 2
+    assert "cannot be trained across runs" in capsys.readouterr().err
+    assert main(["pretrain", str(tmp_path / "none"), "-o", str(tmp_path / "y"), "--no-progress"]) == 2
+    assert "corpus.json: missing" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()
+
+
+def test_shipped_checkpoint_is_small_trained_and_addressable_by_name():
+    size = sum(p.stat().st_size for p in SHIPPED.iterdir())
+    assert size <= 20 * 2**20
+    rep = json.loads((SHIPPED / "pretrain.json").read_text())
+    assert rep["model"] == "pretrained" and rep["test"]["examples"] > 0
+    assert not set(rep["split"]["test"]) & set(rep["split"]["train"] + rep["split"]["val"])
+    m = surrogate.load("pretrained").new()
+    assert float(np.abs(m._w[-1][0]).sum()) > 0     # a trained output layer (the untrained one is zero)
+    base = surrogate.load("pretrained:weights=none").new()
+    assert float(np.abs(base._w[-1][0]).sum()) == 0
+    with pytest.raises(SurrogateError, match="no weights"):
+        Pretrained(weights=str(SHIPPED / "missing.safetensors"))
+
+
+# ----------------------------------------------------------------------------------------------- in the loop
+TWO = """\
+name: two
+seed: 3
+topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}
+jobs:
+  - {name: short, ranks: 8, iterations: 3, workload: {kind: nearest_neighbor, dimension_sizes: [2, 2, 2], msg_size: 4096}}
+  - {name: long, ranks: 8, iterations: 14, workload: {kind: nearest_neighbor, dimension_sizes: [2, 2, 2], msg_size: 4096}}
+  - {name: noise, ranks: 2, workload: {kind: uniform_random, msg_size: 1024, interval: 20000}}
+placement: {policy: random}
+surrogate: {model: pretrained}
+controller: {policy: aligned, params: {warmup: 1, ft: 4}}
+"""
+
+
+def test_loop_gives_the_model_job_info_and_the_co_runner_load(tmp_path):
+    sc = parse_scenario(TWO)
+    ctl = build_controller(sc)
+    _, res, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False, controller=ctl)
+    long = ctl.states[1]
+    assert long.info.workload == "nearest_neighbor" and long.info.ranks == 8 and long.info.machine_terminals == 72
+    # the short job's last iteration ends at its completion time; before that the long job meets its 8 ranks and
+    # the background's 2, after it the background's alone
+    short_end = summary["jobs"]["short"]["completion_time_ns"]
+    starts = {}
+    for r in res.records:
+        if r.job_id == 1:
+            starts[r.iteration] = min(starts.get(r.iteration, math.inf), r.start)
+    expect = np.array([(2 + (8 if starts[i] < short_end else 0)) / 72 for i in range(long.n_iterations)])
+    np.testing.assert_allclose(long.load, expect, atol=1e-12)
+    assert long.load[0] == pytest.approx(10 / 72) and long.load[-1] == pytest.approx(2 / 72)
+    assert summary["hybrid"]["counts"]["inference_calls"] > 0
+
+
+def test_bench_reuses_a_pure_run_of_the_same_scenario(tmp_path, capsys):
+    scen = tmp_path / "two.yaml"
+    scen.write_text(TWO)
+    assert main(["bench", str(scen), "-o", str(tmp_path / "b1"), "--no-progress"]) == 0
+    assert main(["bench", str(scen), "-o", str(tmp_path / "b2"), "--no-progress", "--pure",
+                 str(tmp_path / "b1" / "pure")]) == 0
+    a, b = (json.loads((tmp_path / d / "bench.json").read_text()) for d in ("b1", "b2"))
+    assert not (tmp_path / "b2" / "pure").exists()
+    assert b["pure"]["events"] == a["pure"]["events"] and b["pure"]["run"].endswith("pure")
+    for k in ("theoretical_speedup", "iteration_mape_pct", "max_completion_error_pct"):
+        assert b["runs"][0][k] == a["runs"][0][k]
+    other = tmp_path / "other.yaml"
+    other.write_text(TWO.replace("seed: 3", "seed: 4"))
+    capsys.readouterr()
+    assert main(["bench", str(other), "-o", str(tmp_path / "b3"), "--no-progress", "--pure",
+                 str(tmp_path / "b1" / "pure")]) == 2
+    assert "another scenario" in capsys.readouterr().err
+    assert main(["bench", str(scen), "-o", str(tmp_path / "b4"), "--no-progress", "--pure",
+                 str(tmp_path / "b1" / "00-aligned")]) == 2
+    assert not (tmp_path / "b3").exists() and not (tmp_path / "b4").exists()
