@@ -313,7 +313,7 @@ class HybridController(Director):
         except (ValueError, AttributeError):
             raise PolicyError(f"policy {self.policy_name!r} returned {raw!r} for job {st.job!r} iteration "
                               f"{iteration}; expected 'simulate' or 'predict'") from None
-        st.load[iteration] = self._corunner_load(job_id)
+        st.load[iteration] = self._corunner_load(job_id, mode)
         if mode == Mode.PREDICT and iteration == 0:
             raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
                               "no history to predict from; simulate at least one iteration first")
@@ -327,9 +327,11 @@ class HybridController(Director):
         st.modes.append(mode)
         return mode
 
-    def _corunner_load(self, job_id: int) -> float:
+    def _corunner_load(self, job_id: int, mode: Mode) -> float:
         """:meth:`JobInfo.load` of the jobs running beside ``job_id`` now: started (a stream job), not yet through its
-        last iteration (background jobs run throughout); NaN without the job's info."""
+        last iteration (background jobs run throughout); NaN without the job's info. For an iteration to be simulated,
+        the traffic it will meet: without ``keep_background`` a co-runner that is being predicted injects nothing and
+        is not counted. For one to be predicted, what the pure simulation would have: every co-runner."""
         info = self.infos.get(job_id)
         if info is None:
             return math.nan
@@ -340,6 +342,9 @@ class HybridController(Director):
             st = self.states.get(k)
             if st is not None and st.done_count[-1] == st.n_ranks:
                 continue  # through its last iteration
+            if (mode == Mode.SIMULATE and not self.keep_background and st is not None and st.modes
+                    and st.modes[-1] == Mode.PREDICT):
+                continue  # silent beside this truth iteration
             ranks += n_ranks
         return info.load(ranks)
 

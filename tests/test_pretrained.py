@@ -250,3 +250,23 @@ def test_bench_reuses_a_pure_run_of_the_same_scenario(tmp_path, capsys):
     assert main(["bench", str(scen), "-o", str(tmp_path / "b4"), "--no-progress", "--pure",
                  str(tmp_path / "b1" / "00-aligned")]) == 2
     assert not (tmp_path / "b3").exists() and not (tmp_path / "b4").exists()
+
+
+def test_co_runner_load_counts_what_an_iteration_meets():
+    """Hand case: jobs a (8 ranks), b (4 ranks, predicted), c (2 ranks, through its last iteration), background d
+    (6 ranks) on 72 terminals. A predicted iteration of a meets what the pure run has (b, d); a simulated one meets b
+    only if predicted jobs leave their load behind (keep_background)."""
+    from controllers.builtin import Periodic
+    from hybridsim.backend import Mode
+    from hybridsim.hybrid import HybridController
+    from surrogate.models.history import Last
+
+    jobs = [("a", "milc", 8, 5), ("b", "milc", 4, 5), ("c", "milc", 2, 1), ("d", "uniform_random", 6, None)]
+    infos = {k: JobInfo.of("milc", r, n, None, None, SHAPE) for k, (_, _, r, n) in enumerate(jobs) if n}
+    for keep, expect_sim in ((True, 10 / 72), (False, 6 / 72)):
+        ctl = HybridController(jobs, Periodic(), Last(), infos=infos, keep_background=keep)
+        ctl.states[1].modes = [Mode.SIMULATE, Mode.PREDICT]
+        ctl.states[2].done_count[-1] = 2
+        assert ctl._corunner_load(0, Mode.PREDICT) == pytest.approx(10 / 72)
+        assert ctl._corunner_load(0, Mode.SIMULATE) == pytest.approx(expect_sim)
+    assert math.isnan(HybridController(jobs, Periodic(), Last())._corunner_load(0, Mode.PREDICT))
