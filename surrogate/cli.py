@@ -176,6 +176,7 @@ def cmd_pretrain(args) -> int:
     def write(folder):
         m, report = pretrain(args.corpus, args.model, seed=args.seed, epochs=args.epochs,
                              val_frac=args.val_frac, test_frac=args.test_frac, hidden=args.hidden,
+                             inputs=args.inputs,
                              progress=not args.no_progress)
         m.save(folder)
         (Path(folder) / "pretrain.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -187,11 +188,12 @@ def cmd_pretrain(args) -> int:
         raise _cli_error(str(exc)) from None
     for part in ("val", "test"):
         s = res.get(part)
-        if s:
-            zs = s["zero_shot"]
-            print(f"{part}: {s['examples']} examples, MAPE % model {s['model']:.2f}  base {s['base']:.2f}  "
-                  f"last {s['last']:.2f}; one-iteration warm-up: model {zs['model'] or float('nan'):.2f}  "
-                  f"last {zs['last'] or float('nan'):.2f}")
+        if s and s.get("examples"):
+            zs = s.get("zero_shot") or {"job": {"model": None, "last": None}}
+            f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+            print(f"{part}: {s['examples']} examples, job MAPE % model {f(s['job']['model'])}  base "
+                  f"{f(s['job']['base'])}  last {f(s['job']['last'])}; one-iteration warm-up: model "
+                  f"{f(zs['job']['model'])}  last {f(zs['job']['last'])}")
     print(f"{args.model}: {res['epochs_run']} epochs (best {res['best_epoch']}), {res['train_s']:.1f} s; "
           f"checkpoint written to {args.output}")
     return 0
@@ -207,6 +209,8 @@ def register_pretrain(subparsers) -> None:
     p.add_argument("--model", default="pretrained", help=f"model to train (one of: {', '.join(PRETRAINABLE)})")
     p.add_argument("--epochs", type=int, default=300, help="at most this many epochs (early stopping on validation)")
     p.add_argument("--hidden", type=int, default=64, help="hidden width (default 64)")
+    p.add_argument("--inputs", metavar="GROUPS", help="feature groups, comma-separated, of history, kind, job, "
+                                                      "load (default history,kind)")
     p.add_argument("--val-frac", type=float, default=0.2, help="share of runs held out for validation (0.2)")
     p.add_argument("--test-frac", type=float, default=0.15, help="share of runs held out for test (0.15)")
     p.add_argument("--seed", type=int, default=0)

@@ -91,12 +91,17 @@ def job_tables(run_dir: Path) -> list[dict]:
 
 
 def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: int = 96, max_ranks: int = 16,
-                 max_gap: int = 128) -> dict[str, np.ndarray]:
-    """``{"X" (N, F), "target" (N,) log(y / level), "level" (N,) log level, "last" (N,) log of the latest truth,
-    "t0" (N,) last-truth iteration}`` of one run (see the module docstring)."""
+                 max_gap: int = 128, group0: int = 0) -> dict[str, np.ndarray]:
+    """``{"X" (N, F), "target" (N,), "level" (N,) log level, "last" (N,) log of the latest truth, "rank_true" (N,)
+    log of the rank's own time, "t0" (N,) last-truth iteration, "group" (N,) sample id (from ``group0``)}`` of one
+    run (see the module docstring). The target is the log of the job's median time of the target iteration over
+    all its ranks, relative to the rank's level: the loop ends a predicted iteration of a job's ranks together
+    (``sync: job``, the median of the per-rank predictions), and a rank's own deviation from the median (a
+    nearest-neighbour rank that waited catches up in the next iteration) does not persist."""
     from .models.pretrained import LOOKBACK, features
 
-    X, tgt, lev, last, t0s = [], [], [], [], []
+    X, tgt, lev, last, t0s, rtrue, grp = [], [], [], [], [], [], []
+    g = group0
     for job in job_tables(run_dir):
         y, load, info = job["y"], job["load"], job["info"]
         R, T = y.shape
@@ -115,21 +120,27 @@ def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: in
             hist = y[np.ix_(ranks, cols)]
             Xi, level = features(hist, cols, target - 1, info, load[cols], float(load[target]))
             yt = y[ranks, target]
+            col = y[:, target]
             ok = np.isfinite(level) & np.isfinite(yt) & (yt > 0) & np.isfinite(hist[:, -1])
-            if not ok.any():
+            if not ok.any() or not (np.isfinite(col) & (col > 0)).any():
                 continue
+            job_t = np.log(np.median(col[np.isfinite(col) & (col > 0)]))
             X.append(Xi[ok])
-            tgt.append(np.log(yt[ok]) - level[ok])
+            tgt.append(job_t - level[ok])
             lev.append(level[ok])
             last.append(np.log(hist[ok, -1]))
+            rtrue.append(np.log(yt[ok]))
             t0s.append(np.full(int(ok.sum()), t0))
+            grp.append(np.full(int(ok.sum()), g))
+            g += 1
     if not X:
         from .models.pretrained import N_FEATURES
 
-        return {"X": np.zeros((0, N_FEATURES), np.float32), "target": np.zeros(0), "level": np.zeros(0),
-                "last": np.zeros(0), "t0": np.zeros(0, np.int64)}
+        return {"X": np.zeros((0, N_FEATURES), np.float32), **{k: np.zeros(0) for k in
+                ("target", "level", "last", "rank_true")}, "t0": np.zeros(0, np.int64), "group": np.zeros(0, np.int64)}
     return {"X": np.concatenate(X), "target": np.concatenate(tgt), "level": np.concatenate(lev),
-            "last": np.concatenate(last), "t0": np.concatenate(t0s)}
+            "last": np.concatenate(last), "rank_true": np.concatenate(rtrue), "t0": np.concatenate(t0s),
+            "group": np.concatenate(grp)}
 
 
 def split_runs(names: list[str], seed: int, val_frac: float, test_frac: float) -> dict[str, list[str]]:
@@ -146,29 +157,50 @@ def split_runs(names: list[str], seed: int, val_frac: float, test_frac: float) -
             "train": sorted(order[n_test + n_val:])}
 
 
-def _mape(pred_log: np.ndarray, true_log: np.ndarray) -> float:
-    return float(np.mean(np.abs(np.exp(pred_log - true_log) - 1.0)) * 100.0) if len(true_log) else float("nan")
+def _mape(pred_log: np.ndarray, true_log: np.ndarray) -> float | None:
+    return float(np.mean(np.abs(np.exp(pred_log - true_log) - 1.0)) * 100.0) if len(true_log) else None
+
+
+def _job_level(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Median of ``values`` per sample ``group`` (the loop's ``sync: job`` prediction), in group order."""
+    order = np.argsort(group, kind="stable")
+    _, starts = np.unique(group[order], return_index=True)
+    return np.array([np.median(part) for part in np.split(values[order], starts[1:])])
 
 
 def scores(model, ex: dict) -> dict:
-    """MAPE % of the model (without its online bias), of the untrained look-back (base) and of LAST on examples
-    ``ex``; also on the one-iteration warm-up examples alone (``t0 = 0``, zero-shot)."""
-    true = ex["level"] + ex["target"]
-    pred = ex["level"] + model.correction(ex["X"]) if len(true) else true
-    out = {"examples": int(len(true)), "model": _mape(pred, true), "base": _mape(ex["level"], true),
-           "last": _mape(ex["last"], true)}
-    z = ex["t0"] == 0
-    out["zero_shot"] = {"examples": int(z.sum()), "model": _mape(pred[z], true[z]) if z.any() else None,
-                        "last": _mape(ex["last"][z], true[z]) if z.any() else None}
+    """MAPE % on examples ``ex`` of the model (without its online bias), of the untrained look-back (``base``) and of
+    LAST: ``job`` the median prediction over a sample's ranks against the job's median time (what a job's completion
+    time follows), ``rank`` each rank's prediction against its own time; ``zero_shot``: the same on the
+    one-iteration warm-up examples alone (``t0 = 0``)."""
+    pred = ex["level"] + model.correction(ex["X"]) if len(ex["level"]) else ex["level"]
+    true_job = ex["level"] + ex["target"]
+
+    def block(sel):
+        g = ex["group"][sel]
+        if not sel.any():
+            return None
+        tj = _job_level(true_job[sel], g)
+        return {"examples": int(sel.sum()), "samples": int(len(tj)),
+                "job": {name: _mape(_job_level(v[sel], g), tj) for name, v in
+                        (("model", pred), ("base", ex["level"]), ("last", ex["last"]))},
+                "rank": {name: _mape(v[sel], ex["rank_true"][sel]) for name, v in
+                         (("model", pred), ("base", ex["level"]), ("last", ex["last"]))}}
+
+    out = block(np.ones(len(pred), bool))
+    if out is None:
+        return {"examples": 0}
+    out["zero_shot"] = block(ex["t0"] == 0)
     return out
 
 
 def pretrain(corpus: str | Path, model: str = "pretrained", *, seed: int = 0, epochs: int = 300,
              patience: int = 25, val_frac: float = 0.2, test_frac: float = 0.15, hidden: int = 64,
-             lr: float = 2e-3, batch: int = 512, progress: bool = False) -> tuple[object, dict]:
+             inputs: str | None = None, lr: float = 1e-3, batch: int = 512, score_test: bool = True,
+             progress: bool = False) -> tuple[object, dict]:
     """Train ``model`` across the completed runs of ``corpus``; returns ``(model, report)``. The report holds the
     split (run names), the example counts, the training curve's best epoch and the validation and test scores
-    (:func:`scores`)."""
+    (:func:`scores`; ``score_test=False`` leaves the test runs untouched, for design choices made on validation)."""
     import torch
 
     from .registry import create
@@ -185,21 +217,25 @@ def pretrain(corpus: str | Path, model: str = "pretrained", *, seed: int = 0, ep
     by_name = dict(zip(names, runs))
     sets = {}
     for part, members in split.items():
-        exs = [run_examples(by_name[n], np.random.default_rng([seed, int(i)]))
+        if part == "test" and not score_test:
+            continue
+        exs = [run_examples(by_name[n], np.random.default_rng([seed, int(i)]), group0=i * 1_000_000)
                for i, n in ((names.index(n), n) for n in members)]
         sets[part] = {k: np.concatenate([e[k] for e in exs]) for k in exs[0]} if exs else None
         if progress:
             print(f"pretrain: {part}: {len(members)} runs, "
                   f"{0 if sets[part] is None else len(sets[part]['target'])} examples", file=sys.stderr, flush=True)
     torch.manual_seed(seed)
-    m = create(model, weights="none", hidden=hidden)
+    from .models.pretrained import DEFAULT_INPUTS
+
+    m = create(model, weights="none", hidden=hidden, inputs=inputs or DEFAULT_INPUTS)
     net = m.net
     net.train()
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
-    Xtr = torch.from_numpy(sets["train"]["X"])
+    Xtr = torch.from_numpy(sets["train"]["X"] * m.mask)
     ytr = torch.from_numpy(sets["train"]["target"]).float()
     val = sets.get("val")
-    Xva = torch.from_numpy(val["X"]) if val is not None else None
+    Xva = torch.from_numpy(val["X"] * m.mask) if val is not None else None
     yva = torch.from_numpy(val["target"]).float() if val is not None else None
     gen = torch.Generator().manual_seed(seed)
     best, best_epoch, best_state, curve = np.inf, 0, None, []
@@ -236,7 +272,7 @@ def pretrain(corpus: str | Path, model: str = "pretrained", *, seed: int = 0, ep
         "examples": {k: (0 if v is None else int(len(v["target"]))) for k, v in sets.items()},
         "epochs_run": len(curve), "best_epoch": best_epoch, "val_l1": best,
         "val": scores(m, val) if val is not None else None,
-        "test": scores(m, sets["test"]) if sets.get("test") is not None else None,
+        "test": scores(m, sets["test"]) if score_test and sets.get("test") is not None else None,
         "train_s": time.perf_counter() - t_start,
         "curve": [[e, round(a, 6), round(b, 6)] for e, a, b in curve],
     }

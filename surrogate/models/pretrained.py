@@ -49,6 +49,28 @@ FEATURE_NAMES = (
     + ["load_last", "load_now", "load_change"])
 N_FEATURES = len(FEATURE_NAMES)
 
+#: input groups a model may use (``inputs``); the others are zeroed. The shipped model uses ``history,kind``: on the
+#: validation runs of its corpus the job descriptors and the co-runner load made it worse (benchmarks/RESULTS.md)
+INPUT_GROUPS = {
+    "history": [n for n in FEATURE_NAMES if n.startswith(("lag", "present_frac", "log_gap", "next_to_truth",
+                                                          "log_span", "position", "log_target", "log_last_truth",
+                                                          "rank_dev"))],
+    "kind": [n for n in FEATURE_NAMES if n.startswith("kind_")],
+    "job": ["has_info", "log_ranks", "log_bytes", "groups_frac", "log_machine"],
+    "load": ["load_last", "load_now", "load_change"],
+}
+DEFAULT_INPUTS = "history,kind"
+
+
+def input_mask(inputs: str) -> np.ndarray:
+    """float32 (N_FEATURES,) 1 for the features of the comma-separated ``inputs`` groups, 0 elsewhere."""
+    names = [g.strip() for g in str(inputs).split(",") if g.strip()]
+    bad = [g for g in names if g not in INPUT_GROUPS]
+    if bad or not names:
+        raise SurrogateError(f"pretrained: inputs {inputs!r}: groups are {', '.join(INPUT_GROUPS)} (comma-separated)")
+    used = {f for g in names for f in INPUT_GROUPS[g]}
+    return np.array([1.0 if f in used else 0.0 for f in FEATURE_NAMES], np.float32)
+
 
 def features(history: np.ndarray, columns: np.ndarray | None, iteration: int | None, info: JobInfo | None,
              load: np.ndarray | None, load_now: float | None) -> tuple[np.ndarray, np.ndarray]:
@@ -127,14 +149,27 @@ class PretrainedNet(torch.nn.Module):
 
 @register
 class Pretrained(Surrogate):
-    """See the module docstring. ``weights``: ``shipped`` (the packaged checkpoint), ``none`` (untrained: the
-    geometric-mean look-back, the base-only ablation) or a ``model.safetensors`` path; ``tune``: learn the per-job bias
-    online; ``tune_prior``: pseudo-observations of bias 0 the online bias is shrunk with; ``hidden``: width."""
+    """See the module docstring. ``weights``: ``shipped`` (the packaged checkpoint, with its own ``inputs`` and
+    ``hidden``), ``none`` (untrained: the geometric-mean look-back, the base-only ablation) or a
+    ``model.safetensors`` path; ``tune``: learn the per-job bias online; ``tune_prior``: pseudo-observations of bias 0
+    the online bias is shrunk with; ``hidden``: width; ``inputs``: the feature groups used (:data:`INPUT_GROUPS`)."""
 
     name = "pretrained"
     lookback = LOOKBACK
 
-    def __init__(self, weights: str = "shipped", tune: bool = True, tune_prior: float = 2.0, hidden: int = 64):
+    def __init__(self, weights: str = "shipped", tune: bool = True, tune_prior: float = 2.0, hidden: int | None = None,
+                 inputs: str | None = None):
+        if str(weights) == "shipped":  # the shipped network's shape and inputs are its checkpoint's
+            shipped = _shipped_config()
+            for key, given in (("hidden", hidden), ("inputs", inputs)):
+                if given is not None and key in shipped and given != shipped[key]:
+                    raise SurrogateError(f"pretrained: the shipped weights have {key}={shipped[key]!r}; {key}={given!r} "
+                                         "needs weights=none or weights=PATH")
+            hidden, inputs = shipped.get("hidden", hidden), shipped.get("inputs", inputs)
+        hidden = 64 if hidden is None else hidden
+        inputs = DEFAULT_INPUTS if inputs is None else inputs
+        self.inputs = str(inputs)
+        self.mask = input_mask(self.inputs)
         self.hidden = int(hidden)
         self.do_tune = bool(tune)
         self.tune_prior = float(tune_prior)
@@ -174,11 +209,12 @@ class Pretrained(Surrogate):
 
     def config(self) -> dict:
         # a saved checkpoint holds its weights in model.safetensors: the constructor must not load others first
-        return {"weights": "none", "tune": self.do_tune, "tune_prior": self.tune_prior, "hidden": self.hidden}
+        return {"weights": "none", "tune": self.do_tune, "tune_prior": self.tune_prior, "hidden": self.hidden,
+                "inputs": self.inputs}
 
     def correction(self, X: np.ndarray) -> np.ndarray:
         """The network's log correction of each row of ``X`` (numpy, float64)."""
-        z = np.asarray(X, dtype=np.float64)
+        z = np.asarray(X, dtype=np.float64) * self.mask
         for k, (w, b) in enumerate(self._w):
             z = z @ w + b
             if k < 2:
@@ -237,6 +273,16 @@ class Pretrained(Surrogate):
             raise SurrogateError(f"pretrained: weights do not fit a {N_FEATURES}-feature, {self.hidden}-wide net: "
                                  f"{str(exc).splitlines()[0]}") from None
         self._numpy()
+
+
+def _shipped_config() -> dict:
+    """The shipped checkpoint's ``config.json`` options ({} when absent: the weights file check reports it)."""
+    import json
+
+    try:
+        return dict(json.loads((SHIPPED / "config.json").read_text()).get("config", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def _series_load(series: SeriesView) -> np.ndarray | None:
