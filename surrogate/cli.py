@@ -204,7 +204,8 @@ def register_pretrain(subparsers) -> None:
 
     p = subparsers.add_parser("pretrain", help="train one surrogate across the runs of a corpus (whole runs held "
                                                "out for validation and test)")
-    p.add_argument("corpus", metavar="CORPUS", help="corpus folder written by `hybridsim corpus`")
+    p.add_argument("corpus", metavar="CORPUS", nargs="+", help="corpus folder(s) written by `hybridsim corpus` (each "
+                                                               "split into train/validation/test on its own)")
     p.add_argument("-o", "--output", required=True, metavar="CKPT", help="checkpoint folder to write")
     p.add_argument("--model", default="pretrained", help=f"model to train (one of: {', '.join(PRETRAINABLE)})")
     p.add_argument("--epochs", type=int, default=300, help="at most this many epochs (early stopping on validation)")

@@ -194,11 +194,12 @@ def scores(model, ex: dict) -> dict:
     return out
 
 
-def pretrain(corpus: str | Path, model: str = "pretrained", *, seed: int = 0, epochs: int = 300,
+def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 300,
              patience: int = 25, val_frac: float = 0.2, test_frac: float = 0.15, hidden: int = 64,
              inputs: str | None = None, lr: float = 1e-3, batch: int = 512, score_test: bool = True,
              progress: bool = False) -> tuple[object, dict]:
-    """Train ``model`` across the completed runs of ``corpus``; returns ``(model, report)``. The report holds the
+    """Train ``model`` across the completed runs of ``corpus`` (a corpus folder or a list of them, each split
+    separately, so every corpus has runs in each part); returns ``(model, report)``. The report holds the
     split (run names), the example counts, the training curve's best epoch and the validation and test scores
     (:func:`scores`; ``score_test=False`` leaves the test runs untouched, for design choices made on validation)."""
     import torch
@@ -209,11 +210,19 @@ def pretrain(corpus: str | Path, model: str = "pretrained", *, seed: int = 0, ep
         raise SurrogateError(f"pretrain: model {model!r} cannot be trained across runs; pretrainable: "
                              f"{', '.join(PRETRAINABLE)}")
     t_start = time.perf_counter()
-    runs = corpus_run_dirs(corpus)
-    names = [p.name for p in runs]
-    split = split_runs(names, seed, val_frac, test_frac)
+    corpora = [Path(c) for c in ([corpus] if isinstance(corpus, (str, Path)) else corpus)]
+    names, runs, split = [], [], {"test": [], "val": [], "train": []}
+    for c in corpora:
+        mine = corpus_run_dirs(c)
+        labels = [f"{c.name}/{p.name}" if len(corpora) > 1 else p.name for p in mine]
+        for part, members in split_runs(labels, seed, val_frac, test_frac).items():
+            split[part] += members
+        names += labels
+        runs += mine
+    if len(set(names)) != len(names):
+        raise SurrogateError(f"pretrain: two corpora share a folder name ({', '.join(map(str, corpora))})")
     if not split["train"]:
-        raise SurrogateError(f"{corpus}: {len(runs)} completed run(s) leave none to train on")
+        raise SurrogateError(f"{', '.join(map(str, corpora))}: {len(runs)} completed run(s) leave none to train on")
     by_name = dict(zip(names, runs))
     sets = {}
     for part, members in split.items():
@@ -267,7 +276,7 @@ def pretrain(corpus: str | Path, model: str = "pretrained", *, seed: int = 0, ep
     net.eval()
     m._numpy()
     report = {
-        "format": "hybridsim-pretrain", "model": model, "corpus": str(Path(corpus).resolve()), "seed": seed,
+        "format": "hybridsim-pretrain", "model": model, "corpus": [str(c.resolve()) for c in corpora], "seed": seed,
         "config": m.config(), "split": split,
         "examples": {k: (0 if v is None else int(len(v["target"]))) for k, v in sets.items()},
         "epochs_run": len(curve), "best_epoch": best_epoch, "val_l1": best,

@@ -270,3 +270,19 @@ def test_co_runner_load_counts_what_an_iteration_meets():
         assert ctl._corunner_load(0, Mode.PREDICT) == pytest.approx(10 / 72)
         assert ctl._corunner_load(0, Mode.SIMULATE) == pytest.approx(expect_sim)
     assert math.isnan(HybridController(jobs, Periodic(), Last())._corunner_load(0, Mode.PREDICT))
+
+
+def test_pretrain_on_two_corpora_splits_each_on_its_own(corpus, tmp_path):
+    import shutil
+
+    from surrogate.pretrain import pretrain
+
+    other = tmp_path / "other"
+    shutil.copytree(corpus, other)
+    _, rep = pretrain([corpus, other], epochs=2, score_test=False)
+    for part in ("test", "val", "train"):
+        owners = {n.split("/")[0] for n in rep["split"][part]}
+        assert owners == {corpus.name, "other"}
+    assert rep["test"] is None and rep["examples"]["test"] == 0
+    with pytest.raises(SurrogateError, match="share a folder name"):
+        pretrain([corpus, corpus], epochs=1)
