@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy.special import erf as _erf
 
 from ..base import KNOWN_WORKLOADS, Context, JobInfo, SeriesView, Surrogate, SurrogateError
 from ..registry import register
@@ -96,7 +97,7 @@ def features(history: np.ndarray, columns: np.ndarray | None, iteration: int | N
     n = ok.sum(axis=1)
     with np.errstate(invalid="ignore"):
         level = np.where(n > 0, np.where(ok, lh, 0.0).sum(axis=1) / np.maximum(n, 1), np.nan)
-    dev = np.where(ok, lh - np.nan_to_num(level)[:, None], 0.0)
+    dev = np.where(ok, lh - np.where(np.isfinite(level), level, 0.0)[:, None], 0.0)
     present = ok.astype(np.float64)
     seen = np.flatnonzero((cols >= 0) & ok.any(axis=0))
     last_col = int(cols[seen[-1]]) if len(seen) else -1
@@ -104,8 +105,9 @@ def features(history: np.ndarray, columns: np.ndarray | None, iteration: int | N
     target = (int(iteration) + 1) if iteration is not None else last_col + 1
     gap = max(target - last_col, 1)
     n_it = info.iterations if info is not None and info.iterations > 0 else max(target + 1, 1)
-    med = np.nanmedian(level) if np.isfinite(level).any() else 0.0
-    rank_dev = np.nan_to_num(level - med)
+    fin = np.isfinite(level)
+    med = float(np.median(level[fin])) if fin.any() else 0.0
+    rank_dev = np.where(fin, level - med, 0.0)
     kind = np.zeros(len(KNOWN_WORKLOADS) + 1)
     wl = info.workload if info is not None else None
     kind[KNOWN_WORKLOADS.index(wl) if wl in KNOWN_WORKLOADS else len(KNOWN_WORKLOADS)] = 1.0
@@ -288,9 +290,3 @@ def _shipped_config() -> dict:
 def _series_load(series: SeriesView) -> np.ndarray | None:
     """The series' per-iteration co-runner load as float64, or None."""
     return None if series.load is None else np.asarray(series.load, dtype=np.float64)
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    from scipy.special import erf
-
-    return erf(x)
