@@ -176,7 +176,7 @@ def cmd_pretrain(args) -> int:
     def write(folder):
         m, report = pretrain(args.corpus, args.model, seed=args.seed, epochs=args.epochs,
                              val_frac=args.val_frac, test_frac=args.test_frac, hidden=args.hidden,
-                             inputs=args.inputs,
+                             inputs=args.inputs, score_test=not args.no_test,
                              progress=not args.no_progress)
         m.save(folder)
         (Path(folder) / "pretrain.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -215,6 +215,8 @@ def register_pretrain(subparsers) -> None:
     p.add_argument("--val-frac", type=float, default=0.2, help="share of runs held out for validation (0.2)")
     p.add_argument("--test-frac", type=float, default=0.15, help="share of runs held out for test (0.15)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-test", action="store_true", help="leave the test runs untouched (design choices are made on "
+                                                           "validation; score the test runs once, for the final model)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--force", action="store_true", help="replace an existing checkpoint folder")
     p.add_argument("--no-progress", action="store_true")

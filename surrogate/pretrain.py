@@ -94,10 +94,12 @@ def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: in
                  max_gap: int = 128, group0: int = 0) -> dict[str, np.ndarray]:
     """``{"X" (N, F), "target" (N,), "level" (N,) log level, "last" (N,) log of the latest truth, "rank_true" (N,)
     log of the rank's own time, "t0" (N,) last-truth iteration, "group" (N,) sample id (from ``group0``)}`` of one
-    run (see the module docstring). The target is the log of the job's median time of the target iteration over
-    all its ranks, relative to the rank's level: the loop ends a predicted iteration of a job's ranks together
-    (``sync: job``, the median of the per-rank predictions), and a rank's own deviation from the median (a
-    nearest-neighbour rank that waited catches up in the next iteration) does not persist."""
+    run (see the module docstring). The target is the log of the job's iteration time -- the mean over all its
+    ranks of their times of the target iteration -- relative to the rank's level. The loop ends a predicted
+    iteration of a job's ranks together (``sync: job``, at the median of the per-rank predictions), and in a
+    bulk-synchronous job every rank's times sum to the same completion time, so the job advances by the mean over
+    ranks per iteration, not by the median: a nearest-neighbour rank's own time varies ~20 % around it, right-skewed
+    (a rank that waited for a late neighbour), and does not persist (it catches up in the next iteration)."""
     from .models.pretrained import LOOKBACK, features
 
     X, tgt, lev, last, t0s, rtrue, grp = [], [], [], [], [], [], []
@@ -124,7 +126,7 @@ def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: in
             ok = np.isfinite(level) & np.isfinite(yt) & (yt > 0) & np.isfinite(hist[:, -1])
             if not ok.any() or not (np.isfinite(col) & (col > 0)).any():
                 continue
-            job_t = np.log(np.median(col[np.isfinite(col) & (col > 0)]))
+            job_t = np.log(np.mean(col[np.isfinite(col) & (col > 0)]))
             X.append(Xi[ok])
             tgt.append(job_t - level[ok])
             lev.append(level[ok])
@@ -170,9 +172,9 @@ def _job_level(values: np.ndarray, group: np.ndarray) -> np.ndarray:
 
 def scores(model, ex: dict) -> dict:
     """MAPE % on examples ``ex`` of the model (without its online bias), of the untrained look-back (``base``) and of
-    LAST: ``job`` the median prediction over a sample's ranks against the job's median time (what a job's completion
-    time follows), ``rank`` each rank's prediction against its own time; ``zero_shot``: the same on the
-    one-iteration warm-up examples alone (``t0 = 0``)."""
+    LAST: ``job`` the median prediction over a sample's ranks (the loop's ``sync: job``) against the job's iteration
+    time (the mean over its ranks: what its completion time follows), ``rank`` each rank's prediction against its own
+    time; ``zero_shot``: the same on the one-iteration warm-up examples alone (``t0 = 0``)."""
     pred = ex["level"] + model.correction(ex["X"]) if len(ex["level"]) else ex["level"]
     true_job = ex["level"] + ex["target"]
 

@@ -1,7 +1,8 @@
 """The pretrained surrogate: one small network trained across a corpus of runs (``hybridsim pretrain``), shipped
 inside the package, ready from a job's first simulated iteration and tuned online.
 
-It predicts a rank's next iteration time as a correction to the rank's own level:
+It predicts the job's next iteration time (the mean over its ranks, what a bulk-synchronous job's completion follows),
+from each rank's view, as a correction to the rank's own level:
 
     ŷ = level · exp(net(features) + bias),   level = geometric mean of the rank's look-back (up to 8 truths)
 
