@@ -58,6 +58,7 @@ def test_padded_columns_are_not_history_and_features_are_relative():
 
 
 def test_online_bias_is_the_shrunk_mean_one_step_log_error():
+    """Per truth iteration: log(mean over ranks of the truth / median over ranks of the one-step predictions)."""
     m = Pretrained(weights="none", tune_prior=2.0)
     y = np.full((2, 6), np.nan)
     y[:, 0] = 100.0
@@ -71,6 +72,11 @@ def test_online_bias_is_the_shrunk_mean_one_step_log_error():
     m.tune(s, [3, 4, 5])    # 3 counts once
     assert m.bias == pytest.approx(np.log(1.1) / (2 + 2))
     assert Pretrained(weights="none", tune=False).tune(s, [3])["targets"] == 0
+    # skewed ranks: predictions 100 and 100 (median 100), truths 100 and 140 (mean 120): error log(1.2)
+    y = np.array([[100.0, 100.0], [100.0, 140.0]])
+    m = Pretrained(weights="none", tune_prior=0.0)
+    m.fit(OnlineSeries("j", "nearest_neighbor", y), [0, 1])
+    assert m.bias == pytest.approx(np.log(1.2))
 
 
 def test_split_by_whole_run_is_disjoint_deterministic_and_complete():
