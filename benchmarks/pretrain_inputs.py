@@ -23,7 +23,7 @@ VARIANTS = ["history", "history,kind", "history,kind,job", "history,kind,load", 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus")
-    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "pretrain_inputs.json"))
+    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "out" / "pretrain_inputs.json"))
     args = ap.parse_args()
     import torch
 
@@ -39,6 +39,7 @@ def main() -> int:
         print(f"{inputs:<24} {rep['best_epoch']:>7} {v['job']['model']:>14.2f} {v['job']['base']:>6.2f} "
               f"{v['job']['last']:>6.2f} {v['rank']['model']:>10.2f} {v['rank']['base']:>6.2f} "
               f"{v['rank']['last']:>6.2f} {z['model']:>19.2f} {z['last']:>6.2f}", flush=True)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 

@@ -26,7 +26,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=512)
     ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "pretrained_speed.json"))
+    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "out" / "pretrained_speed.json"))
     args = ap.parse_args()
     import torch
 
@@ -54,6 +54,7 @@ def main() -> int:
            "predict_ms_p99": float(np.percentile(times, 99)), "tune_6_iterations_ms": tune_ms}
     print(f"{'ranks':>6} {'predict median ms':>18} {'p99 ms':>8} {'tune (6 truths) ms':>19}")
     print(f"{args.ranks:>6} {res['predict_ms_median']:>18.3f} {res['predict_ms_p99']:>8.3f} {tune_ms:>19.2f}")
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
     return 0
 
