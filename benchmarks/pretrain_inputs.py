@@ -2,7 +2,7 @@
 each combination of feature groups (surrogate.models.pretrained.INPUT_GROUPS), scored on the corpus' validation runs
 (the test runs are not read).
 
-    OMP_NUM_THREADS=1 python benchmarks/pretrain_inputs.py CORPUS [--json OUT.json]
+    OMP_NUM_THREADS=1 python benchmarks/pretrain_inputs.py CORPUS [CORPUS ...] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ VARIANTS = ["history", "history,kind", "history,kind,job", "history,kind,load", 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("corpus")
+    ap.add_argument("corpus", nargs="+")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "out" / "pretrain_inputs.json"))
     args = ap.parse_args()
     import torch
