@@ -51,6 +51,9 @@ def test_padded_columns_are_not_history_and_features_are_relative():
     assert f["log_gap"] == pytest.approx(np.log1p(10 - 7) / 4)       # predicting iteration 10 from truth at 7
     assert f["load_last"] == pytest.approx(0.25) and f["load_now"] == 0 and f["load_change"] == pytest.approx(-0.25)
     assert f["kind_lammps"] == 1 and f["kind_milc"] == 0
+    # without a JobInfo (gRPC service, CODES' director) the context's workload kind still counts
+    Xn, _ = features(h, None, 9, None, None, None, "lammps")
+    assert Xn[0, names.index("kind_lammps")] == 1 and Xn[0, names.index("has_info")] == 0
     # scale-free: the same job 1000x slower has the same features
     X2, level2 = features(h * 1000, np.array([-1, 3, 7]), 9, info, np.array([np.nan, 0.5, 0.25]), 0.0)
     np.testing.assert_allclose(X2, X, atol=1e-6)

@@ -76,12 +76,14 @@ def input_mask(inputs: str) -> np.ndarray:
 
 
 def features(history: np.ndarray, columns: np.ndarray | None, iteration: int | None, info: JobInfo | None,
-             load: np.ndarray | None, load_now: float | None) -> tuple[np.ndarray, np.ndarray]:
+             load: np.ndarray | None, load_now: float | None, workload: str | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """``(X float32 (R, N_FEATURES), log level float64 (R,))`` of a context (see the module docstring).
 
     ``history`` (R, L) iteration times, NaN where absent; ``columns`` (L,) the iteration index of each column (-1
     padded; None: consecutive, ending at ``iteration``); ``iteration`` the last iteration before the predicted one
-    (the prediction is for ``iteration + 1``); ``load`` (L,) / ``load_now``: co-runner loads (NaN/None: unknown, 0).
+    (the prediction is for ``iteration + 1``); ``load`` (L,) / ``load_now``: co-runner loads (NaN/None: unknown, 0);
+    ``workload``: the kind when there is no ``info`` (the gRPC service and CODES' director give contexts without one).
     The level of a rank with no history is NaN (the caller falls back)."""
     h = np.asarray(history, dtype=np.float64)[:, -LOOKBACK:]
     R, L = h.shape
@@ -111,7 +113,7 @@ def features(history: np.ndarray, columns: np.ndarray | None, iteration: int | N
     med = float(np.median(level[fin])) if fin.any() else 0.0
     rank_dev = np.where(fin, level - med, 0.0)
     kind = np.zeros(len(KNOWN_WORKLOADS) + 1)
-    wl = info.workload if info is not None else None
+    wl = info.workload if info is not None else workload
     kind[KNOWN_WORKLOADS.index(wl) if wl in KNOWN_WORKLOADS else len(KNOWN_WORKLOADS)] = 1.0
     if info is not None:
         desc = [1.0, np.log2(max(info.ranks, 1)) / 10.0, np.log2(1.0 + max(info.bytes_per_iteration, 0.0)) / 20.0,
@@ -226,7 +228,7 @@ class Pretrained(Surrogate):
         return np.clip(z[:, 0], -CLIP, CLIP)
 
     def _raw(self, ctx: Context) -> np.ndarray:
-        X, level = features(ctx.history, ctx.columns, ctx.iteration, ctx.info, ctx.load, ctx.load_now)
+        X, level = features(ctx.history, ctx.columns, ctx.iteration, ctx.info, ctx.load, ctx.load_now, ctx.workload)
         return np.exp(level + self.correction(X))
 
     def predict(self, ctx: Context) -> np.ndarray:
