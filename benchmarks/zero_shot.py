@@ -80,7 +80,8 @@ def main() -> int:
         pure = Path(meta["pure"].get("run", "pure"))
         truth = _truth(pure if pure.is_absolute() else b / pure)
         for r in meta["runs"]:
-            rows += [{"bench": str(b), "surrogate": r.get("surrogate_spec"), **row} for row in phases(b / r["run"], truth)]
+            rows += [{"bench": str(b), "surrogate": r.get("surrogate_spec"), **row}
+                     for row in phases(b / r["run"], truth)]
 
     def f(x):
         return "-" if x is None else f"{x:.2f}"

@@ -1,5 +1,5 @@
-"""Surrogate commands: ``hybridsim dataset build|info``, ``hybridsim train``, ``hybridsim evaluate``, ``hybridsim pretrain``
-(:mod:`surrogate.pretrain`).
+"""Surrogate commands: ``hybridsim dataset build|info``, ``hybridsim train``, ``hybridsim evaluate``,
+``hybridsim pretrain`` (:mod:`surrogate.pretrain`).
 
 Exit status 2 for bad input (missing/corrupt files, wrong topology, checkpoint of another model, NaN features).
 """

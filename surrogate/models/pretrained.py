@@ -169,8 +169,8 @@ class Pretrained(Surrogate):
             shipped = _shipped_config()
             for key, given in (("hidden", hidden), ("inputs", inputs)):
                 if given is not None and key in shipped and given != shipped[key]:
-                    raise SurrogateError(f"pretrained: the shipped weights have {key}={shipped[key]!r}; {key}={given!r} "
-                                         "needs weights=none or weights=PATH")
+                    raise SurrogateError(f"pretrained: the shipped weights have {key}={shipped[key]!r}; "
+                                         f"{key}={given!r} needs weights=none or weights=PATH")
             hidden, inputs = shipped.get("hidden", hidden), shipped.get("inputs", inputs)
         hidden = 64 if hidden is None else hidden
         inputs = DEFAULT_INPUTS if inputs is None else inputs
@@ -196,8 +196,8 @@ class Pretrained(Surrogate):
 
     def _load_file(self, path: Path) -> None:
         if not path.is_file():
-            raise SurrogateError(f"pretrained: no weights at {path}" + (
-                " (the package ships them; rebuild with scripts/build-pretrained.sh)" if path.parent == SHIPPED else ""))
+            hint = " (the package ships them; rebuild with scripts/build-pretrained.sh)" if path.parent == SHIPPED else ""
+            raise SurrogateError(f"pretrained: no weights at {path}{hint}")
         from safetensors.torch import load_file
 
         try:
