@@ -153,6 +153,8 @@ class OnlineGraphs:
     def _normaliser_iterations(self, job_id: int, iterations) -> list[int]:
         """The simulated iterations among ``iterations`` whose graph observed something (:func:`~surrogate.graphs.
         observed`): the final ones, or the provisional ones if none is final."""
+        if self.n_samples == 0:  # no window has ended yet (a stream job's first iterations): nothing observed
+            return []
         its = [int(i) for i in iterations if self.simulated(job_id, int(i))]
         its = [i for i in its if self.raw(job_id, i).any()]
         return [i for i in its if self.is_final(job_id, i)] or its

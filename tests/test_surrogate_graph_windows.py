@@ -90,6 +90,9 @@ def test_online_normaliser_waits_for_an_iteration_that_observed_a_window():
     P = topo.n_ports
     og = OnlineGraphs(topo, {0: ("a", np.array([0]), 3)})
     og.on_record(0, 0, 0, 0.0, 60.0)      # ends before the first window (0, 100] does
+    # before any sample has arrived (a stream job's first iterations, shorter than the interval): nothing observed,
+    # the fit waits (this raised "no port samples have arrived" and stopped smart-nollm on examples/stream-1056.yaml)
+    assert not og.can_normalise(0, [0])
     v = np.ones((1, P, 1), np.float32)
     og.on_samples(PortSamples(T_END[:1], 100.0, topo.radix, ("x",), v))
     assert og.is_final(0, 0) and not og.raw(0, 0).any()
