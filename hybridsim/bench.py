@@ -179,7 +179,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     the scenario's backend (tests)."""
     for spec in surrogates or []:  # a bad spec fails before the pure run, not after it
         with_surrogate(scenario, spec)
-    pure = None if pure_dir is None else (None, *read_pure_run(scenario, pure_dir))
+    pure = None if pure_dir is None else read_pure_run(scenario, pure_dir)
     from .runner import RunError
     from .scenario import scenario_to_dict
 
@@ -203,10 +203,10 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
     from .runner import build_controller, run_scenario
 
     mk = backend_factory or (lambda sc: None)
-    if pure is None:
-        pure = run_scenario(scenario, rd.file("pure"), mode="simulate", progress=progress, argv=argv,
-                            backend=mk(scenario))
-        pure = (pure[0], pure[1].records, pure[2])
+    if pure is None:  # (records, summary), as read_pure_run gives them
+        _, res, psum = run_scenario(scenario, rd.file("pure"), mode="simulate", progress=progress, argv=argv,
+                                    backend=mk(scenario))
+        pure = (res.records, psum)
     runs = []
     cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
     # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's
@@ -226,13 +226,13 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
             tag += "-" + _label(spec)
         _, _, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
                                   controller=ctl, backend=mk(sc))
-        m = compare(scenario, pure[1], pure[2], hsum, ctl)
+        m = compare(scenario, pure[0], pure[1], hsum, ctl)
         m["run"] = tag
         m["params"] = params
         m["surrogate_spec"] = spec if spec is not None else scenario.surrogate.model
         runs.append(m)
     result = {"scenario": scenario.name, "definitions": __doc__, "runs": runs,
-              "pure": {"wall_s": pure[2]["wall_s"], "events": pure[2]["events"],
+              "pure": {"wall_s": pure[1]["wall_s"], "events": pure[1]["events"],
                        "run": str(Path(pure_dir).resolve()) if pure_dir is not None else "pure"}}
     write_json_atomic(rd.file("bench.json"), result)
     if sweep_ft:

@@ -336,8 +336,8 @@ class HybridController(Director):
         if info is None:
             return math.nan
         ranks = 0
-        for k, (_name, _kind, n_ranks, _n_it) in enumerate(self.jobs):
-            if k == job_id or k not in self.running:
+        for k in self.running:  # a stream's running jobs only: this runs once per job and iteration
+            if k == job_id:
                 continue
             st = self.states.get(k)
             if st is not None and st.done_count[-1] == st.n_ranks:
@@ -345,7 +345,7 @@ class HybridController(Director):
             if (mode == Mode.SIMULATE and not self.keep_background and st is not None and st.modes
                     and st.modes[-1] == Mode.PREDICT):
                 continue  # silent beside this truth iteration
-            ranks += n_ranks
+            ranks += self.jobs[k][2]
         return info.load(ranks)
 
     def _scale(self, st: JobState, lo: int, hi: int) -> np.ndarray | None:

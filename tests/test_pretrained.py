@@ -13,7 +13,7 @@ from hybridsim.cli import main
 from hybridsim.runner import build_controller, run_scenario
 from hybridsim.scenario import parse_scenario
 from surrogate.base import Context, JobInfo, SurrogateError
-from surrogate.models.pretrained import LOOKBACK, N_FEATURES, SHIPPED, Pretrained, features
+from surrogate.models.pretrained import FEATURE_NAMES, LOOKBACK, N_FEATURES, SHIPPED, Pretrained, features
 from surrogate.online import OnlineSeries
 from surrogate.pretrain import job_tables, run_examples, split_runs
 
@@ -44,7 +44,7 @@ def test_padded_columns_are_not_history_and_features_are_relative():
     X, level = features(h, np.array([-1, 3, 7]), 9, info, np.array([np.nan, 0.5, 0.25]), 0.0)
     assert X.shape == (1, N_FEATURES)
     assert level[0] == pytest.approx(0.5 * (np.log(200) + np.log(220)))
-    names = __import__("surrogate.models.pretrained", fromlist=["FEATURE_NAMES"]).FEATURE_NAMES
+    names = FEATURE_NAMES
     f = dict(zip(names, X[0].astype(float)))
     assert f[f"lag{LOOKBACK - 1}_present"] == 1 and f[f"lag{LOOKBACK - 3}_present"] == 0
     assert f["present_frac"] == pytest.approx(2 / LOOKBACK)

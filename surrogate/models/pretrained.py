@@ -124,17 +124,12 @@ def features(history: np.ndarray, columns: np.ndarray | None, iteration: int | N
     ld = np.concatenate([np.full(LOOKBACK - len(ld), np.nan), ld])
     load_last = float(ld[seen[-1]]) if len(seen) and np.isfinite(ld[seen[-1]]) else 0.0
     now = float(load_now) if load_now is not None and np.isfinite(load_now) else load_last
-    job = np.array([gap == 1, np.log1p(max(last_col - first_col, 0)) / 4.0, target / n_it, np.log1p(target) / 5.0,
-                    np.log1p(max(last_col, 0)) / 5.0], dtype=np.float64)
-    common = np.concatenate([job, kind, desc, [load_last, now, now - load_last]])
-    X = np.empty((R, N_FEATURES), dtype=np.float64)
-    X[:, :LOOKBACK] = dev
-    X[:, LOOKBACK:2 * LOOKBACK] = present
-    X[:, 2 * LOOKBACK] = n / LOOKBACK
-    X[:, 2 * LOOKBACK + 1] = np.log1p(gap) / 4.0
-    X[:, 2 * LOOKBACK + 2:2 * LOOKBACK + 7] = common[None, :5]
-    X[:, 2 * LOOKBACK + 7] = rank_dev
-    X[:, 2 * LOOKBACK + 8:] = common[None, 5:]
+    # in FEATURE_NAMES order: per-rank look-back, then what all ranks share, then each rank's deviation, then the job
+    position = [np.log1p(gap) / 4.0, gap == 1, np.log1p(max(last_col - first_col, 0)) / 4.0, target / n_it,
+                np.log1p(target) / 5.0, np.log1p(max(last_col, 0)) / 5.0]
+    job = np.concatenate([kind, desc, [load_last, now, now - load_last]])
+    X = np.hstack([dev, present, (n / LOOKBACK)[:, None], np.broadcast_to(np.array(position, np.float64), (R, 6)),
+                   rank_dev[:, None], np.broadcast_to(job, (R, len(job)))])
     return X.astype(np.float32), level
 
 
@@ -246,7 +241,7 @@ class Pretrained(Surrogate):
             return {"bias": self.bias, "targets": 0}
         y = np.asarray(dataset.y, dtype=np.float64)
         have = np.isfinite(y).any(axis=0)
-        load = _series_load(dataset)
+        load = None if dataset.load is None else np.asarray(dataset.load, dtype=np.float64)
         used = 0
         for t in sorted(int(i) for i in window_idx):
             if t in self._seen or not (0 <= t < y.shape[1]) or not have[t]:
@@ -290,8 +285,3 @@ def _shipped_config() -> dict:
         return dict(json.loads((SHIPPED / "config.json").read_text()).get("config", {}))
     except (OSError, ValueError, AttributeError):
         return {}
-
-
-def _series_load(series: SeriesView) -> np.ndarray | None:
-    """The series' per-iteration co-runner load as float64, or None."""
-    return None if series.load is None else np.asarray(series.load, dtype=np.float64)
