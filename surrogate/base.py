@@ -66,12 +66,11 @@ class JobInfo:
         """From what a run description holds: ``volumes`` bytes per iteration (or None), ``terminals`` each rank's
         terminal id (or None: the job spans all groups), ``shape`` the topology (groups, routers_per_group,
         terminals_per_router attributes)."""
-        per_group = int(shape.routers_per_group) * int(shape.terminals_per_router)
         n_groups = int(shape.groups)
         v = np.asarray(volumes if volumes is not None else [], dtype=np.float64)
-        groups = n_groups if terminals is None else len(np.unique(np.asarray(terminals, np.int64) // per_group))
-        return cls(str(workload), int(ranks), int(iterations), float(v.mean()) if v.size else 0.0, int(groups),
-                   n_groups, n_groups * per_group)
+        info = cls(str(workload), int(ranks), int(iterations), float(v.mean()) if v.size else 0.0, n_groups, n_groups,
+                   n_groups * int(shape.routers_per_group) * int(shape.terminals_per_router))
+        return info if terminals is None else info.placed(terminals)
 
     def placed(self, terminals) -> "JobInfo":
         """This job on ``terminals`` (a stream job's, known when it starts): ``groups`` from them."""

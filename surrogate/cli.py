@@ -186,11 +186,13 @@ def cmd_pretrain(args) -> int:
         _write_staged(args.output, args.force, "checkpoint folder", _is_checkpoint, write)
     except (SurrogateError, ValueError) as exc:
         raise _cli_error(str(exc)) from None
+    def f(x):
+        return "-" if x is None else f"{x:.2f}"
+
     for part in ("val", "test"):
         s = res.get(part)
         if s and s.get("examples"):
             zs = s.get("zero_shot") or {"job": {"model": None, "last": None}}
-            f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
             print(f"{part}: {s['examples']} examples, job MAPE % model {f(s['job']['model'])}  base "
                   f"{f(s['job']['base'])}  last {f(s['job']['last'])}; one-iteration warm-up: model "
                   f"{f(zs['job']['model'])}  last {f(zs['job']['last'])}")
