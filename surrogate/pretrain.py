@@ -100,9 +100,9 @@ def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: in
     bulk-synchronous job every rank's times sum to the same completion time, so the job advances by the mean over
     ranks per iteration, not by the median: a nearest-neighbour rank's own time varies ~20 % around it, right-skewed
     (a rank that waited for a late neighbour), and does not persist (it catches up in the next iteration)."""
-    from .models.pretrained import LOOKBACK, features
+    from .models.pretrained import LOOKBACK, N_FEATURES, features
 
-    X, tgt, lev, last, t0s, rtrue, grp = [], [], [], [], [], [], []
+    parts = []  # one dict of arrays per sampled context
     g = group0
     for job in job_tables(run_dir):
         y, load, info = job["y"], job["load"], job["info"]
@@ -127,22 +127,15 @@ def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: in
             if not ok.any() or not (np.isfinite(col) & (col > 0)).any():
                 continue
             job_t = np.log(np.mean(col[np.isfinite(col) & (col > 0)]))
-            X.append(Xi[ok])
-            tgt.append(job_t - level[ok])
-            lev.append(level[ok])
-            last.append(np.log(hist[ok, -1]))
-            rtrue.append(np.log(yt[ok]))
-            t0s.append(np.full(int(ok.sum()), t0))
-            grp.append(np.full(int(ok.sum()), g))
+            k = int(ok.sum())
+            parts.append({"X": Xi[ok], "target": job_t - level[ok], "level": level[ok], "last": np.log(hist[ok, -1]),
+                          "rank_true": np.log(yt[ok]), "t0": np.full(k, t0), "group": np.full(k, g)})
             g += 1
-    if not X:
-        from .models.pretrained import N_FEATURES
-
-        return {"X": np.zeros((0, N_FEATURES), np.float32), **{k: np.zeros(0) for k in
-                ("target", "level", "last", "rank_true")}, "t0": np.zeros(0, np.int64), "group": np.zeros(0, np.int64)}
-    return {"X": np.concatenate(X), "target": np.concatenate(tgt), "level": np.concatenate(lev),
-            "last": np.concatenate(last), "rank_true": np.concatenate(rtrue), "t0": np.concatenate(t0s),
-            "group": np.concatenate(grp)}
+    if not parts:
+        return {"X": np.zeros((0, N_FEATURES), np.float32), "target": np.zeros(0), "level": np.zeros(0),
+                "last": np.zeros(0), "rank_true": np.zeros(0), "t0": np.zeros(0, np.int64),
+                "group": np.zeros(0, np.int64)}
+    return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 
 def split_runs(names: list[str], seed: int, val_frac: float, test_frac: float) -> dict[str, list[str]]:
