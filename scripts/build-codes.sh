@@ -177,6 +177,19 @@ up_to_date() {
     [[ $FORCE -eq 0 && -e "$3" && -f "$STAMP_DIR/$1" && "$(cat "$STAMP_DIR/$1")" == "$2" ]]
 }
 
+# build LABEL NAME KEY SRC CMD...: run CMD (a function doing the build) with its output in $BUILD_DIR/NAME.log, stop
+# with the log's last lines if it fails, else record KEY as NAME's stamp.
+build() {
+    local label=$1 name=$2 key=$3 src=$4 t0 log=$BUILD_DIR/$2.log
+    shift 4
+    t0=$(date +%s)
+    say "$label: building from $src"
+    "$@" >"$log" 2>&1 || die "$label build failed; see $log (last lines:)
+$(tail -n 20 "$log")"
+    printf '%s\n' "$key" >"$STAMP_DIR/$name"
+    say "$label: built in $(( $(date +%s) - t0 )) s"
+}
+
 # ---------------------------------------------------------------------------------------------------- components
 build_argobots() {
     local src key
@@ -184,17 +197,7 @@ build_argobots() {
     printf '%s\n' "$src" >"$STAMP_DIR/argobots.src"
     key="$(source_id "$src") static"
     if up_to_date argobots "$key" "$PREFIX/lib/pkgconfig/argobots.pc"; then say "argobots: up to date"; return; fi
-    local t0
-    t0=$(date +%s)
-    say "argobots: building from $src"
-    local b=$BUILD_DIR/argobots
-    copy_tree "$src" "$b"
-    (cd "$b" && ./autogen.sh && ./configure --disable-shared --prefix="$PREFIX" CC=mpicc CXX=mpicxx \
-        && make -j"$JOBS" && make install) >"$BUILD_DIR/argobots.log" 2>&1 \
-        || die "argobots build failed; see $BUILD_DIR/argobots.log (last lines:)
-$(tail -n 20 "$BUILD_DIR/argobots.log")"
-    printf '%s\n' "$key" >"$STAMP_DIR/argobots"
-    say "argobots: built in $(( $(date +%s) - t0 )) s"
+    build argobots argobots "$key" "$src" autotools_build "$src" "$BUILD_DIR/argobots" . autogen.sh
 }
 
 build_swm() {
@@ -204,18 +207,16 @@ build_swm() {
     [[ -f "$src/swm/configure.ac" ]] || die "$src does not look like SWM-workloads (no swm/configure.ac)" 2
     key="$(source_id "$src") static"
     if up_to_date swm "$key" "$PREFIX/lib/pkgconfig/swm.pc"; then say "SWM: up to date"; return; fi
-    local t0
-    t0=$(date +%s)
-    say "SWM: building from $src"
-    local b=$BUILD_DIR/swm-workloads
-    copy_tree "$src" "$b"
-    (cd "$b/swm" && ./prepare.sh && ./configure --disable-shared --prefix="$PREFIX" CC=mpicc CXX=mpicxx \
-        && make -j"$JOBS" && make install) >"$BUILD_DIR/swm.log" 2>&1 \
-        || die "SWM build failed; see $BUILD_DIR/swm.log (last lines:)
-$(tail -n 20 "$BUILD_DIR/swm.log")"
-    printf '%s\n' "$key" >"$STAMP_DIR/swm"
-    say "SWM: built in $(( $(date +%s) - t0 )) s"
+    build SWM swm "$key" "$src" autotools_build "$src" "$BUILD_DIR/swm-workloads" swm prepare.sh
 }
+
+# autotools_build SRC BUILD SUBDIR BOOTSTRAP: argobots and SWM (static, MPI compilers) from a clean copy of SRC in
+# BUILD (autotools builds write into their source folder), bootstrapped by BOOTSTRAP in BUILD/SUBDIR.
+autotools_build() (
+    copy_tree "$1" "$2"
+    cd "$2/$3" && "./$4" && ./configure --disable-shared --prefix="$PREFIX" CC=mpicc CXX=mpicxx \
+        && make -j"$JOBS" && make install
+)
 
 build_ross() {
     local src key
@@ -224,19 +225,15 @@ build_ross() {
     key="$(source_id "$src") $BUILD_TYPE models=off tests=off"
     if up_to_date ross "$key" "$PREFIX/lib/cmake/ROSS/ROSSConfig.cmake" \
         || up_to_date ross "$key" "$PREFIX/lib/ROSSConfig.cmake"; then say "ROSS: up to date"; return; fi
-    local t0
-    t0=$(date +%s)
-    say "ROSS: building from $src"
-    local b=$BUILD_DIR/ross
-    rm -rf "$b"
-    (cmake -S "$src" -B "$b" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
-        -DROSS_BUILD_MODELS=OFF -DROSS_BUILD_TESTING=OFF && cmake --build "$b" -j "$JOBS" && cmake --install "$b") \
-        >"$BUILD_DIR/ross.log" 2>&1 \
-        || die "ROSS build failed; see $BUILD_DIR/ross.log (last lines:)
-$(tail -n 20 "$BUILD_DIR/ross.log")"
-    printf '%s\n' "$key" >"$STAMP_DIR/ross"
-    say "ROSS: built in $(( $(date +%s) - t0 )) s"
+    build ROSS ross "$key" "$src" ross_build "$src" "$BUILD_DIR/ross"
 }
+
+# ross_build SRC BUILD
+ross_build() (
+    rm -rf "$2"
+    cmake -S "$1" -B "$2" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
+        -DROSS_BUILD_MODELS=OFF -DROSS_BUILD_TESTING=OFF && cmake --build "$2" -j "$JOBS" && cmake --install "$2"
+)
 
 build_codes() {
     local src key
@@ -245,25 +242,23 @@ build_codes() {
     # CODES links ROSS, SWM and argobots statically: rebuild it when any of them was rebuilt
     key="$(source_id "$src") $BUILD_TYPE swm zeromq deps=$(cat "$STAMP_DIR/ross" "$STAMP_DIR/swm" "$STAMP_DIR/argobots" | md5sum | cut -c1-12)"
     if up_to_date codes "$key" "$PREFIX/bin/model-net-mpi-replay"; then say "CODES: up to date"; return; fi
-    local t0
-    t0=$(date +%s)
-    say "CODES: building from $src"
-    local b=$BUILD_DIR/codes
-    rm -rf "$b"
+    build CODES codes "$key" "$src" codes_build "$src" "$BUILD_DIR/codes"
+}
+
+# codes_build SRC BUILD: its output is $BUILD_DIR/codes.log, whose configure summary must show SWM and the ZeroMQ
+# director client (without them CODES builds but cannot run SWM jobs or talk to a director)
+codes_build() (
+    rm -rf "$2"
     # SWM and argobots are found through pkg-config under the prefix; ROSS through its CMake package there.
-    (PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
-        cmake -S "$src" -B "$b" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_PREFIX_PATH="$PREFIX" \
+    PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+        cmake -S "$1" -B "$2" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_PREFIX_PATH="$PREFIX" \
         -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCODES_USE_SWM=ON -DCODES_USE_ZEROMQ=ON -DCODES_USE_TORCH=OFF \
         -DCODES_USE_UNION=OFF -DBUILD_TESTING=OFF \
-        && cmake --build "$b" -j "$JOBS" && cmake --install "$b") >"$BUILD_DIR/codes.log" 2>&1 \
-        || die "CODES build failed; see $BUILD_DIR/codes.log (last lines:)
-$(tail -n 20 "$BUILD_DIR/codes.log")"
-    grep -q "SWM online workloads enabled" "$BUILD_DIR/codes.log" || die "CODES was configured without SWM"
+        && cmake --build "$2" -j "$JOBS" && cmake --install "$2" || exit 1
+    grep -q "SWM online workloads enabled" "$BUILD_DIR/codes.log" || { echo "CODES was configured without SWM"; exit 1; }
     grep -q "ZeroMQ director-client/zmqml surrogate enabled" "$BUILD_DIR/codes.log" \
-        || die "CODES was configured without the ZeroMQ director client"
-    printf '%s\n' "$key" >"$STAMP_DIR/codes"
-    say "CODES: built in $(( $(date +%s) - t0 )) s"
-}
+        || { echo "CODES was configured without the ZeroMQ director client"; exit 1; }
+)
 
 # ---------------------------------------------------------------------------------------------------- main
 # (one function, called with `exit` on the same last line: bash has parsed all of it before the build starts, so
