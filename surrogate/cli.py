@@ -194,7 +194,8 @@ def cmd_pretrain(args) -> int:
         if s and s.get("examples"):
             zs = s.get("zero_shot") or {"job": {"model": None, "last": None}}
             print(f"{part}: {s['examples']} examples, job MAPE % model {f(s['job']['model'])}  base "
-                  f"{f(s['job']['base'])}  last {f(s['job']['last'])}; one-iteration warm-up: model "
+                  f"{f(s['job']['base'])}  last {f(s['job']['last'])}  mean {f(s['job']['mean'])}; one-iteration "
+                  f"warm-up: model "
                   f"{f(zs['job']['model'])}  last {f(zs['job']['last'])}")
     print(f"{args.model}: {res['epochs_run']} epochs (best {res['best_epoch']}), {res['train_s']:.1f} s; "
           f"checkpoint written to {args.output}")

@@ -92,7 +92,8 @@ def job_tables(run_dir: Path) -> list[dict]:
 
 def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: int = 96, max_ranks: int = 16,
                  max_gap: int = 128, group0: int = 0) -> dict[str, np.ndarray]:
-    """``{"X" (N, F), "target" (N,), "level" (N,) log level, "last" (N,) log of the latest truth, "rank_true" (N,)
+    """``{"X" (N, F), "target" (N,), "level" (N,) log level, "last" (N,) log of the latest truth, "mean" (N,) log of
+    the look-back's arithmetic mean, "rank_true" (N,)
     log of the rank's own time, "t0" (N,) last-truth iteration, "group" (N,) sample id (from ``group0``)}`` of one
     run (see the module docstring). The target is the log of the job's iteration time -- the mean over all its
     ranks of their times of the target iteration -- relative to the rank's level. The loop ends a predicted
@@ -128,12 +129,14 @@ def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: in
                 continue
             job_t = np.log(np.mean(col[np.isfinite(col) & (col > 0)]))
             k = int(ok.sum())
+            with np.errstate(invalid="ignore"):
+                mean = np.log(np.nanmean(hist[ok], axis=1))  # MEAN: arithmetic mean of the look-back
             parts.append({"X": Xi[ok], "target": job_t - level[ok], "level": level[ok], "last": np.log(hist[ok, -1]),
-                          "rank_true": np.log(yt[ok]), "t0": np.full(k, t0), "group": np.full(k, g)})
+                          "mean": mean, "rank_true": np.log(yt[ok]), "t0": np.full(k, t0), "group": np.full(k, g)})
             g += 1
     if not parts:
         return {"X": np.zeros((0, N_FEATURES), np.float32), "target": np.zeros(0), "level": np.zeros(0),
-                "last": np.zeros(0), "rank_true": np.zeros(0), "t0": np.zeros(0, np.int64),
+                "last": np.zeros(0), "mean": np.zeros(0), "rank_true": np.zeros(0), "t0": np.zeros(0, np.int64),
                 "group": np.zeros(0, np.int64)}
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
@@ -164,10 +167,12 @@ def _job_level(values: np.ndarray, group: np.ndarray) -> np.ndarray:
 
 
 def scores(model, ex: dict) -> dict:
-    """MAPE % on examples ``ex`` of the model (without its online bias), of the untrained look-back (``base``) and of
-    LAST: ``job`` the median prediction over a sample's ranks (the loop's ``sync: job``) against the job's iteration
-    time (the mean over its ranks: what its completion time follows), ``rank`` each rank's prediction against its own
-    time; ``zero_shot``: the same on the one-iteration warm-up examples alone (``t0 = 0``)."""
+    """MAPE % on examples ``ex`` of the model (without its online bias), of the untrained look-back (``base``), of
+    LAST and of MEAN (the look-back's arithmetic mean): ``job`` the median prediction over a sample's ranks (the
+    loop's ``sync: job``) against the job's iteration time (the mean over its ranks: what its completion time
+    follows), ``rank`` each rank's prediction against its own time; ``zero_shot``: the same on the one-iteration
+    warm-up examples alone (``t0 = 0``)."""
+    baselines = (("base", ex["level"]), ("last", ex["last"]), ("mean", ex["mean"]))
     pred = ex["level"] + model.correction(ex["X"]) if len(ex["level"]) else ex["level"]
     true_job = ex["level"] + ex["target"]
 
@@ -177,10 +182,8 @@ def scores(model, ex: dict) -> dict:
             return None
         tj = _job_level(true_job[sel], g)
         return {"examples": int(sel.sum()), "samples": int(len(tj)),
-                "job": {name: _mape(_job_level(v[sel], g), tj) for name, v in
-                        (("model", pred), ("base", ex["level"]), ("last", ex["last"]))},
-                "rank": {name: _mape(v[sel], ex["rank_true"][sel]) for name, v in
-                         (("model", pred), ("base", ex["level"]), ("last", ex["last"]))}}
+                "job": {name: _mape(_job_level(v[sel], g), tj) for name, v in (("model", pred), *baselines)},
+                "rank": {name: _mape(v[sel], ex["rank_true"][sel]) for name, v in (("model", pred), *baselines)}}
 
     out = block(np.ones(len(pred), bool))
     if out is None:
