@@ -11,13 +11,16 @@ The scheduler is pure logic, driven by whoever owns the clock (the engine, or :f
 
 Decisions change only when a job arrives or one ends, so a driver needs no other wake-ups.
 
-Queue policies. ``fcfs`` starts jobs strictly in arrival order (ties: submission order); the first job that does not
-fit blocks every later one. ``easy`` is EASY backfilling (Lifka 1995; Mu'alem & Feitelson 2001): the head of the
-queue gets a reservation at the *shadow time*, the earliest time enough terminals are free if every running job ends
-at its start plus its ``walltime``; a later job may start now only if it fits in the free terminals and either ends
-(by its walltime) no later than the shadow time, or uses only the *extra* terminals the head will not need then. So a
-backfilled job never delays the head's reservation, provided jobs end within their walltime (a job that overruns
-its walltime is treated as ending any moment: its estimated end is ``max(start + walltime, now)``).
+Queue policies (:mod:`hybridsim.queues`; more through the ``hybridsim.queues`` entry points). ``fcfs`` starts jobs
+strictly in arrival order (ties: submission order); the first job that does not fit blocks every later one. ``easy``
+is EASY backfilling (Lifka 1995; Mu'alem & Feitelson 2001): the head of the queue gets a reservation at the *shadow
+time*, the earliest time enough terminals are free if every running job ends at its start plus its ``walltime``; a
+later job may start now only if it fits in the free terminals and either ends (by its walltime) no later than the
+shadow time, or uses only the *extra* terminals the head will not need then. So a backfilled job never delays the
+head's reservation, provided jobs end within their walltime (a job that overruns its walltime is treated as ending
+any moment: its estimated end is ``max(start + walltime, now)``). ``conservative`` gives *every* waiting job a
+reservation, in queue order, in the profile of free terminals; a job starts when its reservation is now, so no job
+delays any earlier one. A policy may also reorder the queue (a priority fixed at arrival; e.g. ``sjf``).
 
 Allocation policies are :mod:`hybridsim.placement`'s (:func:`~hybridsim.placement.terminal_order`): one order of all
 terminals is drawn once from ``numpy.random.default_rng(seed)``; a job gets the first ``size`` *free* terminals in
@@ -30,22 +33,27 @@ that needs more terminals than those left is an error, not a silent wait.
 Metrics (:func:`stream_metrics`): wait = start - arrival; run time = end - start; bounded slowdown
 ``max(1, (wait + run) / max(run, tau))`` with a floor ``tau`` that keeps very short jobs from dominating (the
 convention: 10 s of trace time, scaled with the trace, see :mod:`hybridsim.swf`); makespan = last end - first arrival;
-utilisation = sum(size x run time) / (terminals x makespan). Jobs that never end are left out of the metrics.
+utilisation = sum(size x run time) / (terminals x makespan); throughput = jobs / makespan; mean, median, 95th
+percentile and maximum of wait, response time (end - arrival) and bounded slowdown, overall and per power-of-two size
+class. Jobs that never end are left out of the metrics. :func:`dry_run` can kill a job at its walltime.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Sequence
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import Hashable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from .placement import ORDER_POLICIES, terminal_order
+from .queues import QueuePolicy, QueuePolicyError, queue_policy
 from .topology import DragonflyShape
 
-QUEUE_POLICIES = ("fcfs", "easy")
+#: the built-in queue policies (more through the ``hybridsim.queues`` entry-point group, see :mod:`hybridsim.queues`)
+QUEUE_POLICIES = ("fcfs", "easy", "conservative")
 ALLOCATION_POLICIES = ORDER_POLICIES
 
 
@@ -53,13 +61,77 @@ class SchedulerError(ValueError):
     """A job cannot be scheduled (bad size, arrival or walltime; larger than the terminals it could ever get)."""
 
 
-@dataclass(frozen=True, order=True)
 class _Waiting:
-    arrival: float
-    seq: int
-    job_id: Hashable = field(compare=False)
-    size: int = field(compare=False)
-    walltime: float = field(compare=False)
+    """A submitted job not yet started; ``alive`` goes False when it starts (the queue drops it lazily)."""
+
+    __slots__ = ("arrival", "seq", "job_id", "size", "walltime", "alive")
+
+    def __init__(self, arrival: float, seq: int, job_id: Hashable, size: int, walltime: float):
+        self.arrival, self.seq, self.job_id, self.size, self.walltime = arrival, seq, job_id, size, walltime
+        self.alive = True
+
+    def __lt__(self, other: "_Waiting") -> bool:  # the heap of future arrivals: (arrival, submission)
+        return (self.arrival, self.seq) < (other.arrival, other.seq)
+
+
+class _Queue:
+    """Arrived jobs in service order -- ``(policy key, arrival, submission)`` ascending. Starting a job only marks it
+    (O(1)); dead entries are skipped and compacted away once they are the majority, so a queue of 10^6 jobs costs
+    no more per start than one of ten."""
+
+    def __init__(self):
+        self._items: list[_Waiting] = []
+        self._keys: list[tuple] = []
+        self._head = 0           # items before it are all dead
+        self._alive = 0
+        self._sizes: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self._alive
+
+    def push(self, key: tuple, w: _Waiting) -> None:
+        if not self._keys or key >= self._keys[-1]:  # FCFS and most arrivals: already in order
+            self._items.append(w)
+            self._keys.append(key)
+        else:
+            i = bisect_right(self._keys, key, lo=self._head)
+            self._keys.insert(i, key)
+            self._items.insert(i, w)
+        self._alive += 1
+        self._sizes[w.size] = self._sizes.get(w.size, 0) + 1
+
+    def first(self) -> _Waiting:
+        items = self._items
+        while not items[self._head].alive:
+            self._head += 1
+        return items[self._head]
+
+    def __iter__(self) -> Iterator[_Waiting]:
+        """Alive jobs in order; jobs may be removed while iterating."""
+        items = self._items
+        for i in range(self._head, len(items)):
+            if items[i].alive:
+                yield items[i]
+
+    def remove(self, w: _Waiting) -> None:
+        w.alive = False
+        self._alive -= 1
+        n = self._sizes[w.size] - 1
+        if n:
+            self._sizes[w.size] = n
+        else:
+            del self._sizes[w.size]
+
+    def min_size(self) -> int:
+        return min(self._sizes) if self._sizes else 0
+
+    def compact(self) -> None:
+        dead = len(self._items) - self._alive
+        if dead > 1024 and dead > self._alive:
+            keep = [i for i, w in enumerate(self._items) if w.alive]
+            self._items = [self._items[i] for i in keep]
+            self._keys = [self._keys[i] for i in keep]
+            self._head = 0
 
 
 @dataclass(frozen=True)
@@ -77,31 +149,48 @@ class Scheduler:
     """Queue + allocation over the terminals of a Dragonfly of ``shape``.
 
     Args:
-        shape: the Dragonfly (:class:`~hybridsim.topology.DragonflyShape`; a ``Dragonfly`` passes ``.shape``).
-        queue: ``fcfs`` or ``easy``.
+        shape: the Dragonfly (:class:`~hybridsim.topology.DragonflyShape`; a ``Dragonfly`` passes ``.shape``), or a
+            plain number of nodes (no topology: ``contiguous`` or ``random`` allocation only).
+        queue: a queue policy name (``fcfs``, ``easy``, ``conservative``, or one of the ``hybridsim.queues`` entry
+            points), ``module:Class``, or a :class:`~hybridsim.queues.QueuePolicy`.
         allocation: ``contiguous``, ``random``, ``random-router`` or ``random-group``.
         seed: seeds the allocation order (the scenario's placement seed convention).
 
     Times are plain floats in one unit chosen by the driver (ns in the engine); they must not go backwards.
     """
 
-    def __init__(self, shape: DragonflyShape, queue: str = "fcfs", allocation: str = "contiguous", seed: int = 0):
-        if queue not in QUEUE_POLICIES:
-            raise SchedulerError(f"unknown queue policy {queue!r} (valid: {', '.join(QUEUE_POLICIES)})")
+    def __init__(self, shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs", allocation: str = "contiguous",
+                 seed: int = 0):
+        try:
+            self.policy = queue_policy(queue)
+        except QueuePolicyError as exc:
+            raise SchedulerError(str(exc)) from None
         if allocation not in ALLOCATION_POLICIES:
             raise SchedulerError(f"unknown allocation policy {allocation!r} (valid: {', '.join(ALLOCATION_POLICIES)})")
-        self.queue, self.allocation, self.seed = queue, allocation, seed
-        self._order = terminal_order(allocation, shape, np.random.default_rng(seed))
+        self.queue = queue if isinstance(queue, str) else self.policy.name
+        self.allocation, self.seed = allocation, seed
+        rng = np.random.default_rng(seed)
+        if isinstance(shape, DragonflyShape):
+            self._order = terminal_order(allocation, shape, rng)
+        elif isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) and shape >= 1:
+            if allocation not in ("contiguous", "random"):
+                raise SchedulerError(f"allocation {allocation!r} needs a Dragonfly, not a plain node count")
+            self._order = np.arange(int(shape)) if allocation == "contiguous" else rng.permutation(int(shape))
+        else:
+            raise SchedulerError(f"expected a Dragonfly shape or a node count >= 1, got {shape!r}")
         self.n_terminals = len(self._order)
         self._free = np.ones(self.n_terminals, dtype=bool)  # indexed by terminal id
+        self._n_free = self.n_terminals
         self._future: list[_Waiting] = []  # heap of jobs not yet arrived, by (arrival, submission)
-        self._queue: list[_Waiting] = []   # arrived and not started, in (arrival, submission) order
+        self._queue = _Queue()             # arrived and not started, in service order
         self._running: dict[Hashable, _Running] = {}
+        self._forever = 0                  # terminals held by running jobs that never end (walltime inf)
         self._known: set[Hashable] = set()
         self._now = -math.inf
         self._seq = 0
         self.reservation: tuple[Hashable, float] | None = None
-        """``(job_id, shadow time)`` of the queue head at the last decision that left it waiting (``easy`` only)."""
+        """``(job_id, reserved start)`` of the queue head at the last decision that left it waiting (``easy``: the
+        shadow time; ``conservative``: its reservation; ``None`` without backfilling)."""
 
     # ------------------------------------------------------------------------------------------------ driver API
     def submit(self, job_id: Hashable, size: int, arrival: float = 0.0, walltime: float = math.inf) -> None:
@@ -126,34 +215,34 @@ class Scheduler:
         """The jobs that start at ``now`` and their terminals (rank order), in start order. Call after releasing
         every job that ended at ``now``."""
         self._advance(now)
+        queue, key = self._queue, self.policy.key
         while self._future and self._future[0].arrival <= now:
-            self._queue.append(heapq.heappop(self._future))
-        queue = self._queue
+            w = heapq.heappop(self._future)
+            queue.push((*key(w), w.arrival, w.seq), w)
         started: list[tuple[Hashable, np.ndarray]] = []
-        free = int(self._free.sum())
-        n_head = 0
-        while n_head < len(queue) and queue[n_head].size <= free:
-            free -= queue[n_head].size
-            started.append(self._start(queue[n_head], now))
-            n_head += 1
-        del queue[:n_head]
+        while queue and queue.first().size <= self._n_free:  # the head of the queue, as long as it fits
+            started.append(self._start(queue.first(), now))
         self.reservation = None
         if queue:
-            self._check_can_ever_fit(queue[0])
-            if self.queue == "easy":
-                shadow, extra = self._shadow(queue[0], now, free)
-                self.reservation = (queue[0].job_id, shadow)
-                started += self._backfill(now, free, shadow, extra)
+            self._check_can_ever_fit(queue.first())
+            if self.policy.backfill == "easy":
+                started += self._easy(now)
+            elif self.policy.backfill == "conservative":
+                started += self._conservative(now)
+        queue.compact()
         return started
 
     def release(self, job_id: Hashable, now: float) -> np.ndarray:
-        """Job ``job_id`` ended at ``now``: free its terminals (returned)."""
+        """Job ``job_id`` ended at ``now`` (or was killed): free its terminals (returned)."""
         self._advance(now)
         try:
             run = self._running.pop(job_id)
         except KeyError:
             raise SchedulerError(f"job {job_id!r} is not running") from None
         self._free[run.terminals] = True
+        self._n_free += run.size
+        if math.isinf(run.walltime):
+            self._forever -= run.size
         return run.terminals
 
     def next_event_time(self) -> float | None:
@@ -164,7 +253,7 @@ class Scheduler:
     # ------------------------------------------------------------------------------------------------ state
     @property
     def free_terminals(self) -> int:
-        return int(self._free.sum())
+        return self._n_free
 
     @property
     def running(self) -> dict[Hashable, np.ndarray]:
@@ -174,7 +263,12 @@ class Scheduler:
     @property
     def waiting(self) -> list[Hashable]:
         """Jobs submitted and not started (arrived or not), in queue order."""
-        return [w.job_id for w in self._queue + sorted(self._future)]
+        return [w.job_id for w in list(self._queue) + sorted(self._future)]
+
+    @property
+    def queued(self) -> int:
+        """Jobs arrived and not started."""
+        return len(self._queue)
 
     # ------------------------------------------------------------------------------------------------ internals
     def _advance(self, now: float) -> None:
@@ -183,43 +277,116 @@ class Scheduler:
         self._now = now
 
     def _start(self, w: _Waiting, now: float) -> tuple[Hashable, np.ndarray]:
+        self._queue.remove(w)
         order_free = self._order[self._free[self._order]]
         terminals = np.array(order_free[:w.size], dtype=np.int64)
         self._free[terminals] = False
+        self._n_free -= w.size
+        if math.isinf(w.walltime):
+            self._forever += w.size
         self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals)
         return w.job_id, terminals
 
-    def _backfill(self, now: float, free: int, shadow: float, extra: int) -> list[tuple[Hashable, np.ndarray]]:
-        """EASY: start queued jobs behind the head that fit now and end by the shadow time or use only extra
-        terminals."""
-        started, kept = [], [self._queue[0]]
-        for w in self._queue[1:]:
+    def _easy(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
+        """EASY: the head gets the shadow time; start queued jobs behind it that fit now and end by the shadow
+        time or use only extra terminals. Stops as soon as no queued job can fit the free terminals."""
+        head = self._queue.first()
+        shadow, extra = self._shadow(head, now)
+        self.reservation = (head.job_id, shadow)
+        started = []
+        smallest = self._queue.min_size()
+        for w in self._queue:
+            if self._n_free < smallest:
+                break
+            if w is head:
+                continue
             ends_in_time = now + w.walltime <= shadow
-            if w.size <= free and (ends_in_time or w.size <= extra):
-                free -= w.size
+            if w.size <= self._n_free and (ends_in_time or w.size <= extra):
                 if not ends_in_time:
                     extra -= w.size
                 started.append(self._start(w, now))
-            else:
-                kept.append(w)
-        self._queue[:] = kept
+        return started
+
+    def _conservative(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
+        """Conservative backfilling (Mu'alem & Feitelson 2001): every queued job, in queue order, gets the earliest
+        reservation that fits the free-terminal profile (running jobs end by their walltimes, earlier jobs'
+        reservations taken out); a job whose reservation is ``now`` starts. Reservations are rebuilt at every
+        decision, so a job never starts later than a reservation it was given (jobs ending within their walltime).
+        Stops once no queued job can fit the terminals free now: later jobs cannot start, and their reservations
+        cannot move an earlier job's."""
+        times = [now]
+        avail = [self._n_free]
+        after = math.nextafter(now, math.inf)  # a job past its walltime ends "any moment", never at now
+        for end, size in sorted((max(r.start + r.walltime, after), r.size) for r in self._running.values()):
+            if math.isinf(end):
+                break
+            if end != times[-1]:
+                times.append(end)
+                avail.append(avail[-1])
+            avail[-1] += size
+        started = []
+        smallest = self._queue.min_size()
+        head = self._queue.first()
+        for w in self._queue:
+            if self._n_free < smallest:
+                break
+            t = _earliest_fit(times, avail, w.size, w.walltime)
+            if w is head:
+                self.reservation = (w.job_id, t)
+            if t == now:
+                started.append(self._start(w, now))
+            _reserve(times, avail, t, w.size, w.walltime)
+        if started and self.reservation is not None and self.reservation[1] == now:
+            self.reservation = None  # the head itself started
         return started
 
     def _check_can_ever_fit(self, head: _Waiting) -> None:
-        forever = sum(r.size for r in self._running.values() if math.isinf(r.walltime))
-        if head.size > self.n_terminals - forever:
+        if head.size > self.n_terminals - self._forever:
             raise SchedulerError(
-                f"job {head.job_id!r} needs {head.size} terminals but only {self.n_terminals - forever} of "
+                f"job {head.job_id!r} needs {head.size} terminals but only {self.n_terminals - self._forever} of "
                 f"{self.n_terminals} are not held by jobs that never end")
 
-    def _shadow(self, head: _Waiting, now: float, free: int) -> tuple[float, int]:
+    def _shadow(self, head: _Waiting, now: float) -> tuple[float, int]:
         """Shadow time of ``head`` and the terminals to spare then (the running jobs end by their walltimes)."""
-        avail = free
+        avail = self._n_free
         for end, size in sorted((r.estimated_end(now), r.size) for r in self._running.values()):
             avail += size
             if avail >= head.size:
                 return end, avail - head.size
         raise AssertionError("unreachable: _check_can_ever_fit passed")
+
+
+def _earliest_fit(times: list[float], avail: list[int], size: int, walltime: float) -> float:
+    """The earliest breakpoint ``times[k]`` from which ``avail`` stays >= ``size`` for ``walltime`` (the profile is
+    ``avail[k]`` on ``[times[k], times[k + 1])``, the last value for ever)."""
+    k, n = 0, len(times)
+    while k < n:
+        if avail[k] < size:
+            k += 1
+            continue
+        end = times[k] + walltime
+        m = k + 1
+        while m < n and times[m] < end and avail[m] >= size:
+            m += 1
+        if m == n or times[m] >= end:
+            return times[k]
+        k = m + 1
+    raise AssertionError("unreachable: the last profile step holds every terminal not held for ever")
+
+
+def _reserve(times: list[float], avail: list[int], t: float, size: int, walltime: float) -> None:
+    """Take ``size`` terminals out of the profile on ``[t, t + walltime)``."""
+    end = t + walltime
+    for x in (t, end):
+        if math.isfinite(x):
+            i = bisect_left(times, x)
+            if i == len(times) or times[i] != x:
+                times.insert(i, x)
+                avail.insert(i, avail[i - 1])
+    i = bisect_left(times, t)
+    while i < len(times) and times[i] < end:
+        avail[i] -= size
+        i += 1
 
 
 # ---------------------------------------------------------------------------------------------------------- dry run
@@ -246,6 +413,8 @@ class JobOutcome:
     start: float
     end: float
     terminals: np.ndarray
+    killed: bool = False
+    """ended at its walltime, before its run time (:func:`dry_run` with ``kill_at_walltime``)"""
 
     @property
     def wait(self) -> float:
@@ -264,42 +433,46 @@ class JobOutcome:
                 "terminals": self.terminals.tolist()}
 
 
-def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape, queue: str = "fcfs",
-            allocation: str = "contiguous", seed: int = 0) -> list[JobOutcome]:
+def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs",
+            allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False) -> list[JobOutcome]:
     """Schedule ``jobs`` with known run times, without simulating them: the start, end and terminals of each job
     (in the order of ``jobs``), exactly as an engine driving :class:`Scheduler` would see them if each job took its
-    ``run_time``."""
+    ``run_time`` -- or, with ``kill_at_walltime``, ``min(run_time, walltime)`` (the job is killed at its walltime,
+    as a batch system does; ``killed`` says so). ``shape``: a Dragonfly shape or a plain node count."""
     sched = Scheduler(shape, queue, allocation, seed)
-    by_id = {}
+    runs = []
     for j in jobs:
         if not (j.run_time >= 0):
             raise SchedulerError(f"job {j.job_id!r}: run time {j.run_time} is not a duration >= 0")
         sched.submit(j.job_id, j.size, j.arrival, j.walltime)
-        by_id[j.job_id] = j
+        runs.append(min(j.run_time, j.walltime) if kill_at_walltime else j.run_time)
+    index = {j.job_id: i for i, j in enumerate(jobs)}
     ends: list[tuple[float, int, Hashable]] = []
-    started: dict[Hashable, tuple[float, np.ndarray]] = {}
+    start = [math.nan] * len(jobs)
+    terms: list[np.ndarray | None] = [None] * len(jobs)
     seq = 0
     while True:
-        candidates = [t for t in (sched.next_event_time(), ends[0][0] if ends else None) if t is not None]
-        if not candidates:
+        nxt = sched.next_event_time()
+        if ends and (nxt is None or ends[0][0] <= nxt):
+            now = ends[0][0]
+        elif nxt is not None:
+            now = nxt
+        else:
             break
-        now = min(candidates)
         while ends and ends[0][0] == now:
             sched.release(heapq.heappop(ends)[2], now)
         for job_id, terminals in sched.next_decisions(now):
-            started[job_id] = (now, terminals)
-            end = now + by_id[job_id].run_time
+            i = index[job_id]
+            start[i], terms[i] = now, terminals
+            end = now + runs[i]
             if math.isfinite(end):
                 heapq.heappush(ends, (end, seq, job_id))
                 seq += 1
-    never = [j.job_id for j in jobs if j.job_id not in started]
+    never = [j.job_id for i, j in enumerate(jobs) if terms[i] is None]
     if never:  # only possible if a never-ending job blocks the queue, which next_decisions reports first
-        raise SchedulerError(f"jobs never started: {never}")
-    out = []
-    for j in jobs:
-        start, terminals = started[j.job_id]
-        out.append(JobOutcome(j.job_id, j.size, j.arrival, j.walltime, start, start + j.run_time, terminals))
-    return out
+        raise SchedulerError(f"jobs never started: {never[:10]}")
+    return [JobOutcome(j.job_id, j.size, j.arrival, j.walltime, start[i], start[i] + runs[i], terms[i],
+                       kill_at_walltime and j.run_time > j.walltime) for i, j in enumerate(jobs)]
 
 
 # ---------------------------------------------------------------------------------------------------------- metrics
@@ -312,17 +485,55 @@ def bounded_slowdown(wait, run_time, tau: float):
     return float(out) if out.ndim == 0 else out
 
 
-def stream_metrics(outcomes: Iterable[JobOutcome], n_terminals: int, tau: float) -> dict[str, float]:
-    """Makespan, mean wait, mean bounded slowdown (floor ``tau``) and utilisation of the jobs that ended."""
+#: quantiles reported for waits, response times and bounded slowdowns
+_STATS = (("mean", np.mean), ("median", np.median), ("p95", lambda x: np.percentile(x, 95)), ("max", np.max))
+
+
+def size_class(size) -> str:
+    """The power-of-two size class of a job of ``size`` terminals: ``"1"``, ``"2"``, ``"3-4"``, ``"5-8"``, ..."""
+    size = int(size)
+    if size <= 2:
+        return str(size)
+    hi = 1 << (size - 1).bit_length()
+    return f"{hi // 2 + 1}-{hi}"
+
+
+def _stats(name: str, x: np.ndarray) -> dict[str, float]:
+    return {f"{stat}_{name}": float(f(x)) for stat, f in _STATS}
+
+
+def stream_metrics(outcomes: Iterable[JobOutcome], n_terminals: int, tau: float, *,
+                   by_size: bool = True) -> dict:
+    """The standard batch-scheduling metrics of the jobs that ended (times in the outcomes' unit):
+
+    * ``jobs``, ``killed`` (ended at their walltime), ``makespan`` = last end - first arrival;
+    * ``mean_``/``median_``/``p95_``/``max_`` of ``wait`` (start - arrival), ``response`` (end - arrival) and
+      ``bounded_slowdown`` (floor ``tau``, :func:`bounded_slowdown`);
+    * ``utilisation`` = sum(size x run time) / (``n_terminals`` x makespan); ``throughput`` = jobs / makespan
+      (jobs per time unit);
+    * ``by_size``: the same job counts, waits, responses and slowdowns per :func:`size_class`.
+
+    The 95th percentile interpolates linearly (numpy's default)."""
     done = [o for o in outcomes if math.isfinite(o.end)]
     if not done:
-        return {"jobs": 0, "makespan": 0.0, "mean_wait": 0.0, "mean_bounded_slowdown": 0.0, "utilisation": 0.0}
-    arrival = np.array([o.arrival for o in done])
-    start = np.array([o.start for o in done])
-    end = np.array([o.end for o in done])
+        return {"jobs": 0, "killed": 0, "makespan": 0.0, "mean_wait": 0.0, "mean_bounded_slowdown": 0.0,
+                "utilisation": 0.0, "throughput": 0.0}
+    arrival = np.array([o.arrival for o in done], dtype=float)
+    start = np.array([o.start for o in done], dtype=float)
+    end = np.array([o.end for o in done], dtype=float)
     size = np.array([o.size for o in done], dtype=float)
     wait, run = start - arrival, end - start
+    resp, bsld = end - arrival, np.atleast_1d(bounded_slowdown(wait, run, tau))
     makespan = float(end.max() - arrival.min())
-    util = float((size * run).sum() / (n_terminals * makespan)) if makespan > 0 else 0.0
-    return {"jobs": len(done), "makespan": makespan, "mean_wait": float(wait.mean()),
-            "mean_bounded_slowdown": float(np.mean(bounded_slowdown(wait, run, tau))), "utilisation": util}
+    out = {"jobs": len(done), "killed": sum(1 for o in done if o.killed), "makespan": makespan,
+           **_stats("wait", wait), **_stats("response", resp), **_stats("bounded_slowdown", bsld),
+           "utilisation": float((size * run).sum() / (n_terminals * makespan)) if makespan > 0 else 0.0,
+           "throughput": len(done) / makespan if makespan > 0 else 0.0}
+    if by_size:
+        classes = np.array([size_class(s) for s in size])
+        out["by_size"] = {}
+        for c in sorted(set(classes.tolist()), key=lambda c: int(c.split("-")[-1])):
+            sel = classes == c
+            out["by_size"][c] = {"jobs": int(sel.sum()), **_stats("wait", wait[sel]),
+                                 **_stats("response", resp[sel]), **_stats("bounded_slowdown", bsld[sel])}
+    return out

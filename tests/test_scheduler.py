@@ -185,7 +185,7 @@ def test_errors():
     with pytest.raises(SchedulerError, match="not running"):
         s.release("zzz", 3)
     with pytest.raises(SchedulerError, match="unknown queue"):
-        Scheduler(S4, queue="sjf")
+        Scheduler(S4, queue="nope")
     with pytest.raises(SchedulerError, match="unknown allocation"):
         Scheduler(S4, allocation="file")
 
