@@ -65,61 +65,147 @@ class SwfTrace:
         return None
 
 
-def parse_swf(text: str, source: str = "<string>", max_problems: int = 10) -> SwfTrace:
-    """Parse SWF text; every malformed job line is reported by number (the first ``max_problems`` of them)."""
+#: the largest value a field may hold (``-1``: unknown; nothing below it). Times up to 10^9 s (31.7 years), processor
+#: counts up to 10^8, numbers that only identify (job, user, ...) up to 2^53; a trace past these is damaged or hostile,
+#: and would turn into unloadable scenarios (297-digit iteration counts, ``arrival: 1e+294s``).
+MAX_TRACE_SECONDS = 1e9
+MAX_PROCS = 1e8
+MAX_ID = float(2 ** 53)
+_MAX = np.array([MAX_ID, MAX_TRACE_SECONDS, MAX_TRACE_SECONDS, MAX_TRACE_SECONDS, MAX_PROCS, MAX_TRACE_SECONDS, 1e15,
+                 MAX_PROCS, MAX_TRACE_SECONDS, 1e15, MAX_ID, MAX_ID, MAX_ID, MAX_ID, MAX_ID, MAX_ID, MAX_ID,
+                 MAX_TRACE_SECONDS])
+#: fields that count or identify: whole numbers
+_INTEGER = np.array([name in ("job", "procs", "req_procs", "status", "user", "group", "app", "queue", "partition",
+                              "prev_job") for name in FIELDS])
+_CHUNK = 65536  # job lines parsed at a time: memory stays the table plus one chunk
+
+
+class _Problems:
+    def __init__(self, source: str, limit: int):
+        self.source, self.limit, self.n, self.msgs = source, limit, 0, []
+
+    def add(self, lineno: int, why: str) -> None:
+        self.n += 1
+        if len(self.msgs) < self.limit:
+            self.msgs.append(f"{self.source}:{lineno}: {why}")
+
+
+def _why_line(line: str) -> str | None:
+    """What is wrong with one job line's tokens (None: they are 18 finite numbers)."""
+    toks = line.split()
+    if len(toks) != len(FIELDS):
+        return f"expected {len(FIELDS)} fields, got {len(toks)}"
+    for i, t in enumerate(toks):
+        if not _is_number(t):
+            return f"field {i + 1} ({FIELDS[i]}) is not a number: {t[:40]!r}"
+    return None
+
+
+def _check_values(block: np.ndarray, lines: np.ndarray, problems: _Problems) -> np.ndarray:
+    """Rows of ``block`` whose every field is finite, -1 or in 0..its maximum, whole where it counts; the others are
+    reported (first bad field of each line)."""
+    finite = np.isfinite(block)
+    safe = np.where(finite, block, 0.0)
+    bad = ~finite | (safe < -1) | ((safe < 0) & (safe != -1)) | (safe > _MAX) | (_INTEGER & (safe != np.floor(safe)))
+    rows = np.flatnonzero(bad.any(axis=1))
+    for r in rows[:problems.limit]:
+        c = int(np.flatnonzero(bad[r])[0])
+        v = block[r, c]
+        if not math.isfinite(v):
+            why = "is not finite"
+        elif _INTEGER[c] and v != math.floor(v) and -1 <= v <= _MAX[c]:
+            why = "is not a whole number"
+        else:
+            why = f"is out of range (-1 for unknown, else 0..{_MAX[c]:.4g})"
+        problems.add(int(lines[r]), f"field {c + 1} ({FIELDS[c]}) = {v:.6g} {why}")
+    problems.n += max(0, len(rows) - problems.limit)
+    ok = np.ones(len(block), dtype=bool)
+    ok[rows] = False
+    return ok
+
+
+def _parse_block(texts: list[str], lines: list[int], problems: _Problems) -> tuple[np.ndarray, np.ndarray]:
+    ln = np.asarray(lines, dtype=np.int64)
+    try:
+        block = np.loadtxt(texts, dtype=np.float64, ndmin=2, comments=None)  # numpy's C parser
+        if block.shape[1] != len(FIELDS):
+            raise ValueError("wrong number of fields")
+    except ValueError:  # find the broken lines one by one (only in a chunk that has one)
+        keep = []
+        for i, t in enumerate(texts):
+            why = _why_line(t)
+            if why is None:
+                keep.append(i)
+            else:
+                problems.add(lines[i], why)
+        block = (np.array([[float(x) for x in texts[i].split()] for i in keep], dtype=np.float64)
+                 .reshape(-1, len(FIELDS)))
+        ln = ln[keep]
+    ok = _check_values(block, ln, problems)
+    return block[ok], ln[ok]
+
+
+def _parse_lines(it, source: str, max_problems: int) -> SwfTrace:
     header: list[str] = []
     keys: dict[str, str] = {}
-    rows: list[list[float]] = []
+    problems = _Problems(source, max_problems)
+    blocks, block_lines = [], []
+    texts: list[str] = []
     lines: list[int] = []
-    problems: list[str] = []
-    n_bad = 0
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(it, 1):
         line = raw.strip()
         if not line:
             continue
-        if line.startswith(";"):
-            header.append(raw.rstrip())
+        if line[0] == ";":
+            if len(header) < 10000:  # provenance; a trace with more header lines than that keeps the first
+                header.append(raw.rstrip())
             m = re.match(r";\s*([A-Za-z]+)\s*:\s*(.*?)\s*$", line)
             if m and m.group(1) not in keys:
                 keys[m.group(1)] = m.group(2)
             continue
-        toks = line.split()
-        why = None
-        if len(toks) != len(FIELDS):
-            why = f"expected {len(FIELDS)} fields, got {len(toks)}"
-        else:
-            try:
-                vals = [float(t) for t in toks]
-            except ValueError:
-                bad = next(t for t in toks if not _is_number(t))
-                why = f"field {toks.index(bad) + 1} ({FIELDS[toks.index(bad)]}) is not a number: {bad!r}"
-            else:
-                if not all(math.isfinite(v) for v in vals):
-                    why = "a field is not finite"
-        if why is not None:
-            n_bad += 1
-            if len(problems) < max_problems:
-                problems.append(f"{source}:{lineno}: {why}")
-            continue
-        rows.append(vals)
+        texts.append(line)
         lines.append(lineno)
-    if n_bad:
-        more = f" (and {n_bad - len(problems)} more)" if n_bad > len(problems) else ""
-        raise SwfError(f"{source}: {n_bad} malformed job line(s){more}:\n  " + "\n  ".join(problems), problems)
-    if not rows:
+        if len(texts) == _CHUNK:
+            b, ln = _parse_block(texts, lines, problems)
+            blocks.append(b)
+            block_lines.append(ln)
+            texts, lines = [], []
+    if texts:
+        b, ln = _parse_block(texts, lines, problems)
+        blocks.append(b)
+        block_lines.append(ln)
+    if problems.n:
+        more = f" (and {problems.n - len(problems.msgs)} more)" if problems.n > len(problems.msgs) else ""
+        raise SwfError(f"{source}: {problems.n} malformed job line(s){more}:\n  " + "\n  ".join(problems.msgs),
+                       problems.msgs)
+    jobs = np.concatenate(blocks) if blocks else np.empty((0, len(FIELDS)))
+    if not len(jobs):
         raise SwfError(f"{source}: no job lines (an SWF trace has one job of {len(FIELDS)} fields a line)")
-    return SwfTrace(source, header, np.asarray(rows, dtype=np.float64), np.asarray(lines, dtype=np.int64), keys)
+    return SwfTrace(source, header, jobs, np.concatenate(block_lines), keys)
+
+
+def parse_swf(text: str, source: str = "<string>", max_problems: int = 10) -> SwfTrace:
+    """Parse SWF text; every malformed job line (wrong field count, not a number, a value out of range) is reported
+    by line and field (the first ``max_problems`` of them)."""
+    return _parse_lines(text.splitlines(), source, max_problems)
 
 
 def read_swf(path: str | os.PathLike, max_problems: int = 10) -> SwfTrace:
+    """Read an SWF file (plain, or gzip-compressed when it ends in ``.gz``), streaming: memory is the job table
+    (18 float64 a job) plus one chunk of lines."""
+    import gzip
+
     p = Path(path)
     try:
-        text = p.read_text(errors="strict")
+        if p.is_dir():
+            raise SwfError(f"{p}: is a directory, not an SWF trace")
+        opener = gzip.open if p.suffix == ".gz" else open
+        with opener(p, "rt", errors="strict") as fh:
+            return _parse_lines(fh, str(p), max_problems)
     except FileNotFoundError:
         raise SwfError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise SwfError(f"{p}: cannot read: {exc}") from None
-    return parse_swf(text, str(p), max_problems)
 
 
 def _is_number(tok: str) -> bool:

@@ -10,13 +10,14 @@ import pytest
 import yaml
 
 from hybridsim.cli import main
+from swf_traces import NASA, needs_nasa
 from hybridsim.cli_streams import flow_yaml
 from hybridsim.scenario import Job, parse_scenario
 from hybridsim.swf import (SwfError, SwfMapping, fit_ranks, format_duration, grid_dims, map_jobs, parse_swf,
                            read_swf, smooth_below)
 
 REPO = Path(__file__).resolve().parents[1]
-TRACE = REPO.parent / "shared" / "data" / "traces" / "NASA-iPSC-1993-3.1-cln.swf"
+TRACE = NASA
 SYS72 = REPO / "examples" / "hybrid-72-long.yaml"
 
 
@@ -27,7 +28,8 @@ def _line(*vals):
 
 @pytest.fixture(scope="module")
 def nasa():
-    assert TRACE.is_file(), f"trace not found at {TRACE}"
+    if TRACE is None:
+        pytest.skip("NASA trace not found (HYBRIDSIM_REFERENCE_DATA)")
     return read_swf(TRACE)
 
 
@@ -162,6 +164,7 @@ def _cli(*args, cwd=None):
                           capture_output=True, text=True, env=env, cwd=cwd)
 
 
+@needs_nasa
 def test_cli_on_the_real_trace(tmp_path):
     out = tmp_path / "s" / "stream.yaml"
     r = _cli(TRACE, "--system", SYS72, "-o", out, "--from-job", 57, "--jobs", 30, "--queue", "fcfs",
@@ -189,6 +192,7 @@ def test_cli_on_the_real_trace(tmp_path):
     assert body((tmp_path / "again.yaml").read_text()) == body(text)
 
 
+@needs_nasa
 def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     bad = tmp_path / "bad.swf"
     bad.write_text(_line(1, 0, -1, 10, 4) + "\n1 2 3\n")
