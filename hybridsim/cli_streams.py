@@ -1,4 +1,5 @@
-"""``hybridsim scenario-from-swf``: a job-stream scenario from a Standard Workload Format trace."""
+"""``hybridsim scenario-from-swf``: a job-stream scenario from a Standard Workload Format trace; ``hybridsim
+schedule``: a trace or a stream scenario scheduled with its own run times (:mod:`hybridsim.schedule`)."""
 
 from __future__ import annotations
 
@@ -166,7 +167,97 @@ def cmd_scenario_from_swf(args) -> int:
     return EXIT_OK
 
 
+def _fmt_s(x: float) -> str:
+    return f"{x:.4g} s" if abs(x) < 1e5 else f"{x / 3600:.4g} h"
+
+
+def cmd_schedule(args) -> int:
+    import time
+
+    from .queues import QueuePolicyError, queue_policy
+    from .rundir import RunDir, RunDirError
+    from .scenario import ScenarioError, load_scenario
+    from .schedule import from_scenario, from_trace, run_schedule, summarise, write_schedule
+    from .scheduler import SchedulerError
+    from .swf import SwfError, read_swf
+
+    t0 = time.perf_counter()
+    if args.nodes is not None and not 1 <= args.nodes <= 10**8:
+        raise CliError(f"--nodes must be in 1..{10**8}, got {args.nodes}")
+    if not (args.tau > 0 and args.tau < 1e9):
+        raise CliError(f"--tau must be > 0 seconds, got {args.tau}")
+    src = Path(args.input)
+    is_scenario = src.suffix.lower() in (".yaml", ".yml")
+    try:
+        if is_scenario:
+            sc = load_scenario(src)
+            inp = from_scenario(sc, args.nodes)
+            queue = args.queue or (sc.scheduler.queue if sc.is_stream else "fcfs")
+            header = []
+        else:
+            trace = read_swf(src)
+            inp = from_trace(trace, args.nodes, args.walltime_rule, args.walltime_factor)
+            queue = args.queue or "easy"
+            header = trace.header
+        queue_policy(queue)
+    except (ScenarioError, SwfError, QueuePolicyError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        rd = RunDir.create(args.output, kind="schedule", force=args.force,
+                           extra={"input": str(src), "queue": queue})
+    except RunDirError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        outcomes = run_schedule(inp, queue, args.kill_at_walltime)
+        summary = summarise(inp, outcomes, queue, args.kill_at_walltime, args.tau)
+        write_schedule(rd, inp, outcomes, summary, header)
+        if args.plot:
+            from .report import plot_gantt_chart, plot_queue_over_time
+
+            plot_gantt_chart(rd.file("jobs.parquet"), rd.file("gantt.png"), nodes=inp.nodes)
+            plot_queue_over_time(rd.file("jobs.parquet"), rd.file("utilisation.png"), nodes=inp.nodes)
+        summary["wall_s"] = time.perf_counter() - t0
+        rd.complete(wall_s=summary["wall_s"])
+    except SchedulerError as exc:
+        rd.fail(str(exc))
+        raise CliError(str(exc)) from None
+    except BaseException as exc:
+        rd.fail(f"{type(exc).__name__}: {exc}")
+        raise
+    m = summary["metrics"]
+    skipped = ", ".join(f"{v} {k}" for k, v in inp.skipped.items())
+    print(f"{rd.path}: {len(outcomes)} jobs on {inp.nodes} nodes, {queue}"
+          + (f" (not scheduled: {skipped})" if skipped else "") + f", {summary['wall_s']:.2f} s")
+    print(f"  wait mean {_fmt_s(m['mean_wait'])}, median {_fmt_s(m['median_wait'])}, p95 {_fmt_s(m['p95_wait'])}, "
+          f"max {_fmt_s(m['max_wait'])}; bounded slowdown mean {m['mean_bounded_slowdown']:.3g} (tau {args.tau:g} s)"
+          f"; utilisation {100 * m['utilisation']:.1f} %; makespan {_fmt_s(m['makespan'])}"
+          + (f"; {m['killed']} killed at their walltime" if args.kill_at_walltime else ""))
+    return EXIT_OK
+
+
 def register(sub) -> None:
+    p = sub.add_parser("schedule", help="schedule an SWF trace (or a stream scenario) with its own run times, no "
+                                        "network: schedule.swf, per-job table, metrics")
+    p.add_argument("input", metavar="TRACE.swf|SCENARIO.yaml",
+                   help="an SWF trace (.swf, .swf.gz) or a scenario (.yaml: its declared run times)")
+    p.add_argument("-o", "--output", metavar="DIR", required=True)
+    p.add_argument("--force", action="store_true", help="replace DIR if it holds an earlier hybridsim output")
+    p.add_argument("--nodes", type=int, metavar="N",
+                   help="nodes of the machine (default: the trace header's MaxNodes, else MaxProcs; a scenario's "
+                        "terminals)")
+    p.add_argument("--queue", metavar="POLICY",
+                   help="fcfs, easy, conservative, an installed hybridsim.queues entry point (sjf) or module:Class "
+                        "(default: easy for a trace, the scenario's own)")
+    p.add_argument("--walltime-rule", choices=("exact", "factor"), default="exact",
+                   help="walltime where the trace gives no requested time (field 9): the run time (exact, default) "
+                        "or --walltime-factor x the run time")
+    p.add_argument("--walltime-factor", type=float, default=2.0, metavar="F", help="for --walltime-rule factor (2)")
+    p.add_argument("--kill-at-walltime", action="store_true",
+                   help="end a job at its walltime when its run time is longer (a batch system's limit)")
+    p.add_argument("--tau", type=float, default=10.0, metavar="SECONDS", help="bounded-slowdown floor (10 s)")
+    p.add_argument("--plot", action="store_true", help="also draw gantt.png and utilisation.png")
+    p.set_defaults(func=cmd_schedule)
+
     p = sub.add_parser("scenario-from-swf",
                        help="a job-stream scenario from a Standard Workload Format trace")
     p.add_argument("trace", metavar="TRACE.swf")

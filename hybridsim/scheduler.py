@@ -348,12 +348,16 @@ class Scheduler:
 
     def _shadow(self, head: _Waiting, now: float) -> tuple[float, int]:
         """Shadow time of ``head`` and the terminals to spare then (the running jobs end by their walltimes)."""
-        avail = self._n_free
+        avail, shadow = self._n_free, None
         for end, size in sorted((r.estimated_end(now), r.size) for r in self._running.values()):
-            avail += size
-            if avail >= head.size:
-                return end, avail - head.size
-        raise AssertionError("unreachable: _check_can_ever_fit passed")
+            if shadow is not None and end > shadow:
+                break
+            avail += size  # every job ending at the shadow time frees its terminals for the extra ones
+            if shadow is None and avail >= head.size:
+                shadow = end
+        if shadow is None:
+            raise AssertionError("unreachable: _check_can_ever_fit passed")
+        return shadow, avail - head.size
 
 
 def _earliest_fit(times: list[float], avail: list[int], size: int, walltime: float) -> float:
