@@ -230,19 +230,33 @@ ITERATION_TIME_NS = {t: _KIND_TIME_NS[k] for t, k in _KIND.items()}
 SLOWDOWN_TAU_TRACE_S = 10.0
 
 
+#: the longest simulated time a mapped stream may reach (arrival + walltime), ns: 10^6 s, 11.6 simulated days
+MAX_SIMULATED_NS = 1e15
+#: LAMMPS replicas per dimension: the PPPM grid search grows with them (10^4 never ends)
+MAX_LAMMPS_REPLICAS = 64
+#: how a job without a requested time gets its walltime: its estimated simulated run time, or a factor of it
+WALLTIME_RULES = ("exact", "factor")
+
+
 @dataclass
 class SwfMapping:
-    """How a trace slice becomes jobs (``hybridsim scenario-from-swf`` options; times in trace seconds)."""
+    """How a trace slice becomes jobs (``hybridsim scenario-from-swf`` options; times in trace seconds).
+
+    ``time_scale`` (simulated ns per trace second) ``None`` picks it (:func:`choose_time_scale`): the smallest that
+    makes every job's iteration count fit its scaled run time within ``tolerance``, unless the stream would then last
+    beyond :data:`MAX_SIMULATED_NS`."""
 
     from_job: int | None = None          # first SWF job number kept
     jobs: int | None = None              # how many jobs (after the other filters)
     window: tuple[float | None, float | None] = (None, None)   # submit time range [start, end), trace seconds
-    time_scale: float = 1e3              # simulated ns per trace second (1 us)
+    time_scale: float | None = None      # simulated ns per trace second; None: chosen (see above)
     size_scale: float | None = None      # ranks per trace processor; None = terminals / the trace's MaxProcs
     templates: tuple[str, ...] = ("milc", "lammps", "nn")
     assign: str = "random"
     iteration_time: dict[str, float] = field(default_factory=dict)   # ns, overrides ITERATION_TIME_NS
+    walltime_rule: str = "factor"        # where the trace has no requested time: see WALLTIME_RULES
     walltime_factor: float = 2.0
+    tolerance: float = 0.05              # largest relative run-time error a job may take
     lammps_replicas: int = 2
     seed: int = 1
     queue: str = "easy"
@@ -265,17 +279,21 @@ class SwfMapping:
             raise SwfError(f"unknown queue policy {self.queue!r} (valid: {', '.join(QUEUE_POLICIES)})")
         if self.allocation not in ALLOCATION_POLICIES:
             raise SwfError(f"unknown allocation {self.allocation!r} (valid: {', '.join(ALLOCATION_POLICIES)})")
-        for name, v in (("time scale", self.time_scale), ("size scale", self.size_scale),
-                        ("walltime factor", self.walltime_factor)):
-            if v is not None and not (math.isfinite(v) and v > 0):
-                raise SwfError(f"{name} must be > 0, got {v}")
-        if self.jobs is not None and self.jobs < 1:
-            raise SwfError(f"--jobs must be >= 1, got {self.jobs}")
-        if self.lammps_replicas < 1:
-            raise SwfError(f"LAMMPS replicas must be >= 1, got {self.lammps_replicas}")
+        if self.walltime_rule not in WALLTIME_RULES:
+            raise SwfError(f"unknown walltime rule {self.walltime_rule!r} (valid: {', '.join(WALLTIME_RULES)})")
+        for name, v, lo, hi in (("time scale", self.time_scale, 0, 1e12), ("size scale", self.size_scale, 0, 1e6),
+                                ("walltime factor", self.walltime_factor, 1, 1e6),
+                                ("tolerance", self.tolerance, 0, 1)):
+            if v is not None and not (math.isfinite(v) and (lo < v if lo == 0 else lo <= v) and v <= hi):
+                raise SwfError(f"{name} must be in {'(' if lo == 0 else '['}{lo:g}, {hi:g}], got {v}")
+        if self.jobs is not None and not 1 <= self.jobs <= 10**8:
+            raise SwfError(f"--jobs must be in 1..10^8, got {self.jobs}")
+        if not 1 <= self.lammps_replicas <= MAX_LAMMPS_REPLICAS:
+            raise SwfError(f"LAMMPS replicas must be in 1..{MAX_LAMMPS_REPLICAS}, got {self.lammps_replicas}")
         for k, v in self.iteration_time.items():
-            if k not in TEMPLATES or not v > 0:
-                raise SwfError(f"iteration time {k}={v}: template must be one of {', '.join(TEMPLATES)}, time > 0")
+            if k not in TEMPLATES or not 1 <= v <= 1e12:
+                raise SwfError(f"iteration time {k}={v}: template must be one of {', '.join(TEMPLATES)}, time in "
+                               "1ns..1000s")
         lo, hi = self.window
         if lo is not None and hi is not None and hi <= lo:
             raise SwfError(f"empty time window [{lo}, {hi})")
@@ -397,25 +415,83 @@ def _procs(trace: SwfTrace) -> np.ndarray:
     return np.where(alloc > 0, alloc, req)
 
 
-def assign_templates(trace: SwfTrace, rows: np.ndarray, m: SwfMapping) -> list[str]:
+def assign_templates(trace: SwfTrace, rows: np.ndarray, m: SwfMapping) -> np.ndarray:
+    """Index into ``m.templates`` of each kept job."""
     rng = np.random.default_rng(m.seed)
     k = len(m.templates)
     drawn = rng.integers(0, k, size=len(rows))  # drawn for every job, so a rule's fallback is seed-stable
     if m.assign == "random":
-        pick = drawn
-    elif m.assign == "cycle":
-        pick = np.arange(len(rows)) % k
-    else:
-        key = trace.col("app" if m.assign == "application" else "user")[rows]
-        pick = np.where(key >= 0, np.mod(key, k).astype(np.int64), drawn)
-    return [m.templates[int(i)] for i in pick]
+        return drawn
+    if m.assign == "cycle":
+        return np.arange(len(rows)) % k
+    key = trace.col("app" if m.assign == "application" else "user")[rows]
+    return np.where(key >= 0, np.mod(key, k).astype(np.int64), drawn)
 
 
-def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping
-             ) -> tuple[list[dict], list[StreamJob], SwfSelection, dict]:
-    """Scenario job mappings (with ``arrival`` and ``walltime``) for a slice of ``trace``; the same jobs as the
-    scheduler sees them, with the estimated run time (iterations x iteration time, ns); what was selected; the
-    scales used (``size_scale``, ``slowdown_tau`` ns)."""
+def choose_time_scale(run_s: np.ndarray, it_ns: np.ndarray, span_s: float, tolerance: float) -> tuple[float, str]:
+    """The time scale (ns per trace second) for jobs of trace run times ``run_s`` mapped to iterations of ``it_ns``:
+    the smallest, rounded up to 3 significant digits, that gives every job at least ``0.5 / tolerance`` iterations
+    (rounding to whole iterations then costs at most ``tolerance``); if the stream would then last longer than
+    :data:`MAX_SIMULATED_NS` (``span_s`` trace seconds from the first submit to the last walltime), the largest that
+    stays within it. Returns the scale and why."""
+    need = float(np.max(0.5 / tolerance * it_ns / run_s))
+    scale = _round_sig(need, up=True)
+    cap = MAX_SIMULATED_NS / span_s if span_s > 0 else math.inf
+    if scale <= cap:
+        return scale, (f"chosen: the smallest that gives every job >= {0.5 / tolerance:g} iterations "
+                       f"(within {100 * tolerance:g} %)")
+    scale = _round_sig(cap, up=False)
+    return scale, (f"chosen: {format_duration(_round_sig(need, up=True))} per trace second would fit every job, but "
+                   f"the stream would last beyond {MAX_SIMULATED_NS / 1e9:g} s; capped")
+
+
+def _round_sig(x: float, up: bool, digits: int = 3) -> float:
+    e = math.floor(math.log10(x)) - digits + 1
+    f = 10.0 ** e
+    return (math.ceil(x / f - 1e-9) if up else max(1, math.floor(x / f + 1e-9))) * f
+
+
+@dataclass
+class MappedJobs:
+    """A trace slice as jobs: per-job arrays (kept-job order), the selection, the scales and the distortion.
+
+    ``distortion`` (:data:`DISTORTION_COLUMNS`) says, per job, how far its simulated run time (iterations x the
+    template's iteration time, the same estimate the dry run uses) is from its trace run time scaled, and how far its
+    rank count is from its processor count scaled; ``within`` whether the run-time error is within the tolerance,
+    ``why`` the reason it is not."""
+
+    selection: SwfSelection
+    time_scale: float
+    time_scale_note: str
+    size_scale: float
+    slowdown_tau: float
+    template: list[str]
+    names: list[str]
+    ranks: np.ndarray
+    iterations: np.ndarray
+    arrival: np.ndarray          # ns
+    walltime: np.ndarray         # ns
+    estimate: np.ndarray         # ns: iterations x iteration time
+    distortion: dict[str, np.ndarray | list]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def stream(self) -> list[StreamJob]:
+        """The jobs as the scheduler sees them, with their estimated run time."""
+        return [StreamJob(n, int(r), float(a), float(w), float(e)) for n, r, a, w, e in
+                zip(self.names, self.ranks.tolist(), self.arrival.tolist(), self.walltime.tolist(),
+                    self.estimate.tolist())]
+
+
+DISTORTION_COLUMNS = ("job", "line", "name", "template", "trace_run_s", "target_ns", "iteration_ns", "iterations",
+                      "estimate_ns", "run_error_pct", "within", "trace_procs", "wanted_ranks", "ranks",
+                      "size_error_pct", "why")
+
+
+def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping) -> MappedJobs:
+    """Map a slice of ``trace`` onto ``n_terminals`` (vectorised: linear in the trace). Errors name the trace line
+    and field of a job whose mapped times would pass :data:`MAX_SIMULATED_NS`."""
     m.check()
     sel = select_jobs(trace, m)
     rows = sel.rows
@@ -423,84 +499,148 @@ def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping
     if size_scale is None:
         ref = trace.max_procs or int(_procs(trace)[rows].max())
         size_scale = n_terminals / ref
-    it_ns = {**ITERATION_TIME_NS, **m.iteration_time}
-    templates = assign_templates(trace, rows, m)
+    it_by_tpl = {**ITERATION_TIME_NS, **m.iteration_time}
+    pick = assign_templates(trace, rows, m)
+    it = np.array([it_by_tpl[t] for t in m.templates])[pick]
     submit, procs, run = trace.col("submit")[rows], _procs(trace)[rows], trace.col("run")[rows]
     req, jobno, lines = trace.col("req_time")[rows], trace.col("job")[rows].astype(np.int64), trace.lines[rows]
-    fitted: dict[tuple[str, float], int] = {}
-    names: set[str] = set()
-    jobs, stream = [], []
-    for i, tpl in enumerate(templates):
-        key = (tpl, procs[i])
-        if key not in fitted:
-            fitted[key] = fit_ranks(tpl, procs[i] * size_scale, n_terminals, m.lammps_replicas)
-        ranks = fitted[key]
-        it = it_ns[tpl]
-        iterations = max(1, int(round(run[i] * m.time_scale / it)))
-        walltime = req[i] * m.time_scale if req[i] > 0 else m.walltime_factor * iterations * it
-        workload = template_workload(tpl, ranks, m.lammps_replicas, it)
-        name = f"j{jobno[i]}-{tpl}"
-        if name in names:  # a job number used twice in the trace: the line number tells them apart
-            name = f"j{jobno[i]}-line{lines[i]}-{tpl}"
-        names.add(name)
-        arrival = (submit[i] - submit[0]) * m.time_scale
-        jobs.append({"name": name, "ranks": ranks, "iterations": iterations, "arrival": format_duration(arrival),
-                     "walltime": format_duration(walltime), "workload": workload})
-        stream.append(StreamJob(name, ranks, arrival, walltime, iterations * it))
-    return jobs, stream, sel, {"size_scale": size_scale, "slowdown_tau": SLOWDOWN_TAU_TRACE_S * m.time_scale}
+    rel = submit - submit[0]
+    wall_trace = np.where(req > 0, req, run * (m.walltime_factor if m.walltime_rule == "factor" else 1.0))
+    if m.time_scale is None:
+        scale, note = choose_time_scale(run, it, float(np.max(rel + wall_trace * (1 + m.tolerance))), m.tolerance)
+    else:
+        scale, note = m.time_scale, "given"
+    target = run * scale
+    iterations = np.maximum(1, np.rint(target / it)).astype(np.int64)
+    estimate = iterations * it
+    walltime = np.where(req > 0, req * scale, estimate * (m.walltime_factor if m.walltime_rule == "factor" else 1.0))
+    arrival = rel * scale
+    for what, col, arr in (("arrival", "submit", arrival), ("walltime", "req_time", arrival + walltime),
+                           ("run time", "run", arrival + estimate)):
+        over = np.flatnonzero(arr > MAX_SIMULATED_NS)
+        if len(over):
+            i = over[0]
+            c = col if col != "req_time" or req[i] > 0 else "run"
+            raise SwfError(f"{trace.source}:{lines[i]}: field {COL[c] + 1} ({c}) = {trace.jobs[rows[i], COL[c]]:g}: "
+                           f"the job's {what} would end at {arr[i]:.4g} ns with {format_duration(scale)} per trace "
+                           f"second, beyond the {MAX_SIMULATED_NS:g} ns a mapped stream may last ({len(over)} such "
+                           "job(s)); choose a smaller --time-scale or a shorter --window")
+    # ranks: one fit per (template, processor count)
+    fitted: dict[tuple[int, float], int] = {}
+    ranks = np.empty(len(rows), dtype=np.int64)
+    pl = procs.tolist()
+    for i, (t, p) in enumerate(zip(pick.tolist(), pl)):
+        r = fitted.get((t, p))
+        if r is None:
+            r = fitted[(t, p)] = fit_ranks(m.templates[t], p * size_scale, n_terminals, m.lammps_replicas)
+        ranks[i] = r
+    template = [m.templates[t] for t in pick.tolist()]
+    names = [f"j{n}-{t}" for n, t in zip(jobno.tolist(), template)]
+    if len(set(names)) < len(names):  # a job number used twice in the trace: the line number tells them apart
+        seen: set[str] = set()
+        for i, nm in enumerate(names):
+            if nm in seen:
+                names[i] = f"j{jobno[i]}-line{lines[i]}-{template[i]}"
+            seen.add(names[i])
+    err = (estimate - target) / target
+    within = np.abs(err) <= m.tolerance + 1e-12
+    why = [""] * len(rows)
+    for i in np.flatnonzero(~within).tolist():
+        x = target[i] / it[i]
+        if x < 0.5:
+            why[i] = (f"{run[i]:g} s x {format_duration(scale)} = {format_duration(target[i])} is under half an "
+                      f"iteration of {template[i]} ({format_duration(it[i])}): rounded up to 1")
+        else:
+            why[i] = (f"{run[i]:g} s x {format_duration(scale)} = {x:.3g} iterations of {template[i]} "
+                      f"({format_duration(it[i])}): whole iterations miss by {100 * err[i]:+.1f} %")
+    wanted = procs * size_scale
+    distortion = {"job": jobno, "line": lines, "name": names, "template": template, "trace_run_s": run,
+                  "target_ns": target, "iteration_ns": it, "iterations": iterations, "estimate_ns": estimate,
+                  "run_error_pct": 100 * err, "within": within, "trace_procs": procs.astype(np.int64),
+                  "wanted_ranks": wanted, "ranks": ranks, "size_error_pct": 100 * (ranks - wanted) / wanted,
+                  "why": why}
+    return MappedJobs(sel, scale, note, size_scale, SLOWDOWN_TAU_TRACE_S * scale, template, names, ranks, iterations,
+                      arrival, walltime, estimate, distortion)
 
 
-def check_jobs(jobs: list[dict]) -> None:
-    """Each job mapping, less the stream fields, is a valid scenario job (workload shape, rank product)."""
+def job_mappings(mj: MappedJobs, m: SwfMapping):
+    """The scenario job mappings (with ``arrival`` and ``walltime``), one at a time (a stream may hold 10^6)."""
+    it_by_tpl = {**ITERATION_TIME_NS, **m.iteration_time}
+    workloads: dict[tuple[str, int], dict] = {}
+    for name, tpl, r, n_it, a, w in zip(mj.names, mj.template, mj.ranks.tolist(), mj.iterations.tolist(),
+                                        mj.arrival.tolist(), mj.walltime.tolist()):
+        wl = workloads.get((tpl, r))
+        if wl is None:
+            wl = workloads[(tpl, r)] = template_workload(tpl, r, m.lammps_replicas, it_by_tpl[tpl])
+        yield {"name": name, "ranks": r, "iterations": n_it, "arrival": format_duration(a),
+               "walltime": format_duration(w), "workload": wl}
+
+
+def check_jobs(mj: MappedJobs, m: SwfMapping) -> None:
+    """Each distinct (template, rank count) of the mapping, less the stream fields, is a valid scenario job
+    (workload shape, rank product); iteration counts are bounded by :data:`MAX_SIMULATED_NS` already."""
     from pydantic import ValidationError
 
     from .scenario import Job
 
-    for j in jobs:
+    seen = set()
+    for tpl, r in zip(mj.template, mj.ranks.tolist()):
+        if (tpl, r) in seen:
+            continue
+        seen.add((tpl, r))
+        j = {"name": f"probe-{tpl}-{r}", "ranks": r, "iterations": 1,
+             "workload": template_workload(tpl, r, m.lammps_replicas)}
         try:
-            Job.model_validate({k: v for k, v in j.items() if k not in ("arrival", "walltime")})
+            Job.model_validate(j)
         except ValidationError as exc:  # a mapping bug, not bad input
             raise AssertionError(f"scenario-from-swf made an invalid job {j['name']}: {exc}") from None
 
 
 @dataclass
 class SwfScenario:
-    """What :func:`scenario_from_swf` makes: the scenario mapping, its provenance comment lines, and the jobs as the
-    scheduler sees them (estimated run times) with the bounded-slowdown floor (ns), for a dry run."""
+    """What :func:`scenario_from_swf` makes: the scenario sections (less ``jobs``), a generator of its job mappings,
+    its provenance comment lines, and the mapped jobs (arrays, distortion, the stream for a dry run)."""
 
     data: dict
+    jobs: object                 # iterator of job mappings
     notes: list[str]
-    stream: list[StreamJob]
-    slowdown_tau: float
+    mapped: MappedJobs
+
+    @property
+    def slowdown_tau(self) -> float:
+        return self.mapped.slowdown_tau
 
 
 def scenario_from_swf(trace: SwfTrace, base: dict, n_terminals: int, m: SwfMapping) -> SwfScenario:
     """The scenario for a slice of ``trace``: ``base``'s sections, its ``jobs`` and ``placement`` replaced by the
     trace jobs and a ``scheduler`` section."""
-    jobs, stream, sel, scales = map_jobs(trace, n_terminals, m)
-    check_jobs(jobs)
-    used = [t for t in m.templates if any(j["workload"]["kind"] == _KIND[t] for j in jobs)]
+    mj = map_jobs(trace, n_terminals, m)
+    check_jobs(mj, m)
+    sel = mj.selection
+    used = [t for t in m.templates if t in set(mj.template)]
     first, last = int(trace.col("job")[sel.rows[0]]), int(trace.col("job")[sel.rows[-1]])
     name = base.get("name") or Path(trace.source).stem
-    out: dict = {"name": f"{name}-swf-{len(jobs)}jobs",
-                 "description": f"{len(jobs)} jobs (SWF job numbers {first}..{last}) of {Path(trace.source).name} "
+    n = len(mj)
+    out: dict = {"name": f"{name}-swf-{n}jobs",
+                 "description": f"{n} jobs (SWF job numbers {first}..{last}) of {Path(trace.source).name} "
                                 f"on {n_terminals} terminals",
                  "seed": m.seed}
     for k, v in base.items():
         if k not in ("name", "description", "seed", "jobs", "placement", "scheduler"):
             out[k] = v
     out["scheduler"] = {"queue": m.queue, "allocation": m.allocation,
-                        "slowdown_tau": format_duration(scales["slowdown_tau"])}
-    out["jobs"] = jobs
-    notes = [f"source: {trace.source} ({len(trace.jobs)} jobs; kept {len(jobs)}, SWF jobs {first}..{last})",
-             f"time: 1 trace second -> {format_duration(m.time_scale)}; sizes: x{scales['size_scale']:.4g} "
-             f"processors -> ranks (2^a 3^b, valid per template); bounded-slowdown floor "
+                        "slowdown_tau": format_duration(mj.slowdown_tau)}
+    rule = (f"{m.walltime_factor:g} x the estimated run time" if m.walltime_rule == "factor"
+            else "the estimated run time (exact)")
+    notes = [f"source: {trace.source} ({len(trace.jobs)} jobs; kept {n}, SWF jobs {first}..{last})",
+             f"time: 1 trace second -> {format_duration(mj.time_scale)} ({mj.time_scale_note}); sizes: "
+             f"x{mj.size_scale:.4g} processors -> ranks (2^a 3^b, valid per template); bounded-slowdown floor "
              f"{SLOWDOWN_TAU_TRACE_S:g} trace s",
              f"templates {', '.join(m.templates)} by rule '{m.assign}' (seed {m.seed}); used: {', '.join(used)}",
-             "iterations = trace run time x time scale / iteration time ("
+             "iterations = round(trace run time x time scale / iteration time), at least 1 ("
              + ", ".join(f"{t} {format_duration(v)}" for t, v in {**ITERATION_TIME_NS, **m.iteration_time}.items()
                          if t in m.templates) + ")",
-             f"walltime = requested time x time scale, else {m.walltime_factor:g} x iterations x iteration time"]
+             f"walltime = requested time x time scale, else {rule}"]
     if sel.skipped:
         notes.append("skipped in the slice: " + ", ".join(f"{v} ({k})" for k, v in sel.skipped.items()))
-    return SwfScenario(out, notes, stream, scales["slowdown_tau"])
+    return SwfScenario(out, job_mappings(mj, m), notes, mj)
