@@ -142,8 +142,8 @@ def _write_distortion(mj, path: Path) -> None:
 def cmd_scenario_from_swf(args) -> int:
     import yaml
 
-    from .scheduler import dry_run, stream_metrics
-    from .swf import SwfError, SwfMapping, read_swf, scenario_from_swf
+    from .scheduler import dry_run_times, metrics_of
+    from .swf import SwfError, SwfMapping, job_lines, read_swf, scenario_from_swf
     from .units import parse_time_ns
 
     out = Path(args.output)
@@ -181,8 +181,9 @@ def cmd_scenario_from_swf(args) -> int:
         raise CliError(str(exc)) from None
     scen, notes, mj = made.data, list(made.notes), made.mapped
     notes += _distortion_lines(mj, mapping.tolerance, table)
-    outcomes = dry_run(mj.stream(), shape, mapping.queue, mapping.allocation, mapping.seed)
-    m = stream_metrics(outcomes, n_terminals, made.slowdown_tau, by_size=False)
+    start, end, killed = dry_run_times(mj.ranks, mj.arrival, mj.walltime, mj.estimate, shape, mapping.queue,
+                                       mapping.allocation, mapping.seed)
+    m = metrics_of(mj.arrival, start, end, mj.ranks, killed, n_terminals, made.slowdown_tau, by_size=False)
     estimate = (f"dry run with the estimated run times: makespan {_human(m['makespan'])}, wait mean "
                 f"{_human(m['mean_wait'])}, p95 {_human(m['p95_wait'])}, max {_human(m['max_wait'])}; mean "
                 f"bounded slowdown {m['mean_bounded_slowdown']:.2f}, utilisation {100 * m['utilisation']:.1f} %")
@@ -202,7 +203,7 @@ def cmd_scenario_from_swf(args) -> int:
             fh.write("".join(f"# {h}\n" for h in head) + "".join(f"#   {h}\n" for h in trace.header))
             fh.write(yaml.safe_dump(scen, sort_keys=False, default_flow_style=None, width=120))
             fh.write("jobs:\n")
-            fh.writelines(f"- {flow_yaml(j)}\n" for j in made.jobs)  # one job a line: a stream has thousands
+            fh.writelines(job_lines(mj, mapping, flow_yaml))  # one job a line: a stream has thousands
         for tmp, target in tmps:
             os.replace(tmp, target)
     except OSError as exc:

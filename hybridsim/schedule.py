@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .scheduler import JobOutcome, StreamJob, dry_run, size_class, stream_metrics
+from .scheduler import bounded_slowdown, dry_run_times, metrics_of, size_class
 from .swf import COL, FIELDS, SwfError, SwfTrace
 
 WALLTIME_RULES = ("exact", "factor")
@@ -42,13 +42,16 @@ NS = 1e9
 
 @dataclass
 class ScheduleInput:
-    """The jobs to schedule (``stream``: ``job_id`` = row index), in seconds; how many nodes; where they came from."""
+    """The jobs to schedule (arrays, arrival order), in seconds; how many nodes; where they came from."""
 
     source: str
     kind: str                                  # "swf" or "scenario"
     nodes: int
-    stream: list[StreamJob]
-    numbers: np.ndarray                        # SWF job number per stream job
+    size: np.ndarray
+    arrival: np.ndarray
+    walltime: np.ndarray
+    run_time: np.ndarray
+    numbers: np.ndarray                        # SWF job number per job
     names: list[str]
     lines: np.ndarray                          # trace line per stream job (0: scenario)
     trace: SwfTrace | None = None
@@ -93,12 +96,10 @@ def from_trace(trace: SwfTrace, nodes: int | None = None, walltime_rule: str = "
                        "job(s); give --nodes)")
     rows = rows[np.argsort(submit[rows], kind="stable")]  # the scheduler takes jobs in arrival order
     wall, note = _walltimes(run[rows], trace.col("req_time")[rows], walltime_rule, walltime_factor)
-    stream = [StreamJob(i, int(p), float(s), float(w), float(r))
-              for i, (p, s, w, r) in enumerate(zip(procs[rows].tolist(), submit[rows].tolist(), wall.tolist(),
-                                                   run[rows].tolist()))]
     numbers = trace.col("job")[rows].astype(np.int64)
-    return ScheduleInput(trace.source, "swf", int(nodes), stream, numbers, [str(n) for n in numbers.tolist()],
-                         trace.lines[rows], trace, rows, {k: v for k, v in skipped.items() if v}, note)
+    return ScheduleInput(trace.source, "swf", int(nodes), procs[rows].astype(np.int64), submit[rows], wall,
+                         run[rows], numbers, [str(n) for n in numbers.tolist()], trace.lines[rows], trace, rows,
+                         {k: v for k, v in skipped.items() if v}, note)
 
 
 def _header_nodes(trace: SwfTrace) -> int | None:
@@ -122,97 +123,91 @@ def declared_run_time(job) -> float:
 
 def from_scenario(scenario, nodes: int | None = None) -> ScheduleInput:
     """A stream scenario's jobs (background jobs left out: they never end), on its terminals (or ``nodes``), in s."""
-    names, stream, skipped = [], [], 0
-    for i, j in enumerate(scenario.jobs):
-        if j.is_background or j.iterations is None:
-            skipped += 1
-            continue
-        run = declared_run_time(j) / NS
-        stream.append(StreamJob(len(stream), j.ranks, j.arrival / NS, j.estimated_walltime() / NS, run))
-        names.append(j.name)
-    if not stream:
+    keep = [(k, j) for k, j in enumerate(scenario.jobs) if not (j.is_background or j.iterations is None)]
+    skipped = len(scenario.jobs) - len(keep)
+    if not keep:
         raise SwfError("the scenario has no job that ends (only background jobs)")
+    keep.sort(key=lambda kj: kj[1].arrival)  # stable: scenario order among equal arrivals
     n = int(nodes or scenario.topology.n_terminals)
-    big = [s for s in stream if s.size > n]
+    big = [j for _, j in keep if j.ranks > n]
     if big:
-        raise SwfError(f"job {names[big[0].job_id]!r} needs {big[0].size} nodes, more than the {n} scheduled")
-    order = sorted(range(len(stream)), key=lambda k: stream[k].arrival)
-    stream = [StreamJob(new, stream[k].size, stream[k].arrival, stream[k].walltime, stream[k].run_time)
-              for new, k in enumerate(order)]
-    names = [names[k] for k in order]
-    index = {j.name: k + 1 for k, j in enumerate(scenario.jobs)}
-    return ScheduleInput(scenario.name if hasattr(scenario, "name") else "scenario", "scenario", n, stream,
-                         np.array([index[nm] for nm in names], dtype=np.int64), names, np.zeros(len(names), np.int64),
-                         skipped={"background job (never ends)": skipped} if skipped else {},
-                         walltime_note="the job's walltime (default: its estimated_walltime)")
+        raise SwfError(f"job {big[0].name!r} needs {big[0].ranks} nodes, more than the {n} scheduled")
+    return ScheduleInput(
+        str(getattr(scenario, "name", "scenario")), "scenario", n,
+        np.array([j.ranks for _, j in keep], dtype=np.int64), np.array([j.arrival / NS for _, j in keep]),
+        np.array([j.estimated_walltime() / NS for _, j in keep]),
+        np.array([declared_run_time(j) / NS for _, j in keep]), np.array([k + 1 for k, _ in keep], dtype=np.int64),
+        [j.name for _, j in keep], np.zeros(len(keep), np.int64),
+        skipped={"background job (never ends)": skipped} if skipped else {},
+        walltime_note="the job's walltime (default: its estimated_walltime)")
 
 
-def run_schedule(inp: ScheduleInput, queue: str = "easy", kill_at_walltime: bool = False) -> list[JobOutcome]:
-    """Start and end of every job of ``inp`` (order of ``inp.stream``)."""
-    return dry_run(inp.stream, inp.nodes, queue, "contiguous", 0, kill_at_walltime)
+@dataclass
+class Schedule:
+    """Start and end of every job of a :class:`ScheduleInput` (same order), and whether it was killed."""
+
+    start: np.ndarray
+    end: np.ndarray
+    killed: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start)
 
 
-def jobs_table(inp: ScheduleInput, outcomes: list[JobOutcome], tau: float):
+def run_schedule(inp: ScheduleInput, queue: str = "easy", kill_at_walltime: bool = False) -> Schedule:
+    """Schedule ``inp`` (:func:`hybridsim.scheduler.dry_run_times`, contiguous allocation)."""
+    return Schedule(*dry_run_times(inp.size, inp.arrival, inp.walltime, inp.run_time, inp.nodes, queue,
+                                   "contiguous", 0, kill_at_walltime))
+
+
+def jobs_table(inp: ScheduleInput, out: Schedule, tau: float):
     """The per-job table (:data:`TABLE_COLUMNS`) as a pyarrow Table, in seconds."""
     import pyarrow as pa
 
-    arrival = np.array([o.arrival for o in outcomes])
-    start = np.array([o.start for o in outcomes])
-    end = np.array([o.end for o in outcomes])
-    run = end - start
-    wait = start - arrival
-    size = np.array([o.size for o in outcomes], dtype=np.int64)
-    from .scheduler import bounded_slowdown
-
+    run, wait = out.end - out.start, out.start - inp.arrival
     cols = {
         "job": pa.array(inp.numbers, pa.int64()),
         "name": pa.array(inp.names, pa.string()),
         "line": pa.array(inp.lines, pa.int64()),
-        "size": pa.array(size, pa.int64()),
-        "size_class": pa.array([size_class(s) for s in size.tolist()], pa.string()),
-        "submit": pa.array(arrival), "start": pa.array(start), "end": pa.array(end), "wait": pa.array(wait),
-        "run_time": pa.array(run),
-        "input_run_time": pa.array(np.array([s.run_time for s in inp.stream])),
-        "walltime": pa.array(np.array([o.walltime for o in outcomes])),
-        "response": pa.array(end - arrival),
+        "size": pa.array(inp.size, pa.int64()),
+        "size_class": pa.array([size_class(s) for s in inp.size.tolist()], pa.string()),
+        "submit": pa.array(inp.arrival), "start": pa.array(out.start), "end": pa.array(out.end),
+        "wait": pa.array(wait), "run_time": pa.array(run), "input_run_time": pa.array(inp.run_time),
+        "walltime": pa.array(inp.walltime), "response": pa.array(out.end - inp.arrival),
         "bounded_slowdown": pa.array(np.atleast_1d(bounded_slowdown(wait, run, tau))),
-        "killed": pa.array([o.killed for o in outcomes], pa.bool_()),
+        "killed": pa.array(out.killed, pa.bool_()),
     }
     return pa.table(cols)
 
 
-def _num(v: float) -> str:
-    return str(int(v)) if v == int(v) else f"{v:.10g}"
-
-
-def swf_text(inp: ScheduleInput, outcomes: list[JobOutcome], header: list[str]) -> str:
-    """``schedule.swf``: for a trace, every input line in the trace's order (job lines with the wait filled in, those
-    not scheduled unchanged); for a scenario, one line per job (submit, run, size, requested time = walltime)."""
-    lines = [h for h in header]
+def swf_text(inp: ScheduleInput, out: Schedule, header: list[str]):
+    """``schedule.swf``, line by line: for a trace, every input line in the trace's order (job lines with the wait
+    filled in, those not scheduled unchanged); for a scenario, one line per job (submit, run, size, requested time
+    = walltime)."""
     if inp.trace is not None:
         jobs = inp.trace.jobs.copy()
-        for o in outcomes:
-            r = inp.rows[o.job_id]
-            jobs[r, COL["wait"]] = o.start - o.arrival
-            if o.killed:
-                jobs[r, COL["run"]] = o.end - o.start
-                jobs[r, COL["status"]] = 0
+        jobs[inp.rows, COL["wait"]] = out.start - inp.arrival
+        k = inp.rows[out.killed]
+        jobs[k, COL["run"]] = (out.end - out.start)[out.killed]
+        jobs[k, COL["status"]] = 0
     else:
-        jobs = np.full((len(outcomes), len(FIELDS)), -1.0)
-        for o in outcomes:
-            row = jobs[o.job_id]
-            row[COL["job"]] = inp.numbers[o.job_id]
-            row[COL["submit"]], row[COL["wait"]], row[COL["run"]] = o.arrival, o.start - o.arrival, o.end - o.start
-            row[COL["procs"]] = row[COL["req_procs"]] = o.size
-            row[COL["req_time"]] = o.walltime if math.isfinite(o.walltime) else -1
-            row[COL["status"]] = 0 if o.killed else 1
+        jobs = np.full((len(out), len(FIELDS)), -1.0)
+        jobs[:, COL["job"]] = inp.numbers
+        jobs[:, COL["submit"]], jobs[:, COL["wait"]] = inp.arrival, out.start - inp.arrival
+        jobs[:, COL["run"]] = out.end - out.start
+        jobs[:, COL["procs"]] = jobs[:, COL["req_procs"]] = inp.size
+        jobs[:, COL["req_time"]] = np.where(np.isfinite(inp.walltime), inp.walltime, -1)
+        jobs[:, COL["status"]] = np.where(out.killed, 0, 1)
+    yield from (h + "\n" for h in header)
     ints = (jobs == np.round(jobs)).all(axis=0)
-    for row in jobs.tolist():
-        lines.append(" ".join(str(int(v)) if ints[k] else _num(v) for k, v in enumerate(row)))
-    return "\n".join(lines) + "\n"
+    for lo in range(0, len(jobs), 65536):
+        block = jobs[lo:lo + 65536]
+        cols = [block[:, c].astype(np.int64).astype(str) if ints[c] else np.char.mod("%.10g", block[:, c])
+                for c in range(len(FIELDS))]
+        yield "\n".join(" ".join(row) for row in zip(*[c.tolist() for c in cols])) + "\n"
 
 
-def write_schedule(rd, inp: ScheduleInput, outcomes: list[JobOutcome], summary: dict, header: list[str]) -> None:
+def write_schedule(rd, inp: ScheduleInput, out: Schedule, summary: dict, header: list[str]) -> None:
     """Write the tables and the SWF into the run directory ``rd`` (files atomically)."""
     import os
 
@@ -221,21 +216,24 @@ def write_schedule(rd, inp: ScheduleInput, outcomes: list[JobOutcome], summary: 
 
     from .rundir import write_json_atomic
 
-    table = jobs_table(inp, outcomes, summary["slowdown_tau_s"])
+    table = jobs_table(inp, out, summary["slowdown_tau_s"])
+
+    def swf(path):
+        with open(path, "w") as fh:
+            fh.writelines(swf_text(inp, out, header))
+
     for name, write in (("jobs.parquet", lambda p: pq.write_table(table, p)),
-                        ("jobs.csv", lambda p: pacsv.write_csv(table, p)),
-                        ("schedule.swf", lambda p: Path(p).write_text(swf_text(inp, outcomes, header)))):
+                        ("jobs.csv", lambda p: pacsv.write_csv(table, p)), ("schedule.swf", swf)):
         tmp = rd.file(name + ".partial")
         write(str(tmp))
         os.replace(tmp, rd.file(name))
     write_json_atomic(rd.file("summary.json"), summary)
 
 
-def summarise(inp: ScheduleInput, outcomes: list[JobOutcome], queue: str, kill: bool, tau: float) -> dict:
+def summarise(inp: ScheduleInput, out: Schedule, queue: str, kill: bool, tau: float) -> dict:
     """``summary.json``: the input, the scheduler and the metrics (seconds)."""
     return {"source": inp.source, "input": inp.kind, "nodes": inp.nodes, "queue": queue,
             "walltime": inp.walltime_note, "kill_at_walltime": kill, "slowdown_tau_s": tau,
-            "jobs_in_input": (len(inp.trace.jobs) if inp.trace is not None else len(inp.stream)
-                              + sum(inp.skipped.values())),
-            "jobs_scheduled": len(outcomes), "not_scheduled": inp.skipped,
-            "metrics": stream_metrics(outcomes, inp.nodes, tau)}
+            "jobs_in_input": len(inp.trace.jobs) if inp.trace is not None else len(out) + sum(inp.skipped.values()),
+            "jobs_scheduled": len(out), "not_scheduled": inp.skipped,
+            "metrics": metrics_of(inp.arrival, out.start, out.end, inp.size, out.killed, inp.nodes, tau)}

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Iterator, Sequence
 
@@ -69,9 +69,6 @@ class _Waiting:
     def __init__(self, arrival: float, seq: int, job_id: Hashable, size: int, walltime: float):
         self.arrival, self.seq, self.job_id, self.size, self.walltime = arrival, seq, job_id, size, walltime
         self.alive = True
-
-    def __lt__(self, other: "_Waiting") -> bool:  # the heap of future arrivals: (arrival, submission)
-        return (self.arrival, self.seq) < (other.arrival, other.seq)
 
 
 class _Queue:
@@ -134,15 +131,13 @@ class _Queue:
             self._head = 0
 
 
-@dataclass(frozen=True)
 class _Running:
-    size: int
-    start: float
-    walltime: float
-    terminals: np.ndarray
+    """A running job; ``key`` = ``(start + walltime, start order, size)``, its place in the sorted estimated ends."""
 
-    def estimated_end(self, now: float) -> float:
-        return max(self.start + self.walltime, now)
+    __slots__ = ("size", "start", "walltime", "terminals", "key")
+
+    def __init__(self, size: int, start: float, walltime: float, terminals: np.ndarray, key: tuple):
+        self.size, self.start, self.walltime, self.terminals, self.key = size, start, walltime, terminals, key
 
 
 class Scheduler:
@@ -181,9 +176,11 @@ class Scheduler:
         self.n_terminals = len(self._order)
         self._free = np.ones(self.n_terminals, dtype=bool)  # indexed by terminal id
         self._n_free = self.n_terminals
-        self._future: list[_Waiting] = []  # heap of jobs not yet arrived, by (arrival, submission)
+        self._future: list[tuple[float, int, _Waiting]] = []  # heap of jobs not yet arrived: (arrival, seq, job)
         self._queue = _Queue()             # arrived and not started, in service order
         self._running: dict[Hashable, _Running] = {}
+        self._ends: list[tuple[float, int, int]] = []  # the running jobs' keys, sorted: estimated end first
+        self._n_started = 0
         self._forever = 0                  # terminals held by running jobs that never end (walltime inf)
         self._known: set[Hashable] = set()
         self._now = -math.inf
@@ -208,7 +205,8 @@ class Scheduler:
         if arrival < self._now:
             raise SchedulerError(f"job {job_id!r}: arrival {arrival} is before the scheduler's time {self._now}")
         self._known.add(job_id)
-        heapq.heappush(self._future, _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime)))
+        w = _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime))
+        heapq.heappush(self._future, (w.arrival, w.seq, w))
         self._seq += 1
 
     def next_decisions(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
@@ -216,8 +214,8 @@ class Scheduler:
         every job that ended at ``now``."""
         self._advance(now)
         queue, key = self._queue, self.policy.key
-        while self._future and self._future[0].arrival <= now:
-            w = heapq.heappop(self._future)
+        while self._future and self._future[0][0] <= now:
+            w = heapq.heappop(self._future)[2]
             queue.push((*key(w), w.arrival, w.seq), w)
         started: list[tuple[Hashable, np.ndarray]] = []
         while queue and queue.first().size <= self._n_free:  # the head of the queue, as long as it fits
@@ -241,6 +239,7 @@ class Scheduler:
             raise SchedulerError(f"job {job_id!r} is not running") from None
         self._free[run.terminals] = True
         self._n_free += run.size
+        del self._ends[bisect_left(self._ends, run.key)]
         if math.isinf(run.walltime):
             self._forever -= run.size
         return run.terminals
@@ -248,7 +247,7 @@ class Scheduler:
     def next_event_time(self) -> float | None:
         """When the next job not yet seen arrives (not before the last time seen; ``None``: no job still to arrive).
         Job ends are the driver's."""
-        return max(self._future[0].arrival, self._now) if self._future else None
+        return max(self._future[0][0], self._now) if self._future else None
 
     # ------------------------------------------------------------------------------------------------ state
     @property
@@ -263,7 +262,7 @@ class Scheduler:
     @property
     def waiting(self) -> list[Hashable]:
         """Jobs submitted and not started (arrived or not), in queue order."""
-        return [w.job_id for w in list(self._queue) + sorted(self._future)]
+        return [w.job_id for w in list(self._queue)] + [f[2].job_id for f in sorted(self._future)]
 
     @property
     def queued(self) -> int:
@@ -284,7 +283,10 @@ class Scheduler:
         self._n_free -= w.size
         if math.isinf(w.walltime):
             self._forever += w.size
-        self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals)
+        key = (now + w.walltime, self._n_started, w.size)
+        self._n_started += 1
+        insort(self._ends, key)
+        self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals, key)
         return w.job_id, terminals
 
     def _easy(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
@@ -317,9 +319,10 @@ class Scheduler:
         times = [now]
         avail = [self._n_free]
         after = math.nextafter(now, math.inf)  # a job past its walltime ends "any moment", never at now
-        for end, size in sorted((max(r.start + r.walltime, after), r.size) for r in self._running.values()):
+        for end, _, size in self._ends:
             if math.isinf(end):
                 break
+            end = max(end, after)
             if end != times[-1]:
                 times.append(end)
                 avail.append(avail[-1])
@@ -349,7 +352,8 @@ class Scheduler:
     def _shadow(self, head: _Waiting, now: float) -> tuple[float, int]:
         """Shadow time of ``head`` and the terminals to spare then (the running jobs end by their walltimes)."""
         avail, shadow = self._n_free, None
-        for end, size in sorted((r.estimated_end(now), r.size) for r in self._running.values()):
+        for end, _, size in self._ends:  # sorted by estimated end; one past its walltime ends "now"
+            end = max(end, now)
             if shadow is not None and end > shadow:
                 break
             avail += size  # every job ending at the shadow time frees its terminals for the extra ones
@@ -443,40 +447,80 @@ def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape | int, queue: str |
     (in the order of ``jobs``), exactly as an engine driving :class:`Scheduler` would see them if each job took its
     ``run_time`` -- or, with ``kill_at_walltime``, ``min(run_time, walltime)`` (the job is killed at its walltime,
     as a batch system does; ``killed`` says so). ``shape``: a Dragonfly shape or a plain node count."""
-    sched = Scheduler(shape, queue, allocation, seed)
-    runs = []
     for j in jobs:
         if not (j.run_time >= 0):
             raise SchedulerError(f"job {j.job_id!r}: run time {j.run_time} is not a duration >= 0")
-        sched.submit(j.job_id, j.size, j.arrival, j.walltime)
-        runs.append(min(j.run_time, j.walltime) if kill_at_walltime else j.run_time)
-    index = {j.job_id: i for i, j in enumerate(jobs)}
-    ends: list[tuple[float, int, Hashable]] = []
-    start = [math.nan] * len(jobs)
+    ids = [j.job_id for j in jobs]
+    if len(set(ids)) < len(ids):
+        seen: set = set()
+        dup = next(i for i in ids if i in seen or seen.add(i))
+        raise SchedulerError(f"job {dup!r} submitted twice")
     terms: list[np.ndarray | None] = [None] * len(jobs)
-    seq = 0
+    start, end, killed = _drive(np.array([j.size for j in jobs], dtype=np.int64),
+                                np.array([j.arrival for j in jobs], dtype=float),
+                                np.array([j.walltime for j in jobs], dtype=float),
+                                np.array([j.run_time for j in jobs], dtype=float),
+                                Scheduler(shape, queue, allocation, seed), kill_at_walltime, terms, ids)
+    return [JobOutcome(j.job_id, j.size, j.arrival, j.walltime, s, e, t, k)
+            for j, s, e, t, k in zip(jobs, start.tolist(), end.tolist(), terms, killed.tolist())]
+
+
+def dry_run_times(size, arrival, walltime, run_time, shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs",
+                  allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`dry_run` on arrays (job ``i`` = index ``i``), for streams of 10^6 jobs: ``(start, end, killed)``
+    arrays, no terminals kept, jobs submitted to the scheduler only as their arrival comes (memory: the arrays and
+    the jobs waiting or running)."""
+    size, arrival = np.asarray(size, dtype=np.int64), np.asarray(arrival, dtype=float)
+    walltime, run_time = np.asarray(walltime, dtype=float), np.asarray(run_time, dtype=float)
+    bad = np.flatnonzero(~(run_time >= 0))
+    if len(bad):
+        raise SchedulerError(f"job {int(bad[0])}: run time {run_time[bad[0]]} is not a duration >= 0")
+    return _drive(size, arrival, walltime, run_time, Scheduler(shape, queue, allocation, seed), kill_at_walltime)
+
+
+def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time: np.ndarray, sched: Scheduler,
+           kill: bool, terms: list | None = None, ids: list | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The dry-run clock: submit each job as its arrival comes (arrival order, ties by index -- the submission order
+    the scheduler breaks ties with), end jobs after their run time, ask for decisions at each arrival and end."""
+    n = len(size)
+    runs = np.minimum(run_time, walltime) if kill else run_time
+    order = np.argsort(arrival, kind="stable")
+    arr_sorted = arrival[order].tolist()
+    order_l, size_l, wall_l, runs_l = order.tolist(), size.tolist(), walltime.tolist(), runs.tolist()
+    key = ids if ids is not None else range(n)
+    index = {k: i for i, k in enumerate(key)} if ids is not None else None
+    start = np.full(n, math.nan)
+    ends: list[tuple[float, int, Hashable]] = []
+    p, seq = 0, 0
     while True:
-        nxt = sched.next_event_time()
+        nxt = arr_sorted[p] if p < n else None
         if ends and (nxt is None or ends[0][0] <= nxt):
             now = ends[0][0]
         elif nxt is not None:
             now = nxt
         else:
             break
+        while p < n and arr_sorted[p] <= now:
+            i = order_l[p]
+            sched.submit(key[i], size_l[i], arr_sorted[p], wall_l[i])
+            p += 1
         while ends and ends[0][0] == now:
             sched.release(heapq.heappop(ends)[2], now)
         for job_id, terminals in sched.next_decisions(now):
-            i = index[job_id]
-            start[i], terms[i] = now, terminals
-            end = now + runs[i]
+            i = index[job_id] if index is not None else job_id
+            start[i] = now
+            if terms is not None:
+                terms[i] = terminals
+            end = now + runs_l[i]
             if math.isfinite(end):
                 heapq.heappush(ends, (end, seq, job_id))
                 seq += 1
-    never = [j.job_id for i, j in enumerate(jobs) if terms[i] is None]
-    if never:  # only possible if a never-ending job blocks the queue, which next_decisions reports first
-        raise SchedulerError(f"jobs never started: {never[:10]}")
-    return [JobOutcome(j.job_id, j.size, j.arrival, j.walltime, start[i], start[i] + runs[i], terms[i],
-                       kill_at_walltime and j.run_time > j.walltime) for i, j in enumerate(jobs)]
+    never = np.flatnonzero(np.isnan(start))
+    if len(never):  # only possible if a never-ending job blocks the queue, which next_decisions reports first
+        raise SchedulerError(f"jobs never started: {[key[i] for i in never[:10].tolist()]}")
+    return start, start + runs, (run_time > walltime) if kill else np.zeros(n, dtype=bool)
 
 
 # ---------------------------------------------------------------------------------------------------------- metrics
@@ -519,25 +563,32 @@ def stream_metrics(outcomes: Iterable[JobOutcome], n_terminals: int, tau: float,
 
     The 95th percentile interpolates linearly (numpy's default)."""
     done = [o for o in outcomes if math.isfinite(o.end)]
-    if not done:
+    return metrics_of(np.array([o.arrival for o in done], dtype=float), np.array([o.start for o in done], dtype=float),
+                      np.array([o.end for o in done], dtype=float), np.array([o.size for o in done], dtype=float),
+                      np.array([o.killed for o in done], dtype=bool), n_terminals, tau, by_size=by_size)
+
+
+def metrics_of(arrival: np.ndarray, start: np.ndarray, end: np.ndarray, size: np.ndarray, killed: np.ndarray,
+               n_terminals: int, tau: float, *, by_size: bool = True) -> dict:
+    """:func:`stream_metrics` on arrays (jobs that never end left out)."""
+    done = np.isfinite(end)
+    arrival, start, end, size, killed = arrival[done], start[done], end[done], size[done].astype(float), killed[done]
+    if not len(end):
         return {"jobs": 0, "killed": 0, "makespan": 0.0, "mean_wait": 0.0, "mean_bounded_slowdown": 0.0,
                 "utilisation": 0.0, "throughput": 0.0}
-    arrival = np.array([o.arrival for o in done], dtype=float)
-    start = np.array([o.start for o in done], dtype=float)
-    end = np.array([o.end for o in done], dtype=float)
-    size = np.array([o.size for o in done], dtype=float)
     wait, run = start - arrival, end - start
     resp, bsld = end - arrival, np.atleast_1d(bounded_slowdown(wait, run, tau))
     makespan = float(end.max() - arrival.min())
-    out = {"jobs": len(done), "killed": sum(1 for o in done if o.killed), "makespan": makespan,
+    out = {"jobs": int(len(end)), "killed": int(killed.sum()), "makespan": makespan,
            **_stats("wait", wait), **_stats("response", resp), **_stats("bounded_slowdown", bsld),
            "utilisation": float((size * run).sum() / (n_terminals * makespan)) if makespan > 0 else 0.0,
-           "throughput": len(done) / makespan if makespan > 0 else 0.0}
+           "throughput": len(end) / makespan if makespan > 0 else 0.0}
     if by_size:
-        classes = np.array([size_class(s) for s in size])
+        hi = np.where(size <= 2, size, 2.0 ** np.ceil(np.log2(np.maximum(size, 1))))  # class upper bound
         out["by_size"] = {}
-        for c in sorted(set(classes.tolist()), key=lambda c: int(c.split("-")[-1])):
-            sel = classes == c
-            out["by_size"][c] = {"jobs": int(sel.sum()), **_stats("wait", wait[sel]),
-                                 **_stats("response", resp[sel]), **_stats("bounded_slowdown", bsld[sel])}
+        for h in np.unique(hi).tolist():
+            sel = hi == h
+            out["by_size"][size_class(h)] = {"jobs": int(sel.sum()), **_stats("wait", wait[sel]),
+                                             **_stats("response", resp[sel]),
+                                             **_stats("bounded_slowdown", bsld[sel])}
     return out

@@ -20,6 +20,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -145,11 +146,15 @@ def _parse_block(texts: list[str], lines: list[int], problems: _Problems) -> tup
     return block[ok], ln[ok]
 
 
-def _parse_lines(it, source: str, max_problems: int) -> SwfTrace:
+def _parse_lines(it, source: str, max_problems: int, capacity: int | None = None) -> SwfTrace:
+    """Parse lines from ``it``; ``capacity`` (an upper bound on the job lines, e.g. the file's line count) lets the
+    table be filled in place instead of joined from chunks at the end (half the peak memory)."""
     header: list[str] = []
     keys: dict[str, str] = {}
     problems = _Problems(source, max_problems)
     blocks, block_lines = [], []
+    buf = np.empty((capacity, len(FIELDS))) if capacity else None  # untouched rows cost no memory
+    n_rows = 0
     texts: list[str] = []
     lines: list[int] = []
     for lineno, raw in enumerate(it, 1):
@@ -166,22 +171,32 @@ def _parse_lines(it, source: str, max_problems: int) -> SwfTrace:
         texts.append(line)
         lines.append(lineno)
         if len(texts) == _CHUNK:
-            b, ln = _parse_block(texts, lines, problems)
-            blocks.append(b)
-            block_lines.append(ln)
+            n_rows = _keep(_parse_block(texts, lines, problems), buf, n_rows, blocks, block_lines)
             texts, lines = [], []
     if texts:
-        b, ln = _parse_block(texts, lines, problems)
-        blocks.append(b)
-        block_lines.append(ln)
+        n_rows = _keep(_parse_block(texts, lines, problems), buf, n_rows, blocks, block_lines)
     if problems.n:
         more = f" (and {problems.n - len(problems.msgs)} more)" if problems.n > len(problems.msgs) else ""
         raise SwfError(f"{source}: {problems.n} malformed job line(s){more}:\n  " + "\n  ".join(problems.msgs),
                        problems.msgs)
-    jobs = np.concatenate(blocks) if blocks else np.empty((0, len(FIELDS)))
+    if buf is not None:
+        jobs = buf[:n_rows]
+    else:
+        jobs = np.concatenate(blocks) if blocks else np.empty((0, len(FIELDS)))
     if not len(jobs):
         raise SwfError(f"{source}: no job lines (an SWF trace has one job of {len(FIELDS)} fields a line)")
     return SwfTrace(source, header, jobs, np.concatenate(block_lines), keys)
+
+
+def _keep(parsed: tuple[np.ndarray, np.ndarray], buf: np.ndarray | None, n_rows: int, blocks: list,
+          block_lines: list) -> int:
+    b, ln = parsed
+    if buf is not None and n_rows + len(b) <= len(buf):
+        buf[n_rows:n_rows + len(b)] = b
+    else:
+        blocks.append(b)
+    block_lines.append(ln)
+    return n_rows + len(b)
 
 
 def parse_swf(text: str, source: str = "<string>", max_problems: int = 10) -> SwfTrace:
@@ -199,9 +214,13 @@ def read_swf(path: str | os.PathLike, max_problems: int = 10) -> SwfTrace:
     try:
         if p.is_dir():
             raise SwfError(f"{p}: is a directory, not an SWF trace")
-        opener = gzip.open if p.suffix == ".gz" else open
-        with opener(p, "rt", errors="strict") as fh:
-            return _parse_lines(fh, str(p), max_problems)
+        if p.suffix == ".gz":
+            with gzip.open(p, "rt", errors="strict") as fh:
+                return _parse_lines(fh, str(p), max_problems)
+        with open(p, "rb") as fh:  # an upper bound on the job lines, cheap: count the line ends
+            capacity = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b"")) + 1
+        with open(p, "r", errors="strict") as fh:
+            return _parse_lines(fh, str(p), max_problems, capacity)
     except FileNotFoundError:
         raise SwfError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError, EOFError) as exc:
@@ -359,13 +378,14 @@ def fit_ranks(template: str, wanted: float, n_terminals: int, lammps_replicas: i
 
 
 def format_duration(ns: float) -> str:
-    """A time in ns as a scenario duration string with the largest exact unit (``"25574us"``, ``"1.5ms"``)."""
+    """A time in ns as a scenario duration string with the largest exact unit, every digit kept to the ns/1000
+    (``"25574us"``, ``"1.5ms"``, ``"134312.345s"``)."""
     ns = round(float(ns), 3)
     for unit, f in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         v = ns / f
         if ns >= f and abs(v - round(v, 3)) < 1e-9 * max(1.0, abs(v)):
-            return f"{round(v, 3):g}{unit}"
-    return f"{ns:g}ns"
+            return f"{round(v, 3):.15g}{unit}"
+    return f"{ns:.15g}ns"
 
 
 def parse_trace_seconds(text: str) -> float:
@@ -574,6 +594,19 @@ def job_mappings(mj: MappedJobs, m: SwfMapping):
             wl = workloads[(tpl, r)] = template_workload(tpl, r, m.lammps_replicas, it_by_tpl[tpl])
         yield {"name": name, "ranks": r, "iterations": n_it, "arrival": format_duration(a),
                "walltime": format_duration(w), "workload": wl}
+
+
+def job_lines(mj: MappedJobs, m: SwfMapping, flow) -> "Iterator[str]":
+    """The ``jobs:`` items of the scenario, one YAML flow mapping a line, as :func:`job_mappings` gives them and
+    ``flow`` (a value -> one-line YAML function) writes them; each distinct workload is rendered once."""
+    rendered: dict[int, str] = {}
+    for j in job_mappings(mj, m):
+        wl = j["workload"]
+        text = rendered.get(id(wl))
+        if text is None:
+            text = rendered[id(wl)] = flow(wl)
+        yield (f"- {{name: {flow(j['name'])}, ranks: {j['ranks']}, iterations: {j['iterations']}, "
+               f"arrival: {j['arrival']}, walltime: {j['walltime']}, workload: {text}}}\n")
 
 
 def check_jobs(mj: MappedJobs, m: SwfMapping) -> None:

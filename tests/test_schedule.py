@@ -245,8 +245,8 @@ def _scaled(trace, factor):
 def test_nasa_trace_matches_the_reference(nasa, queue, factor):
     trace = nasa if factor == 1 else _scaled(nasa, factor)
     inp = from_trace(trace)
-    got = [o.start for o in run_schedule(inp, queue)]
-    jobs = [(s.arrival, s.size, s.run_time, s.walltime) for s in inp.stream]
+    got = run_schedule(inp, queue).start.tolist()
+    jobs = list(zip(inp.arrival.tolist(), inp.size.tolist(), inp.run_time.tolist(), inp.walltime.tolist()))
     want = reference_schedule(jobs, 128, queue)
     assert inp.nodes == 128 and len(got) == 18239
     assert got == want
@@ -263,8 +263,8 @@ def test_nasa_through_the_command(tmp_path):
     trace = read_swf(NASA)
     assert (swf.jobs[:, [0, 1, 3, 4]] == trace.jobs[:, [0, 1, 3, 4]]).all()
     inp = from_trace(trace)
-    want = reference_schedule([(s.arrival, s.size, s.run_time, s.walltime) for s in inp.stream], 128, "fcfs")
-    waits = np.array(want) - np.array([s.arrival for s in inp.stream])
+    want = reference_schedule(list(zip(inp.arrival, inp.size, inp.run_time, inp.walltime)), 128, "fcfs")
+    waits = np.array(want) - inp.arrival
     assert (swf.jobs[inp.rows, 2] == waits).all()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["metrics"]["mean_wait"] == pytest.approx(waits.mean())
