@@ -6,8 +6,8 @@ synthetic 10^6-line SWF trace (time and peak memory), and how many of the NASA t
 
 The synthetic trace (:func:`write_synthetic_swf`): 128 nodes, Poisson arrivals, sizes 2^0..2^6, run times
 log-uniform in 1 s .. 20,000 s, mean inter-arrival chosen for a load of about 0.7; seeded, so it is the same file on
-every machine. Each command runs in its own process; its wall time and peak RSS (``ru_maxrss`` of the child) are
-reported. Results: benchmarks/RESULTS_streams.md.
+every machine. Each command runs in its own process; its wall time, CPU time (user + sys) and peak RSS (``wait4``'s
+``ru_maxrss`` of that child) are reported -- on a shared machine the CPU time is the figure to compare. Results: benchmarks/RESULTS_streams.md.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import argparse
 import csv
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -50,16 +49,19 @@ def write_synthetic_swf(path: Path, n: int, seed: int = 0, nodes: int = 128, loa
                           for i, a, r, p in zip(ids.tolist(), submit.tolist(), run.tolist(), procs.tolist()))
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) of the child, its stdout."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    wall = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}")
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(rss, before) / 1024, r.stdout
+def timed(cmd: list[str]) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds (user + sys) and peak RSS (MiB) of the child process, its stdout."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, "PYTHONPATH": str(REPO)})
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err.read()}")
+        return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out.read()
 
 
 def main() -> None:
@@ -72,25 +74,26 @@ def main() -> None:
     hs = [sys.executable, "-m", "hybridsim"]
     system = str(REPO / "examples" / "hybrid-72-long.yaml")
     rows = []
+    load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if nasa is not None and nasa.is_file():
             for queue in ("fcfs", "easy", "conservative"):
-                wall, rss, out = timed(hs + ["schedule", str(nasa), "-o", str(tmp / f"s-{queue}"), "--queue", queue])
+                wall, cpu, rss, out = timed(hs + ["schedule", str(nasa), "-o", str(tmp / f"s-{queue}"), "--queue", queue])
                 summary = json.loads((tmp / f"s-{queue}" / "summary.json").read_text())
-                rows.append((f"schedule NASA ({summary['jobs_scheduled']} jobs), {queue}", wall, rss,
+                rows.append((f"schedule NASA ({summary['jobs_scheduled']} jobs), {queue}", wall, cpu, rss,
                              f"mean wait {summary['metrics']['mean_wait']:.2f} s, "
                              f"p95 {summary['metrics']['p95_wait']:.0f} s"))
             for label, scale in (("default (auto)", "auto"), ("old default 1us", "1us")):
                 out = tmp / f"n1000-{scale}.yaml"
-                wall, rss, _ = timed(hs + ["scenario-from-swf", str(nasa), "--system", system, "--jobs", "1000",
+                wall, cpu, rss, _ = timed(hs + ["scenario-from-swf", str(nasa), "--system", system, "--jobs", "1000",
                                            "-o", str(out), "--time-scale", scale])
                 with open(out.with_name(out.stem + ".distortion.csv")) as fh:
                     d = list(csv.DictReader(fh))
                 err = np.abs([float(r["run_error_pct"]) for r in d])
                 within = sum(r["within"] == "true" for r in d)
                 scale_line = next(ln for ln in out.read_text().splitlines() if ln.startswith("# time:"))
-                rows.append((f"scenario-from-swf NASA first 1,000 jobs, {label}", wall, rss,
+                rows.append((f"scenario-from-swf NASA first 1,000 jobs, {label}", wall, cpu, rss,
                              f"{within} of {len(d)} within 5 %; |run-time error| median {np.median(err):.3g} %, "
                              f"max {err.max():.3g} %; {scale_line[8:scale_line.index(' (')]}"))
         else:
@@ -100,19 +103,22 @@ def main() -> None:
         write_synthetic_swf(big, args.lines)
         gen = time.perf_counter() - t0
         rows.append((f"generate synthetic {args.lines:,}-line SWF ({big.stat().st_size / 2**20:.0f} MiB)", gen,
-                     float("nan"), "in this process"))
+                     float("nan"), float("nan"), "in this process"))
         out = tmp / "big.yaml"
-        wall, rss, stdout = timed(hs + ["scenario-from-swf", str(big), "--system", system, "-o", str(out)])
+        wall, cpu, rss, stdout = timed(hs + ["scenario-from-swf", str(big), "--system", system, "-o", str(out)])
         first = stdout.splitlines()[0]
-        rows.append((f"scenario-from-swf {args.lines:,} lines (defaults)", wall, rss, first[first.index(":") + 2:]))
-        wall, rss, _ = timed(hs + ["schedule", str(big), "-o", str(tmp / "big-sched")])
+        rows.append((f"scenario-from-swf {args.lines:,} lines (defaults)", wall, cpu, rss, first[first.index(":") + 2:]))
+        wall, cpu, rss, _ = timed(hs + ["schedule", str(big), "-o", str(tmp / "big-sched")])
         summary = json.loads((tmp / "big-sched" / "summary.json").read_text())
-        rows.append((f"schedule {args.lines:,} lines, easy", wall, rss,
+        rows.append((f"schedule {args.lines:,} lines, easy", wall, cpu, rss,
                      f"utilisation {100 * summary['metrics']['utilisation']:.1f} %, mean wait "
                      f"{summary['metrics']['mean_wait']:.0f} s"))
-    print("| case | wall s | peak RSS MiB | notes |\n|---|---:|---:|---|")
-    for name, wall, rss, note in rows:
-        print(f"| {name} | {wall:.1f} | {'' if rss != rss else f'{rss:.0f}'} | {note} |")
+    print(f"load average before/after: {load0} / {' '.join(f'{x:.1f}' for x in os.getloadavg())} on "
+          f"{os.cpu_count()} CPUs\n")
+    print("| case | wall s | CPU s | peak RSS MiB | notes |\n|---|---:|---:|---:|---|")
+    for name, wall, cpu, rss, note in rows:
+        f = lambda x, fmt: "" if x != x else format(x, fmt)  # noqa: E731
+        print(f"| {name} | {wall:.1f} | {f(cpu, '.1f')} | {f(rss, '.0f')} | {note} |")
 
 
 if __name__ == "__main__":

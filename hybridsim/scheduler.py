@@ -237,6 +237,7 @@ class Scheduler:
             run = self._running.pop(job_id)
         except KeyError:
             raise SchedulerError(f"job {job_id!r} is not running") from None
+        self._known.discard(job_id)  # only jobs not ended are remembered: memory stays with the live jobs
         self._free[run.terminals] = True
         self._n_free += run.size
         del self._ends[bisect_left(self._ends, run.key)]
@@ -487,24 +488,23 @@ def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time
     n = len(size)
     runs = np.minimum(run_time, walltime) if kill else run_time
     order = np.argsort(arrival, kind="stable")
-    arr_sorted = arrival[order].tolist()
-    order_l, size_l, wall_l, runs_l = order.tolist(), size.tolist(), walltime.tolist(), runs.tolist()
+    arr_sorted = arrival[order]  # numpy arrays read one element at a time (.item): no 10^6-element lists
     key = ids if ids is not None else range(n)
     index = {k: i for i, k in enumerate(key)} if ids is not None else None
     start = np.full(n, math.nan)
     ends: list[tuple[float, int, Hashable]] = []
     p, seq = 0, 0
     while True:
-        nxt = arr_sorted[p] if p < n else None
+        nxt = arr_sorted.item(p) if p < n else None
         if ends and (nxt is None or ends[0][0] <= nxt):
             now = ends[0][0]
         elif nxt is not None:
             now = nxt
         else:
             break
-        while p < n and arr_sorted[p] <= now:
-            i = order_l[p]
-            sched.submit(key[i], size_l[i], arr_sorted[p], wall_l[i])
+        while p < n and arr_sorted.item(p) <= now:
+            i = order.item(p)
+            sched.submit(key[i], size.item(i), arr_sorted.item(p), walltime.item(i))
             p += 1
         while ends and ends[0][0] == now:
             sched.release(heapq.heappop(ends)[2], now)
@@ -513,7 +513,7 @@ def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time
             start[i] = now
             if terms is not None:
                 terms[i] = terminals
-            end = now + runs_l[i]
+            end = now + runs.item(i)
             if math.isfinite(end):
                 heapq.heappush(ends, (end, seq, job_id))
                 seq += 1

@@ -546,14 +546,9 @@ def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping) -> MappedJobs:
                            f"second, beyond the {MAX_SIMULATED_NS:g} ns a mapped stream may last ({len(over)} such "
                            "job(s)); choose a smaller --time-scale or a shorter --window")
     # ranks: one fit per (template, processor count)
-    fitted: dict[tuple[int, float], int] = {}
-    ranks = np.empty(len(rows), dtype=np.int64)
-    pl = procs.tolist()
-    for i, (t, p) in enumerate(zip(pick.tolist(), pl)):
-        r = fitted.get((t, p))
-        if r is None:
-            r = fitted[(t, p)] = fit_ranks(m.templates[t], p * size_scale, n_terminals, m.lammps_replicas)
-        ranks[i] = r
+    pairs, inverse = np.unique(np.stack([pick.astype(float), procs]), axis=1, return_inverse=True)
+    ranks = np.array([fit_ranks(m.templates[int(t)], p * size_scale, n_terminals, m.lammps_replicas)
+                      for t, p in pairs.T.tolist()], dtype=np.int64)[inverse.ravel()]
     template = [m.templates[t] for t in pick.tolist()]
     names = [f"j{n}-{t}" for n, t in zip(jobno.tolist(), template)]
     if len(set(names)) < len(names):  # a job number used twice in the trace: the line number tells them apart
@@ -596,17 +591,35 @@ def job_mappings(mj: MappedJobs, m: SwfMapping):
                "walltime": format_duration(w), "workload": wl}
 
 
+def format_durations(ns: np.ndarray) -> list[str]:
+    """:func:`format_duration` of every element (vectorised unit choice; the same strings)."""
+    ns = np.round(np.asarray(ns, dtype=float), 3)
+    units = np.full(len(ns), 3)          # index into (s, ms, us, ns)
+    vals = ns.copy()
+    for k, f in reversed(list(enumerate((1e9, 1e6, 1e3)))):  # the largest exact unit wins: try it last
+        v = ns / f
+        ok = (ns >= f) & (np.abs(v - np.round(v, 3)) < 1e-9 * np.maximum(1.0, np.abs(v)))
+        units[ok], vals[ok] = k, np.round(v[ok], 3)
+    names = ("s", "ms", "us", "ns")
+    return [f"{v:.15g}{names[u]}" for v, u in zip(vals.tolist(), units.tolist())]
+
+
 def job_lines(mj: MappedJobs, m: SwfMapping, flow) -> "Iterator[str]":
-    """The ``jobs:`` items of the scenario, one YAML flow mapping a line, as :func:`job_mappings` gives them and
-    ``flow`` (a value -> one-line YAML function) writes them; each distinct workload is rendered once."""
-    rendered: dict[int, str] = {}
-    for j in job_mappings(mj, m):
-        wl = j["workload"]
-        text = rendered.get(id(wl))
-        if text is None:
-            text = rendered[id(wl)] = flow(wl)
-        yield (f"- {{name: {flow(j['name'])}, ranks: {j['ranks']}, iterations: {j['iterations']}, "
-               f"arrival: {j['arrival']}, walltime: {j['walltime']}, workload: {text}}}\n")
+    """The ``jobs:`` items of the scenario, one YAML flow mapping a line -- the mappings :func:`job_mappings` gives,
+    written by ``flow`` (a value -> one-line YAML function), each distinct workload and name shape rendered once,
+    in chunks (a stream may hold 10^6 jobs)."""
+    it_by_tpl = {**ITERATION_TIME_NS, **m.iteration_time}
+    rendered: dict[tuple[str, int], str] = {}
+    for lo in range(0, len(mj), 65536):
+        hi = min(lo + 65536, len(mj))
+        arrival, walltime = format_durations(mj.arrival[lo:hi]), format_durations(mj.walltime[lo:hi])
+        for k, (name, tpl, r, n_it) in enumerate(zip(mj.names[lo:hi], mj.template[lo:hi],
+                                                     mj.ranks[lo:hi].tolist(), mj.iterations[lo:hi].tolist())):
+            wl = rendered.get((tpl, r))
+            if wl is None:
+                wl = rendered[(tpl, r)] = flow(template_workload(tpl, r, m.lammps_replicas, it_by_tpl[tpl]))
+            yield (f"- {{name: {flow(name)}, ranks: {r}, iterations: {n_it}, arrival: {arrival[k]}, "
+                   f"walltime: {walltime[k]}, workload: {wl}}}\n")
 
 
 def check_jobs(mj: MappedJobs, m: SwfMapping) -> None:
