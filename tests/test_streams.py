@@ -326,6 +326,14 @@ jobs:
         assert r["jobs"][name]["run_time_error_pct"] == pytest.approx(abs(rh - rp) / rp * 100)
     assert r["max_run_time_error_pct"] == max(r["jobs"][n]["run_time_error_pct"] for n in ("a", "b"))
     assert "makespan error" in format_table(result)
+    # beside each run-time error, the start-time shift: where an error upstream moved the job in the queue
+    shifts = {n: hyb["jobs"][n]["start"] - pure["jobs"][n]["start"] for n in ("a", "b")}
+    assert {n: r["jobs"][n]["start_shift_ns"] for n in ("a", "b")} == pytest.approx(shifts)
+    assert r["max_abs_start_shift_ns"] == pytest.approx(max(abs(x) for x in shifts.values()))
+    assert r["jobs_start_shifted"] == sum(1 for x in shifts.values() if x != 0)
+    # the standard metrics reach the run summaries of a simulated stream
+    for key in ("median_wait", "p95_wait", "max_wait", "mean_response", "throughput", "by_size"):
+        assert key in pure["stream"] and key in hyb["stream"]
 
 
 def test_codes_bridge_and_swf_refuse_what_streams_cannot_run(tmp_path):
