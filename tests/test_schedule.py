@@ -269,3 +269,16 @@ def test_nasa_through_the_command(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["metrics"]["mean_wait"] == pytest.approx(waits.mean())
     assert math.isclose(summary["metrics"]["p95_wait"], np.percentile(waits, 95))
+
+
+def test_plots_and_the_steps_they_draw(tmp_path):
+    from hybridsim.report import busy_over_time
+
+    # the hand case under EASY: A 3 nodes 0-10, B 2 nodes 10-12, C 2 nodes 12-14, D 1 node 3-23
+    t, busy, waiting = busy_over_time([0, 10, 12, 3], [10, 12, 14, 23], [3, 2, 2, 1], [0, 1, 2, 3])
+    assert t.tolist() == [0, 1, 2, 3, 10, 12, 14, 23]
+    assert busy.tolist() == [3, 3, 3, 4, 3, 3, 1, 0]
+    assert waiting.tolist() == [0, 1, 2, 2, 1, 0, 0, 0]
+    out, _ = _schedule(tmp_path, _swf(CASE), "--queue", "easy", "--plot")
+    for name in ("gantt.png", "utilisation.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (out / name).stat().st_size > 10_000
