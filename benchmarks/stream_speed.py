@@ -94,7 +94,7 @@ def main() -> None:
                 within = sum(r["within"] == "true" for r in d)
                 scale_line = next(ln for ln in out.read_text().splitlines() if ln.startswith("# time:"))
                 rows.append((f"scenario-from-swf NASA first 1,000 jobs, {label}", wall, cpu, rss,
-                             f"{within} of {len(d)} within 5 %; |run-time error| median {np.median(err):.3g} %, "
+                             f"{within} of {len(d)} within 5 %; abs. run-time error median {np.median(err):.3g} %, "
                              f"max {err.max():.3g} %; {scale_line[8:scale_line.index(' (')]}"))
         else:
             print(f"(NASA trace not found: set HYBRIDSIM_REFERENCE_DATA or --trace; its rows are left out)")

@@ -351,7 +351,7 @@ def register(sub) -> None:
                    help="LAMMPS num_{x,y,z}_replicas (default 2, at most 64)")
     g.add_argument("--seed", type=int, help="scenario seed and template draws (default: the base scenario's seed)")
     g = p.add_argument_group("scheduler")
-    g.add_argument("--queue", default="easy", choices=("fcfs", "easy"), help="default easy")
+    g.add_argument("--queue", default="easy", choices=("fcfs", "easy", "conservative"), help="default easy")
     g.add_argument("--allocation", default="contiguous",
                    choices=("contiguous", "random", "random-router", "random-group"), help="default contiguous")
     p.set_defaults(func=cmd_scenario_from_swf)

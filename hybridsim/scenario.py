@@ -318,12 +318,12 @@ class Placement(_Model):
 
 
 class SchedulerSection(_Model):
-    """A job stream: jobs are submitted at their ``arrival``, wait in the ``queue`` (``fcfs``, or ``easy``
-    backfilling on walltimes) and get terminals by ``allocation`` (the placement policies; ``seed`` defaults to the
+    """A job stream: jobs are submitted at their ``arrival``, wait in the ``queue`` (``fcfs``, or ``easy`` or
+    ``conservative`` backfilling on walltimes) and get terminals by ``allocation`` (the placement policies; ``seed`` defaults to the
     scenario seed) when they start; their terminals are freed when they end (:mod:`hybridsim.scheduler`).
     ``slowdown_tau`` is the bounded-slowdown floor of the stream metrics."""
 
-    queue: Literal["fcfs", "easy"] = "fcfs"
+    queue: Literal["fcfs", "easy", "conservative"] = "fcfs"
     allocation: Literal["contiguous", "random", "random-router", "random-group"] = "contiguous"
     seed: Optional[StrictInt] = Field(None, ge=0)
     slowdown_tau: Duration = Field(10_000.0, gt=0, description="bounded-slowdown floor, ns (default 10 us)")
