@@ -28,9 +28,9 @@ from .loading import CKPT_FORMAT, load_checkpoints, load_surrogate  # noqa: F401
 def fit_loop(module: torch.nn.Module, loss_fn: Callable[[np.ndarray], torch.Tensor], train_items: np.ndarray,
              val_items: np.ndarray | None = None, *, epochs: int = 100, lr: float = 3e-3, batch_size: int = 32,
              patience: int = 15, seed: int = 0, progress: bool = False, desc: str = "train",
-             weight_decay: float = 0.0, early_stopping: bool = True, clip: float = 1.0) -> dict:
-    """Adam over shuffled mini-batches of ``train_items`` (e.g. target iterations); ``loss_fn(items)`` returns the
-    mean loss of a batch. After each epoch the loss on ``val_items`` (or on the train items when there are none) is
+             weight_decay: float = 0.0, early_stopping: bool = True, clip: float = 1.0, shuffle: bool = True) -> dict:
+    """Adam over mini-batches of ``train_items`` (e.g. target iterations; shuffled each epoch unless not
+    ``shuffle``); ``loss_fn(items)`` returns the mean loss of a batch. After each epoch the loss on ``val_items`` (or on the train items when there are none) is
     measured; training stops after ``patience`` epochs without improvement and the best weights are restored.
     Shows a tqdm bar when ``progress``. Returns ``{"epochs", "best_epoch", "best_val", "train_loss", "seconds"}``."""
     from tqdm import tqdm
@@ -49,7 +49,7 @@ def fit_loop(module: torch.nn.Module, loss_fn: Callable[[np.ndarray], torch.Tens
     ep = -1
     for ep in bar:
         module.train()
-        perm = rng.permutation(len(train_items))
+        perm = rng.permutation(len(train_items)) if shuffle else np.arange(len(train_items))
         tot, n = 0.0, 0
         for a in range(0, len(perm), batch_size):
             items = train_items[perm[a:a + batch_size]]
