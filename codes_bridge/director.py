@@ -88,9 +88,6 @@ class DirectorLimits:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
-#: iteration times kept per client by default
-MAX_HISTORY = DirectorLimits.max_records_per_client
-
 OPERATIONS = ("send-records", "inference", "train-model", "save-model", "load-model", "load-records-csv",
               "model-status")
 ALIASES = {
@@ -283,7 +280,6 @@ class IterationTimeService:
         self.clients: dict[int, ClientState] = {}
         self.version = 0
         self.fitted_clients: set[int] = set()
-        self.training_examples = 0
         self.dirty = False
         self.records_at_fit = 0
         self.n_records = 0
@@ -360,7 +356,6 @@ class IterationTimeService:
         n = int(fit([np.asarray(self.clients[c].records) for c in ids]))
         if n > 0:
             self.version += 1
-            self.training_examples = n
             self.fitted_clients = set(ids)
             self.records_at_fit = self.total_records()
         self.dirty = False
