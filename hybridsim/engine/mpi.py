@@ -20,10 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 
-try:  # the agreed alphabet of hybridsim.workloads
-    from ..workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
-except ImportError:  # pragma: no cover - only before the workloads package existed
-    COMPUTE, ISEND, IRECV, SEND, RECV, WAITALL = range(6)
+from ..workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
 
 EAGER_THRESHOLD = 8192
 CONTROL_SIZE = 64
