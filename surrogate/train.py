@@ -97,6 +97,23 @@ def evaluate_loss(module: torch.nn.Module, loss_fn, items: np.ndarray, batch_siz
 
 
 # ------------------------------------------------------------------------------------------------ dataset training
+def fit_jobs(series: dict, new_model: Callable[[], Surrogate], progress: bool = False, seed: int = 0
+             ) -> tuple[dict[str, Surrogate], dict[str, dict]]:
+    """One model per job: ``new_model()`` (after ``torch.manual_seed(seed)``) fitted on the job's train split, its
+    validation split for early stopping. ``series``: ``{job: JobSeries}``. Returns ``({job: model}, {job: fit info})``
+    (the info has the fit's ``seconds``)."""
+    models: dict[str, Surrogate] = {}
+    info: dict[str, dict] = {}
+    for name, s in series.items():
+        torch.manual_seed(seed)
+        m = new_model()
+        t0 = time.perf_counter()
+        fi = dict(m.fit(s, s.indices("train"), s.indices("val"), progress=progress, seed=seed) or {})
+        fi.setdefault("seconds", time.perf_counter() - t0)
+        models[name], info[name] = m, fi
+    return models, info
+
+
 def train_dataset(dataset, model: str, out: str | Path | None = None, *, jobs: list[str] | None = None,
                   config: dict | None = None, progress: bool = False, seed: int = 0) -> dict:
     """Fit one ``model`` per job of ``dataset`` on its train split (validation split for early stopping); with
@@ -108,20 +125,9 @@ def train_dataset(dataset, model: str, out: str | Path | None = None, *, jobs: l
 
     model, options = split_spec(model)
     config = {**options, **(config or {})}
-
     names = list(jobs) if jobs else list(dataset.jobs)
-    models: dict[str, Surrogate] = {}
-    info: dict[str, dict] = {}
-    for name in names:
-        series = dataset[name]
-        torch.manual_seed(seed)
-        m = create(model, **config)
-        t0 = time.perf_counter()
-        fi = m.fit(series, series.indices("train"), series.indices("val"), progress=progress, seed=seed) or {}
-        fi = dict(fi)
-        fi.setdefault("seconds", time.perf_counter() - t0)
-        models[name] = m
-        info[name] = fi
+    models, info = fit_jobs({name: dataset[name] for name in names}, lambda: create(model, **config),
+                            progress=progress, seed=seed)
     if out is not None:
         save_checkpoints(models, out, dataset, model, info)
     return {"models": models, "info": info}
