@@ -18,8 +18,7 @@ from hybridsim.topology import Dragonfly
 
 from ..base import Context, SurrogateError, last_valid
 from ..graphs import random_walk_matrix, shape_dict, shape_from_dict
-from ..registry import register
-from ..torch_surrogate import TorchSurrogate
+from ..torch_surrogate import TorchSurrogate, fit_loop
 from .lstm import history_windows, relative_inputs
 
 
@@ -73,7 +72,6 @@ class _DCRNNNet(nn.Module):
         return self.head(torch.cat([hr, hist_feats], dim=-1)).squeeze(-1)
 
 
-@register
 class DCRNNSurrogate(TorchSurrogate):
     name = "dcrnn"
     needs_graphs = True
@@ -160,8 +158,6 @@ class DCRNNSurrogate(TorchSurrogate):
                                  f"{series.n_features}")
 
     def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
-        from ..train import fit_loop
-
         self._check_series(dataset)
         self.topology = shape_dict(dataset.shape)
         self.n_features = dataset.n_features

@@ -17,8 +17,7 @@ import torch
 from torch import nn
 
 from ..base import Context, SurrogateError, last_valid
-from ..registry import register
-from ..torch_surrogate import TorchSurrogate
+from ..torch_surrogate import TorchSurrogate, fit_loop
 
 
 def history_windows(y: np.ndarray, targets: np.ndarray, k: int) -> np.ndarray:
@@ -62,7 +61,6 @@ class _LSTMNet(nn.Module):
         return self.head(torch.cat([out[:, -1], x[:, -1]], dim=1)).squeeze(-1)
 
 
-@register
 class LSTMSurrogate(TorchSurrogate):
     name = "lstm"
 
@@ -119,8 +117,6 @@ class LSTMSurrogate(TorchSurrogate):
         return loss
 
     def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
-        from ..train import fit_loop
-
         y = np.asarray(dataset.y, dtype=np.float64)
         tr = self._targets(y, train_idx)
         if self.scale is None:

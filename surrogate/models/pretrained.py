@@ -32,7 +32,6 @@ import torch
 from scipy.special import erf as _erf
 
 from ..base import KNOWN_WORKLOADS, Context, JobInfo, SeriesView, SurrogateError
-from ..registry import register
 from ..torch_surrogate import TorchSurrogate
 
 #: the shipped checkpoint (``scripts/build-pretrained.sh`` rebuilds it)
@@ -149,7 +148,6 @@ class PretrainedNet(torch.nn.Module):
         return self.out(self.body(x)).squeeze(-1)
 
 
-@register
 class Pretrained(TorchSurrogate):
     """See the module docstring. ``weights``: ``shipped`` (the packaged checkpoint, with its own ``inputs`` and
     ``hidden``), ``none`` (untrained: the geometric-mean look-back, the base-only ablation) or a

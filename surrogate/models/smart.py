@@ -48,8 +48,7 @@ import torch
 from torch import nn
 
 from ..base import Context, SurrogateError
-from ..registry import register
-from ..torch_surrogate import TorchSurrogate
+from ..torch_surrogate import TorchSurrogate, evaluate_loss, fit_loop
 from .gcn import GCNEncoder
 from .timellm import RevIN, TimeLLM, make_head, reset_head
 
@@ -181,7 +180,6 @@ class SmartNet(nn.Module):
         return logh @ self.base_w[:L] + jobh @ self.base_w[L:] + self.base_b
 
 
-@register
 class Smart(TorchSurrogate):
     """SMART. Constructor arguments (all JSON-able, saved in the checkpoint config):
 
@@ -346,8 +344,6 @@ class Smart(TorchSurrogate):
 
     # ------------------------------------------------------------------------------------------- interface
     def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
-        from ..train import evaluate_loss, fit_loop
-
         self._bind(dataset)
         self._check_features(dataset.x[np.unique(np.clip(self._items(dataset, train_idx) - 1, 0, None))],
                              f"job {dataset.job!r} train graphs")
@@ -506,7 +502,6 @@ LLM_OPTIONS = ("llm_path", "llm_layers", "llm_dtype", "patch_len", "stride", "d_
                "n_prototypes", "top_k_lags", "prompt_decimals")
 
 
-@register
 class SmartNoLLM(Smart):
     """SMART without the Time-LLM branch (ablation): GCN + temporal transformer + a linear map of the look-back. Takes
     :class:`Smart`'s options but those of the LLM (:data:`LLM_OPTIONS`)."""
