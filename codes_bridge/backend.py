@@ -1,7 +1,7 @@
 """The CODES backend: scenario -> CODES inputs -> ``model-net-mpi-replay`` -> :class:`SimulationResult`.
 
 :class:`CodesBackend` (its ``run()`` is :func:`run_codes`) is the :class:`~hybridsim.backend.Backend` the runner builds
-for ``backend.kind: codes``::
+for ``backend.kind: codes`` (found through the ``hybridsim.backends`` entry point ``codes``)::
 
     run_dir/codes/            CODES' working folder
         dfdally-<N>.conf, dfdally-<N>-intra/-inter, <job>.json, workloads.conf, alloc.conf   (codes_bridge.writers)

@@ -42,21 +42,21 @@ class CommandModuleError(RuntimeError):
     """A command module or plug-in registrar is missing or fails to import (a broken installation)."""
 
 
-def command_registrars() -> list[tuple[str, object]]:
-    """``(where, register)`` of every command module: :data:`COMMAND_MODULES`, then the ``hybridsim.commands``
-    entry points."""
+def command_registrars() -> list:
+    """The ``register(subparsers)`` function of every command module: :data:`COMMAND_MODULES`, then the
+    ``hybridsim.commands`` entry points."""
     from importlib.metadata import entry_points
 
     out = []
     for modname in COMMAND_MODULES:
         try:
-            out.append((modname, importlib.import_module(modname).register))
+            out.append(importlib.import_module(modname).register)
         except ImportError as exc:
             raise CommandModuleError(f"command module {modname} (hybridsim.cli.COMMAND_MODULES) cannot be imported: "
                                      f"{exc}; reinstall hybridsim") from exc
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
-            out.append((ep.value, ep.load()))
+            out.append(ep.load())
         except (ImportError, AttributeError) as exc:
             raise CommandModuleError(f"command plug-in {ep.name} = {ep.value} ({ENTRY_POINT_GROUP} entry point) "
                                      f"cannot be loaded: {exc}; reinstall the package that provides it") from exc
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-graph", metavar="DIR", help="write the SMART port graph (ports.csv, edges.csv)")
     p.set_defaults(func=cmd_topology)
 
-    for _where, register in command_registrars():
+    for register in command_registrars():
         register(sub)
     return parser
 
