@@ -54,6 +54,53 @@ def test_policy_plan_dry_run():
     assert plan.windows == [(8, 11), (12, 19)] and plan.mismatch == {"milc": [15]}
 
 
+def test_plan_never_predicts_a_job_without_iteration_marks():
+    """SWM nearest_neighbor writes no iteration marks: CODES cannot skip its iterations, so the plan simulates them
+    (the policy is still asked), the windows follow the jobs CODES can predict (MILC alone: exactly its plan) and
+    nothing reports the NN job as predicted or as off the plan."""
+    sc = Scenario.model_validate({
+        "topology": dict(groups=9, routers_per_group=4, terminals_per_router=2, global_channels_per_router=2),
+        "jobs": [{"name": "milc", "ranks": 36, "iterations": 20,
+                  "workload": {"kind": "milc", "dimension_sizes": [2, 2, 3, 3], "msg_size": 65536}},
+                 {"name": "nn", "ranks": 8, "iterations": 20,
+                  "workload": {"kind": "nearest_neighbor", "dimension_sizes": [2, 2, 2], "msg_size": 4096}}],
+        "backend": {"kind": "codes"},
+        "controller": {"policy": "periodic", "params": {"warmup": 8, "ft": 4, "truth": 1}}})
+    plan = plan_director(sc)
+    assert plan.plan == [_modes("SSSSSSSSPPPSPPPSPPPS"), _modes("S" * 20)]
+    assert plan.windows == [(8, 11), (12, 19)]
+    assert plan.mismatch == {"milc": [15], "nn": []}
+    assert list(plan.unpredictable) == ["nn"] and "no iteration marks" in plan.unpredictable["nn"]
+    desc = plan.describe()
+    assert desc["policy_predicted"] == {"0": 9, "1": 0} and list(desc["never_predicted"]) == ["nn"]
+    from codes_bridge.backend import CodesBackend
+
+    assert list(CodesBackend.never_predicted(sc)) == ["nn"]
+
+
+def test_optimistic_hybrid_on_codes_is_refused_before_any_run_directory(tmp_path):
+    """Optimistic CODES asks its director before the records commit and again after rollbacks: hybrid mode is
+    refused (exit 2, located, the reason given) and nothing is written; validate names it as a note."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "opt.yaml"
+    f.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+                 "jobs:\n"
+                 "  - {name: milc, ranks: 8, iterations: 20, workload: {kind: milc, dimension_sizes: [2, 2, 2]}}\n"
+                 "  - {name: nn, ranks: 8, iterations: 20, workload: {kind: nearest_neighbor, dimension_sizes: [2, 2, 2]}}\n"
+                 "backend: {kind: codes, codes: {synch: optimistic, np: 2}}\n")
+    run = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(f), "--mode", "hybrid", "-o",
+                          str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert f"{f}:5:" in run.stderr and "synch: optimistic" in run.stderr and "sequential" in run.stderr
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
+    val = subprocess.run([sys.executable, "-m", "hybridsim", "validate", str(f)], capture_output=True, text=True)
+    assert val.returncode == 0, val.stderr
+    notes = [ln for ln in val.stderr.splitlines() if ": note: " in ln]
+    assert len(notes) == 2 and "--mode hybrid is refused" in notes[0] and "job 'nn' is never predicted" in notes[1]
+
+
 def test_director_section_numbering():
     """Predicted iterations [a, b) are CODES marks start_iter = a - 1 .. end_iter = b - 1."""
     sec = director_section([(8, 10), (11, 20)])
