@@ -91,13 +91,15 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     if mode == "hybrid" and (why := CodesBackend.hybrid_refusal(scenario)) is not None:
         raise CodesInputError(why)
     codes_dir = Path(run_dir) / CODES_SUBDIR
-    director, plan = None, None
+    director, plan, startup_s = None, None, 0.0
     if mode == "hybrid":
         from .hybrid import DirectorThread, director_section, plan_director
 
         plan = plan_director(scenario)
         if plan.windows:
+            t_load = time.monotonic()
             director = DirectorThread(scenario, log=_progress_log(progress))
+            startup_s = time.monotonic() - t_load  # the surrogate's loading, before CODES starts
             writer_options["director"] = director_section(plan.windows)
     inputs = write_codes_inputs(scenario, codes_dir, **writer_options)
     t0 = time.monotonic()
@@ -106,6 +108,10 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
             env = dict(os.environ if env is None else env, ZMQML_ENDPOINT=director.endpoint)
         launched = run_inputs(scenario, inputs, progress=progress, env=env)
     wall = time.monotonic() - t0
+    if director is not None:
+        from .importer import DIRECTOR_ANSWERS, write_director_answers
+
+        write_director_answers(codes_dir / DIRECTOR_ANSWERS, director.service.answers)
     try:
         run = read_codes_run(codes_dir)
     except CodesRunError:
@@ -115,7 +121,9 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
                             f"read: {exc}", cause="no-output", run_dir=codes_dir) from exc
     result = run.to_simulation_result(scenario, wall)
     if plan is not None:
-        result.stats["director"] = dict(plan.describe(), **(director.stats() if director is not None else {}))
+        result.stats["director"] = dict(plan.describe(), **(director.stats() if director is not None else {}),
+                                        startup_s=startup_s)
+        result.stats["startup_s"] = startup_s
     if result.partial:
         why = "; ".join(result.stats.get("warnings", [])[:5])
         raise CodesRunError(f"CODES exited with status 0 after {launched.wall_s:.1f} s but did not finish the run "

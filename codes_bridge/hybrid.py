@@ -245,6 +245,7 @@ class DirectorThread:
         is_ckpt = p.is_dir()
         model = make_model(str(p) if is_ckpt else spec, **({} if is_ckpt else dict(scenario.surrogate.config)))
         self.service = IterationTimeService(model, auto_train=True)
+        self.service.answers = {}  # the iterations CODES skips are recorded from them (importer.DIRECTOR_ANSWERS)
         self.server = CodesDirectorServer(self.service, "tcp://127.0.0.1:*", log=log)
         self.endpoint: str | None = None
         self._thread: threading.Thread | None = None

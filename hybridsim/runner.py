@@ -221,6 +221,8 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
             "end_time_ns": result.end_time,
             "events": result.events,
             "wall_s": wall,
+            # what the backend spent before simulating (CODES: loading the director's surrogate), inside wall_s
+            "startup_s": result.stats.get("startup_s", 0.0),
             "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
             "backend_stats": result.stats,
         }
