@@ -83,6 +83,9 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     ``mode="hybrid"``: the scenario's policy becomes CODES' director window(s) and the scenario's surrogate serves
     CODES' predictions from a thread of this process while CODES runs (:mod:`codes_bridge.hybrid`); the result's
     ``stats["director"]`` says which windows, how far they are from the policy, and what the server did.
+    ``mode="floor"``: the director LPs and server of a hybrid run, but a window that never opens: nothing is
+    predicted, so the run differs from ``simulate`` only by what adding the director does to CODES (the perturbation
+    floor a hybrid CODES run's error is read against; docs/codes.md).
     """
     from .importer import read_codes_run  # the parsers' package; imported late so writing/launching need not it
 
@@ -92,11 +95,13 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
         raise CodesInputError(why)
     codes_dir = Path(run_dir) / CODES_SUBDIR
     director, plan, startup_s = None, None, 0.0
-    if mode == "hybrid":
-        from .hybrid import DirectorThread, director_section, plan_director
+    if mode not in ("simulate", "hybrid", "floor"):
+        raise ValueError(f"mode must be simulate, hybrid or floor, got {mode!r}")
+    if mode in ("hybrid", "floor"):
+        from .hybrid import DirectorPlan, DirectorThread, director_section, plan_director
 
-        plan = plan_director(scenario)
-        if plan.windows:
+        plan = plan_director(scenario) if mode == "hybrid" else DirectorPlan([], [], {})
+        if plan.windows or mode == "floor":
             t_load = time.monotonic()
             director = DirectorThread(scenario, log=_progress_log(progress))
             startup_s = time.monotonic() - t_load  # the surrogate's loading, before CODES starts

@@ -38,6 +38,8 @@ from hybridsim.backend import Mode
 FIRST_PREDICTABLE = 6
 #: windows of CODES' DIRECTOR section
 MAX_WINDOWS = 2
+#: CODES' default ``start_iter`` (a5958cfa ``director-client.cxx``): a window that never opens
+NEVER_ITER = 100000
 #: workloads whose SWM skeleton writes iteration marks (``ITERATION i``): CODES' director sees their iterations and
 #: can skip them. Others (SWM nearest_neighbor writes none; synthetic background jobs have no iterations) are always
 #: simulated in a hybrid CODES run.
@@ -212,8 +214,10 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
     Training and inference on: CODES streams every rank's iteration times to the server and asks it for one
     prediction per rank and skipped iteration. The server is hybridsim's, started and stopped by the run, so CODES
     does not send it ``exit``."""
-    if not windows or len(windows) > MAX_WINDOWS:
-        raise ValueError(f"1 to {MAX_WINDOWS} windows needed, got {windows}")
+    if len(windows) > MAX_WINDOWS:
+        raise ValueError(f"at most {MAX_WINDOWS} windows, got {windows}")
+    if not windows:  # the director LPs and their records, but no window (CODES' own never-reached default)
+        windows = [(NEVER_ITER + 1, NEVER_ITER + 2)]
     sec = {
         "surrogate_family": "iteration-time",
         "surrogate_backend": backend_name,

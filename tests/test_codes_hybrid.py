@@ -101,6 +101,16 @@ def test_optimistic_hybrid_on_codes_is_refused_before_any_run_directory(tmp_path
     assert len(notes) == 2 and "--mode hybrid is refused" in notes[0] and "job 'nn' is never predicted" in notes[1]
 
 
+def test_director_section_without_window_never_opens_one():
+    """The perturbation floor's run (run_codes mode='floor'): director LPs, records sent, but a window at CODES' own
+    never-reached default, so nothing is predicted."""
+    sec = director_section([])
+    assert (sec["start_iter"], sec["end_iter"]) == ("100000", "100001") and "second_start_iter" not in sec
+    assert sec["surrogate_enabled"] == sec["training_enabled"] == sec["inferencing_enabled"] == "1"
+    with pytest.raises(ValueError, match="at most 2 windows"):
+        director_section([(6, 7), (8, 9), (10, 11)])
+
+
 def test_director_section_numbering():
     """Predicted iterations [a, b) are CODES marks start_iter = a - 1 .. end_iter = b - 1."""
     sec = director_section([(8, 10), (11, 20)])
