@@ -85,11 +85,25 @@ def cmd_validate(args) -> int:
             bad += 1
             print(str(exc), file=sys.stderr)
             continue
+        _backend_notes(f, sc)
         ranks = sum(j.ranks for j in sc.jobs)
         stream = f", a stream ({sc.scheduler.queue}/{sc.scheduler.allocation})" if sc.is_stream else ""
         print(f"{f}: ok ({len(sc.jobs)} jobs, {ranks} ranks on {sc.topology.n_terminals} terminals{stream}, "
               f"backend {sc.backend.kind})")
     return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+def _backend_notes(path, scenario) -> None:
+    """What the scenario's backend will not do in hybrid mode (one stderr line each; not errors: simulate mode runs)."""
+    from .runner import backend_class
+
+    cls = backend_class(scenario.backend.kind)
+    refusal = cls.hybrid_refusal(scenario)
+    if refusal is not None:
+        print(f"{path}: note: backend {scenario.backend.kind}: --mode hybrid is refused: {refusal}", file=sys.stderr)
+    for job, why in cls.never_predicted(scenario).items():
+        print(f"{path}: note: backend {scenario.backend.kind}: job {job!r} is never predicted in hybrid mode: {why}",
+              file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------------------------ topology

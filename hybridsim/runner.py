@@ -180,10 +180,14 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     if mode not in ("simulate", "hybrid"):
         raise RunError(f"unknown mode {mode!r}")
     cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
-    if mode == "hybrid" and controller is None and cls.no_director is None:
-        from .preflight import check_hybrid
+    if mode == "hybrid":
+        refusal = cls.hybrid_refusal(scenario)
+        if refusal is not None:  # before any run directory exists
+            raise scenario.error(("backend",), f"hybrid mode refused: {refusal}")
+        if controller is None:
+            from .preflight import check_hybrid
 
-        check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
+            check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
     topology = scenario.build_topology()
     # a job stream's terminals are allocated by its scheduler as jobs start
     placement = None if scenario.is_stream else place_jobs(scenario, topology)
@@ -193,8 +197,6 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
     t0 = time.perf_counter()
     try:
-        if mode == "hybrid" and cls.no_director is not None:
-            raise RunError(cls.no_director)
         if mode == "hybrid" and controller is None and not cls.runs_policy:
             controller = build_controller(scenario, placement=placement)
         wants_samples = controller is not None and controller.wants_samples
@@ -231,6 +233,8 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
             "end_time_ns": result.end_time,
             "events": result.events,
             "wall_s": wall,
+            # what the backend spent before simulating (CODES: loading the director's surrogate), inside wall_s
+            "startup_s": result.stats.get("startup_s", 0.0),
             "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
             "backend_stats": result.stats,
         }
