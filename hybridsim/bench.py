@@ -300,8 +300,3 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def load_bench(path: Path) -> dict:
-    p = Path(path)
-    if p.is_dir():
-        p = p / "bench.json"
-    return json.loads(p.read_text())

@@ -446,7 +446,7 @@ def _created(outdir: Path) -> str:
 
 # ------------------------------------------------------------------------------------------------------ CLI
 def cmd_corpus(args) -> int:
-    from .cli import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
+    from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
 
     if args.workers < 1:
         raise CliError(f"--workers must be >= 1, got {args.workers}")

@@ -99,26 +99,38 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
                             stream=scenario.is_stream, infos=infos)
 
 
+#: backends hybridsim ships (``backend.kind`` -> ``module:Class``); an installed package adds its own through the
+#: entry-point group ``hybridsim.backends`` (as the CODES bridge registers ``codes``)
+BUILTIN_BACKENDS = {"embedded": "hybridsim.engine:Engine", "remote": "hybridsim.service.remote:RemoteBackend"}
+
+#: entry-point group of backend plug-ins (pyproject ``[project.entry-points."hybridsim.backends"]``)
+BACKEND_ENTRY_POINT_GROUP = "hybridsim.backends"
+
+
 def backend_class(kind: str) -> type[Backend]:
-    """The :class:`~hybridsim.backend.Backend` implementation of ``backend.kind`` (imported on demand)."""
-    if kind == "embedded":
-        from .engine import Engine
+    """The :class:`~hybridsim.backend.Backend` implementation of ``backend.kind`` (imported on demand): a built-in
+    (:data:`BUILTIN_BACKENDS`) or a ``hybridsim.backends`` entry point."""
+    import importlib
+    from importlib.metadata import entry_points
 
-        return Engine
-    if kind == "remote":
-        from .service.remote import RemoteBackend
-
-        return RemoteBackend
-    if kind == "codes":
-        from codes_bridge.backend import CodesBackend
-
-        return CodesBackend
-    raise RunError(f"unknown backend {kind!r}")
+    if kind in BUILTIN_BACKENDS:
+        module, _, name = BUILTIN_BACKENDS[kind].partition(":")
+        return getattr(importlib.import_module(module), name)
+    found = [ep for ep in entry_points(group=BACKEND_ENTRY_POINT_GROUP) if ep.name == kind]
+    if not found:
+        known = sorted(set(BUILTIN_BACKENDS) | {ep.name for ep in entry_points(group=BACKEND_ENTRY_POINT_GROUP)})
+        raise RunError(f"unknown backend {kind!r} (installed: {', '.join(known)})")
+    try:
+        return found[0].load()
+    except (ImportError, AttributeError) as exc:
+        raise RunError(f"backend {kind!r} ({found[0].value}, a {BACKEND_ENTRY_POINT_GROUP} entry point) cannot be "
+                       f"loaded: {exc}; reinstall the package that provides it") from None
 
 
 def make_backend(scenario, topology, placement, progress: bool, run_dir: Path, mode: str = "simulate") -> Backend:
-    """The scenario's backend, ready to ``run`` (``run_dir``: where a backend that writes files, CODES, works;
-    ``mode``: for a backend that ``runs_policy`` itself)."""
+    """The scenario's backend, ready to ``run``. A plug-in backend is built as ``cls(scenario, run_dir, progress=,
+    mode=)`` (``run_dir``: where a backend that writes files, such as CODES, works; ``mode``: for a backend that
+    ``runs_policy`` itself)."""
     cls = backend_class(scenario.backend.kind)
     if scenario.backend.kind == "embedded":
         return cls(scenario, topology=topology, placement=placement, progress=progress)
@@ -168,10 +180,14 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     if mode not in ("simulate", "hybrid"):
         raise RunError(f"unknown mode {mode!r}")
     cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
-    if mode == "hybrid" and controller is None and cls.no_director is None:
-        from .preflight import check_hybrid
+    if mode == "hybrid":
+        refusal = cls.hybrid_refusal(scenario)
+        if refusal is not None:  # before any run directory exists
+            raise scenario.error(("backend",), f"hybrid mode refused: {refusal}")
+        if controller is None:
+            from .preflight import check_hybrid
 
-        check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
+            check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
     topology = scenario.build_topology()
     # a job stream's terminals are allocated by its scheduler as jobs start
     placement = None if scenario.is_stream else place_jobs(scenario, topology)
@@ -181,8 +197,6 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
     t0 = time.perf_counter()
     try:
-        if mode == "hybrid" and cls.no_director is not None:
-            raise RunError(cls.no_director)
         if mode == "hybrid" and controller is None and not cls.runs_policy:
             controller = build_controller(scenario, placement=placement)
         wants_samples = controller is not None and controller.wants_samples
@@ -219,6 +233,8 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
             "end_time_ns": result.end_time,
             "events": result.events,
             "wall_s": wall,
+            # what the backend spent before simulating (CODES: loading the director's surrogate), inside wall_s
+            "startup_s": result.stats.get("startup_s", 0.0),
             "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
             "backend_stats": result.stats,
         }

@@ -11,7 +11,6 @@ Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -23,7 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, Str
 from . import yamlio
 from .topology import Dragonfly, DragonflyShape, TopologyError
 from .units import Duration, bytes_to_ns
-from .yamlio import Provenance, ScenarioError, YamlInputError, YamlLimits, locate_key  # noqa: F401 (re-exported)
+from .yamlio import Provenance, ScenarioError, YamlInputError, YamlLimits  # noqa: F401 (re-exported)
 from .yamlio import where as _where
 
 
@@ -647,82 +646,9 @@ class Scenario(_Model):
 
 
 # ---------------------------------------------------------------------------------------------------------- loading
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The pydantic model class that owns the field at ``loc`` (for unknown-key suggestions)."""
-    owner: Any = Scenario
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        if not _is_model(owner):
-            return None
-        fld = None
-        for name, f in owner.model_fields.items():
-            if name == part or f.alias == part:
-                fld = f
-                break
-        if fld is None:
-            # a discriminator tag such as 'milc'
-            for cand in (MilcWorkload, LammpsWorkload, NearestNeighborWorkload, UniformRandomWorkload,
-                         AllreduceWorkload, CustomWorkload):
-                kinds = cand.model_fields["kind"].annotation.__args__  # type: ignore[union-attr]
-                if part in kinds:
-                    owner = cand
-                    break
-            else:
-                return None
-            continue
-        owner = _unwrap_model(fld.annotation)
-    return owner if _is_model(owner) else None
-
-
-def _is_model(cls: Any) -> bool:
-    return isinstance(cls, type) and issubclass(cls, BaseModel)
-
-
-def _unwrap_model(annotation: Any) -> Any:
-    import typing
-
-    origin = typing.get_origin(annotation)
-    if origin is None:
-        return annotation
-    for arg in typing.get_args(annotation):
-        inner = _unwrap_model(arg)
-        if _is_model(inner):
-            return inner
-    return None
-
-
-def _valid_keys(model: type[BaseModel]) -> list[str]:
-    return [f.alias or n for n, f in model.model_fields.items()]
-
-
 def format_validation_error(exc: ValidationError, root: yaml.Node | None, filename: str) -> list[str]:
-    problems = []
-    for err in exc.errors():
-        loc = tuple(err.get("loc", ()))
-        path = ".".join(str(p) for p in loc) or "<top level>"
-        etype = err.get("type", "")
-        if etype == "extra_forbidden":
-            node = locate_key(root, loc)
-            model = _model_at(loc)
-            valid = _valid_keys(model) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            msg = f"unknown key {loc[-1]!r}{hint} (valid keys: {', '.join(valid)})" if valid else \
-                f"unknown key {loc[-1]!r}"
-        else:
-            node = yamlio.locate(root, loc)
-            msg = err.get("msg", "invalid value")
-            if msg.startswith("Value error, "):
-                msg = msg[len("Value error, "):]
-            if etype == "missing":
-                msg = "required field is missing"
-            inp = err.get("input")
-            if etype not in ("missing",) and not isinstance(inp, (dict, list)) and inp is not None:
-                msg += f" (got {inp!r})"
-        where = f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node is not None else filename
-        problems.append(f"{where}: {path}: {msg}")
-    return problems
+    """Located messages of a scenario's validation error (:func:`hybridsim.yamlio.format_validation_error`)."""
+    return yamlio.format_validation_error(exc, root, filename, Scenario)
 
 
 def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = None,

@@ -252,10 +252,6 @@ class Scheduler:
 
     # ------------------------------------------------------------------------------------------------ state
     @property
-    def free_terminals(self) -> int:
-        return self._n_free
-
-    @property
     def running(self) -> dict[Hashable, np.ndarray]:
         """Running jobs and their terminals."""
         return {j: r.terminals for j, r in self._running.items()}
@@ -264,11 +260,6 @@ class Scheduler:
     def waiting(self) -> list[Hashable]:
         """Jobs submitted and not started (arrived or not), in queue order."""
         return [w.job_id for w in list(self._queue)] + [f[2].job_id for f in sorted(self._future)]
-
-    @property
-    def queued(self) -> int:
-        """Jobs arrived and not started."""
-        return len(self._queue)
 
     # ------------------------------------------------------------------------------------------------ internals
     def _advance(self, now: float) -> None:

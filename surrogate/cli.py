@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def _cli_error(msg: str):
-    from hybridsim.cli import CliError
+    from hybridsim.errors import CliError
 
     return CliError(msg)
 

@@ -51,13 +51,6 @@ def find_file(path: str | os.PathLike) -> Path | None:
     return None
 
 
-def require_file(path: str | os.PathLike, what: str = "file") -> Path:
-    p = find_file(path)
-    if p is None:
-        raise CodesParseError(path, None, f"{what} not found (also looked for {Path(path).name}.gz)")
-    return p
-
-
 def open_text(path: str | os.PathLike):
     """Open a text file, transparently gunzipping ``*.gz``."""
     p = Path(path)

@@ -12,8 +12,9 @@ Background jobs (``uniform_random`` / ``synthetic1``) have ``background = True``
 ``allreduce``, ``uniform_random``; ``custom`` runs a user function (contract in :mod:`hybridsim.workloads.custom`).
 ``from_codes_json(path)`` maps a CODES SWM JSON file to the scenario's workload fields.
 
-``Job.compute.delay`` (a compute phase at the start of every iteration, on top of the workload's own) is prepended to
-each rank's ops here as a ``COMPUTE`` op when it is > 0, so the engine must not add it again.
+``Job.compute.delay`` (a compute phase at the start of every iteration, on top of the workload's own) becomes the
+workload's ``job_compute_ns`` here, and :meth:`JobWorkload.ops <hybridsim.workloads.base.JobWorkload.ops>` puts it first
+in each rank's ops as a ``COMPUTE`` op when it is > 0, so the engine must not add it again.
 """
 
 from __future__ import annotations
@@ -104,13 +105,7 @@ def build_workload(job, job_index: int = 0, seed: int = 0, scenario=None) -> Job
         from ..energy import compute_phase_ns
 
         delay = compute_phase_ns(scenario, job_index)
-    if delay > 0:
-        inner_ops = wl.ops
-
-        def ops_with_job_compute(rank: int, iteration: int, _d=float(delay)) -> list[tuple]:
-            return [(COMPUTE, _d)] + inner_ops(rank, iteration)
-
-        wl.ops = ops_with_job_compute  # instance attribute shadows the method
+    wl.job_compute_ns = float(delay)
     return wl
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .ops import COMPUTE
+
 
 class WorkloadError(ValueError):
     """A workload cannot be built or produced an invalid op; the message names the job."""
@@ -14,11 +16,16 @@ class JobWorkload:
 
     ``n_ranks``: ranks of the job. ``iterations``: number of iterations (``None`` for background jobs, which run
     until every other job has finished). ``ops(rank, iteration)`` returns that rank's ops of that iteration in program
-    order (a fresh list; deterministic). ``kind`` is the workload kind (``"milc"``, ``"lammps"``, ...).
+    order (a fresh list; deterministic): a ``COMPUTE`` op of :attr:`job_compute_ns` when it is > 0, then the
+    workload's own ops of the iteration (:meth:`iteration_ops`, what a subclass implements). ``kind`` is the workload
+    kind (``"milc"``, ``"lammps"``, ...).
     """
 
     kind: str = "?"
     background: bool = False
+    #: ns of compute the job spends at the start of every rank's iteration (the scenario's compute phase, set by
+    #: :func:`hybridsim.workloads.build_workload`; 0: none)
+    job_compute_ns: float = 0.0
 
     def __init__(self, name: str, n_ranks: int, iterations: Optional[int]):
         self.name = name
@@ -26,6 +33,11 @@ class JobWorkload:
         self.iterations = iterations
 
     def ops(self, rank: int, iteration: int) -> list[tuple]:
+        ops = self.iteration_ops(rank, iteration)
+        return [(COMPUTE, self.job_compute_ns)] + ops if self.job_compute_ns > 0 else ops
+
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
+        """The workload's ops of ``rank``'s ``iteration`` (without the job's compute phase)."""
         raise NotImplementedError
 
     def _check(self, rank: int, iteration: int) -> None:

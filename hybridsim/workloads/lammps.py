@@ -566,7 +566,7 @@ class LammpsJob(JobWorkload):
         check, exch = self.schedule[iteration]
         return 2 if exch else (1 if check else 0)
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         key = (rank, self.step_variant(iteration))
         t = self._cache.get(key)

@@ -86,7 +86,7 @@ class MilcJob(JobWorkload):
             p.allreduce(self.allreduce_size)
         return tuple(p.ops)
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         t = self._cache.get(rank)
         if t is None:

@@ -66,7 +66,7 @@ class NearestNeighborJob(JobWorkload):
         """How many SWM iterations hybridsim iteration ``iteration`` holds."""
         return min(self.per_sync, self.swm_iterations - iteration * self.per_sync)
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         p = Program(rank, self.n_ranks)
         nbrs = self.neighbors(rank)

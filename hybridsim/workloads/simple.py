@@ -17,7 +17,7 @@ class AllreduceJob(JobWorkload):
         self.count = int(w.count)
         self._cache: dict[int, tuple] = {}
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         t = self._cache.get(rank)
         if t is None:
@@ -53,6 +53,6 @@ class UniformRandomJob(JobWorkload):
             d = (rank + 1) % n
         return d
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         raise TypeError(f"job {self.name!r} is background traffic ({self.kind}); use msg_size, interval and "
                         f"destination() instead of ops()")
