@@ -77,6 +77,10 @@ def main() -> None:
     load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        # the same system with limits.max_rank_iterations raised (default 10^7): a faithful mapping of many jobs
+        # needs more, and scenario-from-swf keeps its output loadable under the base's limits
+        roomy = str(tmp / "roomy.yaml")
+        Path(roomy).write_text(Path(system).read_text() + "\nlimits: {max_rank_iterations: 100000000000}\n")
         if nasa is not None and nasa.is_file():
             for queue in ("fcfs", "easy", "conservative"):
                 wall, cpu, rss, out = timed(hs + ["schedule", str(nasa), "-o", str(tmp / f"s-{queue}"), "--queue", queue])
@@ -84,9 +88,11 @@ def main() -> None:
                 rows.append((f"schedule NASA ({summary['jobs_scheduled']} jobs), {queue}", wall, cpu, rss,
                              f"mean wait {summary['metrics']['mean_wait']:.2f} s, "
                              f"p95 {summary['metrics']['p95_wait']:.0f} s"))
-            for label, scale in (("default (auto)", "auto"), ("old default 1us", "1us")):
-                out = tmp / f"n1000-{scale}.yaml"
-                wall, cpu, rss, _ = timed(hs + ["scenario-from-swf", str(nasa), "--system", system, "--jobs", "1000",
+            for label, scale, base in (("default (auto), base limits", "auto", system),
+                                       ("default (auto), limit raised", "auto", roomy),
+                                       ("old default 1us", "1us", system)):
+                out = tmp / f"n1000-{scale}-{Path(base).stem}.yaml"
+                wall, cpu, rss, _ = timed(hs + ["scenario-from-swf", str(nasa), "--system", base, "--jobs", "1000",
                                            "-o", str(out), "--time-scale", scale])
                 with open(out.with_name(out.stem + ".distortion.csv")) as fh:
                     d = list(csv.DictReader(fh))
@@ -105,9 +111,11 @@ def main() -> None:
         rows.append((f"generate synthetic {args.lines:,}-line SWF ({big.stat().st_size / 2**20:.0f} MiB)", gen,
                      float("nan"), float("nan"), "in this process"))
         out = tmp / "big.yaml"
-        wall, cpu, rss, stdout = timed(hs + ["scenario-from-swf", str(big), "--system", system, "-o", str(out)])
+        wall, cpu, rss, stdout = timed(hs + ["scenario-from-swf", str(big), "--system", roomy, "-o", str(out)])
         first = stdout.splitlines()[0]
-        rows.append((f"scenario-from-swf {args.lines:,} lines (defaults)", wall, cpu, rss, first[first.index(":") + 2:]))
+        fit = next((ln.strip() for ln in stdout.splitlines() if ln.strip().startswith("run times:")), "")
+        first += "; " + fit[:fit.index(" (")] if " (" in fit else fit
+        rows.append((f"scenario-from-swf {args.lines:,} lines (defaults, limit raised)", wall, cpu, rss, first[first.index(":") + 2:]))
         wall, cpu, rss, _ = timed(hs + ["schedule", str(big), "-o", str(tmp / "big-sched")])
         summary = json.loads((tmp / "big-sched" / "summary.json").read_text())
         rows.append((f"schedule {args.lines:,} lines, easy", wall, cpu, rss,

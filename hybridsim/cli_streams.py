@@ -15,9 +15,10 @@ from .errors import EXIT_OK, CliError
 from .topology import DragonflyShape
 
 
-def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape]:
+def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape, object]:
     """A base scenario's sections (its ``jobs`` and ``placement`` are dropped: the trace and the scheduler replace
-    them) and the shape of its topology. Errors name file, line and field."""
+    them), the shape of its topology and its :class:`~hybridsim.scenario.Limits`. Errors name file, line and
+    field."""
     from pydantic import ValidationError
 
     from .scenario import Scenario, format_validation_error
@@ -43,7 +44,7 @@ def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape]:
     if conn:  # the output lives elsewhere: keep the connection files reachable
         base["topology"] = {**base["topology"],
                             "connections": {k: str((p.parent / v).resolve()) for k, v in conn.items()}}
-    return base, sc.topology.shape
+    return base, sc.topology.shape, sc.limits
 
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_.\-]*[A-Za-z][A-Za-z0-9_.\-]*$")
@@ -163,7 +164,7 @@ def cmd_scenario_from_swf(args) -> int:
             time_scale = parse_time_ns(args.time_scale)
         except ValueError as exc:
             raise CliError(f"--time-scale: {exc}") from None
-    base, shape = load_system(args.system)
+    base, shape, limits = load_system(args.system)
     n_terminals = shape.groups * shape.routers_per_group * shape.terminals_per_router
     try:
         mapping = SwfMapping(from_job=args.from_job, jobs=args.jobs, window=_window(args.window),
@@ -171,7 +172,8 @@ def cmd_scenario_from_swf(args) -> int:
                              templates=tuple(t.strip() for t in args.templates.split(",") if t.strip()),
                              assign=args.assign, iteration_time=_iteration_times(args.iteration_time),
                              walltime_rule=args.walltime_rule, walltime_factor=args.walltime_factor,
-                             tolerance=args.tolerance / 100.0, lammps_replicas=args.lammps_replicas,
+                             tolerance=args.tolerance / 100.0, max_rank_iterations=limits.max_rank_iterations,
+                             lammps_replicas=args.lammps_replicas,
                              seed=args.seed if args.seed is not None else int(base.get("seed", 1)),
                              queue=args.queue, allocation=args.allocation)
         mapping.check()

@@ -133,7 +133,7 @@ def from_scenario(scenario, nodes: int | None = None) -> ScheduleInput:
     if big:
         raise SwfError(f"job {big[0].name!r} needs {big[0].ranks} nodes, more than the {n} scheduled")
     return ScheduleInput(
-        str(getattr(scenario, "name", "scenario")), "scenario", n,
+        scenario.name or "scenario", "scenario", n,
         np.array([j.ranks for _, j in keep], dtype=np.int64), np.array([j.arrival / NS for _, j in keep]),
         np.array([j.estimated_walltime() / NS for _, j in keep]),
         np.array([declared_run_time(j) / NS for _, j in keep]), np.array([k + 1 for k, _ in keep], dtype=np.int64),

@@ -276,6 +276,7 @@ class SwfMapping:
     walltime_rule: str = "factor"        # where the trace has no requested time: see WALLTIME_RULES
     walltime_factor: float = 2.0
     tolerance: float = 0.05              # largest relative run-time error a job may take
+    max_rank_iterations: int | None = None   # the base scenario's limits.max_rank_iterations: the output must load
     lammps_replicas: int = 2
     seed: int = 1
     queue: str = "easy"
@@ -465,6 +466,21 @@ def choose_time_scale(run_s: np.ndarray, it_ns: np.ndarray, span_s: float, toler
                    f"the stream would last beyond {MAX_SIMULATED_NS / 1e9:g} s; capped")
 
 
+def _cap_work(work, scale: float, limit: int) -> float:
+    """The largest time scale below ``scale`` (3 significant digits) whose ``work(scale)`` (ranks x iterations, a
+    non-decreasing function) stays within ``limit``."""
+    lo, hi = scale * 1e-12, scale
+    if work(lo) > limit:
+        raise SwfError(f"even one iteration per job needs {work(lo)} ranks x iterations, over "
+                       f"limits.max_rank_iterations = {limit} of the base scenario: fewer jobs (--jobs, --window) or "
+                       "raise the limit there")
+    for _ in range(60):  # bisection in log space
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if work(mid) <= limit else (lo, mid)
+    capped = _round_sig(lo, up=False)
+    return capped if work(capped) <= limit else lo
+
+
 def _round_sig(x: float, up: bool, digits: int = 3) -> float:
     e = math.floor(math.log10(x)) - digits + 1
     f = 10.0 ** e
@@ -526,10 +542,26 @@ def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping) -> MappedJobs:
     req, jobno, lines = trace.col("req_time")[rows], trace.col("job")[rows].astype(np.int64), trace.lines[rows]
     rel = submit - submit[0]
     wall_trace = np.where(req > 0, req, run * (m.walltime_factor if m.walltime_rule == "factor" else 1.0))
+    # ranks: one fit per (template, processor count)
+    pairs, inverse = np.unique(np.stack([pick.astype(float), procs]), axis=1, return_inverse=True)
+    ranks = np.array([fit_ranks(m.templates[int(t)], p * size_scale, n_terminals, m.lammps_replicas)
+                      for t, p in pairs.T.tolist()], dtype=np.int64)[inverse.ravel()]
+    work = lambda sc: int(np.sum(ranks * np.maximum(1, np.rint(run * sc / it))))  # noqa: E731 ranks x iterations
+    limit = m.max_rank_iterations
     if m.time_scale is None:
         scale, note = choose_time_scale(run, it, float(np.max(rel + wall_trace * (1 + m.tolerance))), m.tolerance)
+        if limit is not None and work(scale) > limit:
+            scale, note = _cap_work(work, scale, limit), (
+                f"chosen: {format_duration(scale)} per trace second would fit every job but needs {work(scale)} "
+                f"rank-iterations, over limits.max_rank_iterations = {limit} of the base scenario; capped (raise "
+                "the limit there to fit them all)")
     else:
         scale, note = m.time_scale, "given"
+    if limit is not None and work(scale) > limit:
+        raise SwfError(f"the mapped jobs would need {work(scale)} ranks x iterations with "
+                       f"{format_duration(scale)} per trace second, over limits.max_rank_iterations = {limit} of the "
+                       "base scenario (a scenario that would not load): choose a smaller --time-scale (or auto), "
+                       "fewer jobs (--jobs, --window), or raise the limit in the base scenario")
     target = run * scale
     iterations = np.maximum(1, np.rint(target / it)).astype(np.int64)
     estimate = iterations * it
@@ -545,10 +577,6 @@ def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping) -> MappedJobs:
                            f"the job's {what} would end at {arr[i]:.4g} ns with {format_duration(scale)} per trace "
                            f"second, beyond the {MAX_SIMULATED_NS:g} ns a mapped stream may last ({len(over)} such "
                            "job(s)); choose a smaller --time-scale or a shorter --window")
-    # ranks: one fit per (template, processor count)
-    pairs, inverse = np.unique(np.stack([pick.astype(float), procs]), axis=1, return_inverse=True)
-    ranks = np.array([fit_ranks(m.templates[int(t)], p * size_scale, n_terminals, m.lammps_replicas)
-                      for t, p in pairs.T.tolist()], dtype=np.int64)[inverse.ravel()]
     template = [m.templates[t] for t in pick.tolist()]
     names = [f"j{n}-{t}" for n, t in zip(jobno.tolist(), template)]
     if len(set(names)) < len(names):  # a job number used twice in the trace: the line number tells them apart

@@ -348,3 +348,22 @@ def test_cli_writes_the_distortion_table_beside_the_scenario(tmp_path, capsys):
     data = yaml.safe_load(out.read_text())
     # exact walltime = the estimate: 10 s x 1.44 ms = 14.4 ms / 430 us = 33.5 -> 33 (or 34) iterations
     assert data["jobs"][0]["walltime"] == format_duration(data["jobs"][0]["iterations"] * 430e3)
+
+
+def test_the_output_stays_within_the_base_scenarios_rank_iteration_limit(tmp_path):
+    # the hand trace of test_auto_time_scale...: auto wants 40 us per trace second -> iterations 200, 200, 36, 10 on
+    # 72, 18, 9, 4 ranks = 14400 + 3600 + 324 + 40 = 18364 rank-iterations
+    tr = _trace(tmp_path)
+    kw = dict(templates=("milc", "nn"), assign="cycle", iteration_time={"milc": 10e3, "nn": 4e3})
+    assert int((map_jobs(tr, 72, SwfMapping(**kw)).ranks * [200, 200, 36, 10]).sum()) == 18364
+    mj = map_jobs(tr, 72, SwfMapping(max_rank_iterations=1000, **kw))
+    work = int((mj.ranks * mj.iterations).sum())
+    assert work <= 1000 and "over limits.max_rank_iterations = 1000" in mj.time_scale_note
+    # by hand: at s ns per trace second the work is 72 rint(50 s / 10us) + 18 rint(20 s / 4us) + 9 rint(9 s / 10us)
+    # + 4 max(1, rint(s / 4us)): 922 up to s = 2.1 us (10.5 rounds to even), 1012 just above; 3 digits, rounded down
+    assert 2090 <= mj.time_scale <= 2100 and work == 922
+    assert not mj.distortion["within"].all()   # the shortest jobs no longer fit: named
+    with pytest.raises(SwfError, match="over limits.max_rank_iterations = 1000 of the base scenario"):
+        map_jobs(tr, 72, SwfMapping(max_rank_iterations=1000, time_scale=40e3, **kw))
+    with pytest.raises(SwfError, match="even one iteration per job needs 103"):  # 72 + 18 + 9 + 4 ranks
+        map_jobs(tr, 72, SwfMapping(max_rank_iterations=100, **kw))
