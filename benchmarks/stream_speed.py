@@ -7,7 +7,8 @@ synthetic 10^6-line SWF trace (time and peak memory), and how many of the NASA t
 The synthetic trace (:func:`write_synthetic_swf`): 128 nodes, Poisson arrivals, sizes 2^0..2^6, run times
 log-uniform in 1 s .. 20,000 s, mean inter-arrival chosen for a load of about 0.7; seeded, so it is the same file on
 every machine. Each command runs in its own process; its wall time, CPU time (user + sys) and peak RSS (``wait4``'s
-``ru_maxrss`` of that child) are reported -- on a shared machine the CPU time is the figure to compare. Results: benchmarks/RESULTS_streams.md.
+``ru_maxrss`` of that child) are reported -- on a shared machine the CPU time is the figure to compare.
+Results: benchmarks/RESULTS_streams.md.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def main() -> None:
         Path(roomy).write_text(Path(system).read_text() + "\nlimits: {max_rank_iterations: 100000000000}\n")
         if nasa is not None and nasa.is_file():
             for queue in ("fcfs", "easy", "conservative"):
-                wall, cpu, rss, out = timed(hs + ["schedule", str(nasa), "-o", str(tmp / f"s-{queue}"), "--queue", queue])
+                wall, cpu, rss, out = timed(hs + ["schedule", str(nasa), "-o", str(tmp / f"s-{queue}"),
+                                                  "--queue", queue])
                 summary = json.loads((tmp / f"s-{queue}" / "summary.json").read_text())
                 rows.append((f"schedule NASA ({summary['jobs_scheduled']} jobs), {queue}", wall, cpu, rss,
                              f"mean wait {summary['metrics']['mean_wait']:.2f} s, "
@@ -115,7 +117,8 @@ def main() -> None:
         first = stdout.splitlines()[0]
         fit = next((ln.strip() for ln in stdout.splitlines() if ln.strip().startswith("run times:")), "")
         first += "; " + fit[:fit.index(" (")] if " (" in fit else fit
-        rows.append((f"scenario-from-swf {args.lines:,} lines (defaults, limit raised)", wall, cpu, rss, first[first.index(":") + 2:]))
+        rows.append((f"scenario-from-swf {args.lines:,} lines (defaults, limit raised)", wall, cpu, rss,
+                     first[first.index(":") + 2:]))
         wall, cpu, rss, _ = timed(hs + ["schedule", str(big), "-o", str(tmp / "big-sched")])
         summary = json.loads((tmp / "big-sched" / "summary.json").read_text())
         rows.append((f"schedule {args.lines:,} lines, easy", wall, cpu, rss,

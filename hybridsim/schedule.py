@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
-
 import numpy as np
 
 from .scheduler import bounded_slowdown, dry_run_times, metrics_of, size_class

@@ -632,7 +632,7 @@ def format_durations(ns: np.ndarray) -> list[str]:
     return [f"{v:.15g}{names[u]}" for v, u in zip(vals.tolist(), units.tolist())]
 
 
-def job_lines(mj: MappedJobs, m: SwfMapping, flow) -> "Iterator[str]":
+def job_lines(mj: MappedJobs, m: SwfMapping, flow) -> Iterator[str]:
     """The ``jobs:`` items of the scenario, one YAML flow mapping a line -- the mappings :func:`job_mappings` gives,
     written by ``flow`` (a value -> one-line YAML function), each distinct workload and name shape rendered once,
     in chunks (a stream may hold 10^6 jobs)."""

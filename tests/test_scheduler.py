@@ -227,7 +227,7 @@ def test_easy_counts_every_job_ending_at_the_shadow_time_as_spare():
     assert _times(dry_run(jobs, S4, "easy")) == {"A": (0, 10), "B": (0, 10), "C": (10, 15), "D": (2, 102)}
 
 
-# ---------------------------------------------------------------------------------------------------------- conservative
+# ------------------------------------------------------------------------------------------------------ conservative
 def test_conservative_protects_every_reservation_not_only_the_heads():
     # 4 terminals. A (3) until 10; B (2) and C (2) arrive at 1 and 2: both reserved at 10 (2 + 2 = 4). D (1, 20 s)
     # at 3 fits the free terminal now, but would hold it through [10, 12) where B and C need all 4: it waits till 12.
