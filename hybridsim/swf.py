@@ -6,11 +6,17 @@ where unknown -- 1 job number, 2 submit time (s), 3 wait time (s), 4 run time (s
 CPU time, 7 used memory, 8 requested processors, 9 requested time (s), 10 requested memory, 11 status, 12 user,
 13 group, 14 application, 15 queue, 16 partition, 17 preceding job, 18 think time.
 
+:func:`read_swf` streams a trace into an array (numpy's C parser, a chunk at a time; ``.gz`` too) and refuses a
+damaged or hostile one by line and field: every field is -1 or within 0..its bound (:data:`MAX_TRACE_SECONDS`,
+:data:`MAX_PROCS`, :data:`MAX_ID`), whole where it counts.
+
 :func:`scenario_from_swf` turns a slice of a trace into a scenario for a given system (the ``hybridsim
 scenario-from-swf`` command): arrivals are submit times scaled to simulated time, sizes are processor counts scaled
 to the system and rounded to a rank count the job's workload template can run, the number of iterations makes the
-simulated run time about the trace's run time scaled, and the walltime is the trace's requested time scaled or, where
-the trace has none, ``walltime_factor`` x the estimated run time.
+simulated run time (iterations x the template's iteration time) the trace's run time scaled -- within a tolerance, by
+choosing the time scale (:func:`choose_time_scale`), or the job is named with why (:class:`MappedJobs`'
+``distortion``) -- and the walltime is the trace's requested time scaled or, where the trace has none, the estimated
+run time (``exact``) or ``walltime_factor`` x it. Everything is vectorised: linear in the trace.
 """
 
 from __future__ import annotations
