@@ -282,3 +282,14 @@ def test_plots_and_the_steps_they_draw(tmp_path):
     out, _ = _schedule(tmp_path, _swf(CASE), "--queue", "easy", "--plot")
     for name in ("gantt.png", "utilisation.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (out / name).stat().st_size > 10_000
+
+
+def test_a_gzipped_trace_reads_the_same(tmp_path):
+    import gzip
+
+    gz = tmp_path / "case.swf.gz"
+    gz.write_bytes(gzip.compress(_swf(CASE).encode()))
+    out = tmp_path / "gz"
+    assert main(["schedule", str(gz), "-o", str(out), "--queue", "easy"]) == 0
+    rows = pq.read_table(out / "jobs.parquet").to_pylist()
+    assert {r["job"]: (r["start"], r["end"]) for r in rows} == WANT["easy"]
