@@ -91,13 +91,15 @@ def test_easy_backfills_the_small_job_at_its_arrival():
     assert res.job_start["b"] == res.job_end["a"]
 
 
-def test_the_engine_schedule_is_the_dry_run_of_its_own_run_times():
+@pytest.mark.parametrize("queue", ["easy", "conservative"])
+def test_the_engine_schedule_is_the_dry_run_of_its_own_run_times(queue):
     # an independent check of the wiring: hybridsim.scheduler.dry_run fed with the run times the engine measured
     # gives the same starts and terminals
-    sc, res, _rec = run_engine(stream("easy", "random"))
+    sc, res, _rec = run_engine(stream(queue, "random"))
     jobs = [StreamJob(i, j.ranks, j.arrival, j.estimated_walltime(), res.job_end[j.name] - res.job_start[j.name])
             for i, j in enumerate(sc.jobs)]
-    out = dry_run(jobs, sc.topology.shape, "easy", "random", sc.scheduler_seed)
+    out = dry_run(jobs, sc.topology.shape, queue, "random", sc.scheduler_seed)
+    assert out[2].start == 2000.0  # c backfilled at its arrival: it ends (by walltime) before b's reservation
     for o, j in zip(out, sc.jobs):
         assert o.start == pytest.approx(res.job_start[j.name], abs=1e-6)
         assert o.terminals.tolist() == res.job_terminals[j.name].tolist()
