@@ -82,6 +82,7 @@ class _Queue:
         self._head = 0           # items before it are all dead
         self._alive = 0
         self._sizes: dict[int, int] = {}
+        self._walltimes: dict[int, list[tuple[float, int, _Waiting]]] = {}  # per size: a heap, dead entries lazy
 
     def __len__(self) -> int:
         return self._alive
@@ -96,6 +97,7 @@ class _Queue:
             self._items.insert(i, w)
         self._alive += 1
         self._sizes[w.size] = self._sizes.get(w.size, 0) + 1
+        heapq.heappush(self._walltimes.setdefault(w.size, []), (w.walltime, w.seq, w))
 
     def first(self) -> _Waiting:
         items = self._items
@@ -121,6 +123,16 @@ class _Queue:
 
     def min_size(self) -> int:
         return min(self._sizes) if self._sizes else 0
+
+    def shortest_by_size(self) -> list[tuple[int, float]]:
+        """``(size, shortest walltime)`` of the waiting jobs, one per size present, largest size first."""
+        out = []
+        for size in sorted(self._sizes, reverse=True):
+            h = self._walltimes[size]
+            while not h[0][2].alive:
+                heapq.heappop(h)
+            out.append((size, h[0][0]))
+        return out
 
     def compact(self) -> None:
         dead = len(self._items) - self._alive
@@ -323,7 +335,7 @@ class Scheduler:
         smallest = self._queue.min_size()
         head = self._queue.first()
         for w in self._queue:
-            if self._n_free < smallest:
+            if self._n_free < smallest or (w is not head and not _any_fits(times, avail, self._queue)):
                 break
             t = _earliest_fit(times, avail, w.size, w.walltime)
             if w is head:
@@ -354,6 +366,26 @@ class Scheduler:
         if shadow is None:
             raise AssertionError("unreachable: _check_can_ever_fit passed")
         return shadow, avail - head.size
+
+
+def _any_fits(times: list[float], avail: list[int], queue: _Queue) -> bool:
+    """Whether some waiting job could start at ``times[0]`` in the profile: one of size ``s`` whose walltime ends by
+    the first time the profile holds fewer than ``s`` terminals. Exact, since a job that did not fit a profile fits
+    no profile with more reservations: the conservative pass stops once it is False (an overloaded queue of 10^4 jobs
+    then costs a few reservations per decision, not 10^4)."""
+    now = times[0]
+    shortest = queue.shortest_by_size()  # largest size first: the first to run out of room
+    k, low, n = 0, math.inf, len(times)
+    for size, wt in shortest:
+        while k < n and low >= size:  # advance to the first step with fewer than ``size`` terminals
+            low = min(low, avail[k])
+            if low < size:
+                break
+            k += 1
+        until = times[k] if k < n else math.inf
+        if until > now and now + wt <= until:  # until == now: fewer than ``size`` terminals free now
+            return True
+    return False
 
 
 def _earliest_fit(times: list[float], avail: list[int], size: int, walltime: float) -> float:
