@@ -389,7 +389,7 @@ def _status(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def _signals_deferred():
+def signals_deferred():
     """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (a manifest written, a folder moved into place), then
     are delivered again."""
     if threading.current_thread() is not threading.main_thread():
@@ -480,7 +480,7 @@ class RunDir:
         self.manifest["files"] = written_files(self.path)
         self.manifest["digest"] = digests(self.path, self.manifest)
         self.write_manifest()
-        with _signals_deferred():
+        with signals_deferred():
             self.staged.commit()
 
     def fail(self, reason: str, **extra) -> Path:
@@ -489,7 +489,7 @@ class RunDir:
         cannot be written, a minimal one is."""
         if self.staged.committed:  # complete() went through: nothing failed that the folder should say
             return self.path
-        with _signals_deferred():
+        with signals_deferred():
             staging = self.path
             try:
                 target = self.staged.failed_target()
