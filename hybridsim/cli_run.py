@@ -124,12 +124,13 @@ def cmd_describe_run(args) -> int:
 
 def cmd_report(args) -> int:
     from .report import report, status_warnings
+    from .rundir import RunDirError
 
     for w in status_warnings(args.run_dir):
         print(f"hybridsim: warning: {w}", file=sys.stderr)
     try:
         made = report(args.run_dir, args.output)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, RunDirError) as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written, an unreadable file
         raise CliError(f"{exc.filename or args.output or args.run_dir}: {exc.strerror or exc}") from None
