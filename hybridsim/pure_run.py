@@ -11,10 +11,11 @@ and what is wrong at the first failure:
    ``description.json`` agrees with it (topology, each job's name, workload, ranks, iterations and, for a placed
    scenario, terminals), so a manifest whose scenario was pasted in from another run is caught even when its
    digests were rewritten;
-3. ``summary.json``: an object with a finite, positive ``wall_s``, a non-negative integer ``events`` and, per
-   foreground job, a finite completion time;
-4. ``iterations.parquet``: every foreground job has each of its ranks x iterations exactly once and no other rows,
-   with finite times, ``0 <= start <= end``, and its last end is the summary's completion time.
+3. ``summary.json``: a pure, complete run's object (``mode: simulate``, no ``hybrid`` section, not partial) with a
+   finite, positive ``wall_s``, a non-negative integer ``events`` and, per foreground job, a finite completion time;
+4. ``iterations.parquet``: no predicted iteration; every foreground job has each of its ranks x iterations exactly
+   once and no other rows, with finite times, ``0 <= start <= end``, and its last end is the summary's completion
+   time.
 
 The digests catch an accident or a careless edit; the checks of 2-4 hold whatever the digests say.
 """
@@ -118,6 +119,9 @@ def _check_summary(scenario, p: Path) -> dict:
         raise RunDirError(f"{f}: missing") from None
     if not isinstance(summary, dict):
         raise RunDirError(f"{f}: a JSON object expected, not {type(summary).__name__}")
+    if summary.get("mode") != "simulate" or "hybrid" in summary or summary.get("partial"):
+        raise RunDirError(f"{f}: a hybrid run's or a partial run's summary (mode {summary.get('mode')!r}), not a "
+                          "completed pure simulation's")
     wall, events, jobs = summary.get("wall_s"), summary.get("events"), summary.get("jobs")
     if not _number(wall) or wall <= 0:
         raise RunDirError(f"{f}: field 'wall_s' must be a finite number of seconds > 0, not {wall!r}")
@@ -142,6 +146,8 @@ def _check_summary(scenario, p: Path) -> dict:
 
 def _check_iterations(scenario, f: Path, table, summary: dict) -> None:
     cols = {c: table.column(c).to_numpy(zero_copy_only=False) for c in ("job_id", "rank", "iteration", "start", "end")}
+    if "mode" in table.column_names and "predict" in set(table.column("mode").to_pylist()):
+        raise RunDirError(f"{f}: predicted iterations (a hybrid run's table), not a pure simulation's")
     jid, rank, it = (cols[c].astype(np.int64) for c in ("job_id", "rank", "iteration"))
     start, end = cols["start"].astype(np.float64), cols["end"].astype(np.float64)
     if not (np.isfinite(start).all() and np.isfinite(end).all()):

@@ -361,7 +361,7 @@ class StagedDir:
         for target in (self._abs, self._abs.with_name(self._abs.name + ".failed")):
             if not os.path.lexists(target) or _is_empty_dir(target):
                 return target
-            if _protected(target) or not self.recognise(target):
+            if _protected(target) or not self.recognise(target) or (self.foreign and self.foreign(target)):
                 continue
             if target != self._abs or _status(target) != "completed":
                 return target
