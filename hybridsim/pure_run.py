@@ -12,7 +12,8 @@ and what is wrong at the first failure:
    scenario, terminals), so a manifest whose scenario was pasted in from another run is caught even when its
    digests were rewritten;
 3. ``summary.json``: a pure, complete run's object (``mode: simulate``, no ``hybrid`` section, not partial) with a
-   finite, positive ``wall_s``, a non-negative integer ``events`` and, per foreground job, a finite completion time;
+   finite, positive ``wall_s`` within the manifest's start and end times, a non-negative integer ``events`` and,
+   per foreground job, a finite completion time;
 4. ``iterations.parquet``: no predicted iteration; every foreground job has each of its ranks x iterations exactly
    once and no other rows, with finite times, ``0 <= start <= end``, and its last end is the summary's completion
    time.
@@ -59,7 +60,7 @@ def read_pure_run(scenario, path) -> tuple[list[IterationRecord], dict]:
     redo = f"simulate it again (`hybridsim run SCENARIO -o {p} --force`), or run the bench without --pure"
     verify_digests(p, m, redo=redo)
     _check_scenario(scenario, p, m)
-    summary = _check_summary(scenario, p)
+    summary = _check_summary(scenario, p, m)
     try:
         table = read_iterations(p / ITERATIONS)
     except (OSError, ValueError) as exc:  # pyarrow's errors are OSError or ValueError
@@ -111,7 +112,17 @@ def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _check_summary(scenario, p: Path) -> dict:
+def _elapsed_s(m: dict) -> float | None:
+    """Seconds between the manifest's ``start_time`` and ``end_time`` (None when either is missing or garbled)."""
+    import datetime as dt
+
+    try:
+        return (dt.datetime.fromisoformat(m["end_time"]) - dt.datetime.fromisoformat(m["start_time"])).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _check_summary(scenario, p: Path, m: dict) -> dict:
     f = p / SUMMARY
     try:
         summary = load_json(f, SUMMARY)
@@ -125,6 +136,10 @@ def _check_summary(scenario, p: Path) -> dict:
     wall, events, jobs = summary.get("wall_s"), summary.get("events"), summary.get("jobs")
     if not _number(wall) or wall <= 0:
         raise RunDirError(f"{f}: field 'wall_s' must be a finite number of seconds > 0, not {wall!r}")
+    elapsed = _elapsed_s(m)
+    if elapsed is None or wall > elapsed + 2.0:  # the manifest's times are whole seconds
+        raise RunDirError(f"{f}: field 'wall_s' = {wall:g} s does not fit in the run's own time span (manifest "
+                          f"start_time {m.get('start_time')!r} to end_time {m.get('end_time')!r})")
     if not isinstance(events, int) or isinstance(events, bool) or events < 0:
         raise RunDirError(f"{f}: field 'events' must be an integer >= 0, not {events!r}")
     if not isinstance(jobs, dict):
@@ -179,7 +194,7 @@ def _check_iterations(scenario, f: Path, table, summary: dict) -> None:
         ok = abs(last - t) <= _TOL * max(abs(t), 1.0) if summary.get("backend", "embedded") == "embedded" \
             else t >= last * (1 - _TOL)
         if not ok:
-            raise RunDirError(f"{f}: job {job.name!r}'s last iteration ends at {last:g} ns, but "
-                              f"{SUMMARY} says it completed at {t:g} ns")
+            raise RunDirError(f"{f}: job {job.name!r}: its last iteration ends at {last:g} ns, but {SUMMARY} says "
+                              f"it completed at {t:g} ns")
     if not counted.all():
         raise RunDirError(f"{f}: rows of a job_id the scenario does not have ({int(jid[~counted][0])})")

@@ -223,7 +223,7 @@ def _set(d: dict, **kv) -> dict:
 #: (name, tampering of a copy of the pure run, what the refusal names when the digests are rewritten to match)
 TAMPERED = [
     ("end x10", lambda d, o: _table(d, lambda t: _set(t, end=t["start"] + 10 * (t["end"] - t["start"]))),
-     "last iteration ends at"),
+     "its last iteration ends at"),
     ("NaN end", lambda d, o: _table(d, lambda t: _set(t, end=np.where(t["iteration"] == 3, np.nan, t["end"]))),
      "non-finite start or end"),
     ("end before start", lambda d, o: _table(d, lambda t: _set(t, end=t["start"] - 1.0)), "ends before it starts"),
@@ -234,7 +234,7 @@ TAMPERED = [
      "not each of its"),
     ("rank out of range", lambda d, o: _table(d, lambda t: _set(t, rank=np.where(t["rank"] == 1, 10**6, t["rank"]))),
      "outside 4 ranks x 40 iterations"),
-    ("wall_s 1e9", lambda d, o: _summary(d, lambda s: _set(s, wall_s=1e9)), None),
+    ("wall_s 1e9", lambda d, o: _summary(d, lambda s: _set(s, wall_s=1e9)), "does not fit in the run's own time"),
     ("wall_s 0", lambda d, o: _summary(d, lambda s: _set(s, wall_s=0)), "'wall_s' must be a finite number"),
     ("wall_s 'abc'", lambda d, o: _summary(d, lambda s: _set(s, wall_s="abc")), "'wall_s' must be a finite number"),
     ("summary a list", lambda d, o: _summary(d, lambda s: [s]), "a JSON object expected, not list"),
