@@ -154,7 +154,9 @@ def _register_more(sub) -> None:
                         "scenario's surrogate section")
     p.add_argument("--pure", metavar="RUN_DIR",
                    help="judge against this completed pure run of the same scenario (e.g. an earlier bench's "
-                        "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes")
+                        "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes. "
+                        "Refused when its tables, summary or manifest changed since it completed (its recorded "
+                        "digests) or do not fit the scenario")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_bench)
