@@ -23,8 +23,9 @@ hidden sibling ``.OUTDIR.XXXXXXXX.partial`` (same parent, so the final move is a
 ``.OUTDIR.lock`` turns a second writer of the same ``OUTDIR`` away. A completed run is renamed into place, replacing
 the old ``OUTDIR`` only then, so an interrupted or concurrent ``--force`` never destroys a finished run. ``--force``
 only replaces a directory hybridsim recognises (its manifest), never the working directory, one of its parents, ``/``
-or ``$HOME``, and never one holding a file the run did not write (:func:`foreign_files`). A failed run is moved to ``OUTDIR`` with its failed manifest, unless ``OUTDIR`` holds a completed run: that
-one stays and the failed attempt goes to ``OUTDIR.failed``.
+or ``$HOME``, and never one holding a file the run did not write (:func:`foreign_files`). A failed run is moved to
+``OUTDIR`` with its failed manifest, unless ``OUTDIR`` holds a completed run: that one stays and the failed attempt
+goes to ``OUTDIR.failed``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ for the figures in ``pretrain.json``), ``val_frac`` for validation (early stoppi
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
