@@ -27,8 +27,9 @@ from .volumes import relative_volumes
 PRETRAINABLE = ("pretrained",)
 
 
-def corpus_run_dirs(corpus: str | Path) -> list[Path]:
-    """The completed runs of a corpus folder (its ``corpus.json``), in run order; each must lie inside the corpus."""
+def corpus_run_dirs(corpus: str | Path, left_out: list | None = None) -> list[Path]:
+    """The completed runs of a corpus folder (its ``corpus.json``), in run order; each must lie inside the corpus.
+    ``left_out``, when given, receives the ``dir`` of every run that is not completed (failed or pending)."""
     from hybridsim.rundir import RunDirError, load_json
 
     corpus = Path(corpus)
@@ -45,6 +46,8 @@ def corpus_run_dirs(corpus: str | Path) -> list[Path]:
     runs = []
     for k, r in enumerate(entries):
         if r.get("status") != "completed":
+            if left_out is not None:
+                left_out.append(f"{r.get('dir')} ({r.get('status')})")
             continue
         d = r.get("dir")
         if not isinstance(d, str) or not d or Path(d).is_absolute() or ".." in Path(d).parts:
@@ -257,7 +260,8 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
              progress: bool = False) -> tuple[object, dict]:
     """Train ``model`` across the completed runs of ``corpus`` (a corpus folder or a list of them, each split
     separately, so every corpus has runs in each part); returns ``(model, report)``. The report holds the
-    split (run names), the example counts, the training curve's best epoch and the validation and test scores
+    split (run names), the runs left out (not completed, per corpus), the example counts, the training curve's best
+    epoch and the validation and test scores
     (:func:`scores`; ``score_test=False`` leaves the test runs untouched, for design choices made on validation)."""
     check_options(epochs=epochs, patience=patience, val_frac=val_frac, test_frac=test_frac, hidden=hidden, lr=lr,
                   batch=batch)
@@ -271,8 +275,12 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
     t_start = time.perf_counter()
     corpora = [Path(c) for c in ([corpus] if isinstance(corpus, (str, Path)) else corpus)]
     names, runs, split = [], [], {"test": [], "val": [], "train": []}
+    left_out = {}
     for c in corpora:
-        mine = corpus_run_dirs(c)
+        skipped = []
+        mine = corpus_run_dirs(c, skipped)
+        if skipped:
+            left_out[str(c)] = skipped
         labels = [f"{c.name}/{p.name}" if len(corpora) > 1 else p.name for p in mine]
         for part, members in split_runs(labels, seed, val_frac, test_frac).items():
             split[part] += members
@@ -343,7 +351,7 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
     m._numpy()
     report = {
         "format": "hybridsim-pretrain", "model": model, "corpus": [str(c.resolve()) for c in corpora], "seed": seed,
-        "config": m.config(), "split": split,
+        "config": m.config(), "split": split, "left_out": left_out,
         "examples": {k: (0 if v is None else int(len(v["target"]))) for k, v in sets.items()},
         "epochs_run": len(curve), "best_epoch": best_epoch, "val_l1": best,
         "val": scores(m, val) if val is not None else None,

@@ -343,3 +343,19 @@ def test_pretrain_on_a_hostile_corpus_is_a_clean_error(corpus, tmp_path, capsys,
     assert main(["pretrain", str(c), "-o", str(tmp_path / "ckpt"), "--no-progress", *more]) == 2
     assert msg in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]  # no checkpoint, no staging folder, no lock
+
+
+def test_pretrain_says_which_runs_it_leaves_out(corpus, tmp_path, capsys):
+    """A run corpus.json does not list as completed is left out, and the command says so (it used to be silent)."""
+    import shutil
+
+    c = tmp_path / "c"
+    shutil.copytree(corpus, c)
+    meta = json.loads((c / "corpus.json").read_text())
+    meta["runs"][2]["status"] = "failed"
+    (c / "corpus.json").write_text(json.dumps(meta))
+    assert main(["pretrain", str(c), "-o", str(tmp_path / "ckpt"), "--epochs", "2", "--no-progress"]) == 0
+    assert f"{c}: 1 run(s) not completed, left out: runs/0002 (failed)" in capsys.readouterr().err
+    rep = json.loads((tmp_path / "ckpt" / "pretrain.json").read_text())
+    assert rep["left_out"] == {str(c): ["runs/0002 (failed)"]}
+    assert "0002" not in rep["split"]["train"] + rep["split"]["val"] + rep["split"]["test"]
