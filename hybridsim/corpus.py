@@ -561,17 +561,20 @@ def _build_locked(ls: LoadedSpec, spec_path, outdir: Path, workers: int, force: 
 
 
 def load_corpus(outdir: str | Path) -> dict:
-    """The corpus manifest ``outdir/corpus.json``."""
-    import json
+    """The corpus manifest ``outdir/corpus.json`` (:class:`~hybridsim.rundir.RunDirError` for a corrupt one)."""
+    from .rundir import load_json
 
-    return json.loads((Path(outdir) / CORPUS_FILE).read_text())
+    return load_json(Path(outdir) / CORPUS_FILE, CORPUS_FILE)
 
 
 def _created(outdir: Path) -> str:
+    """When the corpus was first written; now for a new one, or one whose corpus.json is unreadable (it is
+    rewritten from the run directories)."""
     try:
-        return load_corpus(outdir)["created"]
-    except (OSError, ValueError, KeyError, TypeError):
+        created = load_corpus(outdir)["created"]
+    except (OSError, RunDirError, KeyError, TypeError):
         return now_iso()
+    return created if isinstance(created, str) else now_iso()
 
 
 # ------------------------------------------------------------------------------------------------------ CLI

@@ -209,3 +209,13 @@ def test_one_writer_per_corpus(tmp_path, capsys):
     assert "c is being written by another `hybridsim corpus` (lock" in capsys.readouterr().err
     assert (out / "corpus.json").read_text() == before
     assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0  # the lock went with its holder
+
+
+def test_a_corrupt_corpus_json_is_rebuilt_from_the_runs(tmp_path, capsys):
+    spec, out = _spec(tmp_path), tmp_path / "c"
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
+    (out / "corpus.json").write_text("[" * 100_000 + "]" * 100_000)
+    capsys.readouterr()
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
+    assert "2 runs, 2 already completed, 0 to run" in capsys.readouterr().out
+    assert load_corpus(out)["counts"] == {"completed": 2, "failed": 0, "pending": 0}
