@@ -343,7 +343,10 @@ def _worker(conn, scenario_data: dict, source: str, outdir: str) -> None:
     for sig in _STOP:  # not the parent's handlers, inherited through the fork
         signal.signal(sig, signal.SIG_IGN if sig == signal.SIGINT else signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)  # blocked by the parent from before the fork
-    conn.send(_run_one(scenario_data, source, outdir, in_worker=True))
+    res = _run_one(scenario_data, source, outdir, in_worker=True)
+    if isinstance(res.get("error"), str):
+        res["error"] = res["error"][:4000]  # the parent reads it once the process has ended: keep it within a pipe
+    conn.send(res)
     conn.close()
 
 
