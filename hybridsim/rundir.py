@@ -474,7 +474,8 @@ class RunDir:
         return self.path / name
 
     def complete(self, **extra) -> None:
-        """Mark completed and move into place (replacing the old run with ``force``)."""
+        """Mark completed, record the files written and the digests of the tables and of the manifest's identity
+        (:func:`digests`), and move into place (replacing the old run with ``force``)."""
         self.manifest.update(extra)
         self.manifest["status"] = "completed"
         self.manifest["end_time"] = now_iso()
