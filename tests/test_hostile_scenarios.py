@@ -45,6 +45,24 @@ def topo(extra: str) -> str:
     """BASE with ``extra`` added to its topology line (line 1)."""
     return BASE.replace("2}\n", f"2, {extra}}}\n", 1)
 PLUGIN_IMPORT = "raise RuntimeError('broken at import')\n"
+#: the five-line LAMMPS scenario of issue 21 (``params``: the workload's fields)
+LAMMPS = """\
+topology: {{groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}}
+jobs:
+  - name: l
+    ranks: 8
+    workload: {{kind: lammps, {params}}}
+    iterations: 1
+"""
+#: a job stream whose second job gets ``job``'s fields
+STREAM = """\
+topology: {{groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}}
+scheduler: {{queue: fcfs}}
+jobs:
+  - {{name: a, ranks: 4, iterations: 2, workload: {{kind: allreduce}}}}
+  - {{name: b, ranks: 4, iterations: 2, workload: {{kind: allreduce}},
+     {job}}}
+"""
 
 #: id -> (files (s.yaml is the scenario), fragments the error must contain, memory/time bomb on main)
 CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
@@ -88,6 +106,37 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
                             ("s.yaml:7:", "backend.embedded.end_time", "expected a time"), False),
     "bandwidth_inf_string": ({"s.yaml": topo("bandwidth: {local: 'inf'}")},
                              ("s.yaml:1:", "topology.bandwidth.local", "finite"), False),
+    # -- loops and allocations driven by workload and stream parameters (issue 21): refused from the parameters alone
+    "lammps_replicas_1e6": ({"s.yaml": LAMMPS.format(params="num_x_replicas: 1000000")},
+                            ("s.yaml:5:", "jobs.0.workload.num_x_replicas", "packets of 4096 B per message",
+                             "max_packets_per_message"), True),
+    "lammps_replicas_1e4_cubed": ({"s.yaml": LAMMPS.format(params="num_x_replicas: 10000, num_y_replicas: 10000, "
+                                                                  "num_z_replicas: 10000")},
+                                  ("s.yaml:5:", "num_x_replicas", "max_packets_per_message", "limits.max_packets",
+                                   "max_samples"), True),
+    "milc_40_dimensions_distance_40": ({"s.yaml": BASE.replace("ranks: 4", "ranks: 1").replace(
+        "dimension_sizes: [2, 2]", "dimension_sizes: [" + ", ".join(["1"] * 40) + "], max_dimension_distance: 40")},
+                                       ("s.yaml:6:", "jobs.0.workload", "MPI ops", "limits.max_ops"), True),
+    "milc_allreduce_count_1e12": ({"s.yaml": BASE.replace(MSG, MSG + ", allreduce_count: 1000000000000")},
+                                  ("s.yaml:6:", "jobs.0.workload", "limits.max_ops"), True),
+    "milc_allreduce_size_1e15": ({"s.yaml": BASE.replace(MSG, MSG + ", allreduce_size: 1000000000000000")},
+                                 ("s.yaml:6:", "jobs.0.workload.allreduce_size", "max_packets_per_message"), True),
+    "allreduce_count_1e12": ({"s.yaml": BASE.replace("kind: milc, dimension_sizes: [2, 2], msg_size: 4096",
+                                                     "kind: allreduce, count: 1000000000000")},
+                             ("s.yaml:6:", "jobs.0.workload", "limits.max_ops"), True),
+    "nn_distance_in_20_dimensions": ({"s.yaml": BASE.replace("ranks: 4", "ranks: 1").replace(
+        "kind: milc, dimension_sizes: [2, 2]", "kind: nn, dimension_sizes: [" + ", ".join(["1"] * 20)
+        + "], max_dimension_distance: 20")}, ("s.yaml:6:", "jobs.0.workload", "limits.max_ops"), True),
+    "stream_arrival_1e294s": ({"s.yaml": STREAM.format(job="arrival: 1e294s")},
+                              ("s.yaml:6:", "jobs.1.arrival", "less than or equal to 9007199254740992"), True),
+    "stream_walltime_1e294s": ({"s.yaml": STREAM.format(job="walltime: 1e294s")},
+                               ("s.yaml:6:", "jobs.1.walltime", "less than or equal to"), False),
+    "stream_arrival_25h_samples": ({"s.yaml": STREAM.format(job="arrival: 90000s")},
+                                   ("s.yaml:", "sampling.interval", "arrival", "max_samples"), True),
+    "end_time_1e300": ({"s.yaml": BASE + "backend: {embedded: {end_time: 1.0e300}}\n"},
+                       ("s.yaml:7:", "backend.embedded.end_time", "less than or equal to"), False),
+    "codes_sample_count_1e12": ({"s.yaml": BASE + "backend: {kind: codes, codes: {sample_count: 1000000000000}}\n"},
+                                ("s.yaml:7:", "backend.codes.sample_count", "max_samples"), False),
     # -- tracebacks on main
     "deep_yaml_100k": ({"s.yaml": BASE + "description: " + "[" * 100_000 + "]" * 100_000 + "\n"},
                        ("s.yaml:7:", "deeper than 64", "yaml_depth"), True),
@@ -198,7 +247,8 @@ def test_validate_rejects(tmp_path, capsys, monkeypatch, name):
 
 @pytest.mark.parametrize("name", ["unknown_policy", "policy_ft_0", "unknown_model", "model_config_unknown_key",
                                   "plugin_constructor_raises", "duplicate_key", "laughs_controller_params",
-                                  "iterations_1e12", "topology_1e9_nodes", "alloc_non_utf8", "msg_size_1e15"])
+                                  "iterations_1e12", "topology_1e9_nodes", "alloc_non_utf8", "msg_size_1e15",
+                                  "lammps_replicas_1e6", "milc_allreduce_count_1e12", "stream_arrival_1e294s"])
 def test_run_writes_nothing(tmp_path, capsys, monkeypatch, name):
     path = write_case(tmp_path, name)
     monkeypatch.chdir(tmp_path)
@@ -280,7 +330,7 @@ def test_deadline_fails_the_run(tmp_path, capsys):
     assert man["status"] == "failed" and "deadline" in man["reason"] and "1 s" in man["reason"]
 
 
-def test_runtime_sample_and_packet_limits(tmp_path, capsys):
+def test_runtime_sample_and_packet_limits(tmp_path, capsys, monkeypatch):
     # samples: the compute phases give no lower bound on the duration, so the engine stops at the limit
     p = tmp_path / "s.yaml"
     p.write_text(BASE + "sampling: {interval: 1us}\nlimits: {max_samples: 252}\n")  # 1 window x 252 ports
@@ -288,11 +338,23 @@ def test_runtime_sample_and_packet_limits(tmp_path, capsys):
     assert rc == 1
     man = json.loads((tmp_path / "o1" / "manifest.json").read_text())
     assert man["status"] == "failed" and "max_samples" in man["reason"]
-    # packets per message: LAMMPS sizes are only known as it runs
+    # packets per message: a custom workload's sizes are only known as it runs
+    (tmp_path / "bigmsg.py").write_text("from hybridsim.workloads import Program\n"
+                                        "def two(rank, iteration, n_ranks):\n"
+                                        "    p = Program(rank, n_ranks)\n"
+                                        "    p.sendrecv((rank + 1) % n_ranks, 8192, (rank - 1) % n_ranks, 0)\n"
+                                        "    return p.ops\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
-                 "jobs:\n  - {name: l, ranks: 8, iterations: 1, workload: {kind: lammps}}\n"
+                 "jobs:\n  - {name: c, ranks: 2, iterations: 1, workload: {kind: custom, function: 'bigmsg:two'}}\n"
                  "limits: {max_packets_per_message: 1}\n")
     rc = main(["run", str(p), "-o", str(tmp_path / "o2"), "--no-progress"])
     assert rc == 1
     man = json.loads((tmp_path / "o2" / "manifest.json").read_text())
     assert man["status"] == "failed" and "max_packets_per_message" in man["reason"]
+    # LAMMPS sizes follow from its parameters: refused before the run, nothing written
+    p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+                 "jobs:\n  - {name: l, ranks: 8, iterations: 1, workload: {kind: lammps}}\n"
+                 "limits: {max_packets_per_message: 1}\n")
+    assert main(["run", str(p), "-o", str(tmp_path / "o3"), "--no-progress"]) == 2
+    assert "max_packets_per_message" in capsys.readouterr().err and not (tmp_path / "o3").exists()

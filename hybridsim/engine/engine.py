@@ -313,6 +313,7 @@ class Engine(Backend):
             if len(parked) == self.n_ranks[j]:
                 self._predict(j, it, self.parked.pop((j, it)))
             return
+        self.stop.check(f"at t={t:,.0f} ns while generating job {self.job_names[j]!r}'s ops")  # generation can be slow
         rs.ops = self.workloads[j].ops(rs.local, it)
         rs.pc = 0
         rs.reqs = {}

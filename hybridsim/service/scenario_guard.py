@@ -28,7 +28,16 @@ def yaml_limits(limits: ScenarioLimits):
 
 def check_scenario_limits(scenario, limits: ScenarioLimits, field: str = "start.scenario_yaml") -> None:
     """Refuse a run bigger than the limits (INVALID_ARGUMENT); impose ``max_events`` when the scenario sets none.
-    Only arithmetic on the parsed scenario: nothing is built."""
+    Only arithmetic on the parsed scenario: nothing is built. The scenario's own ``limits`` section (already checked
+    against the run's estimated cost by :func:`hybridsim.scenario.parse_scenario`) may lower the defaults of
+    :class:`hybridsim.scenario.Limits`, not raise them: a client cannot lift the bounds that keep its run finite."""
+    from hybridsim.scenario import Limits
+
+    ceiling = Limits()
+    for name in Limits.model_fields:
+        own, top = getattr(scenario.limits, name), getattr(ceiling, name)
+        if own is not None and top is not None and own > top:
+            raise over_limit(f"{field}: limits.{name}", own, top, "the scenario limits' defaults")
     topo = scenario.topology
     terminals = topo.n_terminals
     if terminals > limits.max_terminals:
