@@ -358,3 +358,31 @@ def test_runtime_sample_and_packet_limits(tmp_path, capsys, monkeypatch):
                  "limits: {max_packets_per_message: 1}\n")
     assert main(["run", str(p), "-o", str(tmp_path / "o3"), "--no-progress"]) == 2
     assert "max_packets_per_message" in capsys.readouterr().err and not (tmp_path / "o3").exists()
+
+
+SLOW_GEN = ("import time\nfrom hybridsim.workloads import Program\n"
+            "def slow(rank, iteration, n_ranks):\n"
+            "    time.sleep(0.01)\n"
+            "    p = Program(rank, n_ranks)\n"
+            "    p.compute(100.0)\n"
+            "    return p.ops\n")
+
+
+def test_deadline_stops_workload_generation(tmp_path, monkeypatch):
+    # a generator that takes 10 ms per rank-iteration: 72 ranks x 1000 iterations = 12 min of generating alone
+    (tmp_path / "slowgen.py").write_text(SLOW_GEN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE.replace("ranks: 4", "ranks: 72").replace("iterations: 2", "iterations: 1000").replace(
+        "{kind: milc, dimension_sizes: [2, 2], msg_size: 4096}", "{kind: custom, function: 'slowgen:slow'}")
+        + "sampling: {ports: false}\n")
+    out = tmp_path / "out"
+    t0 = time.perf_counter()
+    rc = main(["run", str(p), "-o", str(out), "--no-progress", "--limit", "deadline=0.5"])
+    wall = time.perf_counter() - t0
+    assert rc == 1
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "failed" and "deadline of 0.5 s" in man["reason"], man
+    assert "generating job 'a'" in man["reason"]
+    assert wall < 0.5 + 5  # stopped at the next generator call, not after the 72,000 of them
+
