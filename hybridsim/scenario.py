@@ -557,6 +557,11 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
                              f"ns (job {sc.jobs[longest].name!r}'s arrival and compute phases alone) x {topo.n_ports} "
                              f"ports = {windows * topo.n_ports:.3g} port samples, over limits.max_samples = "
                              f"{lim.max_samples}"))
+    longest_job = max((j.iterations for j in sc.jobs if j.iterations is not None), default=0)
+    if sc.surrogate.lookback is not None and sc.surrogate.lookback > max(longest_job, 1):
+        out.append((("surrogate", "lookback"), f"a look-back of {sc.surrogate.lookback} iterations is longer than "
+                                               f"the longest job ({longest_job} iterations): it can never fill, and "
+                                               "the hybrid loop would allocate it per rank"))
     if sc.backend.kind == "codes" and sc.backend.codes.sample_count * topo.n_ports > lim.max_samples:
         out.append((("backend", "codes", "sample_count"),
                     f"CODES pre-allocates sample_count = {sc.backend.codes.sample_count} samples per LP: x "

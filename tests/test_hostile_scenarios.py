@@ -135,6 +135,9 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
                                    ("s.yaml:", "sampling.interval", "arrival", "max_samples"), True),
     "end_time_1e300": ({"s.yaml": BASE + "backend: {embedded: {end_time: 1.0e300}}\n"},
                        ("s.yaml:7:", "backend.embedded.end_time", "less than or equal to"), False),
+    "surrogate_lookback_1e15": ({"s.yaml": BASE + "surrogate: {model: ridge, lookback: 1000000000000000}\n"},
+                               ("s.yaml:7:", "surrogate.lookback", "longer than the longest job (2 iterations)"),
+                               False),
     "codes_sample_count_1e12": ({"s.yaml": BASE + "backend: {kind: codes, codes: {sample_count: 1000000000000}}\n"},
                                 ("s.yaml:7:", "backend.codes.sample_count", "max_samples"), False),
     # -- tracebacks on main
