@@ -367,6 +367,7 @@ def test_a_client_that_goes_away_frees_its_slot(leave):
         else:                     # the client cancels once the run has started
             call_ = stub.Run(iter([req]), timeout=60)
             assert next(call_).WhichOneof("msg") == "started"
+            time.sleep(0.5)  # the engine is running by now (a stream cancelled at Started never starts it)
             assert _active_runs(stub) == 1
             call_.cancel()
         assert _wait_idle(stub, within=10) < 10
