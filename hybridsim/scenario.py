@@ -480,13 +480,22 @@ def parse_limit_args(items: list[str] | None) -> dict:
     return out
 
 
-def _job_costs(sc: "Scenario") -> list:
-    """Per job, its :class:`~hybridsim.workloads.WorkloadCost` (``None`` where it cannot be known beforehand, and for
-    a job larger than the machine, which is refused on its own)."""
-    from .workloads import estimate_cost
+def _job_costs(sc: "Scenario", out: list | None = None) -> list:
+    """Per job, its :class:`~hybridsim.workloads.WorkloadCost` (``None`` where it cannot be known beforehand, for a
+    job larger than the machine, which is refused on its own, and for parameters the workload cannot run, whose
+    (field path, message) goes to ``out``)."""
+    from .workloads import WorkloadError, estimate_cost
 
     n = sc.topology.n_terminals
-    return [estimate_cost(j, sc.topology.packet_size) if j.ranks <= n else None for j in sc.jobs]
+    costs = []
+    for i, j in enumerate(sc.jobs):
+        try:
+            costs.append(estimate_cost(j, sc.topology.packet_size) if j.ranks <= n else None)
+        except WorkloadError as exc:
+            costs.append(None)
+            if out is not None:
+                out.append((("jobs", i, "ranks"), f"job {j.name!r}: {exc}"))
+    return costs
 
 
 def _lower_bound_ns(sc: "Scenario", costs: list) -> tuple[float, int]:
@@ -523,7 +532,7 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
         out.append((("jobs", big, "iterations"), f"ranks x iterations over all jobs = {total} exceed "
                                                  f"limits.max_rank_iterations = {lim.max_rank_iterations}"))
         return out
-    costs = _job_costs(sc)
+    costs = _job_costs(sc, out)
     ps = topo.packet_size
     for i, (j, c) in enumerate(zip(sc.jobs, costs)):
         if c is None:

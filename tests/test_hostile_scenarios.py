@@ -138,6 +138,9 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
     "surrogate_lookback_1e15": ({"s.yaml": BASE + "surrogate: {model: ridge, lookback: 1000000000000000}\n"},
                                ("s.yaml:7:", "surrogate.lookback", "longer than the longest job (2 iterations)"),
                                False),
+    "lammps_997_ranks_cannot_decompose": ({"s.yaml": "jobs:\n  - name: l\n    ranks: 997\n    iterations: 1\n"
+                                                     "    workload: {kind: lammps}\n"},
+                                          ("s.yaml:3:", "jobs.0.ranks", "process grid [1, 997, 1]"), False),
     "codes_sample_count_1e12": ({"s.yaml": BASE + "backend: {kind: codes, codes: {sample_count: 1000000000000}}\n"},
                                 ("s.yaml:7:", "backend.codes.sample_count", "max_samples"), False),
     # -- tracebacks on main
@@ -386,6 +389,66 @@ def test_deadline_stops_workload_generation(tmp_path, monkeypatch):
     assert rc == 1
     man = json.loads((out / "manifest.json").read_text())
     assert man["status"] == "failed" and "deadline of 0.5 s" in man["reason"], man
-    assert "generating job 'a'" in man["reason"]
+    assert "generating the ops of job 'a'" in man["reason"]
     assert wall < 0.5 + 5  # stopped at the next generator call, not after the 72,000 of them
 
+
+
+# ------------------------------------------------------------------------------ the estimates the limits stand on
+def test_lammps_grid_in_closed_steps_is_the_loop_of_lammps_cpp():
+    from hybridsim.workloads import lammps as L
+
+    brute = []
+    for n in range(1, 3000):
+        m = n
+        while not L._factorable(m):
+            m += 1
+        brute.append(m)
+    assert [L.next_factorable(n) for n in range(1, 3000)] == brute
+    for reps in [(1, 1, 1), (2, 1, 1), (1, 3, 1), (4, 4, 4), (1, 1, 30), (100, 1, 1), (7, 5, 3)]:
+        prd = [reps[0] * (L.XHI_BASE - L.XLO_BASE), reps[1] * (L.YHI_BASE - L.YLO_BASE),
+               reps[2] * (L.ZHI_BASE - L.ZLO_BASE)]
+        n = L.N_ATOMS_BASE * reps[0] * reps[1] * reps[2]
+        assert L.pppm_decomposition(n, prd) == L._pppm_decomposition_loop(n, prd), reps
+    # the replica counts of issue 21: the loop needs ~10^7 steps per dimension, the closed steps a few dozen
+    big = [1e6 * (L.XHI_BASE - L.XLO_BASE), L.YHI_BASE - L.YLO_BASE, L.ZHI_BASE - L.ZLO_BASE]
+    t0 = time.perf_counter()
+    g = L.pppm_decomposition(L.N_ATOMS_BASE * 10**6, big)
+    assert all(L._factorable(int(x)) for x in g) and g[0] > 1e7
+    assert time.perf_counter() - t0 < 1.0
+
+
+@pytest.mark.parametrize("dims,dist", [([3], 1), ([3, 3], 1), ([3, 3], 2), ([4, 3, 2], 2), ([3] * 4, 3),
+                                       ([1] * 5, 5)])
+def test_neighbour_count_is_the_length_of_the_neighbour_lists(dims, dist):
+    from hybridsim.workloads.base import neighbour_count
+    from hybridsim.workloads.milc import milc_neighbors
+    from hybridsim.workloads.nearest_neighbor import nn_neighbors
+
+    assert neighbour_count(len(dims), dist) == len(milc_neighbors(0, dims, dist)) == len(nn_neighbors(0, dims, dist))
+
+
+@pytest.mark.parametrize("kind,ranks", [("milc", 16), ("nn", 16), ("allreduce", 6), ("lammps", 8)])
+def test_estimated_cost_matches_the_generated_ops(kind, ranks):
+    """Op count, largest message to another rank and compute per iteration from the parameters alone, against the
+    ops the generator builds (largest message over all ranks; ops of rank 0, for allreduce of the last rank, past
+    MPICH's fold; LAMMPS: a plain step with FFT peers estimated, so its op count within 2x)."""
+    from hybridsim.scenario import Job
+    from hybridsim.workloads import COMPUTE, ISEND, SEND, build_workload, estimate_cost
+
+    w = {"milc": {"kind": "milc", "dimension_sizes": [4, 4], "msg_size": 10000, "compute_delay": 400},
+         "nn": {"kind": "nn", "dimension_sizes": [4, 4], "msg_size": 10000, "max_dimension_distance": 2},
+         "allreduce": {"kind": "allreduce", "size": 100000, "count": 3},
+         "lammps": {"kind": "lammps"}}[kind]
+    job = Job(name="j", ranks=ranks, iterations=1, workload=w)
+    rank = ranks - 1 if kind == "allreduce" else 0
+    wl = build_workload(job)
+    ops = wl.ops(rank, 0)
+    cost = estimate_cost(job, 4096)
+    sizes = [op[2] for r in range(ranks) for op in wl.ops(r, 0) if op[0] in (ISEND, SEND) and op[1] != r]
+    assert cost.max_message == max(sizes)
+    assert cost.compute_ns == pytest.approx(sum(op[1] for op in ops if op[0] == COMPUTE))
+    if kind == "lammps":
+        assert len(ops) / 2 <= cost.ops <= 2 * len(ops)
+    else:
+        assert cost.ops == len(ops)

@@ -92,7 +92,7 @@ class Engine(Backend):
             from ..workloads import build_workload
             workloads = []
             for j, job in enumerate(scenario.jobs):
-                self.stop.check(f"while building job {job.name!r}'s workload")
+                self.stop.check(f"while building the workload of job {job.name!r}")
                 workloads.append(build_workload(job, j, scenario.seed, scenario=scenario))
             self.stop.check("while building the workloads")
         self.workloads = list(workloads)
@@ -313,7 +313,8 @@ class Engine(Backend):
             if len(parked) == self.n_ranks[j]:
                 self._predict(j, it, self.parked.pop((j, it)))
             return
-        self.stop.check(f"at t={t:,.0f} ns while generating job {self.job_names[j]!r}'s ops")  # generation can be slow
+        # generating a rank's ops can be slow (a custom function, LAMMPS' first call per rank): check before each
+        self.stop.check(f"at t={t:,.0f} ns while generating the ops of job {self.job_names[j]!r}")
         rs.ops = self.workloads[j].ops(rs.local, it)
         rs.pc = 0
         rs.reqs = {}

@@ -117,7 +117,8 @@ def build_workload(job, job_index: int = 0, seed: int = 0, scenario=None) -> Job
 def estimate_cost(job, packet_size: int) -> WorkloadCost | None:
     """What one rank-iteration of ``job`` (one message of a background job) costs, in closed form from its
     parameters, nothing generated (:class:`~.base.WorkloadCost`); ``None`` where it cannot be known beforehand (a
-    custom workload's function, a LAMMPS problem its ranks cannot decompose)."""
+    custom workload's function). Raises :class:`WorkloadError` for parameters the workload cannot run (a LAMMPS
+    problem its ranks cannot decompose), as building it would."""
     w = job.workload
     kind = w.kind
     if kind == "milc":

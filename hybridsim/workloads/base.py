@@ -45,11 +45,11 @@ def neighbour_count(n_dims: int, max_distance: int) -> float:
 
 
 def allreduce_ops(n_ranks: int, nbytes: int) -> tuple[float, float]:
-    """(ops, steps to another rank) of one CODES allreduce of ``nbytes`` on ``n_ranks`` ranks: log2 of the largest
-    power of two <= P Sendrecvs (3 ops each), twice for Rabenseifner's long-message path, plus the fold; at least
-    one op (the generator's loop step)."""
+    """(ops, messages) of one CODES allreduce of ``nbytes`` on ``n_ranks`` ranks for a rank past the fold (most of
+    them): log2 of the largest power of two <= P Sendrecvs (3 ops each), twice for Rabenseifner's long-message path;
+    at least one op (the generator's loop step)."""
     log2 = max(0, int(n_ranks).bit_length() - 1)
-    steps = log2 * (2 if nbytes > 2048 and nbytes >= 1 << log2 else 1) + (1 if n_ranks & (n_ranks - 1) else 0)
+    steps = log2 * (2 if nbytes > 2048 and nbytes >= 1 << log2 else 1)
     return max(1.0, 3.0 * steps), float(steps)
 
 

@@ -503,20 +503,26 @@ class LammpsModel:
 _FFT_BYTES_PER_POINT = sum(t[4] for t in LammpsModel.TRANSPOSES)
 
 
-def cost(n_ranks: int, w, packet_size: int) -> WorkloadCost | None:
+def cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
     """Per rank-iteration of a plain step, from the job's geometry (process grid, PPPM grid and rank 0's ghost and
     k-space exchange lists: no FFT layout, no op list is built): the ghost and k-space messages as they are, the 13
     FFT transposes as a rank's share of the grid (``grid points / P`` x their bytes per point, the part that stays on
     the rank left out) over sqrt(P) peers each (a pencil transpose spans at least a row of the process grid; the
     real count is nearer P / 3). The largest message is at least the largest ghost or k-space message to another rank,
-    and at least a transpose's average message: 16 B x (grid points / P) / P. ``None`` when the ranks cannot decompose the problem (the workload
-    says why when it is built). The replica counts set every size: the largest message's field is the largest of
-    them."""
-    reps = (w.num_x_replicas, w.num_y_replicas, w.num_z_replicas)
-    if decomposition_problem(n_ranks, *reps) is not None:
-        return None
-    m = LammpsModel(n_ranks, *reps, float(w.router_freq), float(w.cpu_freq), float(w.cpu_sim_speedup),
-                    fft_layouts=False)
+    and at least a transpose's average message: 16 B x (grid points / P) / P. Raises :class:`WorkloadError` when the
+    ranks cannot decompose the problem (as building the workload would). The replica counts set every size: the
+    largest message's field is the largest of them."""
+    return _cost(n_ranks, (w.num_x_replicas, w.num_y_replicas, w.num_z_replicas), float(w.router_freq),
+                 float(w.cpu_freq), float(w.cpu_sim_speedup), packet_size)
+
+
+@lru_cache(maxsize=256)  # a job stream repeats the same few shapes
+def _cost(n_ranks: int, reps: tuple, router_freq: float, cpu_freq: float, cpu_sim_speedup: float,
+          packet_size: int) -> WorkloadCost:
+    problem = decomposition_problem(n_ranks, *reps)
+    if problem is not None:
+        raise WorkloadError(problem)
+    m = LammpsModel(n_ranks, *reps, router_freq, cpu_freq, cpu_sim_speedup, fft_layouts=False)
     fw, rw, fix, _nb = m.ghost_lists(0)
     p2p = fw + rw + fix + m.k_pre_list(0) + m.k_post_list(0)
     remote = [size for _r, s_t, size, _c in p2p if s_t != 0]
@@ -531,7 +537,7 @@ def cost(n_ranks: int, w, packet_size: int) -> WorkloadCost | None:
     return WorkloadCost(ops=4 * len(p2p) + 5 * ar_ops + len(m.TRANSPOSES) * (3 + 2 * peers),
                         packets=sum(packets_of(s, packet_size) for s in remote) + fft_bytes / packet_size
                         + 5 * ar_steps, max_message=max(remote + [fft_message]), message_field=field,
-                        compute_ns=cycles_to_ns(cycles, w.cpu_freq))
+                        compute_ns=cycles_to_ns(cycles, cpu_freq))
 
 
 @lru_cache(maxsize=16)

@@ -47,7 +47,7 @@ def cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
     """Per rank and SWM iteration (the scenario's ``iterations``): an Irecv and an Isend per neighbour, and a share
     of the Waitall (and compute) that ends each group of ``iterations_per_sync`` (see :class:`~.base.WorkloadCost`)."""
     nb = neighbour_count(len(w.dimension_sizes), w.max_dimension_distance)
-    return WorkloadCost(ops=2 * nb + 2 / w.iterations_per_sync, packets=nb * packets_of(w.msg_size, packet_size),
+    return WorkloadCost(ops=2 * nb + (2 if w.compute_delay else 1) / w.iterations_per_sync, packets=nb * packets_of(w.msg_size, packet_size),
                         max_message=w.msg_size if nb else 0, message_field="msg_size",
                         compute_ns=cycles_to_ns(w.compute_delay, w.cpu_freq) / w.iterations_per_sync)
 
