@@ -12,8 +12,8 @@ from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
 def add_limit_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", action="append", metavar="NAME=VALUE",
                    help="raise or lower a scenario limit (repeatable; overrides the file's limits: section): "
-                        "max_nodes, max_ports, max_rank_iterations, max_packets_per_message, max_samples, deadline "
-                        "(wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
+                        "max_nodes, max_ports, max_rank_iterations, max_ops, max_packets, max_packets_per_message, "
+                        "max_samples, deadline (wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
 
 
 def cmd_run(args) -> int:
