@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from codes_bridge.conf import (ConfError, job_names_from_workloads, parse_conf, parse_conf_text,
                                parse_workloads_conf)
+from refdata import CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 
 
 def test_reference_confs():

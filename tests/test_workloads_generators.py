@@ -4,7 +4,6 @@ background destinations, CODES JSON mapping."""
 import random
 import textwrap
 from collections import Counter, defaultdict, deque
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ from hybridsim.scenario import Job
 from hybridsim.workloads import (COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL, WorkloadError, build_workload,
                                  check_matching, cycles_to_ns, from_codes_json)
 from hybridsim.workloads.milc import milc_neighbors
+from refdata import CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 
 
 def make_job(workload: dict, ranks: int, iterations=2, **kw) -> Job:
