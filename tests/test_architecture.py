@@ -1,4 +1,4 @@
-"""Package boundaries (DESIGN.md §1), checked from the source (``ast``, nothing is imported): surrogates know nothing
+"""Package boundaries (docs/design.md §1), checked from the source (``ast``, nothing is imported): surrogates know nothing
 of how records were produced -- ``surrogate/`` reads run directories through the shared data model
 (hybridsim.topology, hybridsim.records, hybridsim.rundir) and imports no scenario, placement, runner, service or CODES
 code, at module level or inside a function; no import circle between files; the hybrid loop free of model-kind

@@ -1,5 +1,5 @@
 """ROSS VT sample decoding: the binary reader against CODES' own CSV decoding, the worked example of
-ROSS-STATS-FORMAT.md section 10, framing errors, and port samples against dragonfly-link-stats."""
+docs/codes-formats.md §4 (the worked example), framing errors, and port samples against dragonfly-link-stats."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_worked_example_records(bin_a):
 
 
 def test_lpid_layout_matches_model_ids(bin_a):
-    # 72-node layout (ROSS-STATS-FORMAT.md section 4): router_id = lpid div 5, terminal_id = 2*(lpid div 5) + mod - 2
+    # 72-node layout (docs/codes-formats.md §4): router_id = lpid div 5, terminal_id = 2*(lpid div 5) + mod - 2
     r, t, n = bin_a.router, bin_a.terminal, bin_a.nwlp
     assert np.array_equal(r["router_id"], r["lpid"] // 5)
     assert np.array_equal(t["terminal_id"], 2 * (t["lpid"] // 5) + t["lpid"] % 5 - 2)

@@ -1,4 +1,4 @@
-"""Embedded engine, message layer and runs: MPI eager/rendezvous timing (CODES' offsets, WORKLOADS.md section 2),
+"""Embedded engine, message layer and runs: MPI eager/rendezvous timing (CODES' offsets, docs/workloads.md §2),
 director modes, determinism, invariants in debug mode, and MILC fidelity against the recorded CODES run B."""
 
 import re

@@ -1,6 +1,6 @@
 """Workload generators against CODES: recorded op traces (message by message) and per-rank MPI totals of whole runs.
 
-Independent expectations: ``optrace/r*/mpi-op-logs.gz`` (every MPI op CODES executed, in order), ``optrace/SUMMARY.txt``
+Independent expectations: ``optrace/r*/mpi-op-logs.gz`` (every MPI op CODES executed, in order), the trace's per-step summary
 (per-step averages), and ``lp-io/mpi-replay-stats`` of the reference runs (per-rank sends, receives, bytes, compute).
 """
 
@@ -76,7 +76,7 @@ def _per_step_averages(wl, steps):
 
 
 def test_lammps_32_per_step_summary():
-    """optrace/SUMMARY.txt: msgs/rank, bytes/rank and collective msgs/rank per step."""
+    """The optrace per-step summary (docs/workloads.md §4): msgs/rank, bytes/rank and collective msgs/rank per step."""
     wl = build_workload(job_from_json(OPT / "lammps-32-12st.json", 32))
     avg = _per_step_averages(wl, 12)
     for it in (0, 1, 2, 3, 4, 11):
