@@ -1,4 +1,4 @@
-"""Fidelity of the embedded engine against the recorded CODES dragonfly-dally runs (docs/reference-data.md; HYBRIDSIM_REFERENCE_DATA).
+"""Fidelity of the embedded engine against the recorded CODES dragonfly-dally runs (HYBRIDSIM_REFERENCE_DATA).
 
     python benchmarks/engine_fidelity.py                         # B, C and E (E shortened, see below)
     python benchmarks/engine_fidelity.py --cases B-72node-milc --e-fraction 0.05

@@ -3,8 +3,8 @@
     python benchmarks/workloads_generate.py
 
 Prints a table and writes benchmarks/out/workloads_generate.json. Fidelity: share of the (rank, iteration) op
-sequences recorded by CODES (``optrace/`` of the reference data, docs/workloads.md §9) that the generators reproduce exactly (kind, peer, tag,
-bytes, compute ns, order). Speed: wall seconds to build each reference job and generate every rank's ops of every
+sequences recorded by CODES (``optrace/`` of the reference data, docs/workloads.md §9) that the generators reproduce
+exactly (kind, peer, tag, bytes, compute ns, order). Speed: wall seconds to build each reference job and generate every rank's ops of every
 iteration (caches cold, then warm).
 """
 

@@ -1,5 +1,5 @@
-"""Package boundaries (docs/design.md §1), checked from the source (``ast``, nothing is imported): surrogates know nothing
-of how records were produced -- ``surrogate/`` reads run directories through the shared data model
+"""Package boundaries (docs/design.md §1), checked from the source (``ast``, nothing is imported): surrogates know
+nothing of how records were produced -- ``surrogate/`` reads run directories through the shared data model
 (hybridsim.topology, hybridsim.records, hybridsim.rundir) and imports no scenario, placement, runner, service or CODES
 code, at module level or inside a function; no import circle between files; the hybrid loop free of model-kind
 branches; declared interfaces instead of ``getattr``/``hasattr`` probes on models, policies and directors."""

@@ -1,5 +1,5 @@
-"""The fixtures in tests/data and benchmarks/scenarios/codes are byte copies of the reference data (docs/reference-data.md):
-the tests that run without ``HYBRIDSIM_REFERENCE_DATA`` check the same files as those that run with it."""
+"""The fixtures in tests/data and benchmarks/scenarios/codes are byte copies of the reference data
+(docs/reference-data.md): the tests that run without ``HYBRIDSIM_REFERENCE_DATA`` check the same files as those that run with it."""
 
 from __future__ import annotations
 

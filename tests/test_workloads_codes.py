@@ -1,7 +1,7 @@
 """Workload generators against CODES: recorded op traces (message by message) and per-rank MPI totals of whole runs.
 
-Independent expectations: ``optrace/r*/mpi-op-logs.gz`` (every MPI op CODES executed, in order), the trace's per-step summary
-(per-step averages), and ``lp-io/mpi-replay-stats`` of the reference runs (per-rank sends, receives, bytes, compute).
+Independent expectations: ``optrace/r*/mpi-op-logs.gz`` (every MPI op CODES executed, in order), the traces'
+per-step averages (docs/workloads.md §4), and ``lp-io/mpi-replay-stats`` of the reference runs (per-rank sends, receives, bytes, compute).
 """
 
 from collections import defaultdict

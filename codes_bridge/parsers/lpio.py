@@ -110,7 +110,7 @@ def parse_link_stats(path: str | os.PathLike, warnings: list | None = None, keep
     n_local = sum(1 for r in rows if r[4] == "L")
     if n_local and not keep_local:
         warn(f"{path}: skipped {n_local} local (L) router->router lines: CODES indexes their link_traffic by the "
-             "destination's relative router id, not by port (known bug, docs/codes-formats.md); use the VT port samples",
+             "destination's relative router id, not by port (known bug, docs/codes-formats.md); use VT port samples",
              warnings)
         rows = [r for r in rows if r[4] != "L"]
     cols = list(zip(*rows)) if rows else [()] * 8
