@@ -4,8 +4,8 @@ Two sources, laid out alike (``codes/<run>/<variant>/...``, ``traces/``):
 
 * ``tests/data/`` (in the repository): the files of the reference CODES runs that the parsers, importer and writers
   read -- runs A and B and C's network-surrogate and failed variants whole, the inputs and small outputs of the long
-  runs C, E and F, the 72-node op trace -- and the NASA iPSC/860 trace gzipped. Every test that is not marked ``reference_data`` reads
-  only these (``CODES``, ``swf_trace`` fixture), so a clone with nothing beside it runs it.
+  runs C, E and F, the 72-node op trace -- and the NASA iPSC/860 trace gzipped. Every test that is not marked
+  ``reference_data`` reads only these (``CODES``, ``swf_trace`` fixture), so a clone with nothing beside it runs it.
   ``tests/data/bundle.py`` rebuilds the folder from the full data; ``tests/test_refdata.py`` checks it is a byte copy.
 * ``HYBRIDSIM_REFERENCE_DATA`` (not in the repository): the full reference data, the same layout with every file
   (about 100 MB: the VT sample tables of the long runs, the 1,056-node op trace). Tests marked
