@@ -1,4 +1,4 @@
-"""``hybridsim bench``: pure simulation vs hybrid runs of one scenario, in one process, with DESIGN.md section 5's
+"""``hybridsim bench``: pure simulation vs hybrid runs of one scenario, in one process, with docs/design.md §5's
 metrics.
 
 * speedup = wall time of the pure run / wall time of the hybrid run (same scenario, same machine, same process);

@@ -2,7 +2,7 @@
 
 Sections: ``topology``, ``jobs``, ``placement``, ``backend``, ``sampling``, ``output``, ``seed`` and the sections owned by
 later layers (``surrogate``, ``controller``, ``machine``). Defaults reproduce CODES' 1,056-node dragonfly-dally
-reference system (``../shared/DESIGN.md`` section 4). Every model forbids unknown keys; :func:`load_scenario` turns
+reference system (docs/design.md §4). Every model forbids unknown keys; :func:`load_scenario` turns
 any YAML or schema error into a :class:`ScenarioError` that names the file, line, column and field path.
 
 Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in GiB/s; sizes in bytes.
