@@ -1,4 +1,4 @@
-"""A drop-in for CODES' stock ZeroMQ ML server, backed by hybridsim surrogates (DESIGN.md section 6).
+"""A drop-in for CODES' stock ZeroMQ ML server, backed by hybridsim surrogates (docs/design.md §6).
 
 CODES' application surrogate (its *director* LP) streams each rank's iteration times to an external predictor and
 asks it for the next iteration times when it skips ahead. This module answers those requests with any hybridsim
@@ -163,7 +163,7 @@ def real_args(args: Any, lo: int = 0, hi: int | None = None) -> list[str]:
     """The request's arguments without CODES' leading count (and without its ``"dummy"`` placeholder).
 
     The first element is taken as a count, and dropped, when it is an integer equal to the number of elements after
-    it (DESIGN.md 6) or to the number of elements including itself (what CODES' director actually sends for
+    it (docs/design.md §6) or to the number of elements including itself (what CODES' director actually sends for
     ``send-records`` and ``inference``: ``["3", client, n]``), and what remains fits the operation's ``lo..hi``
     arguments. So ``["2", "17", "60"]`` and ``["3", "17", "60"]`` are both client 17, 60 steps, while a hand-written
     ``["17", "60"]`` is taken as is, and a lone element is always the argument (``["1"]``: client 1)."""

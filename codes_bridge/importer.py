@@ -15,6 +15,7 @@ are trimmed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -261,7 +262,8 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
         answers = read_director_answers(d / DIRECTOR_ANSWERS) if (d / DIRECTOR_ANSWERS).is_file() else None
         alloc = _alloc_rows(d, warnings) if answers is not None else None
         if answers is not None and alloc is not None:
-            records, simulated = _expand_director_predictions(records, simulated, answers, alloc, warnings)
+            n_its = _job_iterations(d, wl) if wl_path is not None else []
+            records, simulated = _expand_director_predictions(records, simulated, answers, alloc, n_its, warnings)
         else:
             simulated = _mark_director_window(records, simulated, conf, warnings)
     lost += _lost_iterations(d, records, simulated, job_names, job_ranks, gaps_allowed="DIRECTOR" in conf.sections)
@@ -354,9 +356,27 @@ def read_director_answers(path: Path) -> dict[int, list[float]]:
     return out
 
 
+def _job_iterations(d: Path, wl) -> list[int | None]:
+    """Each workload line's iteration count, from its SWM JSON (``iteration_cnt``, LAMMPS ``num_time_steps``);
+    None for synthetic jobs and files that do not say."""
+    out: list[int | None] = []
+    for w in wl:
+        n = None
+        p = d / w.app
+        if not w.is_synthetic and p.is_file() and p.stat().st_size <= 1 << 20:
+            try:
+                cfg = json.loads(p.read_text())["jobs"]["cfg"]
+                n = int(cfg["iteration_cnt"] if "iteration_cnt" in cfg else cfg["num_time_steps"])
+            except (OSError, ValueError, KeyError, TypeError):
+                n = None
+        out.append(n if n is not None and n > 0 else None)
+    return out
+
+
 def _expand_director_predictions(records: list[IterationRecord], simulated: list[bool],
                                  answers: dict[int, list[float]], alloc: list[list[int]],
-                                 warnings: list) -> tuple[list[IterationRecord], list[bool]]:
+                                 n_iterations: list[int | None], warnings: list) -> tuple[list[IterationRecord],
+                                                                                          list[bool]]:
     """One record per predicted iteration, from the director's answers.
 
     CODES writes no mark for the iterations its director predicts: a rank's marks jump over them, or stop when the
@@ -364,8 +384,10 @@ def _expand_director_predictions(records: list[IterationRecord], simulated: list
     job), and CODES advanced the rank by that client's answers in order. So the iterations missing between two
     marks (and after the rank's last mark) get the client's next answers as durations, each starting where the
     previous one ended (``simulated=False``), and the mark after a jump becomes the simulated iteration it is,
-    starting at the end of the last predicted one. A rank whose answers do not match its missing iterations is left
-    as CODES logged it (the record after the jump spans the window, marked predicted) with a warning."""
+    starting at the end of the last predicted one; after a rank's last mark, its job's remaining iterations
+    (``n_iterations``, from the workload files) take the answers left. A rank whose answers do not match its missing
+    iterations is left as CODES logged it (the record after the jump spans the window, marked predicted) with a
+    warning."""
     out_r: list[IterationRecord] = []
     out_s: list[bool] = []
     mismatched: list[str] = []
@@ -379,8 +401,10 @@ def _expand_director_predictions(records: list[IterationRecord], simulated: list
         client = alloc[job][rank] if job < len(alloc) and rank < len(alloc[job]) else None
         queue = list(answers.get(client, ())) if client is not None else []
         gaps = sum(b.iteration - a.iteration - 1 for a, b in zip(group, group[1:]))
-        if client is None or len(queue) < gaps:
-            mismatched.append(f"job {job} rank {rank}: {len(queue)} answers for {gaps} missing iterations")
+        n_it = n_iterations[job] if job < len(n_iterations) else None
+        tail = max(0, n_it - 1 - group[-1].iteration) if n_it is not None else 0
+        if client is None or len(queue) != gaps + tail:
+            mismatched.append(f"job {job} rank {rank}: {len(queue)} answers for {gaps + tail} missing iterations")
             jump = [False] + [b.iteration - a.iteration > 1 for a, b in zip(group, group[1:])]
             out_r += group
             out_s += [s and not jp for s, jp in zip(sims, jump)]
@@ -401,7 +425,7 @@ def _expand_director_predictions(records: list[IterationRecord], simulated: list
             out_s.append(sim)
             prev = rec
         t = prev.end
-        for it in range(prev.iteration + 1, prev.iteration + 1 + len(queue) - k):  # the job ended in the window
+        for it in range(prev.iteration + 1, prev.iteration + 1 + tail):  # the job ended inside the window
             out_r.append(IterationRecord(name, job, rank, it, t, t + queue[k]))
             out_s.append(False)
             t += queue[k]

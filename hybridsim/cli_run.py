@@ -12,8 +12,8 @@ from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
 def add_limit_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", action="append", metavar="NAME=VALUE",
                    help="raise or lower a scenario limit (repeatable; overrides the file's limits: section): "
-                        "max_nodes, max_ports, max_rank_iterations, max_packets_per_message, max_samples, deadline "
-                        "(wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
+                        "max_nodes, max_ports, max_rank_iterations, max_ops, max_packets, max_packets_per_message, "
+                        "max_samples, deadline (wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
 
 
 def cmd_run(args) -> int:
@@ -124,12 +124,13 @@ def cmd_describe_run(args) -> int:
 
 def cmd_report(args) -> int:
     from .report import report, status_warnings
+    from .rundir import RunDirError
 
     for w in status_warnings(args.run_dir):
         print(f"hybridsim: warning: {w}", file=sys.stderr)
     try:
         made = report(args.run_dir, args.output)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, RunDirError) as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written, an unreadable file
         raise CliError(f"{exc.filename or args.output or args.run_dir}: {exc.strerror or exc}") from None
@@ -153,7 +154,9 @@ def _register_more(sub) -> None:
                         "scenario's surrogate section")
     p.add_argument("--pure", metavar="RUN_DIR",
                    help="judge against this completed pure run of the same scenario (e.g. an earlier bench's "
-                        "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes")
+                        "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes. "
+                        "Refused when its tables, summary or manifest changed since it completed (its recorded "
+                        "digests) or do not fit the scenario")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_bench)

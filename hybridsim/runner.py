@@ -4,7 +4,9 @@
 backend runs the whole scenario packet by packet; in ``hybrid`` mode a :class:`~hybridsim.hybrid.HybridController`
 (policy + surrogate) decides per job and iteration. The run directory is created before the run (manifest
 ``running``), tables are written only once complete, and any failure or Ctrl-C marks the manifest ``failed`` with the
-reason (SIGTERM and SIGHUP too, see :mod:`hybridsim.interrupts`).
+reason (SIGTERM and SIGHUP too, see :mod:`hybridsim.interrupts`). ``limits.deadline`` counts from the run's start: a
+:class:`~hybridsim.engine.core.RunStop` made active on the thread is checked between the run's phases and, by the
+engine, while it builds the workloads and every few events.
 """
 
 from __future__ import annotations
@@ -173,12 +175,21 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     One path for every backend: :func:`make_backend` builds the scenario's :class:`~hybridsim.backend.Backend`
     (``backend`` overrides it, e.g. tests' stand-ins); its declared abilities decide whether hybrid mode can run
     (``no_director``) and whose job completion times count (``reports_job_end``)."""
+    from .engine.core import RunStop
+
+    if mode not in ("simulate", "hybrid"):
+        raise RunError(f"unknown mode {mode!r}")
+    stop = RunStop(scenario.limits.deadline)
+    with stop.active():
+        return _run(scenario, outdir, stop, force=force, mode=mode, progress=progress, argv=argv,
+                    controller=controller, write_ports=write_ports, backend=backend)
+
+
+def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, write_ports, backend):
     from .placement import place_jobs
     from .records import write_iterations, write_ports as _write_ports
     from .scenario import scenario_to_dict
 
-    if mode not in ("simulate", "hybrid"):
-        raise RunError(f"unknown mode {mode!r}")
     cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
     if mode == "hybrid":
         refusal = cls.hybrid_refusal(scenario)
@@ -197,8 +208,10 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
     t0 = time.perf_counter()
     try:
+        stop.check("before the run started")
         if mode == "hybrid" and controller is None and not cls.runs_policy:
             controller = build_controller(scenario, placement=placement)
+            stop.check("while building the surrogates")
         wants_samples = controller is not None and controller.wants_samples
         if backend is None:
             run_sc = scenario
@@ -210,6 +223,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         on_record = controller.on_record if controller is not None else None
         on_samples = controller.on_samples if wants_samples else None
         result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
+        stop.check("once the backend had finished")
         wall = time.perf_counter() - t0
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
         if extra is None and not all(result.simulated):  # predicted by a backend that runs the policy itself

@@ -2,7 +2,7 @@
 
 Sections: ``topology``, ``jobs``, ``placement``, ``backend``, ``sampling``, ``output``, ``seed`` and the sections owned by
 later layers (``surrogate``, ``controller``, ``machine``). Defaults reproduce CODES' 1,056-node dragonfly-dally
-reference system (``../shared/DESIGN.md`` section 4). Every model forbids unknown keys; :func:`load_scenario` turns
+reference system (docs/design.md §4). Every model forbids unknown keys; :func:`load_scenario` turns
 any YAML or schema error into a :class:`ScenarioError` that names the file, line, column and field path.
 
 Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in GiB/s; sizes in bytes.
@@ -39,6 +39,9 @@ MIN_SAMPLE_INTERVAL = 1000.0                    # ns
 MIN_PACKET_SIZE = 64                            # bytes
 MIN_FREQ, MAX_FREQ = 1e6, 1e12                  # Hz
 MAX_CYCLES = 1e15                               # CPU cycles per compute phase
+#: the latest virtual time a run may reach, ns (~104 days): below 2^53 ns a float64 time still moves by 1 ns, the
+#: smallest step of the model (a background message interval); past it time would stand still while events go on
+MAX_VIRTUAL_TIME = float(2**53)
 
 
 # ---------------------------------------------------------------------------------------------------------- topology
@@ -252,9 +255,10 @@ class Job(_Model):
     iterations: Optional[StrictInt] = Field(None, ge=1, description="null only for background (uniform_random) jobs")
     workload: Workload
     compute: Compute = Field(default_factory=Compute)
-    arrival: Duration = Field(0.0, ge=0, description="submit time, ns (needs a scheduler section when > 0)")
-    walltime: Optional[Duration] = Field(None, description="run-time estimate for backfilling, ns; default: "
-                                                           "estimated_walltime()")
+    arrival: Duration = Field(0.0, ge=0, le=MAX_VIRTUAL_TIME,
+                              description="submit time, ns (needs a scheduler section when > 0)")
+    walltime: Optional[Duration] = Field(None, le=MAX_VIRTUAL_TIME, description="run-time estimate for backfilling, "
+                                                                               "ns; default: estimated_walltime()")
 
     @field_validator("walltime")
     @classmethod
@@ -325,7 +329,7 @@ class SchedulerSection(_Model):
     queue: Literal["fcfs", "easy", "conservative"] = "fcfs"
     allocation: Literal["contiguous", "random", "random-router", "random-group"] = "contiguous"
     seed: Optional[StrictInt] = Field(None, ge=0)
-    slowdown_tau: Duration = Field(10_000.0, gt=0, description="bounded-slowdown floor, ns (default 10 us)")
+    slowdown_tau: Duration = Field(10_000.0, gt=0, le=MAX_VIRTUAL_TIME, description="bounded-slowdown floor, ns (default 10 us)")
 
 
 # ---------------------------------------------------------------------------------------------------------- backend
@@ -333,7 +337,7 @@ class EmbeddedBackend(_Model):
     debug: StrictBool = Field(False, description="check invariants (credits, buffers, byte conservation) as it runs")
     progress: StrictBool = True
     max_events: Optional[StrictInt] = Field(None, ge=1)
-    end_time: Optional[Duration] = Field(None, gt=0, description="stop at this virtual time (ns)")
+    end_time: Optional[Duration] = Field(None, gt=0, le=MAX_VIRTUAL_TIME, description="stop at this virtual time (ns)")
 
 
 class CodesBackend(_Model):
@@ -431,6 +435,11 @@ class Limits(_Model):
     max_nodes: StrictInt = Field(100_000, ge=1, description="terminals of the topology")
     max_ports: StrictInt = Field(2_000_000, ge=1, description="router ports of the topology")
     max_rank_iterations: StrictInt = Field(10_000_000, ge=1, description="sum over jobs of ranks x iterations")
+    max_ops: StrictInt = Field(1_000_000_000, ge=1, description="MPI ops the jobs' generators build, estimated from "
+                                                              "the workload parameters (ranks x iterations x ops "
+                                                              "per rank-iteration)")
+    max_packets: StrictInt = Field(10_000_000_000, ge=1, description="packets the jobs send, estimated from the "
+                                                                   "workload parameters")
     max_packets_per_message: StrictInt = Field(65_536, ge=1, description="ceil(message size / packet_size)")
     max_samples: StrictInt = Field(20_000_000, ge=1, description="port samples of a run: windows x ports")
     deadline: Optional[float] = Field(None, gt=0, description="wall-clock seconds; a run still going then fails "
@@ -470,56 +479,102 @@ def parse_limit_args(items: list[str] | None) -> dict:
     return out
 
 
-def _lower_bound_ns(sc: "Scenario") -> tuple[float, int]:
-    """A lower bound on the run's virtual duration from its compute phases alone (jobs run side by side), and the
-    job that sets it."""
-    lb, longest = 0.0, 0
+def _job_costs(sc: "Scenario", out: list | None = None) -> list:
+    """Per job, its :class:`~hybridsim.workloads.WorkloadCost` (``None`` where it cannot be known beforehand, for a
+    job larger than the machine, which is refused on its own, and for parameters the workload cannot run, whose
+    (field path, message) goes to ``out``)."""
+    from .workloads import WorkloadError, estimate_cost
+
+    n = sc.topology.n_terminals
+    costs = []
     for i, j in enumerate(sc.jobs):
+        try:
+            costs.append(estimate_cost(j, sc.topology.packet_size) if j.ranks <= n else None)
+        except WorkloadError as exc:
+            costs.append(None)
+            if out is not None:
+                out.append((("jobs", i, "ranks"), f"job {j.name!r}: {exc}"))
+    return costs
+
+
+def _lower_bound_ns(sc: "Scenario", costs: list) -> tuple[float, int]:
+    """A lower bound on the run's virtual duration from the jobs' arrivals and compute phases alone (jobs run side
+    by side), and the job that sets it."""
+    lb, longest = 0.0, 0
+    for i, (j, c) in enumerate(zip(sc.jobs, costs)):
         if j.iterations is None:
             continue
-        per_it = j.compute.delay
-        w = j.workload
-        if isinstance(w, (MilcWorkload, NearestNeighborWorkload)):
-            per_it += w.compute_delay / w.cpu_freq * 1e9
-        if per_it * j.iterations > lb:
-            lb, longest = per_it * j.iterations, i
+        per_it = j.compute.delay + (c.compute_ns if c is not None else 0.0)
+        end = (j.arrival if sc.is_stream else 0.0) + per_it * j.iterations
+        if end > lb:
+            lb, longest = end, i
     if sc.backend.kind == "embedded" and sc.backend.embedded.end_time is not None:
         lb = min(lb, sc.backend.embedded.end_time)
     return lb, longest
 
 
 def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
-    """(field path, message) for every limit the scenario exceeds; cheap arithmetic only, nothing is built."""
+    """(field path, message) for every limit the scenario exceeds; arithmetic on the parameters only (each
+    workload's closed-form :func:`~hybridsim.workloads.estimate_cost`): nothing is built or generated."""
     lim, topo, out = sc.limits, sc.topology, []
     if topo.n_terminals > lim.max_nodes:
         out.append((("topology",), f"{topo.n_terminals} terminals ({topo.groups} groups x {topo.routers_per_group} "
                                    f"routers x {topo.terminals_per_router}) exceed limits.max_nodes = {lim.max_nodes}"))
     if topo.n_ports > lim.max_ports:
         out.append((("topology",), f"{topo.n_ports} router ports exceed limits.max_ports = {lim.max_ports}"))
+    if out:  # the jobs' estimates below assume a machine of sane size
+        return out
     work = [(i, j.ranks * j.iterations) for i, j in enumerate(sc.jobs) if j.iterations is not None]
     total = sum(w for _i, w in work)
     if total > lim.max_rank_iterations:
         big = max(work, key=lambda x: x[1])[0]
         out.append((("jobs", big, "iterations"), f"ranks x iterations over all jobs = {total} exceed "
                                                  f"limits.max_rank_iterations = {lim.max_rank_iterations}"))
-    for i, j in enumerate(sc.jobs):
-        w = j.workload
-        field = "size" if isinstance(w, AllreduceWorkload) else "msg_size"
-        size = getattr(w, field, None) if isinstance(w, (MilcWorkload, NearestNeighborWorkload, AllreduceWorkload,
-                                                         UniformRandomWorkload)) else None
-        if size is not None and -(-size // topo.packet_size) > lim.max_packets_per_message:
-            out.append((("jobs", i, "workload", field),
-                        f"{size} B = {-(-size // topo.packet_size)} packets of {topo.packet_size} B per message, over "
+        return out
+    costs = _job_costs(sc, out)
+    ps = topo.packet_size
+    for i, (j, c) in enumerate(zip(sc.jobs, costs)):
+        if c is None:
+            continue
+        npk = -(-c.max_message // ps)
+        if npk > lim.max_packets_per_message:
+            out.append((("jobs", i, "workload", c.message_field),
+                        f"{c.max_message} B = {npk} packets of {ps} B per message (set by {c.message_field}), over "
                         f"limits.max_packets_per_message = {lim.max_packets_per_message}"))
+    for name, attr, what in (("max_ops", "ops", "MPI ops the generators build"),
+                             ("max_packets", "packets", "packets the jobs send")):
+        per_job = [(i, j.ranks * j.iterations * getattr(c, attr)) for i, (j, c) in enumerate(zip(sc.jobs, costs))
+                   if c is not None and j.iterations is not None]
+        total = sum(v for _i, v in per_job)
+        if total > getattr(lim, name):
+            big = max(per_job, key=lambda x: x[1])[0]
+            out.append((("jobs", big, "workload"), f"about {total:.3g} {what} (ranks x iterations x "
+                                                   f"{getattr(costs[big], attr):.3g} per rank-iteration for job "
+                                                   f"{sc.jobs[big].name!r}), over limits.{name} = {getattr(lim, name)}"))
+    lb, longest = _lower_bound_ns(sc, costs)
+    if lb > MAX_VIRTUAL_TIME:
+        out.append((("jobs", longest), f"job {sc.jobs[longest].name!r} runs until at least {lb:.3g} ns (arrival and "
+                                       f"compute phases alone), past the {MAX_VIRTUAL_TIME:.3g} ns (~104 days) of "
+                                       "virtual time a run can resolve to the ns"))
     if sc.sampling.ports:
-        lb, longest = _lower_bound_ns(sc)
         windows = lb / sc.sampling.interval
         if windows * topo.n_ports > lim.max_samples:
             # point at the sampling section if the file has one, else at the job whose compute sets the duration
             loc = ("sampling", "interval") if "sampling" in sc.model_fields_set else ("jobs", longest)
             out.append((loc, f"at least {windows:.3g} sample windows of sampling.interval = {sc.sampling.interval:g} "
-                             f"ns (job {sc.jobs[longest].name!r}'s compute phases alone) x {topo.n_ports} ports = "
-                             f"{windows * topo.n_ports:.3g} port samples, over limits.max_samples = {lim.max_samples}"))
+                             f"ns (job {sc.jobs[longest].name!r}'s arrival and compute phases alone) x {topo.n_ports} "
+                             f"ports = {windows * topo.n_ports:.3g} port samples, over limits.max_samples = "
+                             f"{lim.max_samples}"))
+    longest_job = max((j.iterations for j in sc.jobs if j.iterations is not None), default=0)
+    if sc.surrogate.lookback is not None and sc.surrogate.lookback > max(longest_job, 1):
+        out.append((("surrogate", "lookback"), f"a look-back of {sc.surrogate.lookback} iterations is longer than "
+                                               f"the longest job ({longest_job} iterations): it can never fill, and "
+                                               "the hybrid loop would allocate it per rank"))
+    if sc.backend.kind == "codes" and sc.backend.codes.sample_count * topo.n_ports > lim.max_samples:
+        out.append((("backend", "codes", "sample_count"),
+                    f"CODES pre-allocates sample_count = {sc.backend.codes.sample_count} samples per LP: x "
+                    f"{topo.n_ports} ports = {sc.backend.codes.sample_count * topo.n_ports:.3g}, over "
+                    f"limits.max_samples = {lim.max_samples}"))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Package boundaries (DESIGN.md §1), checked from the source (``ast``, nothing is imported; each file is parsed once).
+"""Package boundaries (docs/design.md §1), checked from the source (``ast``, nothing is imported; each file is parsed once).
 
 The layering is one rule, :data:`MAY_IMPORT`: what each package may import besides itself. ``surrogate/`` and
 ``controllers/`` stand on the ground floor only (:data:`GROUND_FLOOR`: the vocabulary every layer shares), the roof

@@ -275,35 +275,41 @@ def test_codes_backend_declares_that_it_runs_the_policy_itself(bins, tmp_path):
 
 # ------------------------------------------------------------------------------ predicted iterations recorded
 def test_director_answers_become_one_record_per_predicted_iteration(tmp_path):
-    """Hand case: job 0 rank 0 on network LP 5 logs iterations 0-2, then 5 (3 and 4 predicted by answers 10 and 20
-    ns); rank 1 on LP 7 logs 0-2 and stops (the job ends inside the window: 3 and 4 predicted, 30 and 40 ns). The
-    record after the jump is CODES' simulated iteration 5, starting where the last prediction ended."""
+    """Hand case: job m (6 iterations) rank 0 on network LP 5 logs iterations 0-2, then 5 (3 and 4 predicted by
+    answers 10 and 20 ns); job l (5 iterations) rank 0 on LP 7 logs 0-2 and stops (the job ends inside the window: 3
+    and 4 predicted, 30 and 40 ns). The record after the jump is CODES' simulated iteration 5, starting where the last
+    prediction ended."""
     from codes_bridge.importer import (_expand_director_predictions, read_director_answers,
                                        write_director_answers)
-    from functools import partial
-
     from hybridsim.records import IterationRecord
 
-    R = partial(IterationRecord, "m")
+    def R(job, *rest):
+        return IterationRecord("ml"[job], job, *rest)
 
     recs = [R(0, 0, 0, 0, 100), R(0, 0, 1, 100, 200), R(0, 0, 2, 200, 300), R(0, 0, 5, 300, 400),
-            R(0, 1, 0, 0, 110), R(0, 1, 1, 110, 220), R(0, 1, 2, 220, 330)]
+            R(1, 0, 0, 0, 110), R(1, 0, 1, 110, 220), R(1, 0, 2, 220, 330)]
     sim = [True] * 7  # as parsed: every record an ITERATION mark
     path = tmp_path / "answers.csv"
     write_director_answers(path, {5: [10.0, 20.0], 7: [30.0, 40.0]})
     answers = read_director_answers(path)
     assert answers == {5: [10.0, 20.0], 7: [30.0, 40.0]}
+    alloc, n_its = [[5], [7]], [6, 5]
     warnings: list[str] = []
-    out, s = _expand_director_predictions(recs, sim, answers, [[5, 7]], warnings)
-    assert [(r.rank, r.iteration, r.start, r.end) for r in out] == [
+    out, s = _expand_director_predictions(recs, sim, answers, alloc, n_its, warnings)
+    assert [(r.job_id, r.iteration, r.start, r.end) for r in out] == [
         (0, 0, 0, 100), (0, 1, 100, 200), (0, 2, 200, 300), (0, 3, 300, 310), (0, 4, 310, 330), (0, 5, 330, 400),
         (1, 0, 0, 110), (1, 1, 110, 220), (1, 2, 220, 330), (1, 3, 330, 360), (1, 4, 360, 400)]
     assert s == [True, True, True, False, False, True, True, True, True, False, False]
     assert warnings == []
     # too few answers for a rank's gap: left as logged, the record after the jump marked predicted, and said
-    out, s = _expand_director_predictions(recs, sim, {5: [10.0], 7: []}, [[5, 7]], warnings)
-    assert [r.iteration for r in out] == [0, 1, 2, 5, 0, 1, 2] and s == [True, True, True, False, True, True, True]
+    out, s = _expand_director_predictions(recs, sim, {5: [10.0], 7: [30.0, 40.0]}, alloc, n_its, warnings)
+    assert [r.iteration for r in out] == [0, 1, 2, 5, 0, 1, 2, 3, 4]
+    assert s == [True, True, True, False, True, True, True, False, False]
     assert len(warnings) == 1 and "job 0 rank 0: 1 answers for 2 missing iterations" in warnings[0]
+    # answers that fill no missing iteration (a job logged to its end): nothing invented
+    warnings.clear()
+    out, s = _expand_director_predictions(recs[:3], sim[:3], {5: [10.0]}, alloc, [3], warnings)
+    assert [r.iteration for r in out] == [0, 1, 2] and s == [True] * 3 and "1 answers for 0 missing" in warnings[0]
 
 
 def test_director_keeps_its_answers_for_the_run(tmp_path):

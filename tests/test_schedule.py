@@ -1,5 +1,6 @@
-"""``hybridsim schedule``: hand-computed FCFS / EASY / conservative schedules, and the NASA iPSC/860 trace against an
-independent reference scheduler written out below (x1 and x0.5 inter-arrival times)."""
+"""``hybridsim schedule``: hand-computed FCFS / EASY / conservative schedules, and the NASA iPSC/860 trace (the
+bundled copy, tests/data/traces) against an independent reference scheduler written out below (x1 and x0.5
+inter-arrival times)."""
 
 import csv
 import json
@@ -12,7 +13,6 @@ import pytest
 from hybridsim.cli import main
 from hybridsim.schedule import from_trace, run_schedule
 from hybridsim.swf import parse_swf, read_swf
-from swf_traces import NASA, needs_nasa
 
 
 def _swf(jobs, max_nodes=4):
@@ -225,10 +225,8 @@ def reference_schedule(jobs, nodes, queue):
 
 
 @pytest.fixture(scope="module")
-def nasa():
-    if NASA is None:
-        pytest.skip("NASA trace not found")
-    return read_swf(NASA)
+def nasa(swf_trace):
+    return read_swf(swf_trace)
 
 
 def _scaled(trace, factor):
@@ -239,7 +237,6 @@ def _scaled(trace, factor):
     return parse_swf(text, "scaled.swf")
 
 
-@needs_nasa
 @pytest.mark.parametrize("factor", [1.0, 0.5])
 @pytest.mark.parametrize("queue", ["fcfs", "easy"])
 def test_nasa_trace_matches_the_reference(nasa, queue, factor):
@@ -255,12 +252,11 @@ def test_nasa_trace_matches_the_reference(nasa, queue, factor):
     assert (waits > 0).sum() > 5  # the trace does queue (its submit times are start times: little at x1)
 
 
-@needs_nasa
-def test_nasa_through_the_command(tmp_path):
+def test_nasa_through_the_command(tmp_path, swf_trace):
     out = tmp_path / "nasa"
-    assert main(["schedule", str(NASA), "-o", str(out), "--queue", "fcfs"]) == 0
+    assert main(["schedule", str(swf_trace), "-o", str(out), "--queue", "fcfs"]) == 0
     swf = read_swf(out / "schedule.swf")
-    trace = read_swf(NASA)
+    trace = read_swf(swf_trace)
     assert (swf.jobs[:, [0, 1, 3, 4]] == trace.jobs[:, [0, 1, 3, 4]]).all()
     inp = from_trace(trace)
     want = reference_schedule(list(zip(inp.arrival, inp.size, inp.run_time, inp.walltime)), 128, "fcfs")

@@ -10,14 +10,12 @@ import pytest
 import yaml
 
 from hybridsim.cli import main
-from swf_traces import NASA, needs_nasa
 from hybridsim.cli_streams import flow_yaml
 from hybridsim.scenario import Job, parse_scenario
 from hybridsim.swf import (MAX_SIMULATED_NS, SwfError, SwfMapping, choose_time_scale, fit_ranks, format_duration,
                            grid_dims, job_mappings, map_jobs, parse_swf, read_swf, smooth_below)
 
 REPO = Path(__file__).resolve().parents[1]
-TRACE = NASA
 SYS72 = REPO / "examples" / "hybrid-72-long.yaml"
 
 
@@ -27,10 +25,8 @@ def _line(*vals):
 
 
 @pytest.fixture(scope="module")
-def nasa():
-    if TRACE is None:
-        pytest.skip("NASA trace not found (HYBRIDSIM_REFERENCE_DATA)")
-    return read_swf(TRACE)
+def nasa(swf_trace):
+    return read_swf(swf_trace)
 
 
 # ---------------------------------------------------------------------------------------------------------- reader
@@ -165,10 +161,9 @@ def _cli(*args, cwd=None):
                           capture_output=True, text=True, env=env, cwd=cwd)
 
 
-@needs_nasa
-def test_cli_on_the_real_trace(tmp_path):
+def test_cli_on_the_real_trace(tmp_path, swf_trace):
     out = tmp_path / "s" / "stream.yaml"
-    r = _cli(TRACE, "--system", SYS72, "-o", out, "--from-job", 57, "--jobs", 30, "--queue", "fcfs",
+    r = _cli(swf_trace, "--system", SYS72, "-o", out, "--from-job", 57, "--jobs", 30, "--queue", "fcfs",
              "--allocation", "random-router", "--seed", 4, "--time-scale", "1us")
     assert r.returncode == 0, r.stderr
     assert "30 jobs" in r.stdout and "utilisation" in r.stdout
@@ -186,7 +181,7 @@ def test_cli_on_the_real_trace(tmp_path):
         stripped = {**{k: v for k, v in data.items() if k != "scheduler"}, "jobs": [j]}
         assert parse_scenario(yaml.safe_dump(stripped), "stripped.yaml").topology.n_terminals == 72
     # deterministic per seed
-    assert main(["scenario-from-swf", str(TRACE), "--system", str(SYS72), "-o", str(tmp_path / "again.yaml"),
+    assert main(["scenario-from-swf", str(swf_trace), "--system", str(SYS72), "-o", str(tmp_path / "again.yaml"),
                  "--from-job", "57", "--jobs", "30", "--queue", "fcfs", "--allocation", "random-router",
                  "--seed", "4", "--time-scale", "1us"]) == 0
     body = lambda t: [ln.replace("again.", "stream.") for ln in t.splitlines()  # noqa: E731
@@ -194,8 +189,7 @@ def test_cli_on_the_real_trace(tmp_path):
     assert body((tmp_path / "again.yaml").read_text()) == body(text)
 
 
-@needs_nasa
-def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
+def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, swf_trace):
     bad = tmp_path / "bad.swf"
     bad.write_text(_line(1, 0, -1, 10, 4) + "\n1 2 3\n")
     out = tmp_path / "out.yaml"
@@ -208,17 +202,17 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
 
     base = tmp_path / "base.yaml"
     base.write_text("topology:\n  groups: 9\n  routers_per_grup: 4\n")
-    code, err = run(TRACE, "--system", base, "-o", out)
+    code, err = run(swf_trace, "--system", base, "-o", out)
     assert code == 2 and f"{base}:3:3: topology.routers_per_grup: unknown key" in err
-    code, err = run(TRACE, "--system", SYS72, "-o", out, "--templates", "milc,hpl")
+    code, err = run(swf_trace, "--system", SYS72, "-o", out, "--templates", "milc,hpl")
     assert code == 2 and "unknown template" in err
-    code, err = run(TRACE, "--system", SYS72, "-o", out, "--iteration-time", "milc=fast")
+    code, err = run(swf_trace, "--system", SYS72, "-o", out, "--iteration-time", "milc=fast")
     assert code == 2 and "--iteration-time milc" in err
-    code, err = run(TRACE, "--system", SYS72, "-o", out, "--window", "3d:1d")
+    code, err = run(swf_trace, "--system", SYS72, "-o", out, "--window", "3d:1d")
     assert code == 2 and "empty time window" in err
     assert not out.exists()
     out.write_text("keep me")
-    code, err = run(TRACE, "--system", SYS72, "-o", out, "--jobs", 3)
+    code, err = run(swf_trace, "--system", SYS72, "-o", out, "--jobs", 3)
     assert code == 2 and "--force" in err and out.read_text() == "keep me"
     assert [p.name for p in tmp_path.iterdir()] and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 

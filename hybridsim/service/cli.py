@@ -15,7 +15,8 @@ import sys
 
 from hybridsim.errors import EXIT_OK, CliError
 
-from .limits import DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_RANKS, DEFAULT_MAX_STATE_BYTES, ScenarioLimits
+from .limits import (DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_PENDING, DEFAULT_MAX_RANKS, DEFAULT_MAX_STATE_BYTES,
+                     DEFAULT_START_TIMEOUT, ScenarioLimits)
 
 DEFAULT_SURROGATE_ADDRESS = "127.0.0.1:50051"
 DEFAULT_ENGINE_ADDRESS = "127.0.0.1:50052"
@@ -39,6 +40,10 @@ def add_serve_options(parser) -> tuple:
                    help=f"serve the embedded engine (hybridsim.v1.Engine); default address {DEFAULT_ENGINE_ADDRESS}")
     g.add_argument("--max-runs", dest="grpc_max_runs", type=int, default=4, metavar="N",
                    help="simulations the engine server runs at once (default 4)")
+    g.add_argument("--start-timeout", dest="grpc_start_timeout", type=float, default=DEFAULT_START_TIMEOUT,
+                   metavar="S", help=f"seconds an engine Run stream may wait before its Start message; at most "
+                                     f"{DEFAULT_MAX_PENDING} wait at once, a new one evicts the longest waiting "
+                                     f"(default {DEFAULT_START_TIMEOUT:g})")
     g.add_argument("--max-message-mb", dest="grpc_max_message_mb", type=float, default=64.0, metavar="MB",
                    help="largest message either way (default 64 MiB)")
     g.add_argument("--grace", dest="grpc_grace", type=float, default=5.0, metavar="S",
@@ -124,6 +129,8 @@ def start_engine_server(args):
     """Build and start the engine server the options describe; returns it (not blocking)."""
     from .engine_server import EngineServer
 
+    if not 0 < args.grpc_start_timeout < float("inf"):
+        raise CliError(f"--start-timeout: must be a number of seconds > 0, got {args.grpc_start_timeout}")
     _positive(args, "grpc_max_runs", "grpc_max_ranks", "grpc_max_scenario_kb", "grpc_max_terminals", "grpc_max_ports",
               "grpc_max_iterations", "grpc_max_events", "grpc_max_samples_mb")
     limits = ScenarioLimits(max_scenario_bytes=args.grpc_max_scenario_kb << 10, max_ranks=args.grpc_max_ranks,
@@ -132,7 +139,7 @@ def start_engine_server(args):
                             max_sample_bytes=args.grpc_max_samples_mb << 20)
     try:
         server = EngineServer(args.grpc_engine, max_runs=args.grpc_max_runs, max_message_bytes=_max_bytes(args),
-                              limits=limits, access=_access(args))
+                              limits=limits, access=_access(args), start_timeout=args.grpc_start_timeout)
     except (ValueError, OSError, RuntimeError) as exc:
         raise CliError(f"--engine {args.grpc_engine}: {exc}") from None
     server.start()

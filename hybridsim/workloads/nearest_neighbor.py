@@ -1,5 +1,5 @@
 """SWM nearest_neighbor skeleton (``SWM/nearest_neighbor/nearest_neighbor_swm_user_code.cpp``;
-``../shared/data/codes/WORKLOADS.md`` §5).
+docs/workloads.md §5).
 
 Per SWM iteration and rank: for each neighbour n in list order, ``Irecv(source=n, tag=n)`` then immediately
 ``Isend(dest=n, tag=my_rank, msg_size B)``; after ``iterations_per_sync`` iterations (or at the last one) one Waitall
@@ -16,7 +16,7 @@ used in the aborting asynchronous branch); hybridsim runs it, when non-zero, aft
 
 from __future__ import annotations
 
-from .base import JobWorkload, cycles_to_ns
+from .base import JobWorkload, WorkloadCost, cycles_to_ns, neighbour_count, packets_of
 from .collectives import Program
 from .milc import coords_to_rank, rank_to_coords
 
@@ -41,6 +41,15 @@ def nn_neighbors(rank: int, dims: list[int], max_distance: int) -> list[int]:
 
     rec(rank_to_coords(rank, dims), 0, 0)
     return out
+
+
+def cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
+    """Per rank and SWM iteration (the scenario's ``iterations``): an Irecv and an Isend per neighbour, and a share
+    of the Waitall (and compute) that ends each group of ``iterations_per_sync`` (see :class:`~.base.WorkloadCost`)."""
+    nb = neighbour_count(len(w.dimension_sizes), w.max_dimension_distance)
+    return WorkloadCost(ops=2 * nb + (2 if w.compute_delay else 1) / w.iterations_per_sync, packets=nb * packets_of(w.msg_size, packet_size),
+                        max_message=w.msg_size if nb else 0, message_field="msg_size",
+                        compute_ns=cycles_to_ns(w.compute_delay, w.cpu_freq) / w.iterations_per_sync)
 
 
 class NearestNeighborJob(JobWorkload):

@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
-from .base import JobWorkload
+from .base import JobWorkload, WorkloadCost, allreduce_ops, packets_of
 from .collectives import Program
+
+
+def allreduce_cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
+    """Per rank-iteration: ``count`` allreduces of ``size`` bytes (see :class:`~.base.WorkloadCost`)."""
+    ar_ops, ar_steps = allreduce_ops(n_ranks, w.size)
+    return WorkloadCost(ops=w.count * ar_ops, packets=w.count * ar_steps * packets_of(w.size, packet_size),
+                        max_message=w.size if n_ranks > 1 else 0, message_field="size")
+
+
+def uniform_random_cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
+    """Per rank and message (background traffic has no iterations): one message of ``msg_size`` bytes."""
+    return WorkloadCost(ops=1.0, packets=packets_of(w.msg_size, packet_size), max_message=w.msg_size,
+                        message_field="msg_size")
 
 
 class AllreduceJob(JobWorkload):
@@ -29,9 +42,9 @@ class AllreduceJob(JobWorkload):
 
 
 class UniformRandomJob(JobWorkload):
-    """Background traffic as CODES ``synthetic1`` (REPLAY 960-1157; WORKLOADS.md §2): every rank fires at t = 0 and
-    then every ``interval`` ns (a fixed period, all ranks in lock-step), each time one message of ``msg_size`` bytes
-    to :meth:`destination`, injected straight into the network (no MPI overheads, no eager/rendezvous protocol).
+    """Background traffic as CODES ``synthetic1`` (REPLAY 960-1157; docs/workloads.md §2): every rank fires at t = 0
+    and then every ``interval`` ns (a fixed period, all ranks in lock-step), each time one message of ``msg_size``
+    bytes to :meth:`destination`, injected straight into the network (no MPI overheads, no eager/rendezvous protocol).
     It runs until every non-background job has finished. ``ops`` is not used for it."""
 
     kind = "uniform_random"
