@@ -68,10 +68,12 @@ def timed(cmd: list[str]) -> tuple[float, float, float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
-    ap.add_argument("--trace", help=f"the NASA trace (default: $HYBRIDSIM_REFERENCE_DATA/traces/{NASA_NAME})")
+    ap.add_argument("--trace", help=f"the NASA trace (default: $HYBRIDSIM_REFERENCE_DATA/traces/{NASA_NAME}, else "
+                                    "the gzipped copy in tests/data/traces)")
     args = ap.parse_args()
     ref = os.environ.get("HYBRIDSIM_REFERENCE_DATA")
-    nasa = Path(args.trace) if args.trace else (Path(ref) / "traces" / NASA_NAME if ref else None)
+    bundled = REPO / "tests" / "data" / "traces" / (NASA_NAME + ".gz")
+    nasa = Path(args.trace) if args.trace else (Path(ref) / "traces" / NASA_NAME if ref else bundled)
     hs = [sys.executable, "-m", "hybridsim"]
     system = str(REPO / "examples" / "hybrid-72-long.yaml")
     rows = []
