@@ -25,7 +25,7 @@ COMMAND_MODULES = (
     "hybridsim.cli_run",
     "hybridsim.cli_serve",
     "hybridsim.cli_streams",
-    "hybridsim.corpus",
+    "hybridsim.cli_corpus",
     "codes_bridge.cli",
     "surrogate.cli",
     "hybridsim.energy.cli",

@@ -101,7 +101,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--records-log", metavar="CSV",
                    help="append every received iteration time to this CSV (client,value) for offline training; "
                         "load it back with the load-records-csv operation")
-    from codes_bridge.director import DirectorLimits
+    from codes_bridge.limits import DirectorLimits
 
     d = p.add_argument_group("CODES director limits (--codes-director)")
     d.add_argument("--max-request-bytes", type=int, default=DirectorLimits.max_request_bytes, metavar="N",

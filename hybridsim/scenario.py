@@ -10,6 +10,7 @@ Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import os
@@ -583,8 +584,7 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _check(self) -> "Scenario":
-        names = [j.name for j in self.jobs]
-        dups = sorted({n for n in names if names.count(n) > 1})
+        dups = sorted(n for n, k in collections.Counter(j.name for j in self.jobs).items() if k > 1)
         if dups:
             raise ValueError(f"duplicate job names: {', '.join(dups)}")
         if self.scheduler is not None:
@@ -746,7 +746,8 @@ def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = 
         if isinstance(file_limits, dict):
             data = {**data, "limits": {**file_limits, **overrides}}
     try:
-        scenario = Scenario.model_validate(data)
+        with yamlio.gc_paused():  # for performance: a stream's thousands of job models (see gc_paused)
+            scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         problems = format_validation_error(exc, root, filename)
         raise ScenarioError("\n".join(problems), problems) from None

@@ -1,20 +1,32 @@
 """Name -> surrogate class. Models register themselves with :func:`register`; ``create(name, **config)``.
 
-Built-in models live in :data:`_MODEL_MODULES`; any installed package adds its own through the entry-point group
+Built-in models are declared in :data:`BUILTIN`; any installed package adds its own through the entry-point group
 ``hybridsim.surrogates`` (``name = "module:Class"``), as hybridsim's gRPC client registers ``remote``: the surrogate
-package names no module of the layers that use it."""
+package names no module of the layers that use it. A name is resolved by importing the one module that defines it,
+so naming or checking ``ridge`` (``hybridsim validate``) does not import torch or the other models."""
 
 from __future__ import annotations
 
 import importlib
 
-from .base import UnknownModelError
-
 _REGISTRY: dict[str, type] = {}
 
-#: modules imported lazily the first time a name is looked up
-_MODEL_MODULES = ("surrogate.models.history", "surrogate.models.lstm", "surrogate.models.dcrnn",
-                  "surrogate.models.smart", "surrogate.models.pretrained")
+#: the built-in models, name -> ``module:Class`` (the entry-point form); each class registers itself under its
+#: ``name`` when its module is imported (tests/test_fast_cli.py checks that the two agree)
+BUILTIN = {
+    "last": "surrogate.models.history:Last",
+    "mean": "surrogate.models.history:Mean",
+    "ewma": "surrogate.models.history:Ewma",
+    "ridge": "surrogate.models.history:Ridge",
+    "lstm": "surrogate.models.lstm:LSTMSurrogate",
+    "dcrnn": "surrogate.models.dcrnn:DCRNNSurrogate",
+    "smart": "surrogate.models.smart:Smart",
+    "smart-nollm": "surrogate.models.smart:SmartNoLLM",
+    "pretrained": "surrogate.models.pretrained:Pretrained",
+}
+
+#: the models ``hybridsim pretrain`` trains across the runs of a corpus (:mod:`surrogate.pretrain`)
+PRETRAINABLE = ("pretrained",)
 
 #: entry-point group of surrogate plug-ins (pyproject ``[project.entry-points."hybridsim.surrogates"]``)
 ENTRY_POINT_GROUP = "hybridsim.surrogates"
@@ -25,27 +37,32 @@ def register(cls):
     return cls
 
 
-def _load_all() -> None:
-    for mod in _MODEL_MODULES:
-        importlib.import_module(mod)
+def _entry_points() -> dict:
     from importlib.metadata import entry_points
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name not in _REGISTRY:
-            register(ep.load())
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def available() -> list[str]:
-    _load_all()
-    return sorted(_REGISTRY)
+    """Every model name: registered, built in or installed (nothing is imported)."""
+    return sorted(set(_REGISTRY) | set(BUILTIN) | set(_entry_points()))
 
 
 def model_class(name: str) -> type:
-    """The registered class of ``name``; :class:`~surrogate.base.SurrogateError` if there is none."""
+    """The registered class of ``name`` (importing its module on first use); :class:`~surrogate.base.SurrogateError`
+    if there is none."""
     if name not in _REGISTRY:
-        _load_all()
-    if name not in _REGISTRY:
-        raise UnknownModelError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
+        if name in BUILTIN:
+            mod, _, attr = BUILTIN[name].partition(":")
+            cls = getattr(importlib.import_module(mod), attr)
+        else:
+            ep = _entry_points().get(name)
+            if ep is None:
+                from .base import UnknownModelError  # this module imports nothing (numpy neither): the CLI reads it
+
+                raise UnknownModelError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
+            cls = ep.load()
+        _REGISTRY.setdefault(name, cls)
     return _REGISTRY[name]
 
 
