@@ -76,16 +76,54 @@ class ScenarioError(ValueError):
         self.problems = problems or [message]
 
 
+class YamlText:
+    """A checked document's text and bounds, which a :class:`Provenance` keeps in place of the node tree. The tree
+    is needed only when a message names a place, and a stream of thousands of jobs is some 400,000 nodes (over
+    100 MB, and work for the garbage collector for as long as they live): it is composed again from the text on first
+    use, once (the text passed every check already, so it composes to the same tree)."""
+
+    __slots__ = ("text", "limits", "_root")
+
+    def __init__(self, text: str, limits: "YamlLimits"):
+        self.text, self.limits, self._root = text, limits, None
+
+    def root(self, filename: str) -> yaml.Node | None:
+        if self._root is None:
+            with gc_paused():
+                self._root, loader = _compose(self.text, filename, self.limits)
+                loader.dispose()
+        return self._root
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class _TreeField:
+    """``Provenance.root``: the tree given to the constructor, else the one its ``text`` composes (on first use)."""
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return None  # the field's default
+        root = obj.__dict__.get("_root")
+        if root is None and obj.text is not None:
+            root = obj.text.root(obj.name)
+        return root
+
+    def __set__(self, obj, value):
+        obj.__dict__["_root"] = value
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where a loaded document came from: ``path`` (the resolved file, None for text or a generated scenario),
-    ``filename`` (the name error messages use) and ``root`` (the composed YAML tree, which locates fields). Immutable
-    and shared by copies (``deepcopy`` returns it as is), so a copied scenario keeps its origin without copying it
-    by hand."""
+    ``filename`` (the name error messages use) and ``root`` (the composed YAML tree, which locates fields; given, or
+    composed from ``text``, a :class:`YamlText`, when first asked for). Immutable and shared by copies (``deepcopy``
+    returns it as is), so a copied scenario keeps its origin without copying it by hand."""
 
     path: Path | None = None
     filename: str | None = None
-    root: yaml.Node | None = None
+    root: yaml.Node | None = _TreeField()
+    text: YamlText | None = field(default=None, repr=False, compare=False)
 
     def __deepcopy__(self, memo):
         return self
