@@ -734,28 +734,31 @@ def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = 
     (:class:`~hybridsim.yamlio.YamlText`): a stream's tree is composed again only if a message needs a place."""
     limits = limits or {}
     yl = (yaml_limits or YamlLimits()).updated(limits)
-    try:
-        data, root = yamlio.load(text, filename, yl)
-    except YamlInputError as exc:
-        raise ScenarioError(str(exc), exc.problems) from None
-    if data is None:
-        raise ScenarioError(f"{filename}:1:1: empty scenario file (expected a mapping with at least 'jobs')")
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{_where(filename, root)}: <top level>: expected a mapping of sections, got "
-                            f"{type(data).__name__}")
-    del root  # for memory: the provenance composes it again if a message needs it
-    prov = Provenance(path=path, filename=filename, text=yamlio.YamlText(text, yl))
-    overrides = {k: v for k, v in limits.items() if k in Limits.model_fields}
-    if overrides:
-        file_limits = data.get("limits") or {}
-        if isinstance(file_limits, dict):
-            data = {**data, "limits": {**file_limits, **overrides}}
-    try:
-        with yamlio.gc_paused():  # for performance: a stream's thousands of job models (see gc_paused)
+    # for performance (see yamlio.gc_paused): the YAML tree, the data and a stream's thousands of job models are built
+    # with the collector paused, and the tree is gone before it resumes
+    with yamlio.gc_paused():
+        try:
+            data, root = yamlio.load(text, filename, yl)
+        except YamlInputError as exc:
+            raise ScenarioError(str(exc), exc.problems) from None
+        if data is None:
+            raise ScenarioError(f"{filename}:1:1: empty scenario file (expected a mapping with at least 'jobs')")
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{_where(filename, root)}: <top level>: expected a mapping of sections, got "
+                                f"{type(data).__name__}")
+        del root  # for memory: the provenance composes it again if a message needs it
+        prov = Provenance(path=path, filename=filename, text=yamlio.YamlText(text, yl))
+        overrides = {k: v for k, v in limits.items() if k in Limits.model_fields}
+        if overrides:
+            file_limits = data.get("limits") or {}
+            if isinstance(file_limits, dict):
+                data = {**data, "limits": {**file_limits, **overrides}}
+        try:
             scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        problems = format_validation_error(exc, prov.root, filename)
-        raise ScenarioError("\n".join(problems), problems) from None
+        except ValidationError as exc:
+            problems = format_validation_error(exc, prov.root, filename)
+            raise ScenarioError("\n".join(problems), problems) from None
+        del data
     scenario.provenance = prov
     problems = [f"{scenario.where(loc)}: {'.'.join(str(p) for p in loc)}: {msg}"
                 for loc, msg in stream_problems(scenario) + limit_problems(scenario)]
