@@ -8,12 +8,13 @@ Python object is built: its alias-expanded size (``&a``/``*a`` chains, the "bill
 :attr:`YamlLimits.max_nodes`, recursive aliases, duplicate mapping keys, non-finite floats (``.inf``, ``.nan``,
 ``1e999``) and integers beyond 64 bits. Every error is a :class:`YamlInputError` naming file:line:column and the path
 of the field. :func:`locate` maps a field path (a pydantic error location) back to its node; :func:`where` names a
-node's ``file:line:column``; a :class:`Provenance` keeps a loaded document's file and tree so any layer (the scenario,
-the machine model) can locate a field without importing the scenario module. :class:`ScenarioError` is the located
+node's ``file:line:column``; a :class:`Provenance` keeps a loaded document's file and tree (or the text it composes
+the tree from on demand, :class:`YamlText`) so any layer (the scenario, the machine model) can locate a field without
+importing the scenario module. :class:`ScenarioError` is the located
 error every layer raises for bad input (re-exported by :mod:`hybridsim.scenario`).
 
-Parsing: libyaml's C parser and composer (PyYAML's ``CSafeLoader``, about five times faster than the pure-Python one on
-a stream of thousands of jobs) build the node tree; the checks, the construction and every message stay PyYAML's own.
+Parsing: libyaml's C parser and composer (PyYAML's ``CSafeLoader``, some fifteen times faster than the pure-Python one
+on a stream of thousands of jobs) build the node tree; the checks, the construction and every message stay PyYAML's own.
 Whatever the C path cannot vouch for -- text that is not valid YAML, or a tree as deep as ``max_depth`` (the C
 composer does not say where it went too deep) -- is parsed again by the pure-Python parser, so each message, its
 ``file:line:column`` included, is the one it has always been. Without libyaml (a PyYAML built without it) the pure
@@ -281,7 +282,8 @@ def gc_paused():
     """For performance: Python's cyclic garbage collector paused while a document's objects are built. A stream of
     18,000 jobs is some 400,000 nodes and as many dicts and models, none of them in a cycle, and the collector's
     repeated passes over that growing heap cost three quarters of the time of reading it. Reference counting still
-    frees everything; a cycle (a recursive alias) is collected after the pause."""
+    frees everything; a cycle (a recursive alias) is collected after the pause. The switch is process-wide: a pause
+    another thread ends early only costs that thread the speed-up."""
     if not gc.isenabled():
         yield
         return
