@@ -140,6 +140,25 @@ def test_c_parser_gives_the_pure_parsers_tree_data_and_messages(name, monkeypatc
     assert _load(text, True, monkeypatch, limits) == _load(text, False, monkeypatch, limits)
 
 
+def _hostile_texts() -> dict:
+    from test_hostile_scenarios import CASES  # the hostile scenario files (tests/test_hostile_scenarios.py)
+
+    out = {}
+    for name, (files, _fragments, _bomb) in CASES.items():
+        text = files["s.yaml"]
+        try:
+            out[name] = text.decode() if isinstance(text, bytes) else text
+        except UnicodeDecodeError:  # refused before any parser sees it
+            continue
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(_hostile_texts()))
+def test_c_parser_reads_the_hostile_scenarios_as_the_pure_one(name, monkeypatch):
+    text = _hostile_texts()[name]
+    assert _load(text, True, monkeypatch) == _load(text, False, monkeypatch)
+
+
 @pytest.mark.parametrize("path", sorted(p.relative_to(REPO) for p in REPO.glob("**/*.yaml")
                                         if ".git" not in p.parts), ids=str)
 def test_c_parser_reads_every_shipped_yaml_as_the_pure_one(path, monkeypatch):
