@@ -20,7 +20,9 @@ from pathlib import Path
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 #: modules that contribute subcommands (each defines ``register(subparsers)``); one that cannot be imported is an
-#: error (:class:`CommandModuleError`), never silently skipped
+#: error (:class:`CommandModuleError`), never silently skipped. Every command imports all of them, so each is cheap
+#: to import: what a command needs beyond argparse is imported inside it (tests/test_fast_cli.py: ``--help`` imports
+#: no numpy, pydantic or YAML)
 COMMAND_MODULES = (
     "hybridsim.cli_run",
     "hybridsim.cli_serve",
