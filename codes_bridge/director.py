@@ -57,6 +57,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .limits import DirectorLimits  # noqa: F401 (re-exported)
+
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 #: most steps one inference may ask for (the prediction is autoregressive: one model call per step)
 MAX_STEPS = 10_000
@@ -67,25 +69,6 @@ RECENT_RECORDS = 4096
 #: longest ``error`` text of a reply (errors may quote the request; a reply must not echo megabytes)
 MAX_ERROR_CHARS = 500
 
-
-@dataclass(frozen=True)
-class DirectorLimits:
-    """What one director server accepts, so that no client can exhaust its memory or time.
-
-    ``max_request_bytes``: larger ZeroMQ messages are dropped by ZeroMQ itself (``ZMQ_MAXMSGSIZE``: the sender's
-    connection is closed, no reply); ``max_clients``: distinct client ids with records; ``max_records_per_client``:
-    iteration times kept per client (older ones are dropped; the models look at the last few);
-    ``max_total_records``: iteration times kept over all clients (beyond it ``send-records`` fails)."""
-
-    max_request_bytes: int = 16 * 1024 * 1024
-    max_clients: int = 65_536
-    max_records_per_client: int = 100_000
-    max_total_records: int = 20_000_000
-
-    def __post_init__(self):
-        for name in ("max_request_bytes", "max_clients", "max_records_per_client", "max_total_records"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 OPERATIONS = ("send-records", "inference", "train-model", "save-model", "load-model", "load-records-csv",

@@ -10,9 +10,12 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import EXIT_OK, CliError
-from .topology import DragonflyShape
+
+if TYPE_CHECKING:  # the CLI lists this module's command without importing numpy
+    from .topology import DragonflyShape
 
 
 def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape, object]:

@@ -242,10 +242,10 @@ def test_hybrid_loop_has_no_branch_on_model_kind():
     """hybridsim/hybrid.py asks models only through the Surrogate interface: no model names, no model classes."""
     from importlib.metadata import entry_points
 
-    from surrogate.registry import BUILTIN_MODELS, ENTRY_POINT_GROUP
+    from surrogate.registry import BUILTIN, ENTRY_POINT_GROUP
 
     tree = _tree(ROOT / "hybridsim" / "hybrid.py")
-    names = set(BUILTIN_MODELS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    names = set(BUILTIN) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
     bad = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
