@@ -76,7 +76,8 @@ class _Queue:
     (O(1)); dead entries are skipped and compacted away once they are the majority, so a queue of 10^6 jobs costs
     no more per start than one of ten."""
 
-    def __init__(self):
+    def __init__(self, track_walltimes: bool = False):
+        self._track = track_walltimes  # conservative backfilling asks for the shortest walltime per size
         self._items: list[_Waiting] = []
         self._keys: list[tuple] = []
         self._head = 0           # items before it are all dead
@@ -97,7 +98,8 @@ class _Queue:
             self._items.insert(i, w)
         self._alive += 1
         self._sizes[w.size] = self._sizes.get(w.size, 0) + 1
-        heapq.heappush(self._walltimes.setdefault(w.size, []), (w.walltime, w.seq, w))
+        if self._track:
+            heapq.heappush(self._walltimes.setdefault(w.size, []), (w.walltime, w.seq, w))
 
     def first(self) -> _Waiting:
         items = self._items
@@ -141,6 +143,10 @@ class _Queue:
             self._items = [self._items[i] for i in keep]
             self._keys = [self._keys[i] for i in keep]
             self._head = 0
+            if self._track:
+                self._walltimes = {size: [e for e in h if e[2].alive] for size, h in self._walltimes.items()}
+                for h in self._walltimes.values():
+                    heapq.heapify(h)
 
 
 class _Running:
@@ -189,7 +195,7 @@ class Scheduler:
         self._free = np.ones(self.n_terminals, dtype=bool)  # indexed by terminal id
         self._n_free = self.n_terminals
         self._future: list[tuple[float, int, _Waiting]] = []  # heap of jobs not yet arrived: (arrival, seq, job)
-        self._queue = _Queue()             # arrived and not started, in service order
+        self._queue = _Queue(self.policy.backfill == "conservative")  # arrived, not started, in service order
         self._running: dict[Hashable, _Running] = {}
         self._ends: list[tuple[float, int, int]] = []  # the running jobs' keys, sorted: estimated end first
         self._n_started = 0
