@@ -15,7 +15,7 @@ wrote them is the same. The whole trace's rank-iterations (18.9 M) exceed the de
 check runs (YAML, schema, limits, the scheduler's dry run of all 18,066 jobs) rather than stopping at that limit.
 Run::
 
-    HYBRIDSIM_REFERENCE_DATA=../shared/data python benchmarks/cli_speed.py [--repeat 5] [--workdir DIR]
+    HYBRIDSIM_REFERENCE_DATA=<reference data folder> python benchmarks/cli_speed.py [--repeat 5] [--workdir DIR]
 
 Prints a Markdown table (benchmarks/RESULTS_cli.md holds the latest, with the command).
 """
@@ -45,8 +45,8 @@ TARGETS = {"--help": (0.5, None), "validate quickstart": (0.5, None), "validate 
 def reference_trace() -> Path:
     root = os.environ.get("HYBRIDSIM_REFERENCE_DATA")
     if not root:
-        sys.exit("cli_speed: set HYBRIDSIM_REFERENCE_DATA to the reference-data folder (the one with traces/, e.g. "
-                 "../shared/data); the full-trace stream is generated from its NASA iPSC/860 trace")
+        sys.exit("cli_speed: set HYBRIDSIM_REFERENCE_DATA to the reference-data folder (the one with traces/, "
+                 "docs/reference-data.md); the full-trace stream is generated from its NASA iPSC/860 trace")
     trace = Path(root) / TRACE
     if not trace.is_file():
         sys.exit(f"cli_speed: no trace {trace} (HYBRIDSIM_REFERENCE_DATA={root} should hold {TRACE})")
