@@ -14,7 +14,7 @@ _REGISTRY: dict[str, type] = {}
 
 #: modules imported lazily the first time a name is looked up
 _MODEL_MODULES = ("surrogate.models.history", "surrogate.models.lstm", "surrogate.models.dcrnn",
-                  "surrogate.models.smart", "surrogate.models.pretrained")
+                  "surrogate.models.smart", "surrogate.models.pretrained", "surrogate.models.oracle")
 
 #: entry-point group of surrogate plug-ins (pyproject ``[project.entry-points."hybridsim.surrogates"]``)
 ENTRY_POINT_GROUP = "hybridsim.surrogates"

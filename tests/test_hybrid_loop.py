@@ -53,7 +53,7 @@ def test_periodic_schedule_and_records(tmp_path):
     assert len(js["truth_window_errors"]) == 4
     man = json.loads((rd.path / "manifest.json").read_text())
     assert man["status"] == "completed"
-    assert set(summary["wall_split_s"]) == {"simulation", "inference", "tuning"}
+    assert set(summary["wall_split_s"]) == {"simulation", "controller", "inference", "tuning"}
 
 
 def test_shadow_prediction_error_is_exact_for_last(tmp_path):
