@@ -24,7 +24,8 @@ ranks, which no model removes: the oracle scores like the others).
 
 Speed: speedup = wall time of the pure run / wall time of the hybrid run (same scenario, same machine, same
 process); theoretical speedup = events of the pure run / events of the hybrid run; efficiency = speedup /
-theoretical; surrogate fraction f = predicted iterations / all iterations (jobs with iterations); the hybrid run's
+theoretical (``cpu_speedup``, ``cpu_efficiency``: the same on the process's CPU time, which the load of a shared
+machine does not inflate); surrogate fraction f = predicted iterations / all iterations (jobs with iterations); the hybrid run's
 wall split into simulation, controller, inference and tuning (seconds and % of its wall time).
 
 With ``seeds`` (``--seeds N``) every run is repeated for the scenario's seed + 0 .. N-1 (placement and background
@@ -137,6 +138,7 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
                 "run_time_error_signed_pct": rs,
                 "run_time_error_pct": abs(rs) if rs is not None else None})
     wp, wh = psum["wall_s"], hsum["wall_s"]
+    cp, ch = psum.get("cpu_s"), hsum.get("cpu_s")
     ep, eh = psum["events"], hsum["events"]
     speedup = wp / wh if wh > 0 else math.inf
     theo = ep / eh if eh > 0 else math.inf
@@ -158,6 +160,9 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         "speedup": speedup,
         "theoretical_speedup": theo,
         "efficiency": speedup / theo if theo and math.isfinite(theo) else None,
+        # the same on the process's CPU time (a shared machine's load inflates wall times, not CPU times)
+        "cpu_speedup": cp / ch if cp and ch else None,
+        "cpu_efficiency": cp / ch / theo if cp and ch and theo and math.isfinite(theo) else None,
         "surrogate_fraction": n_pred / n_all if n_all else 0.0,
         "wall_pure_s": wp,
         "wall_hybrid_s": wh,
@@ -351,7 +356,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
             m["sweep"] = sweep
         m["surrogate_spec"] = spec if spec is not None else scenario.surrogate.model
         runs.append(m)
-    pure_info = {"wall_s": pure[1]["wall_s"], "events": pure[1]["events"],
+    pure_info = {"wall_s": pure[1]["wall_s"], "cpu_s": pure[1].get("cpu_s"), "events": pure[1]["events"],
                  "run": str(Path(pure_dir).resolve()) if pure_dir is not None else prefix + "pure"}
     result = {"scenario": scenario.name, "definitions": __doc__, "runs": runs, "pure": pure_info,
               "pures": {str(scenario.seed): pure_info}}

@@ -173,7 +173,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         raise RunError(cls.no_streams)
     rd = RunDir.create(outdir, kind=f"run-{mode}", scenario=scenario_to_dict(scenario), seed=scenario.seed,
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         if mode == "hybrid" and cls.no_director is not None:
             raise RunError(cls.no_director)
@@ -191,6 +191,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         on_samples = controller.on_samples if wants_samples else None
         result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
         wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0  # this process's CPU time: what a shared machine's load does not inflate
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
         if extra is None and not all(result.simulated):  # predicted by a backend that runs the policy itself
             extra = {"mode": ["simulate" if s else "predict" for s in result.simulated]}
@@ -213,6 +214,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
             "end_time_ns": result.end_time,
             "events": result.events,
             "wall_s": wall,
+            "cpu_s": cpu,
             "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
             "backend_stats": result.stats,
         }
