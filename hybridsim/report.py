@@ -209,15 +209,18 @@ def plot_tradeoff(runs: list[dict], path: Path) -> Path:
 
 
 def curves(result: dict) -> dict[str, list[dict]]:
-    """Per surrogate, the points of its sweep (``run["sweep"]``: an Ft, then ``"zero-shot"``), in sweep order, each the
-    mean over the bench's seeds of the event speedup, wall speedup, worst-job completion error and job iteration
+    """Per surrogate, the points of its sweep (``run["sweep"]``: an Ft, then ``"zero-shot"``; any other run of a policy
+    with an ``ft`` is a point too), Ft ascending, zero-shot last, each the mean over the bench's seeds of the event speedup, wall speedup, worst-job completion error and job iteration
     MAPE (``n``: seeds)."""
     keys = ("theoretical_speedup", "speedup", "max_completion_error_pct", "job_iteration_mape_pct")
     groups: dict[str, dict] = {}
     for r in result.get("runs", []):
-        if "sweep" not in r:
+        point = r.get("sweep")
+        if point is None and r.get("policy") in SWEEPABLE and "ft" in (r.get("params") or {}):
+            point = r["params"]["ft"]  # the policy's own run is a point of its curve too
+        if point is None:
             continue
-        groups.setdefault(str(r.get("surrogate_spec")), {}).setdefault(str(r["sweep"]), []).append(r)
+        groups.setdefault(str(r.get("surrogate_spec")), {}).setdefault(str(point), []).append(r)
     out = {}
     for spec, by_point in groups.items():
         pts = []
