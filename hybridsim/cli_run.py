@@ -138,9 +138,10 @@ def _register_more(sub) -> None:
     p.add_argument("--policy", action="append", metavar="NAME[:k=v,...]",
                    help="policy to compare (repeatable), e.g. periodic:ft=8 or error-adaptive:threshold=2; "
                         "default: the scenario's controller section")
-    p.add_argument("--sweep-ft", metavar="LIST", help="also run the scenario's aligned/periodic policy (else periodic) at "
-                                                      "each Ft, e.g. 4,8,16,32, then zero-shot (warm-up only), and "
-                                                      "draw the speedup-error curve (tradeoff-ft.png; report: curves)")
+    p.add_argument("--sweep-ft", metavar="LIST",
+                   help="also run the scenario's aligned/periodic policy (else periodic) at each Ft, e.g. 4,8,16,32, "
+                        "then zero-shot (warm-up only), and draw the speedup-error curve (tradeoff-ft.png; report: "
+                        "curves)")
     p.add_argument("--surrogate", action="append", metavar="SPEC",
                    help="surrogate to judge in the loop (repeatable): a model name, NAME:k=v,... or a checkpoint "
                         "folder; each policy runs once per surrogate, all against the one pure run; default: the "

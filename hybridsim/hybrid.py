@@ -15,8 +15,8 @@ Ground truth and the surrogate meet in three places:
 * end of a truth window: ``surrogate.tune`` on the window (``surrogate.tune`` is told the iteration indices).
 
 With ``sync="job"`` (the default) the ranks of a job end a predicted iteration together (the latest start plus the
-job's iteration time, :func:`job_time`: the mean of the per-rank predictions), as bulk-synchronous codes do; per-rank ends let inter-rank skew grow without
-bound (it feeds back through the waits measured in truth windows).
+job's iteration time, :func:`job_time`: the mean of the per-rank predictions), as bulk-synchronous codes do; per-rank
+ends let inter-rank skew grow without bound (it feeds back through the waits measured in truth windows).
 
 With ``volumes`` (bytes each iteration sends, known from the workload definition), the surrogate works on
 volume-normalised times: history and training targets are divided by the iteration's relative volume and
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import time
+
 import numpy as np
 
 from controllers.base import JobView, Policy, PolicyError
@@ -76,7 +77,6 @@ MAX_RATIO = 100.0
 
 #: an edge correction never shortens a predicted iteration below this fraction of the prediction
 EDGE_FLOOR = 0.1
-
 
 
 class HybridController(Director):

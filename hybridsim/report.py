@@ -210,8 +210,8 @@ def plot_tradeoff(runs: list[dict], path: Path) -> Path:
 
 def curves(result: dict) -> dict[str, list[dict]]:
     """Per surrogate, the points of its sweep (``run["sweep"]``: an Ft, then ``"zero-shot"``; any other run of a policy
-    with an ``ft`` is a point too), Ft ascending, zero-shot last, each the mean over the bench's seeds of the event speedup, wall speedup, worst-job completion error and job iteration
-    MAPE (``n``: seeds)."""
+    with an ``ft`` is a point too), Ft ascending, zero-shot last, each the mean over the bench's seeds of the event
+    speedup, wall speedup, worst-job completion error and job iteration MAPE (``n``: seeds)."""
     keys = ("theoretical_speedup", "speedup", "max_completion_error_pct", "job_iteration_mape_pct")
     groups: dict[str, dict] = {}
     for r in result.get("runs", []):
