@@ -395,7 +395,7 @@ def paired(runs: list[dict], baselines: list[str]) -> list[dict]:
     has the lower error)."""
     by_case: dict[str, dict[str, dict[int, dict]]] = {}
     for r in runs:
-        case = f"{r['policy']}:{json.dumps(r.get('params') or {}, sort_keys=True)}"
+        case = f"{r['policy']}:" + ",".join(f"{k}={v}" for k, v in sorted((r.get("params") or {}).items()))
         by_case.setdefault(case, {}).setdefault(r["surrogate_spec"], {})[r["seed"]] = r
     out = []
     for case, specs in by_case.items():
@@ -403,6 +403,8 @@ def paired(runs: list[dict], baselines: list[str]) -> list[dict]:
             for base in baselines:
                 if base == spec or base not in specs:
                     continue
+                if spec in baselines and baselines.index(base) > baselines.index(spec):
+                    continue  # two baselines are compared once (the later one against the earlier)
                 theirs = specs[base]
                 common = sorted(set(mine) & set(theirs))
                 for metric in PAIRED_METRICS:
@@ -419,12 +421,14 @@ def format_paired(result: dict) -> str:
     rows = result.get("paired") or []
     if not rows:
         return ""
-    head = f"{'case':<40} {'surrogate':<22} {'vs':<8} {'metric':<28} {'n':>3} {'mean diff':>10} {'95 % interval':>20}"
+    width = max(len(r["case"]) for r in rows)
+    head = (f"{'case':<{width}} {'surrogate':<22} {'vs':<8} {'metric':<28} {'n':>3} {'mean diff':>10} "
+            f"{'95 % interval':>20}")
     lines = [f"paired over seeds {result.get('seeds')} (surrogate - baseline, points; negative: lower error)", head,
              "-" * len(head)]
     for r in rows:
         ci = f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]" if r["ci95"] else "-"
-        lines.append(f"{r['case'][:40]:<40} {str(r['surrogate'])[:22]:<22} {r['baseline']:<8} {r['metric']:<28} "
+        lines.append(f"{r['case']:<{width}} {str(r['surrogate'])[:22]:<22} {r['baseline']:<8} {r['metric']:<28} "
                      f"{r['n']:>3} {r['mean_diff']:>+10.2f} {ci:>20}")
     return "\n".join(lines)
 
