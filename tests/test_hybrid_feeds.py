@@ -84,6 +84,31 @@ def test_feed_is_chosen_once_from_the_model():
     assert GraphFeed.fit_at_first_prediction and not HistoryFeed.fit_at_first_prediction
 
 
+def test_feeds_own_the_port_graph_wiring():
+    """The graph feed's port graphs are set up by surrogate.online.Feeds, not by the controller: none for history
+    models (no samples wanted), one OnlineGraphs for graph models, each graph job on its placement or, for a stream
+    job, on the terminals it starts on; a graph job without terminals is refused."""
+    from hybridsim.topology import DragonflyShape
+    from surrogate.base import SurrogateError
+    from surrogate.online import Feeds
+    from surrogate.registry import create
+
+    shape = DragonflyShape(groups=2, routers_per_group=2, terminals_per_router=2, global_channels_per_router=1)
+    ridge, graph = create("ridge"), create("smart-nollm")
+    plain = Feeds([ridge], shape, {0: np.arange(4)})
+    assert not plain.wants_samples and plain.graphs is None
+    assert isinstance(plain.feed(ridge, 0, "a", 10, 4), HistoryFeed)
+    feeds = Feeds([ridge, graph], shape, {1: np.array([4, 5, 6, 7])})
+    assert feeds.wants_samples and feeds.graphs is not None and not feeds.graphs.jobs
+    assert isinstance(feeds.feed(ridge, 0, "a", 10, 4), HistoryFeed) and 0 not in feeds.graphs.jobs
+    assert isinstance(feeds.feed(graph, 1, "b", 10, 4), GraphFeed)
+    assert feeds.graphs.jobs[1].rank_port.tolist() == feeds.graphs.topo.terminal_port_ids[[4, 5, 6, 7]].tolist()
+    feeds.feed(graph, 2, "c", 10, 4, terminals=np.array([0, 1]))   # a stream job, on its start's terminals
+    assert len(feeds.graphs.jobs[2].rank_port) == 2
+    with pytest.raises(SurrogateError, match="terminals are unknown"):
+        Feeds([graph], shape).feed(graph, 0, "a", 10, 4)
+
+
 # -------------------------------------------------------------------------------------------------- every model
 QUICK = open(__file__.rsplit("/tests/", 1)[0] + "/examples/quickstart.yaml").read()
 
