@@ -8,6 +8,7 @@ surrogate's iteration times). It never sees packets, models or the engine.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -20,7 +21,8 @@ class PolicyError(RuntimeError):
 
 @dataclass(frozen=True)
 class JobView:
-    """What a policy may look at for one job, at the start of iteration ``iteration``.
+    """What a policy may look at for one job, at the start of iteration ``iteration``. The per-iteration fields are
+    read-only sequences (the hybrid controller hands lazy ones: an entry costs something only when it is read).
 
     Attributes:
         job, job_id: the job.
@@ -46,10 +48,10 @@ class JobView:
     iteration: int
     n_iterations: int | None
     mode: Mode | None
-    modes: tuple[Mode, ...]
-    truth: tuple[float | None, ...]
-    predicted: tuple[float | None, ...]
-    errors: tuple[tuple[int, float], ...]
+    modes: Sequence[Mode]
+    truth: Sequence[float | None]
+    predicted: Sequence[float | None]
+    errors: Sequence[tuple[int, float]]
     costs: dict = field(default_factory=dict)
     now: float = 0.0
     start: float = 0.0

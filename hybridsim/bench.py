@@ -4,15 +4,34 @@ metrics.
 * speedup = wall time of the pure run / wall time of the hybrid run (same scenario, same machine, same process);
 * theoretical speedup = events of the pure run / events of the hybrid run; efficiency = speedup / theoretical;
 * surrogate fraction f = predicted iterations / all iterations (jobs with iterations);
-* per-job completion-time error % = |T_hybrid - T_pure| / T_pure x 100, and the number of jobs above 5 %;
-* per-iteration MAPE = mean over predicted (rank, iteration) of |prediction - pure-run truth| / truth x 100, for the
-  run, per job and per rank of each job;
-* inference and tuning overhead: wall seconds and share of the hybrid run's wall time;
-* job streams (a ``scheduler`` section): per-job run-time error % = |(end - start)_hybrid - (end - start)_pure| /
-  (end - start)_pure x 100 (the completion-time error also carries the start, which moves with the jobs before it),
-  its mean and max over jobs, and the makespan error % = |makespan_hybrid - makespan_pure| / makespan_pure x 100;
-  beside each job's run-time error its start-time shift (start_hybrid - start_pure, ns), so an error that travels
-  down the queue shows: :func:`start_shifts`.
+Primary, job-level figures (what a job's completion follows):
+
+* per-job completion-time error % = (T_hybrid - T_pure) / T_pure x 100, signed (``completion_error_signed_pct``)
+  and absolute (``completion_error_pct``); per run the worst (``max_completion_error_pct``) and the mean absolute
+  one, and the number of jobs above 5 %;
+* job iteration-time MAPE = mean over predicted iterations of |job time predicted - job time pure| / job time pure
+  x 100, where a job time is the statistic the job's completion follows (``hybridsim.hybrid.job_time``: the mean
+  over ranks) of the model's per-rank predictions and of the pure run's per-rank times; per job and pooled over the
+  run's predicted job iterations (``job_iteration_mape_pct``);
+* job streams (a ``scheduler`` section): per-job run-time error % = ((end - start)_hybrid - (end - start)_pure) /
+  (end - start)_pure x 100, signed and absolute (the completion-time error also carries the start, which moves with
+  the jobs before it), its mean and max over jobs, and the makespan error % = |makespan_hybrid - makespan_pure| /
+  makespan_pure x 100; beside each job's run-time error its start-time shift (start_hybrid - start_pure, ns), so an
+  error that travels down the queue shows: :func:`start_shifts`.
+
+Secondary: per-rank iteration MAPE (``iteration_mape_pct``) = mean over predicted (rank, iteration) of |prediction -
+pure-run truth| / truth x 100, for the run, per job and per rank of each job (it mostly measures the spread of the
+ranks, which no model removes: the oracle scores like the others).
+
+Speed: speedup = wall time of the pure run / wall time of the hybrid run (same scenario, same machine, same
+process); theoretical speedup = events of the pure run / events of the hybrid run; efficiency = speedup /
+theoretical (``cpu_speedup``, ``cpu_efficiency``: the same on the process's CPU time, which the load of a shared
+machine does not inflate); surrogate fraction f = predicted iterations / all iterations (jobs with iterations); the
+hybrid run's wall split into simulation, controller, inference and tuning (seconds and % of its wall time).
+
+With ``seeds`` (``--seeds N``) every run is repeated for the scenario's seed + 0 .. N-1 (placement and background
+traffic change) and each surrogate is compared with each baseline (default LAST and MEAN) seed by seed: the mean of
+the paired differences of an error figure and its 95 % t-interval (``paired``).
 """
 
 from __future__ import annotations
@@ -48,11 +67,44 @@ def start_shifts(jobs: dict) -> dict:
             "jobs_start_shifted": sum(1 for x in sh if x > 0)}
 
 
+def _pure_tables(scenario, pure_records: list[IterationRecord]) -> dict[int, np.ndarray]:
+    """Job id -> (ranks, iterations) pure-run iteration times (NaN where missing)."""
+    out = {}
+    for jid, job in enumerate(scenario.jobs):
+        if not job.is_background and job.iterations:
+            out[jid] = np.full((job.ranks, job.iterations), np.nan)
+    for r in pure_records:
+        tab = out.get(r.job_id)
+        if tab is not None and r.rank < tab.shape[0] and r.iteration < tab.shape[1]:
+            tab[r.rank, r.iteration] = r.end - r.start
+    return out
+
+
+def job_iteration_errors(pure: np.ndarray, predicted: np.ndarray, iterations) -> np.ndarray:
+    """|job time predicted - job time pure| / job time pure x 100 for each of ``iterations``, where a job time is
+    :func:`hybridsim.hybrid.job_time` of a column of per-rank times (``pure``, ``predicted``: (ranks, iterations))."""
+    from .hybrid import job_time
+
+    out = []
+    for i in iterations:
+        p, t = predicted[:, i], pure[:, i]
+        if np.isfinite(p).all() and np.isfinite(t).all():
+            jt = job_time(t)
+            out.append(abs(job_time(p) - jt) / jt * 100.0)
+    return np.asarray(out, dtype=np.float64)
+
+
+def _signed(h, p):
+    return (h - p) / p * 100.0 if p and h is not None else None
+
+
 def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dict, controller) -> dict:
     """Metrics of one hybrid run (summary ``hsum``, its :class:`HybridController`) against the pure run."""
     truth = _durations(pure_records)
+    tables = _pure_tables(scenario, pure_records)
     jobs = {}
     all_err = []
+    all_job_err = []
     n_pred = n_all = 0
     for jid, job in enumerate(scenario.jobs):
         if job.is_background:
@@ -61,8 +113,15 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         th = hsum["jobs"][job.name]["completion_time_ns"]
         hj = hsum.get("hybrid", {}).get("jobs", {}).get(job.name, {})
         errs = []
+        job_errs = np.zeros(0)
         by_rank: dict[int, list[float]] = {}
         st = controller.states.get(jid)
+        if st is not None and jid in tables:
+            # the model's own per-rank predictions (before sync=job aligns the ends) where it made them
+            model = np.where(np.isfinite(st.raw), st.raw, st.pred)
+            predicted = [i for i, m in enumerate(st.modes) if m.value == "predict" and i < st.n_iterations]
+            job_errs = job_iteration_errors(tables[jid], model, predicted)
+            all_job_err.append(job_errs)
         if st is not None:
             for (r, i) in zip(*np.nonzero(np.isfinite(st.pred))):
                 if i < len(st.modes) and st.modes[i].value == "predict":
@@ -74,27 +133,35 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         all_err += errs
         n_pred += hj.get("predicted_iterations", 0)
         n_all += hj.get("predicted_iterations", 0) + hj.get("simulated_iterations", 0)
+        signed = _signed(th, tp)
         jobs[job.name] = {
             "completion_pure_ns": tp,
             "completion_hybrid_ns": th,
-            "completion_error_pct": abs(th - tp) / tp * 100.0 if tp else None,
+            "completion_error_signed_pct": signed,
+            "completion_error_pct": abs(signed) if signed is not None else None,
+            "job_iteration_mape_pct": float(np.mean(job_errs)) if len(job_errs) else None,
             "iteration_mape_pct": float(np.mean(errs)) if errs else None,
             "rank_iteration_mape_pct": {r: float(np.mean(e)) for r, e in sorted(by_rank.items())},
             "surrogate_fraction": hj.get("surrogate_fraction", 0.0),
         }
         if "stream" in psum:
             rp, rh = psum["jobs"][job.name].get("run_time"), hsum["jobs"][job.name].get("run_time")
+            rs = _signed(rh, rp)
             jobs[job.name].update({
                 "start_pure_ns": psum["jobs"][job.name].get("start"),
                 "start_hybrid_ns": hsum["jobs"][job.name].get("start"),
-                "run_time_error_pct": abs(rh - rp) / rp * 100.0 if rp and rh is not None else None})
+                "run_time_error_signed_pct": rs,
+                "run_time_error_pct": abs(rs) if rs is not None else None})
             jobs[job.name]["start_shift_ns"] = _shift(jobs[job.name]["start_pure_ns"],
                                                       jobs[job.name]["start_hybrid_ns"])
     wp, wh = psum["wall_s"], hsum["wall_s"]
+    cp, ch = psum.get("cpu_s"), hsum.get("cpu_s")
     ep, eh = psum["events"], hsum["events"]
     speedup = wp / wh if wh > 0 else math.inf
     theo = ep / eh if eh > 0 else math.inf
     split = hsum.get("wall_split_s", {})
+    job_err = np.concatenate(all_job_err) if all_job_err else np.zeros(0)
+    ce = [j["completion_error_pct"] for j in jobs.values() if j["completion_error_pct"] is not None]
     stream = {}
     if "stream" in psum and "stream" in hsum:
         mp, mh = psum["stream"]["makespan"], hsum["stream"]["makespan"]
@@ -111,6 +178,9 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         "speedup": speedup,
         "theoretical_speedup": theo,
         "efficiency": speedup / theo if theo and math.isfinite(theo) else None,
+        # the same on the process's CPU time (a shared machine's load inflates wall times, not CPU times)
+        "cpu_speedup": cp / ch if cp and ch else None,
+        "cpu_efficiency": cp / ch / theo if cp and ch and theo and math.isfinite(theo) else None,
         "surrogate_fraction": n_pred / n_all if n_all else 0.0,
         "wall_pure_s": wp,
         "wall_hybrid_s": wh,
@@ -118,10 +188,15 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         "events_hybrid": eh,
         "inference_s": split.get("inference", 0.0),
         "tuning_s": split.get("tuning", 0.0),
+        "controller_s": split.get("controller", 0.0),
+        "simulation_s": split.get("simulation", 0.0),
         "overhead_pct": (split.get("inference", 0.0) + split.get("tuning", 0.0)) / wh * 100 if wh else None,
+        "controller_pct": split.get("controller", 0.0) / wh * 100 if wh else None,
+        "job_iteration_mape_pct": float(np.mean(job_err)) if len(job_err) else None,
         "iteration_mape_pct": float(np.mean(all_err)) if all_err else None,
         "jobs_above_5pct": sum(1 for j in jobs.values() if (j["completion_error_pct"] or 0) > 5.0),
-        "max_completion_error_pct": max((j["completion_error_pct"] or 0) for j in jobs.values()) if jobs else None,
+        "max_completion_error_pct": max(ce) if ce else None,
+        "mean_completion_error_pct": float(np.mean(ce)) if ce else None,
         **stream,
         "jobs": jobs,
     }
@@ -157,18 +232,44 @@ def _label(spec: str) -> str:
     return _slug(source.path.name if source.is_checkpoint else spec)
 
 
+def own_pure_oracle(spec: str | None) -> bool:
+    """Whether ``spec`` is the oracle without a run: the bench gives it its own pure run (``oracle:run=PURE``)."""
+    if spec is None:
+        return False
+    from surrogate.loading import split_spec
+
+    name, opts = split_spec(spec) if ":" in spec else (spec.strip(), {})
+    return name == "oracle" and "run" not in opts
+
+
+#: baselines every surrogate is compared with, seed by seed, in a bench with several seeds
+BASELINES = ("last", "mean")
+
+
 def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None = None,
               sweep_ft: list[int] | None = None, surrogates: list[str] | None = None, force: bool = False,
               progress: bool = False, argv: list[str] | None = None, backend_factory=None,
-              pure_dir: str | Path | None = None) -> dict:
-    """Pure run, then one hybrid run per policy (and per Ft of ``sweep_ft``), each with every surrogate of
-    ``surrogates`` (default: the scenario's own), each a run directory inside the bench directory ``outdir`` (itself
-    written like a run directory: manifest, staging, ``--force`` rules); writes ``bench.json``. All hybrid runs are
-    judged against the one pure run; ``pure_dir``: an earlier pure run of the same scenario to judge against instead
-    of simulating it again (its wall time was measured in another process). ``backend_factory(scenario)`` replaces
-    the scenario's backend (tests)."""
+              pure_dir: str | Path | None = None, seeds: int = 1, baselines: list[str] | None = None) -> dict:
+    """Pure run, then one hybrid run per policy (and per Ft of ``sweep_ft``, then zero-shot: the warm-up-only
+    policy), each with every surrogate of ``surrogates`` (default: the scenario's own), each a run directory inside
+    the bench directory ``outdir`` (itself written like a run directory: manifest, staging, ``--force`` rules);
+    writes ``bench.json``. All hybrid runs are judged against the one pure run; ``pure_dir``: an earlier pure run of
+    the same scenario to judge against instead of simulating it again (its wall time was measured in another
+    process). ``oracle`` without a run answers with the bench's pure run. ``seeds`` > 1: all of it for the scenario's
+    seed + 0 .. seeds-1, run directories prefixed ``seed<S>-``, the ``baselines`` (default :data:`BASELINES`) added to
+    the surrogates, and ``paired`` comparisons (:func:`paired`). ``backend_factory(scenario)`` replaces the
+    scenario's backend (tests)."""
+    seeds = int(seeds)
+    if seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {seeds}")
+    if seeds > 1 and pure_dir is not None:
+        raise ValueError("--pure judges against one pure run, of one seed; --seeds needs a pure run per seed")
+    if seeds > 1:
+        surrogates = list(surrogates or [scenario.surrogate.model])
+        surrogates += [b for b in (baselines or BASELINES) if b not in surrogates]
     for spec in surrogates or []:  # a bad spec fails before the pure run, not after it
-        with_surrogate(scenario, spec)
+        if not own_pure_oracle(spec):
+            with_surrogate(scenario, spec)
     if pure_dir is not None:
         check_not_input(outdir, pure_dir)
     pure = None if pure_dir is None else read_pure_run(scenario, pure_dir)
@@ -179,8 +280,23 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
                        argv=argv)
     staging = str(rd.path)
     try:
-        result = _run_cases(scenario, rd, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
-                            pure_dir)
+        result = None
+        for k in range(seeds):
+            sc = scenario
+            if seeds > 1:
+                sc = scenario.model_copy(deep=True)
+                sc.seed = scenario.seed + k
+            res = _run_cases(sc, rd, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure, pure_dir,
+                             prefix=f"seed{sc.seed}-" if seeds > 1 else "")
+            if result is None:
+                result = res
+            else:
+                result["runs"] += res["runs"]
+                result["pures"].update(res["pures"])
+        if seeds > 1:
+            result["seeds"] = [scenario.seed + k for k in range(seeds)]
+            result["paired"] = paired(result["runs"], list(baselines or BASELINES))
+        write_json_atomic(rd.file("bench.json"), result)
         rd.complete()
     except BaseException as exc:
         rd.fail(failure_reason(exc))
@@ -191,50 +307,121 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
 
 
 def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
-               pure_dir) -> dict:
+               pure_dir, prefix: str = "") -> dict:
     from .runner import build_controller, run_scenario
 
     mk = backend_factory or (lambda sc: None)
+    pure_path = Path(pure_dir).resolve() if pure_dir is not None else rd.file(prefix + "pure")
     if pure is None:  # (records, summary), as read_pure_run gives them
-        _, res, psum = run_scenario(scenario, rd.file("pure"), mode="simulate", progress=progress, argv=argv,
+        _, res, psum = run_scenario(scenario, pure_path, mode="simulate", progress=progress, argv=argv,
                                     backend=mk(scenario))
         pure = (res.records, psum)
     runs = []
     cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
-    # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's
+    cases = [(pol, params, None) for pol, params in cases]
+    # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's; its far
+    # end is zero-shot: the warm-up-only policy with the sweep's warm-up
     sweep_policy = scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
+    base_params = dict(scenario.controller.params) if scenario.controller.policy == sweep_policy else {}
     for ft in sweep_ft or []:
-        params = dict(scenario.controller.params) if scenario.controller.policy == sweep_policy else {}
-        params["ft"] = ft
-        cases.append((sweep_policy, params))
-    cases = [(pol, params, spec) for pol, params in cases for spec in (surrogates or [None])]
-    for k, (pol, params, spec) in enumerate(cases):
-        sc = _with_policy(scenario if spec is None else with_surrogate(scenario, spec), pol, params)
+        cases.append((sweep_policy, {**base_params, "ft": ft}, ft))
+    if sweep_ft:
+        cases.append(("surrogate", {"warmup": int(base_params.get("warmup", 1))}, "zero-shot"))
+    cases = [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])]
+    for k, (pol, params, sweep, spec) in enumerate(cases):
+        run_spec = f"oracle:run={Path(pure_path).resolve()}" if own_pure_oracle(spec) else spec
+        sc = _with_policy(scenario if spec is None else with_surrogate(scenario, run_spec), pol, params)
         ctl = build_controller(sc)
-        tag = f"{k:02d}-{pol.replace(':', '_').replace('/', '_')}"
+        tag = f"{prefix}{k:02d}-{pol.replace(':', '_').replace('/', '_')}"
         for key, val in sorted(params.items()):
             tag += f"-{key}{val}".replace("/", "_").replace(" ", "")
         if spec is not None:
-            tag += "-" + _label(spec)
+            tag += "-" + ("oracle" if own_pure_oracle(spec) else _label(spec))
         _, _, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
                                   controller=ctl, backend=mk(sc))
         m = compare(scenario, pure[0], pure[1], hsum, ctl)
         m["run"] = tag
         m["params"] = params
+        m["seed"] = scenario.seed
+        if sweep is not None:
+            m["sweep"] = sweep
         m["surrogate_spec"] = spec if spec is not None else scenario.surrogate.model
         runs.append(m)
-    result = {"scenario": scenario.name, "definitions": __doc__, "runs": runs,
-              "pure": {"wall_s": pure[1]["wall_s"], "events": pure[1]["events"],
-                       "run": str(Path(pure_dir).resolve()) if pure_dir is not None else "pure"}}
-    write_json_atomic(rd.file("bench.json"), result)
+    pure_info = {"wall_s": pure[1]["wall_s"], "cpu_s": pure[1].get("cpu_s"), "events": pure[1]["events"],
+                 "run": str(Path(pure_dir).resolve()) if pure_dir is not None else prefix + "pure"}
+    result = {"scenario": scenario.name, "definitions": __doc__, "runs": runs, "pure": pure_info,
+              "pures": {str(scenario.seed): pure_info}}
     if sweep_ft:
         from .report import plot_tradeoff
 
         for spec in surrogates or [None]:  # one curve a surrogate: tradeoff-ft.png, or tradeoff-ft-SPEC.png
             name = "tradeoff-ft.png" if spec is None or len(surrogates) == 1 else f"tradeoff-ft-{_slug(spec)}.png"
             plot_tradeoff([r for r in runs if r["policy"] == sweep_policy and "ft" in r["params"]
-                           and (spec is None or r["surrogate_spec"] == spec)], rd.file(name))
+                           and (spec is None or r["surrogate_spec"] == spec)], rd.file(prefix + name))
     return result
+
+
+def paired_interval(diffs) -> dict:
+    """Mean of paired differences and its 95 % t-interval (two-sided, n - 1 degrees of freedom): mean +- t * sd /
+    sqrt(n), sd with n - 1. ``ci95`` is None for fewer than two pairs."""
+    d = np.asarray(diffs, dtype=np.float64)
+    n = len(d)
+    mean = float(d.mean()) if n else None
+    if n < 2:
+        return {"n": n, "mean_diff": mean, "ci95": None}
+    from scipy.stats import t
+
+    half = float(t.ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n))
+    return {"n": n, "mean_diff": mean, "ci95": [mean - half, mean + half]}
+
+
+#: error figures the paired comparison reports (lower is better)
+PAIRED_METRICS = ("max_completion_error_pct", "mean_completion_error_pct", "job_iteration_mape_pct",
+                  "max_run_time_error_pct")
+
+
+def paired(runs: list[dict], baselines: list[str]) -> list[dict]:
+    """For every policy case, surrogate and baseline: the paired differences (surrogate - baseline) over the seeds
+    both ran, of each of :data:`PAIRED_METRICS` the runs have, as :func:`paired_interval` (negative: the surrogate
+    has the lower error)."""
+    by_case: dict[str, dict[str, dict[int, dict]]] = {}
+    for r in runs:
+        case = f"{r['policy']}:" + ",".join(f"{k}={v}" for k, v in sorted((r.get("params") or {}).items()))
+        by_case.setdefault(case, {}).setdefault(r["surrogate_spec"], {})[r["seed"]] = r
+    out = []
+    for case, specs in by_case.items():
+        for spec, mine in specs.items():
+            for base in baselines:
+                if base == spec or base not in specs:
+                    continue
+                if spec in baselines and baselines.index(base) > baselines.index(spec):
+                    continue  # two baselines are compared once (the later one against the earlier)
+                theirs = specs[base]
+                common = sorted(set(mine) & set(theirs))
+                for metric in PAIRED_METRICS:
+                    d = [mine[s][metric] - theirs[s][metric] for s in common
+                         if mine[s].get(metric) is not None and theirs[s].get(metric) is not None]
+                    if d:
+                        out.append({"case": case, "surrogate": spec, "baseline": base, "metric": metric,
+                                    "seeds": common, **paired_interval(d)})
+    return out
+
+
+def format_paired(result: dict) -> str:
+    """The ``paired`` section as a table."""
+    rows = result.get("paired") or []
+    if not rows:
+        return ""
+    width = max(len(r["case"]) for r in rows)
+    head = (f"{'case':<{width}} {'surrogate':<22} {'vs':<8} {'metric':<28} {'n':>3} {'mean diff':>10} "
+            f"{'95 % interval':>20}")
+    lines = [f"paired over seeds {result.get('seeds')} (surrogate - baseline, points; negative: lower error)", head,
+             "-" * len(head)]
+    for r in rows:
+        ci = f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]" if r["ci95"] else "-"
+        lines.append(f"{r['case']:<{width}} {str(r['surrogate'])[:22]:<22} {r['baseline']:<8} {r['metric']:<28} "
+                     f"{r['n']:>3} {r['mean_diff']:>+10.2f} {ci:>20}")
+    return "\n".join(lines)
 
 
 def _slug(text: str) -> str:
@@ -242,8 +429,9 @@ def _slug(text: str) -> str:
 
 
 def format_table(result: dict) -> str:
-    head = (f"{'run':<44} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'MAPE%':>7} {'maxErr%':>8} "
-            f"{'>5%':>4} {'inf s':>7} {'tune s':>7}")
+    """The bench as text: one row a run, job-level errors first (see the module docstring), per-rank MAPE last."""
+    head = (f"{'run':<44} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'jobMAPE%':>9} {'maxErr%':>8} "
+            f"{'meanErr%':>9} {'>5%':>4} {'ctl s':>7} {'inf s':>7} {'tune s':>7} {'rankMAPE%':>10}")
     lines = [head, "-" * len(head)]
 
     def f(x, fmt):
@@ -252,8 +440,10 @@ def format_table(result: dict) -> str:
     for r in result["runs"]:
         lines.append(f"{r['run']:<44} {f(r['speedup'], '8.2f')} {f(r['theoretical_speedup'], '8.2f')} "
                      f"{f(r['efficiency'], '6.2f')} {f(r['surrogate_fraction'], '6.2f')} "
-                     f"{f(r['iteration_mape_pct'], '7.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
-                     f"{r['jobs_above_5pct']:>4} {f(r['inference_s'], '7.2f')} {f(r['tuning_s'], '7.2f')}")
+                     f"{f(r.get('job_iteration_mape_pct'), '9.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
+                     f"{f(r.get('mean_completion_error_pct'), '9.2f')} "
+                     f"{r['jobs_above_5pct']:>4} {f(r.get('controller_s'), '7.2f')} {f(r['inference_s'], '7.2f')} "
+                     f"{f(r['tuning_s'], '7.2f')} {f(r['iteration_mape_pct'], '10.2f')}")
     for r in result["runs"]:
         if "makespan_error_pct" in r:
             lines.append(f"{r['run']:<28} job stream: makespan error {f(r['makespan_error_pct'], '.2f')} % "
@@ -263,14 +453,18 @@ def format_table(result: dict) -> str:
     lines.append("")
     for r in result["runs"]:
         for name, j in r["jobs"].items():
-            rt = f"  run-time error {f(j['run_time_error_pct'], '.2f')} %" if "run_time_error_pct" in j else ""
+            rt = (f"  run-time error {f(j.get('run_time_error_signed_pct'), '+.2f')} %"
+                  if "run_time_error_pct" in j else "")
             ranks = j.get("rank_iteration_mape_pct") or {}
             worst = max(ranks, key=ranks.get) if ranks else None
             per_rank = (f"  rank MAPE median {f(float(np.median(list(ranks.values()))), '.2f')} % "
                         f"max {f(ranks[worst], '.2f')} % (rank {worst})") if ranks else ""
-            lines.append(f"  {r['run']:<42} {name:<12} completion error {f(j['completion_error_pct'], '.2f')} %  "
-                         f"iteration MAPE {f(j['iteration_mape_pct'], '.2f')} %{per_rank}  "
-                         f"f {f(j['surrogate_fraction'], '.2f')}{rt}")
-    return "\n".join(lines)
+            lines.append(f"  {r['run']:<42} {name:<12} completion error "
+                         f"{f(j.get('completion_error_signed_pct'), '+.2f')} %  "
+                         f"job iteration MAPE {f(j.get('job_iteration_mape_pct'), '.2f')} %  "
+                         f"f {f(j['surrogate_fraction'], '.2f')}{rt}  (per rank: MAPE "
+                         f"{f(j['iteration_mape_pct'], '.2f')} %{per_rank})")
+    text = "\n".join(lines)
+    return text + ("\n\n" + format_paired(result) if result.get("paired") else "")
 
 

@@ -102,8 +102,9 @@ def cmd_bench(args) -> int:
     out = Path(args.output or Path("results") / (Path(args.scenario).stem + "-bench"))
     try:
         result = run_bench(sc, out, policies=policies, sweep_ft=sweep, surrogates=args.surrogate, force=args.force,
-                           progress=not args.no_progress, argv=sys.argv, pure_dir=args.pure)
-    except (RunDirError, SurrogateError) as exc:
+                           progress=not args.no_progress, argv=sys.argv, pure_dir=args.pure, seeds=args.seeds,
+                           baselines=args.baseline)
+    except (RunDirError, SurrogateError, ValueError) as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except RunError as exc:
         raise CliError(str(exc), EXIT_FAIL) from None
@@ -146,17 +147,26 @@ def _register_more(sub) -> None:
     p.add_argument("--policy", action="append", metavar="NAME[:k=v,...]",
                    help="policy to compare (repeatable), e.g. periodic:ft=8 or error-adaptive:threshold=2; "
                         "default: the scenario's controller section")
-    p.add_argument("--sweep-ft", metavar="LIST", help="also run the periodic policy at each Ft, e.g. 4,8,16,32, and "
-                                                      "draw the speedup-error curve (tradeoff-ft.png)")
+    p.add_argument("--sweep-ft", metavar="LIST",
+                   help="also run the scenario's aligned/periodic policy (else periodic) at each Ft, e.g. 4,8,16,32, "
+                        "then zero-shot (warm-up only), and draw the speedup-error curve (tradeoff-ft.png; report: "
+                        "curves)")
     p.add_argument("--surrogate", action="append", metavar="SPEC",
                    help="surrogate to judge in the loop (repeatable): a model name, NAME:k=v,... or a checkpoint "
                         "folder; each policy runs once per surrogate, all against the one pure run; default: the "
-                        "scenario's surrogate section")
+                        "scenario's surrogate section; 'oracle' answers with the bench's own pure run (the floor)")
     p.add_argument("--pure", metavar="RUN_DIR",
                    help="judge against this completed pure run of the same scenario (e.g. an earlier bench's "
                         "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes. "
                         "Refused when its tables, summary or manifest changed since it completed (its recorded "
                         "digests) or do not fit the scenario")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="run the pure simulation and every hybrid run for the scenario's seed + 0 .. N-1 (placement, "
+                        "background) and compare each surrogate with each baseline seed by seed (mean paired "
+                        "difference and 95 %% t-interval)")
+    p.add_argument("--baseline", action="append", metavar="SPEC",
+                   help="baseline of the paired comparison (repeatable; default last and mean; give a model's "
+                        "ablation to compare it with its own); added to the surrogates")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_bench)

@@ -15,8 +15,8 @@ Ground truth and the surrogate meet in three places:
 * end of a truth window: ``surrogate.tune`` on the window (``surrogate.tune`` is told the iteration indices).
 
 With ``sync="job"`` (the default) the ranks of a job end a predicted iteration together (the latest start plus the
-median of the per-rank predictions), as bulk-synchronous codes do; per-rank ends let inter-rank skew grow without
-bound (it feeds back through the waits measured in truth windows).
+job's iteration time, :func:`job_time`: the mean of the per-rank predictions), as bulk-synchronous codes do; per-rank
+ends let inter-rank skew grow without bound (it feeds back through the waits measured in truth windows).
 
 With ``volumes`` (bytes each iteration sends, known from the workload definition), the surrogate works on
 volume-normalised times: history and training targets are divided by the iteration's relative volume and
@@ -35,30 +35,41 @@ simulated iteration time is replaced by that time and counted (``summary()["coun
 model fitted on a warm-up of one or two iterations can extrapolate into a collapse, and an iteration time of 0 would
 stop the run.
 
-Wall time is split into simulation (everything else since the first director call: the backend's time between
-calls), inference and tuning; building graphs for a context counts as inference, for a fit/tune series as tuning.
-Policies see all three in ``JobView.costs``.
+Wall time is split into simulation (the backend's time between director calls), controller (the director's calls
+themselves, less the surrogate's share: views, policy, bookkeeping), inference and tuning; building graphs for a
+context counts as inference, for a fit/tune series as tuning. Policies see all four in ``JobView.costs``.
+
+Per decision and per prediction the controller's work does not grow with the iterations a job has run: the job's
+timeline (:class:`hybridsim.timeline.JobState`) keeps its counts, edge marks, visible truth and each rank's latest
+truth up to date as records arrive, and a policy's view reads the per-iteration tables lazily.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from controllers.base import JobView, Policy, PolicyError
 from surrogate.base import Context, JobInfo, Surrogate
-from surrogate.online import JobFeed, OnlineSeries, feed_for, stretch_ids
+from surrogate.online import Feeds, JobFeed, OnlineSeries
 from surrogate.volumes import relative_volumes
 
 from .backend import Director, Mode
 from .records import IterationRecord
+from .timeline import JobState, Lazy
 
 
 class HybridError(RuntimeError):
     pass
+
+
+def job_time(per_rank: np.ndarray) -> float:
+    """The iteration time of a ``sync: job`` job from its ranks' times: the statistic its completion follows, the
+    mean over ranks (a bulk-synchronous job's iterations take as long as its ranks do together; with right-skewed
+    per-rank times the median would advance it too fast)."""
+    return float(np.mean(per_rank))
 
 
 #: a per-rank prediction more than this factor away from the rank's last simulated iteration time (or not finite,
@@ -67,90 +78,6 @@ MAX_RATIO = 100.0
 
 #: an edge correction never shortens a predicted iteration below this fraction of the prediction
 EDGE_FLOOR = 0.1
-
-
-#: policies see the per-iteration truth and predictions of jobs up to this many iterations (building the tuples
-#: costs O(n) per decision; longer jobs get empty tuples and decide from errors and costs)
-VIEW_HISTORY_LIMIT = 4096
-
-
-@dataclass
-class JobState:
-    job: str
-    job_id: int
-    workload: str
-    n_ranks: int
-    n_iterations: int
-    truth: np.ndarray
-    pred: np.ndarray
-    modes: list = field(default_factory=list)
-    done_count: np.ndarray | None = None
-    errors: list = field(default_factory=list)
-    fitted: bool = False
-    #: the fit found nothing to learn from yet (feed.can_fit); retried at the end of each truth window
-    fit_deferred: bool = False
-    window_start: int | None = None
-    fallbacks: int = 0
-    edge_shift: float = 0.0          # total time (ns) the edge corrections moved the job by
-    lo: np.ndarray | None = None     # per iteration: earliest start over ranks
-    hi: np.ndarray | None = None     # per iteration: latest end over ranks
-    clean: np.ndarray | None = None  # per simulated iteration: no other job was predicted while it ran
-    raw: np.ndarray | None = None    # the model's own per-rank predictions (before sync=job aligns the ends)
-    drop_edges: bool = True          # window edges are left out of what the model sees (see edges())
-    info: JobInfo | None = None      # what the job is (workload descriptors), for models that transfer
-    load: np.ndarray | None = None   # per iteration: co-runner load when it was decided (NaN: not yet)
-
-    @classmethod
-    def new(cls, job: str, job_id: int, workload: str, n_ranks: int, n_iterations: int) -> "JobState":
-        return cls(job, job_id, workload, n_ranks, n_iterations,
-                   truth=np.full((n_ranks, n_iterations), np.nan), pred=np.full((n_ranks, n_iterations), np.nan),
-                   done_count=np.zeros(n_iterations, np.int64), lo=np.full(n_iterations, np.inf),
-                   hi=np.full(n_iterations, -np.inf), clean=np.ones(n_iterations, bool),
-                   raw=np.full((n_ranks, n_iterations), np.nan), load=np.full(n_iterations, np.nan))
-
-    def simulated(self, n: int) -> np.ndarray:
-        """(n,) bool: which of the first ``n`` decided iterations were simulated."""
-        return np.fromiter((m == Mode.SIMULATE for m in self.modes[:n]), bool, n)
-
-    def series(self, upto: int) -> np.ndarray:
-        """Truth where known, else the model's prediction, for iterations < upto (R, upto). The prediction is the
-        model's own per-rank time, not the realised one: with sync=job a rank's realised time of the first predicted
-        iteration also absorbs the skew between the ranks' starts (the job's ranks end together), which is no
-        iteration time and, fed back as history, would repeat in every later prediction."""
-        t = self.truth[:, :upto]
-        return np.where(np.isnan(t), self.raw[:, :upto], t)
-
-    def complete(self) -> int:
-        """Number of leading iterations every rank of the job has completed."""
-        full = self.done_count == self.n_ranks
-        return int(np.argmin(full)) if not full.all() else self.n_iterations
-
-    def window_edges(self, upto: int) -> np.ndarray:
-        """(n_iterations,) bool: simulated iterations < ``upto`` that met another job predicted for part of their
-        time (the *edges* of a truth window, whose traffic differs from the pure run's) and belong to a contiguous
-        simulated stretch that also has clean iterations. They stay in the job's completion time but not in what the
-        surrogate sees (contexts, fit and tune), which takes the clean iterations beside them. A stretch with no
-        clean iteration at all (per-job schedules, where every truth window meets predicted jobs) is kept whole."""
-        out = np.zeros(self.n_iterations, bool)
-        n = min(upto, len(self.modes))
-        if n == 0:
-            return out
-        sim = self.simulated(n) & (self.done_count[:n] == self.n_ranks)
-        dirty = sim & ~self.clean[:n]
-        if not dirty.any():
-            return out
-        run = stretch_ids(sim)
-        has_clean = np.bincount(run, weights=(sim & self.clean[:n]).astype(float)) > 0
-        out[:n] = dirty & has_clean[run]
-        return out
-
-    def edges(self, upto: int) -> np.ndarray:
-        """The window edges the model must not see: :meth:`window_edges`, or none with ``drop_edges`` off."""
-        return self.window_edges(upto) if self.drop_edges else np.zeros(self.n_iterations, bool)
-
-    def mean_or_none(self, arr: np.ndarray, i: int):
-        col = arr[:, i]
-        return float(np.nanmean(col)) if np.isfinite(col).any() else None
 
 
 class HybridController(Director):
@@ -164,7 +91,7 @@ class HybridController(Director):
 
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
-                 sync: str = "job", volumes: dict[int, np.ndarray] | None = None, graphs=None,
+                 sync: str = "job", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,
                  infos: dict[int, JobInfo] | None = None):
         self.policy = policy
@@ -185,7 +112,7 @@ class HybridController(Director):
             raise ValueError(f"sync must be 'job' or 'rank', got {sync!r}")
         self.sync = sync
         # workload volume normalisation: job id -> (iterations,) relative bytes sent per iteration (mean 1)
-        self.volumes = {jid: rel for jid, v in (volumes or {}).items() if (rel := relative_volumes(v)) is not None}
+        self.volumes = {jid: r for jid, v in (volumes or {}).items() if (r := relative_volumes(v)) is not None}
         self.jobs = list(jobs)
         self.stream = bool(stream)
         #: job id -> JobInfo (a stream job's groups are set from its terminals when it starts)
@@ -198,14 +125,16 @@ class HybridController(Director):
                 self.states[jid].info = self.infos.get(jid)
         self.started: dict[int, float] = {} if self.stream else {jid: 0.0 for jid in range(len(self.jobs))}
         self.running: dict[int, None] = {} if self.stream else dict.fromkeys(range(len(self.jobs)))
-        #: online port graphs (surrogate.online_graphs.OnlineGraphs) shared by the graph models' feeds, or None
-        self.graphs = graphs
         if history not in ("mixed", "truth", "window"):
             raise ValueError(f"history must be 'mixed', 'truth' or 'window', got {history!r}")
         self.history = history
+        #: makes each job's feed and owns what they share (the port graphs of graph models: ``shape`` the topology,
+        #: ``placement`` job id -> terminal of each rank for jobs placed before the run)
+        self.inputs = Feeds(self.models.values(), shape, placement)
         #: what each job's model sees (surrogate.online), chosen once from the model
         self.feeds: dict[int, JobFeed] = {} if self.stream else {jid: self._feed(jid) for jid in self.models}
         self.wall = {"inference": 0.0, "tuning": 0.0}
+        self._director_s = 0.0  # wall seconds inside director calls (inference and tuning included)
         self._t0: float | None = None  # wall clock at the first director call (start of the backend's run)
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
         self.drop_edges = drop_edges
@@ -216,13 +145,27 @@ class HybridController(Director):
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0,
                        "fallback_predictions": 0, "edge_corrections": 0}
 
-    def _feed(self, jid: int) -> JobFeed:
-        return feed_for(self.models[jid], jid, self.lookback, volumes=self.volumes.get(jid), history=self.history,
-                        graphs=self.graphs)
+    def _feed(self, jid: int, terminals=None) -> JobFeed:
+        name, _kind, _r, n_it = self.jobs[jid]
+        return self.inputs.feed(self.models[jid], jid, name, n_it, self.lookback, volumes=self.volumes.get(jid),
+                                history=self.history, terminals=terminals)
+
+    @property
+    def graphs(self):
+        """The online port graphs the graph models' feeds share (:class:`surrogate.online_graphs.OnlineGraphs`), or
+        None."""
+        return self.inputs.graphs
 
     # ------------------------------------------------------------------------------------------------ job stream
     def on_job_start(self, job_id: int, t: float, terminals) -> None:
-        """A stream job starts: its state, feed (and port graphs, for graph models) are created now."""
+        """A stream job starts: its state and feed (with its port graphs, for graph models) are created now."""
+        t0 = time.perf_counter()
+        try:
+            self._on_job_start(job_id, t, terminals)
+        finally:
+            self._director_s += time.perf_counter() - t0
+
+    def _on_job_start(self, job_id: int, t: float, terminals) -> None:
         self.started[job_id] = t
         self.running[job_id] = None
         name, kind, n_ranks, n_it = self.jobs[job_id]
@@ -232,9 +175,7 @@ class HybridController(Director):
         st.drop_edges = self._drop_edges
         if job_id in self.infos:
             st.info = self.infos[job_id] = self.infos[job_id].placed(terminals)
-        if self.graphs is not None and self.models[job_id].needs_graphs:
-            self.graphs.add_job(job_id, name, terminals, n_it)
-        self.feeds[job_id] = self._feed(job_id)
+        self.feeds[job_id] = self._feed(job_id, terminals)
 
     def on_job_end(self, job_id: int, t: float) -> None:
         self.running.pop(job_id, None)
@@ -255,13 +196,12 @@ class HybridController(Director):
     def wants_samples(self) -> bool:
         """Whether the backend should stream port samples to :meth:`on_samples` (graph surrogates; in a stream, whose
         feeds are made as jobs start: whether there are port graphs to feed)."""
-        if self.stream:
-            return self.graphs is not None
-        return any(f.wants_samples for f in self.feeds.values())
+        return self.inputs.wants_samples
 
     def on_samples(self, block) -> None:
-        if self.graphs is not None:
-            self.graphs.on_samples(block)
+        t0 = time.perf_counter()
+        self.inputs.on_samples(block)
+        self._director_s += time.perf_counter() - t0
 
     # ------------------------------------------------------------------------------------------------ views
     def _clock(self) -> float:
@@ -271,30 +211,41 @@ class HybridController(Director):
         return t
 
     def simulate_wall(self) -> float:
-        """Wall seconds spent outside inference and tuning since the first director call: the backend's time."""
+        """Wall seconds spent outside the director's calls since the first one: the backend's time."""
         if self._t0 is None:
             return 0.0
-        return max(0.0, self._clock() - self._t0 - self.wall["inference"] - self.wall["tuning"])
+        return max(0.0, self._clock() - self._t0 - self._director_s)
+
+    def wall_split(self) -> dict[str, float]:
+        """Wall seconds inside the director's calls: ``inference`` and ``tuning`` (the surrogate's), ``controller``
+        (the rest: views, policy, bookkeeping, graph building outside contexts and series)."""
+        return {**self.wall, "controller": max(0.0, self._director_s - self.wall["inference"] - self.wall["tuning"])}
 
     def view(self, st: JobState, iteration: int) -> JobView:
-        n = iteration
-        modes = tuple(st.modes[:n])
-        short = n <= VIEW_HISTORY_LIMIT
+        """The policy's view of job ``st`` before ``iteration``. Built in O(1): per-iteration fields are lazy
+        sequences over the job's tables (see :class:`hybridsim.timeline.Lazy`), counts are kept as modes are
+        decided."""
+        n = min(iteration, len(st.modes))
+        modes, errors = st.modes, st.errors
         return JobView(
             job=st.job, job_id=st.job_id, iteration=iteration, n_iterations=st.n_iterations,
-            mode=modes[-1] if modes else None, modes=modes,
-            truth=tuple(st.mean_or_none(st.truth, i) for i in range(n)) if short else (),
-            predicted=tuple(st.mean_or_none(st.pred, i) for i in range(n)) if short else (),
-            errors=tuple(st.errors),
-            costs={**self.wall, "simulated_iterations": sum(m == Mode.SIMULATE for m in modes),
-                   "predicted_iterations": sum(m == Mode.PREDICT for m in modes),
-                   "simulate": self.simulate_wall()},
+            mode=modes[n - 1] if n else None, modes=Lazy(modes.__getitem__, n),
+            truth=st.truth_means(n), predicted=st.predicted_means(n),
+            errors=Lazy(errors.__getitem__, len(errors)),
+            costs={**self.wall_split(), "simulated_iterations": st.n_simulated,
+                   "predicted_iterations": st.n_predicted, "simulate": self.simulate_wall()},
             now=self.now, start=self.started.get(st.job_id, 0.0), running=tuple(self.running),
         )
 
     # ------------------------------------------------------------------------------------------------ director
     def mode_for(self, job_id: int, iteration: int) -> Mode:
-        self._clock()
+        t0 = self._clock()
+        try:
+            return self._mode_for(job_id, iteration)
+        finally:
+            self._director_s += time.perf_counter() - t0
+
+    def _mode_for(self, job_id: int, iteration: int) -> Mode:
         st = self.states.get(job_id)
         if st is None or iteration >= st.n_iterations:
             return Mode.SIMULATE
@@ -321,7 +272,7 @@ class HybridController(Director):
             st.window_start = iteration
         if mode == Mode.PREDICT:
             self.pending[job_id] = self.now   # its first rank stops injecting now (the others as they get here)
-        st.modes.append(mode)
+        st.decide(mode)
         return mode
 
     def _corunner_load(self, job_id: int, mode: Mode) -> float:
@@ -382,15 +333,22 @@ class HybridController(Director):
         return y if sc is None else y * sc[0]
 
     def _last_truth(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
-        """Each rank's last simulated iteration time before ``iteration`` (volume-normalised like the history)."""
-        t = st.truth[ranks, :iteration]
-        ok = np.isfinite(t)
-        col = np.where(ok.any(axis=1), t.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1), 0)
-        out = t[np.arange(len(ranks)), col] if t.shape[1] else np.full(len(ranks), np.nan)
-        sc = self._scale(st, 0, iteration)
-        return out if sc is None or not t.shape[1] else out / sc[col]
+        """Each rank's last simulated iteration time before ``iteration`` (volume-normalised like the history; NaN
+        for a rank with none)."""
+        col = st.last_truth_col(iteration, ranks)
+        has = col >= 0
+        out = np.where(has, st.truth[ranks, np.maximum(col, 0)], np.nan)
+        v = self.volumes.get(st.job_id)
+        return out if v is None else out / v[np.maximum(col, 0)]
 
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        try:
+            return self._predict_job(job_id, iteration, ranks, starts)
+        finally:
+            self._director_s += time.perf_counter() - t0
+
+    def _predict_job(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         st = self.states[job_id]
         ranks = np.asarray(ranks, dtype=np.int64)
         if not st.fitted and not st.fit_deferred:
@@ -403,10 +361,11 @@ class HybridController(Director):
         if self.sync == "job":
             # Ranks of a coupled job finish an iteration together; ending each at its own start + prediction lets
             # the skew between ranks grow with every predicted iteration and feed back through the waits measured
-            # in the next truth window. So the job's ranks end together: latest start + median prediction.
+            # in the next truth window. So the job's ranks end together: latest start + the job's iteration time,
+            # the statistic its completion follows (job_time: the mean over ranks).
             starts = np.asarray(starts, dtype=np.float64)
-            med = float(np.median(y))
-            y = (starts.max() + max(med + corr, EDGE_FLOOR * med)) - starts
+            jt = job_time(y)
+            y = (starts.max() + max(jt + corr, EDGE_FLOOR * jt)) - starts
         elif corr:
             y = np.maximum(y + corr, EDGE_FLOOR * y)
         st.pred[ranks, iteration] = y
@@ -419,20 +378,22 @@ class HybridController(Director):
 
     # ------------------------------------------------------------------------------------------------ truth
     def on_record(self, rec: IterationRecord, simulated: bool) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._on_record(rec, simulated)
+        finally:
+            self._director_s += time.perf_counter() - t0
+
+    def _on_record(self, rec: IterationRecord, simulated: bool) -> None:
         st = self.states.get(rec.job_id)
         if rec.end > self.now:
             self.now = rec.end
         if st is None or rec.iteration >= st.n_iterations:
             return
-        if rec.start < st.lo[rec.iteration]:
-            st.lo[rec.iteration] = rec.start
-        if rec.end > st.hi[rec.iteration]:
-            st.hi[rec.iteration] = rec.end
+        complete = st.record(rec.rank, rec.iteration, rec.start, rec.end, simulated)
         if simulated:
-            st.truth[rec.rank, rec.iteration] = rec.end - rec.start
             self.feeds[st.job_id].on_record(rec.rank, rec.iteration, rec.start, rec.end)
-        st.done_count[rec.iteration] += 1
-        if st.done_count[rec.iteration] == st.n_ranks and simulated:
+        if complete and simulated:
             self._iteration_complete(st, rec.iteration)
 
     def _edge_correction(self, st: JobState, iteration: int) -> float:
@@ -480,10 +441,11 @@ class HybridController(Director):
         in_window = st.window_start is not None and it >= st.window_start
         if in_window and st.fitted:
             ranks = np.arange(st.n_ranks)
-            shadow = self._predict(st, it, ranks)
+            shadow = self._predict(st, it, ranks)   # from the history before ``it``: its marks settle after
             truth = st.truth[:, it]
             st.pred[:, it] = shadow
             st.errors.append((it, float(np.mean(np.abs(shadow - truth) / truth) * 100.0)))
+        st.settle(it)
         # end of the truth window: the next iteration is not simulated or this is the last one
         nxt = it + 1
         window_over = in_window and (nxt >= st.n_iterations or (nxt < len(st.modes) and
@@ -548,10 +510,10 @@ class HybridController(Director):
         for st in self.states.values():
             if st is None:
                 continue
-            n_pred = sum(m == Mode.PREDICT for m in st.modes)
+            n_pred = st.n_predicted
             errs = [e for _, e in st.errors]
             jobs[st.job] = {
-                "simulated_iterations": sum(m == Mode.SIMULATE for m in st.modes),
+                "simulated_iterations": st.n_simulated,
                 "predicted_iterations": n_pred,
                 "surrogate_fraction": n_pred / max(len(st.modes), 1),
                 "truth_window_mape": float(np.mean(errs)) if errs else None,
@@ -561,5 +523,5 @@ class HybridController(Director):
             }
         return {"policy": self.policy_name, "surrogate": self.surrogate.name if self.surrogate else None,
                 "lookback": self.lookback,
-                "keep_background": self.keep_background, "wall": dict(self.wall), "counts": dict(self.counts),
+                "keep_background": self.keep_background, "wall": self.wall_split(), "counts": dict(self.counts),
                 "jobs": jobs}

@@ -7,7 +7,9 @@
   the machine's utilisation and the number of waiting jobs over time;
 * ``energy.txt``: time-to-solution, energy-to-solution and energy-delay product per job (runs with a ``machine``);
 * for ``hybridsim bench`` directories, ``bench-policies.png`` (speedup and completion-time error per run) and, with a
-  sweep, ``tradeoff-ft.png``.
+  sweep (``--sweep-ft``), ``tradeoff-ft.png`` and the error-versus-speedup curves of every surrogate:
+  ``curves.txt`` (a table) and ``curves.png`` (worst-job completion error against the event speedup, one line a
+  surrogate, Ft ascending to zero-shot; points averaged over the bench's seeds).
 """
 
 from __future__ import annotations
@@ -301,6 +303,79 @@ def plot_tradeoff(runs: list[dict], path: Path) -> Path:
     return _save(fig, path)
 
 
+def curves(result: dict) -> dict[str, list[dict]]:
+    """Per surrogate, the points of its sweep (``run["sweep"]``: an Ft, then ``"zero-shot"``; any other run of a policy
+    with an ``ft`` is a point too), Ft ascending, zero-shot last, each the mean over the bench's seeds of the event
+    speedup, wall speedup, worst-job completion error and job iteration MAPE (``n``: seeds)."""
+    keys = ("theoretical_speedup", "speedup", "max_completion_error_pct", "job_iteration_mape_pct")
+    groups: dict[str, dict] = {}
+    for r in result.get("runs", []):
+        point = r.get("sweep")
+        if point is None and r.get("policy") in SWEEPABLE and "ft" in (r.get("params") or {}):
+            point = r["params"]["ft"]  # the policy's own run is a point of its curve too
+        if point is None:
+            continue
+        groups.setdefault(str(r.get("surrogate_spec")), {}).setdefault(str(point), []).append(r)
+    out = {}
+    for spec, by_point in groups.items():
+        pts = []
+        order = sorted(by_point, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0))
+        for point in order:
+            rs = by_point[point]
+            row = {"sweep": point, "n": len(rs)}
+            for k in keys:
+                vals = [r.get(k) for r in rs if isinstance(r.get(k), (int, float))]
+                row[k] = float(np.mean(vals)) if vals else None
+            pts.append(row)
+        out[spec] = pts
+    return out
+
+
+def format_curves(result: dict) -> str:
+    """:func:`curves` as a table."""
+    cs = curves(result)
+    if not cs:
+        return ""
+
+    def f(x, fmt):
+        return format(x, fmt) if isinstance(x, (int, float)) else "-"
+
+    head = f"{'surrogate':<24} {'point':<10} {'seeds':>5} {'events x':>9} {'wall x':>8} {'maxErr%':>8} {'jobMAPE%':>9}"
+    lines = [head, "-" * len(head)]
+    for spec, pts in cs.items():
+        for p in pts:
+            point = p["sweep"] if not p["sweep"].isdigit() else f"Ft={p['sweep']}"
+            lines.append(f"{spec[:24]:<24} {point:<10} {p['n']:>5} {f(p['theoretical_speedup'], '9.2f')} "
+                         f"{f(p['speedup'], '8.2f')} {f(p['max_completion_error_pct'], '8.2f')} "
+                         f"{f(p['job_iteration_mape_pct'], '9.2f')}")
+    return "\n".join(lines)
+
+
+def plot_curves(result: dict, path: Path) -> Path | None:
+    """Worst-job completion error against the event speedup, one line a surrogate (:func:`curves`)."""
+    cs = curves(result)
+    if not cs:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for spec, pts in cs.items():
+        pts = [p for p in pts if p["theoretical_speedup"] is not None and p["max_completion_error_pct"] is not None]
+        if not pts:
+            continue
+        xs = [p["theoretical_speedup"] for p in pts]
+        ys = [p["max_completion_error_pct"] for p in pts]
+        line, = ax.plot(xs, ys, "o-", label=spec)
+        for p, x, y in zip(pts, xs, ys):
+            ax.annotate("0" if not p["sweep"].isdigit() else p["sweep"], (x, y), textcoords="offset points",
+                        xytext=(3, 3), fontsize=7, color=line.get_color())
+    ax.set_xscale("log")
+    ax.set_xlabel("event speedup (pure events / hybrid events)")
+    ax.set_ylabel("worst-job completion error %")
+    ax.set_title("error against speedup (labels: Ft; 0: zero-shot)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
 def status_warnings(path: str | Path) -> list[str]:
     """One line for each manifest of the run (or of the bench and its runs) at ``path`` whose status is not
     ``completed``: plots of a run that is still going, was killed or failed show only part of it."""
@@ -349,6 +424,10 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
         sweep = max(groups.values(), key=len, default=[])
         if len(sweep) > 1:
             made.append(plot_tradeoff(sweep, out_dir / "tradeoff-ft.png"))
+        table = format_curves(result)
+        if table:
+            (out_dir / "curves.txt").write_text(table + "\n")
+            made += [out_dir / "curves.txt", plot_curves(result, out_dir / "curves.png")]
         for sub in sorted(p for p in path.iterdir() if not p.name.startswith(".")
                           and (p / "iterations.parquet").exists()):
             sub_out = _own_dir(out_dir / sub.name)

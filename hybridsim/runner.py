@@ -42,15 +42,17 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     instantiated per job; a checkpoint folder of ``hybridsim train`` gives each job its trained model (a single-model
     checkpoint is copied per job).
 
-    Graph models (``needs_graphs``: smart, smart-nollm, dcrnn) get an :class:`~surrogate.online_graphs.OnlineGraphs`
-    fed by the backend's port samples (``placement``: the run's per-job terminal arrays, default
-    ``place_jobs(scenario)``); only backends that stream samples can run them."""
+    What each model reads is its feed's business (:class:`surrogate.online.Feeds`: graph models get port graphs fed
+    by the backend's port samples, on the jobs' terminals: ``placement``, the run's per-job terminal arrays, default
+    ``place_jobs(scenario)``); a model whose feed wants port samples runs only on a backend that streams them."""
     import surrogate
     from controllers import load_policy
     from surrogate.base import SurrogateError
     from surrogate.loading import is_checkpoint_spec
+    from surrogate.online import feed_class
 
     from .hybrid import HybridController
+    from .scenario import scenario_to_dict
 
     sec = scenario.surrogate
     spec = sec.model
@@ -75,7 +77,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
         infos[i] = JobInfo.of(j.workload.kind, j.ranks, n_it, vol, None if placement is None else placement[i],
                               scenario.topology.shape)
         model = source.for_job(j.name)
-        if model.needs_graphs and not backend_class(scenario.backend.kind).streams_samples:
+        if feed_class(model).wants_samples and not backend_class(scenario.backend.kind).streams_samples:
             raise SurrogateError(f"surrogate.model {spec}: {model.name!r} needs port graphs, which the hybrid loop "
                                  f"builds from the port samples the backend streams during the run; backend "
                                  f"{scenario.backend.kind!r} does not stream them (use backend.kind: embedded, or a "
@@ -83,21 +85,13 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
         models[i] = model
         if sec.volume_scaling:
             volumes[i] = vol
-    graphs = None
-    graph_jobs = [i for i, m in models.items() if m.needs_graphs]
-    if graph_jobs:
-        from surrogate.online_graphs import OnlineGraphs
-
-        from .topology import Dragonfly
-
-        if scenario.is_stream:  # a stream job's graphs are set up when it starts, on the terminals it gets
-            graphs = OnlineGraphs(Dragonfly(scenario.topology.shape), {})
-        else:
-            graphs = OnlineGraphs(Dragonfly(scenario.topology.shape),
-                                  {i: (jobs[i][0], placement[i], jobs[i][3]) for i in graph_jobs})
+    for m in models.values():
+        m.check_run(scenario_to_dict(scenario))  # a model tied to one run (oracle) refuses another scenario here
+    # a stream job's terminals come with its start (HybridController.on_job_start)
     return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
                             lookback=sec.lookback, tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
-                            sync=scenario.controller.sync, volumes=volumes, graphs=graphs,
+                            sync=scenario.controller.sync, volumes=volumes, shape=scenario.topology.shape,
+                            placement=None if placement is None else dict(enumerate(placement)),
                             stream=scenario.is_stream, infos=infos)
 
 
@@ -206,7 +200,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         raise RunError(cls.no_streams)
     rd = RunDir.create(outdir, kind=f"run-{mode}", scenario=scenario_to_dict(scenario), seed=scenario.seed,
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         stop.check("before the run started")
         if mode == "hybrid" and controller is None and not cls.runs_policy:
@@ -225,6 +219,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
         stop.check("once the backend had finished")
         wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0  # this process's CPU time: what a shared machine's load does not inflate
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
         if extra is None and not all(result.simulated):  # predicted by a backend that runs the policy itself
             extra = {"mode": ["simulate" if s else "predict" for s in result.simulated]}
@@ -247,6 +242,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
             "end_time_ns": result.end_time,
             "events": result.events,
             "wall_s": wall,
+            "cpu_s": cpu,
             # what the backend spent before simulating (CODES: loading the director's surrogate), inside wall_s
             "startup_s": result.stats.get("startup_s", 0.0),
             "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
@@ -255,13 +251,14 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if controller is not None:
             hs = controller.summary()
             summary["hybrid"] = hs
+            w = hs["wall"]  # the director's share of the wall: inference, tuning and the controller's own work
             summary["wall_split_s"] = {
-                "simulation": max(wall - hs["wall"]["inference"] - hs["wall"]["tuning"], 0.0),
-                "inference": hs["wall"]["inference"], "tuning": hs["wall"]["tuning"]}
+                "simulation": max(wall - w["inference"] - w["tuning"] - w.get("controller", 0.0), 0.0),
+                "controller": w.get("controller", 0.0), "inference": w["inference"], "tuning": w["tuning"]}
             for name, js in hs["jobs"].items():
                 summary["jobs"].setdefault(name, {}).update(js)
         else:
-            summary["wall_split_s"] = {"simulation": wall, "inference": 0.0, "tuning": 0.0}
+            summary["wall_split_s"] = {"simulation": wall, "controller": 0.0, "inference": 0.0, "tuning": 0.0}
         if outcomes is not None:
             summary["stream"] = stream_summary(scenario, outcomes)
             tau = scenario.scheduler.slowdown_tau

@@ -13,6 +13,7 @@ Shapes (R ranks of the job, L history length, Lg graph look-back, P router ports
                                 at ``iteration``)
     load      float64 (L,)      co-runner load (:meth:`JobInfo.load`) when each history column's iteration started
     load_now  float             co-runner load now, at the start of the iteration being predicted
+    ranks     int64   (R,)      job-local rank of each history row (None: 0 .. R-1)
 
 Models that transfer between scenarios (the pretrained surrogate) also read ``info``, a :class:`JobInfo`: what the job
 is, fixed when it starts and known before anything of it is simulated.
@@ -98,6 +99,7 @@ class Context:
     info: JobInfo | None = None
     load: np.ndarray | None = None
     load_now: float | None = None
+    ranks: np.ndarray | None = None
 
 
 def check_kwargs(cls, config: dict) -> None:
@@ -238,6 +240,11 @@ class Surrogate(abc.ABC):
         """Fit on a list of 1-D iteration-time series (one per rank or client); returns the number of training
         examples. Only models with ``fits_series`` implement it."""
         raise SurrogateError(f"{self.name}: cannot be fitted from bare iteration-time series")
+
+    def check_run(self, scenario: dict) -> None:
+        """Called once before a hybrid run with its resolved scenario (``hybridsim.scenario.scenario_to_dict``): a
+        model tied to one run (the oracle, which answers with a pure run's times) raises :class:`SurrogateError`
+        for another. Default: any run."""
 
     def can_fit(self, series: SeriesView, train_idx) -> bool:
         """Whether :meth:`fit` on these targets has anything to learn from; the hybrid loop defers a fit until it

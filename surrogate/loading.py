@@ -8,8 +8,10 @@ A spec is one of
   :meth:`~surrogate.base.Surrogate.save` a single-model folder with ``config.json``);
 * ``NAME=FOLDER``: a checkpoint folder that must hold model ``NAME``.
 
-The one "is it a path" rule (:func:`is_checkpoint_spec`): a spec is a folder if it has a path separator, starts with
-``.`` or ``~``, or names an existing directory (relative to ``base_dir``); anything else is a model name.
+The one "is it a path" rule (:func:`is_checkpoint_spec`): ``NAME:options`` (a bare name before the colon) is a model
+name whatever its options hold (``oracle:run=results/x/pure``); otherwise a spec is a folder if it has a path
+separator, starts with ``.`` or ``~``, or names an existing directory (relative to ``base_dir``); anything else is a
+model name.
 """
 
 from __future__ import annotations
@@ -118,6 +120,9 @@ def parse_options(items, what: str = "option") -> dict:
 
 def is_checkpoint_spec(spec: str, base_dir: str | Path | None = None) -> bool:
     """The one rule for "is this spec a checkpoint folder" (see the module docstring)."""
+    head, colon, _ = spec.partition(":")
+    if colon and len(head) > 1 and head.replace("-", "").replace("_", "").isalnum():
+        return False  # NAME:options (an option may be a path: oracle:run=DIR)
     if "/" in spec or os.sep in spec or spec.startswith((".", "~")):
         return True
     p = Path(spec)

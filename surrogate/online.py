@@ -41,7 +41,8 @@ HISTORY_MODES = ("mixed", "truth", "window")
 
 
 class Timeline(Protocol):
-    """What a feed reads of the controller's per-job timeline (``hybridsim.hybrid.JobState``)."""
+    """What a feed reads of the controller's per-job timeline (``hybridsim.timeline.JobState``). Every method costs
+    O(what it returns), not O(iterations run): a feed's work per prediction is bounded by its look-back."""
 
     job: str
     workload: str
@@ -57,14 +58,18 @@ class Timeline(Protocol):
     def simulated(self, n: int) -> np.ndarray:
         """(n,) bool: which of the first ``n`` decided iterations were simulated."""
 
-    def series(self, upto: int) -> np.ndarray:
-        """(R, upto): truth where simulated, the model's own prediction elsewhere."""
+    def series(self, upto: int, lo: int = 0) -> np.ndarray:
+        """(R, upto - lo): iterations lo..upto-1, truth where simulated, the model's own prediction elsewhere."""
 
     def complete(self) -> int:
         """Number of leading iterations every rank has completed."""
 
     def edges(self, upto: int) -> np.ndarray:
-        """(n_iterations,) bool: window edges before ``upto`` the model must not see (all False when kept)."""
+        """(upto,) bool, read-only: window edges before ``upto`` the model must not see (all False when kept)."""
+
+    def latest_visible(self, k: int, before: int, same_stretch: bool = False) -> np.ndarray:
+        """The latest ``k`` (at most) simulated, complete, non-edge iterations before ``before``, ascending;
+        ``same_stretch``: only those of the latest contiguous simulated stretch among them."""
 
 
 @dataclass
@@ -80,11 +85,6 @@ class OnlineSeries(SeriesView):
     shape: object | None = None
     info: object | None = None
     load: np.ndarray | None = None
-
-
-def stretch_ids(mask: np.ndarray) -> np.ndarray:
-    """Id of the run of equal values each element of ``mask`` belongs to (1, 1, 2, 2, 2, 3, ...)."""
-    return np.cumsum(np.r_[True, mask[1:] != mask[:-1]]) if len(mask) else np.zeros(0, np.int64)
 
 
 class JobFeed:
@@ -107,7 +107,7 @@ class JobFeed:
     def _mixed(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> np.ndarray:
         """The last ``lookback`` iterations before ``iteration``: truth, else the model's prediction; edges NaN."""
         lo = max(0, iteration - self.lookback)
-        hist = tl.series(iteration)[ranks, lo:iteration]
+        hist = tl.series(iteration, lo)[ranks]
         hist = np.where(tl.edges(iteration)[None, lo:iteration], np.nan, hist)
         if self.volumes is not None:
             hist = hist / self.volumes[None, lo:iteration]
@@ -154,23 +154,14 @@ class HistoryFeed(JobFeed):
             hist = self._mixed(tl, iteration, ranks)
         else:
             # the latest simulated, complete, non-edge iterations; "window": only those of the latest simulated stretch
-            ok = np.zeros(iteration, bool)
-            n = min(iteration, len(tl.modes))
-            sim = tl.simulated(n)
-            ok[:n] = sim & (tl.done_count[:n] == tl.n_ranks)
-            ok &= ~tl.edges(iteration)[:iteration]
-            cols = np.flatnonzero(ok)
-            if self.history == "window" and len(cols):
-                stretch = stretch_ids(sim)
-                cols = cols[stretch[cols] == stretch[cols[-1]]]
-            cols = cols[-self.lookback:]
+            cols = tl.latest_visible(self.lookback, iteration, same_stretch=self.history == "window")
             hist = tl.truth[np.ix_(ranks, cols)]
             if self.volumes is not None:
                 hist = hist / self.volumes[None, cols]
         if self.history == "mixed":
             cols = np.arange(max(0, iteration - self.lookback), iteration)
         return _described(Context(tl.job, tl.workload, self._pad(hist), iteration=iteration - 1), tl, cols,
-                          self.lookback, iteration)
+                          self.lookback, iteration, ranks)
 
     def series(self, tl: Timeline) -> OnlineSeries:
         y = tl.truth.copy()
@@ -198,7 +189,7 @@ class GraphFeed(JobFeed):
         g = self.graphs
         ctx = _described(Context(tl.job, tl.workload, self._pad(self._mixed(tl, iteration, ranks)),
                                  iteration=iteration - 1), tl, np.arange(max(0, iteration - self.lookback), iteration),
-                         self.lookback, iteration)
+                         self.lookback, iteration, ranks)
         ctx.graphs = g.context_graphs(self.job_id, iteration - 1, self.model.graph_lookback)
         ctx.rank_port = g.rank_port(self.job_id)[ranks]
         ctx.mask = g.mask(self.job_id)
@@ -229,9 +220,12 @@ class GraphFeed(JobFeed):
         self.graphs.fit_normaliser(self.job_id, range(series.T))  # every simulated warm-up graph, edges too
 
 
-def _described(ctx: Context, tl: Timeline, cols: np.ndarray, lookback: int, iteration: int) -> Context:
-    """``ctx`` with the iteration index of each history column (left-padded with -1 like the history), the job's
-    :class:`~surrogate.base.JobInfo` and the co-runner load at each column's start and at ``iteration``'s."""
+def _described(ctx: Context, tl: Timeline, cols: np.ndarray, lookback: int, iteration: int,
+               ranks: np.ndarray) -> Context:
+    """``ctx`` with the job-local rank of each history row, the iteration index of each history column (left-padded
+    with -1 like the history), the job's :class:`~surrogate.base.JobInfo` and the co-runner load at each column's
+    start and at ``iteration``'s."""
+    ctx.ranks = np.asarray(ranks, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)[-lookback:]
     pad = lookback - len(cols)
     ctx.columns = np.concatenate([np.full(pad, -1, np.int64), cols])
@@ -241,13 +235,59 @@ def _described(ctx: Context, tl: Timeline, cols: np.ndarray, lookback: int, iter
     return ctx
 
 
+def feed_class(model: Surrogate) -> type[JobFeed]:
+    """The kind of feed ``model`` reads: :class:`GraphFeed` for models that need port graphs, else
+    :class:`HistoryFeed` (its ``wants_samples`` says whether the backend must stream port samples)."""
+    return GraphFeed if model.needs_graphs else HistoryFeed
+
+
 def feed_for(model: Surrogate, job_id: int, lookback: int, *, volumes: np.ndarray | None = None,
              history: str = "truth", graphs: OnlineGraphs | None = None) -> JobFeed:
     """The feed of ``model`` for job ``job_id``: a :class:`GraphFeed` for models that need graphs (``graphs``
     required), else a :class:`HistoryFeed`."""
-    if model.needs_graphs:
+    if feed_class(model) is GraphFeed:
         if graphs is None:
             raise SurrogateError(f"{model.name!r} needs port graphs: pass graphs=OnlineGraphs(...) "
                                  "(see hybridsim.runner.build_controller)")
         return GraphFeed(model, job_id, lookback, graphs, volumes)
     return HistoryFeed(model, job_id, lookback, volumes, history)
+
+
+class Feeds:
+    """Makes each job's feed in a hybrid run and owns what the feeds share: the port graphs the graph models read
+    (:class:`~surrogate.online_graphs.OnlineGraphs`, fed by the backend's port samples). The controller asks for a
+    feed when a job starts and passes the port samples on; which models need graphs is this module's business.
+
+    Args:
+        models: every model of the run (whether any needs port graphs decides :attr:`wants_samples` before the run).
+        shape: the topology's :class:`~hybridsim.topology.DragonflyShape` (None: no port graphs can be built).
+        placement: job id -> terminal id of each rank, for jobs placed before the run (a stream job's terminals
+            come with its start).
+    """
+
+    def __init__(self, models=(), shape=None, placement=None):
+        self.wants_samples = any(feed_class(m).wants_samples for m in models)
+        self.placement = placement
+        self.graphs: OnlineGraphs | None = None
+        if self.wants_samples and shape is not None:
+            from hybridsim.topology import Dragonfly
+
+            self.graphs = OnlineGraphs(Dragonfly(shape), {})
+
+    def feed(self, model: Surrogate, job_id: int, name: str, n_iterations: int, lookback: int, *,
+             volumes: np.ndarray | None = None, history: str = "truth", terminals=None) -> JobFeed:
+        """The feed of job ``job_id`` (its port graphs set up on ``terminals``, default its placement, when the
+        model needs them)."""
+        if feed_class(model) is GraphFeed and self.graphs is not None:
+            if terminals is None and self.placement is not None:
+                terminals = self.placement[job_id]
+            if terminals is None:
+                raise SurrogateError(f"job {name!r}: {model.name!r} needs port graphs, and the job's terminals are "
+                                     "unknown (pass the run's placement)")
+            self.graphs.add_job(job_id, name, terminals, n_iterations)
+        return feed_for(model, job_id, lookback, volumes=volumes, history=history, graphs=self.graphs)
+
+    def on_samples(self, block) -> None:
+        """A block of port samples from the backend."""
+        if self.graphs is not None:
+            self.graphs.on_samples(block)

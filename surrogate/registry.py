@@ -24,6 +24,7 @@ BUILTIN = {
     "smart": "surrogate.models.smart:Smart",
     "smart-nollm": "surrogate.models.smart:SmartNoLLM",
     "pretrained": "surrogate.models.pretrained:Pretrained",
+    "oracle": "surrogate.models.oracle:Oracle",
 }
 
 #: the models ``hybridsim pretrain`` trains across the runs of a corpus (:mod:`surrogate.pretrain`)

@@ -20,7 +20,11 @@ from .base import SurrogateError
 
 
 def relative_volumes(v) -> np.ndarray | None:
-    """``v / mean(v)``, or ``None`` when ``v`` is empty, not all positive, or constant (the hybrid loop's rule)."""
+    """``v / mean(v)`` (bytes sent per iteration relative to their mean, what volume-normalised times are divided by),
+    or ``None`` when ``v`` is None, empty, not all positive, or constant (the hybrid loop's rule): times are then left
+    as they are."""
+    if v is None:
+        return None
     v = np.asarray(v, dtype=np.float64)
     if not len(v) or not np.all(v > 0) or np.ptp(v) == 0:
         return None

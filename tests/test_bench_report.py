@@ -44,6 +44,19 @@ def test_metrics_against_hand_computation(bench):
     mape = np.mean([abs(duration(0, r, 9) - duration(0, r, i)) / duration(0, r, i) * 100
                     for r in range(4) for i in range(10, 40)])
     assert sur["jobs"]["a"]["iteration_mape_pct"] == pytest.approx(mape, rel=1e-9)
+    # job level: the signed completion error, and the job iteration-time MAPE of the job time (mean over ranks) LAST
+    # predicts, each rank's iteration 9, against the pure mean over ranks
+    assert sur["jobs"]["a"]["completion_error_signed_pct"] == pytest.approx((th - tp) / tp * 100, rel=1e-9)
+    jt9 = np.mean([duration(0, r, 9) for r in range(4)])
+    jmape = [abs(jt9 - np.mean([duration(0, r, i) for r in range(4)])) / np.mean([duration(0, r, i) for r in range(4)])
+             * 100 for i in range(10, 40)]
+    assert sur["jobs"]["a"]["job_iteration_mape_pct"] == pytest.approx(np.mean(jmape), rel=1e-9)
+    jtb9 = np.mean([duration(1, r, 9) for r in range(3)])
+    jtb = [np.mean([duration(1, r, i) for r in range(3)]) for i in range(40)]
+    jmape_b = [abs(jtb9 - jtb[i]) / jtb[i] * 100 for i in range(10, 40)]
+    assert sur["job_iteration_mape_pct"] == pytest.approx(np.mean(jmape + jmape_b), rel=1e-9)
+    assert sur["mean_completion_error_pct"] == pytest.approx(
+        np.mean([sur["jobs"][j]["completion_error_pct"] for j in "ab"]), rel=1e-12)
     pdes = res["runs"][1]
     assert pdes["theoretical_speedup"] == pytest.approx(1.0)
     assert pdes["max_completion_error_pct"] == 0.0 and pdes["surrogate_fraction"] == 0.0
@@ -67,7 +80,12 @@ def test_report_makes_pngs(bench):
     assert "bench-policies.png" in names and "tradeoff-ft.png" in names
     assert "iterations-a.png" in names
     for p in made:
-        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if p.suffix == ".png":
+            assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the error-versus-speedup curve: Ft 4, 8, then zero-shot (the warm-up-only policy at the sweep's warm-up)
+    assert "curves.png" in names
+    rows = [ln.split() for ln in (out / "report" / "curves.txt").read_text().splitlines()[2:]]
+    assert [r[1] for r in rows] == ["Ft=4", "Ft=8", "zero-shot"]
 
 
 def test_parse_policy_specs():
@@ -94,10 +112,11 @@ def judged(tmp_path_factory):
 
 def test_surrogates_judged_against_one_pure_run(judged):
     out, res, backends = judged
-    assert len(backends) == 5  # one pure run, one hybrid run per (policy, surrogate)
-    assert [r["surrogate"] for r in res["runs"]] == ["last", "mean"] * 2
-    assert [r["surrogate_spec"] for r in res["runs"]] == ["last", "mean:k=3"] * 2
-    assert [r["policy"] for r in res["runs"]] == ["surrogate"] * 2 + ["periodic"] * 2
+    assert len(backends) == 7  # one pure run, one hybrid run per (policy, surrogate), the sweep ends zero-shot
+    assert [r["surrogate"] for r in res["runs"]] == ["last", "mean"] * 3
+    assert [r["surrogate_spec"] for r in res["runs"]] == ["last", "mean:k=3"] * 3
+    assert [r["policy"] for r in res["runs"]] == ["surrogate"] * 2 + ["periodic"] * 2 + ["surrogate"] * 2
+    assert [r.get("sweep") for r in res["runs"]] == [None, None, 4, 4, "zero-shot", "zero-shot"]
     last, mean = res["runs"][:2]
     assert last["run"] == "00-surrogate-warmup10-last" and mean["run"] == "01-surrogate-warmup10-mean_k=3"
     for r in (last, mean):
@@ -357,3 +376,53 @@ def test_json_files_are_strict_json(tmp_path):
 
     assert json.loads(p.read_text(), parse_constant=refuse) == {
         "speedup": None, "mape": None, "ok": 1.5, "list": [1, None, [2.0, None]], "n": 3, "t": [True, None]}
+
+
+def test_paired_interval_against_a_hand_computation():
+    """Differences 1, 2, 6: mean 3, sd = sqrt(((-2)^2 + (-1)^2 + 3^2) / 2) = sqrt(7), t(0.975, 2) = 4.3027 (table),
+    half-width 4.3027 * sqrt(7) / sqrt(3) = 4.3027 * 1.52753 = 6.5724."""
+    from hybridsim.bench import paired_interval
+
+    got = paired_interval([1.0, 2.0, 6.0])
+    assert got["n"] == 3 and got["mean_diff"] == pytest.approx(3.0)
+    assert got["ci95"][0] == pytest.approx(3.0 - 6.5724, abs=3e-4)
+    assert got["ci95"][1] == pytest.approx(3.0 + 6.5724, abs=3e-4)
+    assert paired_interval([2.5])["ci95"] is None
+
+
+def test_seeds_pair_each_surrogate_with_the_baselines(tmp_path):
+    """Three seeds; the stand-in's iteration times grow with the seed, so errors differ per seed. Every surrogate is
+    compared with LAST and MEAN (added as baselines) seed by seed, and the interval is the hand t-interval of the
+    differences of the runs' own figures; the oracle answers with each seed's own pure run: no error at all."""
+    from hybridsim.bench import format_paired
+
+    sc = parse_scenario(SC)
+    sc.seed = 5
+
+    def mk(s):
+        return FakeBackend(s, duration_fn=lambda j, r, i: duration(j, r, i) * (1 + 0.02 * (s.seed - 5) * (i % 4)))
+
+    res = run_bench(sc, tmp_path / "b", surrogates=["ewma", "oracle"], seeds=3, backend_factory=mk)
+    assert res["seeds"] == [5, 6, 7]
+    assert {r["surrogate_spec"] for r in res["runs"]} == {"ewma", "oracle", "last", "mean"}
+    assert (tmp_path / "b" / "seed6-pure" / "manifest.json").is_file()
+    for r in res["runs"]:
+        if r["surrogate_spec"] == "oracle":
+            assert r["max_completion_error_pct"] == pytest.approx(0.0, abs=1e-9)
+            assert r["job_iteration_mape_pct"] == pytest.approx(0.0, abs=1e-9)
+    runs = {(r["surrogate_spec"], r["seed"]): r for r in res["runs"]}
+    row = next(p for p in res["paired"] if p["surrogate"] == "ewma" and p["baseline"] == "last"
+               and p["metric"] == "max_completion_error_pct")
+    d = [runs[("ewma", s)]["max_completion_error_pct"] - runs[("last", s)]["max_completion_error_pct"]
+         for s in (5, 6, 7)]
+    half = 4.3027 * np.std(d, ddof=1) / np.sqrt(3)
+    assert row["n"] == 3 and row["mean_diff"] == pytest.approx(np.mean(d), rel=1e-12)
+    assert row["ci95"] == pytest.approx([np.mean(d) - half, np.mean(d) + half], abs=1e-4 * max(half, 1e-9) + 1e-12)
+    assert not any(p["surrogate"] == p["baseline"] for p in res["paired"])
+    assert "ewma" in format_paired(res) and "paired over seeds [5, 6, 7]" in format_table(res)
+
+
+def test_seeds_refuse_one_pure_run(tmp_path):
+    sc = parse_scenario(SC)
+    with pytest.raises(ValueError, match="--seeds needs a pure run per seed"):
+        run_bench(sc, tmp_path / "b", seeds=2, pure_dir=tmp_path / "pure", backend_factory=lambda s: FakeBackend(s))

@@ -53,7 +53,7 @@ def test_periodic_schedule_and_records(tmp_path):
     assert len(js["truth_window_errors"]) == 4
     man = json.loads((rd.path / "manifest.json").read_text())
     assert man["status"] == "completed"
-    assert set(summary["wall_split_s"]) == {"simulation", "inference", "tuning"}
+    assert set(summary["wall_split_s"]) == {"simulation", "controller", "inference", "tuning"}
 
 
 def test_shadow_prediction_error_is_exact_for_last(tmp_path):
@@ -446,3 +446,70 @@ def test_edge_iteration_is_replaced_by_its_prediction():
     assert ctl.counts["edge_corrections"] == 1 and st.edge_shift == pytest.approx(-85.0)
     _, y0 = run(False)
     assert np.allclose(y0, 115.0)
+
+
+class _SimFirst:
+    """Policy: simulate iteration 0, predict the rest."""
+    name = "sim-first"
+
+    def decide(self, view):
+        return "simulate" if view.iteration == 0 else "predict"
+
+
+def test_job_advances_by_the_mean_of_right_skewed_rank_predictions():
+    """sync: job. Iteration 0 takes 100, 100, 100 and 500 ns on the four ranks (right-skewed: median 100, mean 200);
+    LAST predicts each rank's own time for iteration 1. The ranks start iteration 1 at 100, 100, 100 and 500 and end
+    it together at the latest start plus the mean, 500 + 200 = 700 (the median would give 600): durations 600, 600,
+    600, 200."""
+    from hybridsim.hybrid import HybridController
+    from hybridsim.records import IterationRecord
+    from surrogate.registry import create
+
+    ctl = HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, sync="job")
+    assert ctl.mode_for(0, 0).value == "simulate"
+    for r, d in enumerate([100.0, 100.0, 100.0, 500.0]):
+        ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, d), True)
+    assert ctl.mode_for(0, 1).value == "predict"
+    y = ctl.predict(0, 1, np.arange(4), np.array([100.0, 100.0, 100.0, 500.0]))
+    assert np.allclose(y, [600.0, 600.0, 600.0, 200.0])
+    assert np.allclose(ctl.states[0].raw[:, 1], [100.0, 100.0, 100.0, 500.0])
+
+
+@pytest.mark.parametrize("reads_truth", [False, True])
+def test_decision_work_does_not_grow_with_iterations(reads_truth, monkeypatch):
+    """Structural, not timed: a policy's view is built without computing any per-iteration mean (the tables are read
+    lazily), so a decision reads exactly what the policy looks at -- one mean when it reads the latest truth, none
+    when it does not -- for a job of 30 iterations as for one of 300. The context of a prediction holds the model's
+    look-back, whatever the job's length."""
+    from hybridsim.hybrid import HybridController
+    from hybridsim.timeline import JobState
+    from surrogate.registry import create
+
+    means = []
+    orig = JobState.mean
+    monkeypatch.setattr(JobState, "mean", lambda self, arr, i: means.append(i) or orig(self, arr, i))
+    contexts = []
+
+    class Looking:
+        name = "looking"
+
+        def decide(self, view):
+            if reads_truth and view.iteration > 0:
+                view.truth[-1]
+            return "simulate" if view.iteration % 10 == 0 else "predict"
+
+    per_decision = {}
+    for n in (30, 300):
+        means.clear()
+        sc = parse_scenario(SC.replace("iterations: 40", f"iterations: {n}"))
+        model = create("mean", k=4)
+        predict = model.predict
+        model.predict = lambda ctx, p=predict: contexts.append(ctx.history.shape) or p(ctx)
+        ctl = HybridController([("a", "allreduce", 4, n)], Looking(), {0: model})
+        ctl.drop_edges = False  # the stand-in backend has no interference
+        FakeBackend(sc.model_copy(update={"jobs": sc.jobs[:1]})).run(director=ctl, on_record=ctl.on_record)
+        per_decision[n] = len(means) / n
+    expect = 1.0 - 1 / 30 if reads_truth else 0.0   # iteration 0 has no earlier truth to read
+    assert per_decision[30] == pytest.approx(expect) and per_decision[300] == pytest.approx(1.0 - 1 / 300 if reads_truth
+                                                                                          else 0.0)
+    assert {s for s in contexts} == {(4, 4)}

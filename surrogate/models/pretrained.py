@@ -19,7 +19,7 @@ millisecond iterations (:func:`features`):
   before any truth of the new mix exists.
 
 Online, ``fit``/``tune`` learn one scalar per job: the mean log error of the network's one-step predictions of the
-job's truth iterations (the job's time, the mean over its ranks, against the median of the per-rank predictions, as
+job's truth iterations (the job's time, the mean over its ranks, against the mean of the per-rank predictions, as
 the loop's ``sync: job`` uses them), shrunk towards 0 by ``tune_prior`` pseudo-observations.
 """
 
@@ -256,8 +256,9 @@ class Pretrained(TorchSurrogate):
             ok = np.isfinite(p) & np.isfinite(y[:, t]) & (p > 0) & (y[:, t] > 0)
             if not ok.any():
                 continue
-            # the job's time (mean over ranks) against what the loop makes of the predictions (their median)
-            self._res_sum += float(np.log(np.mean(y[ok, t]) / np.median(p[ok])))
+            # the job's time (mean over ranks) against what the loop makes of the predictions (their mean,
+            # hybridsim.hybrid.job_time)
+            self._res_sum += float(np.log(np.mean(y[ok, t]) / np.mean(p[ok])))
             self._res_n += 1
             self._seen.add(t)
             used += 1

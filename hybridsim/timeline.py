@@ -1,0 +1,230 @@
+"""One job's timeline in a hybrid run: :class:`JobState`, what the controller records and what the feeds read
+(:class:`surrogate.online.Timeline` describes the reading side).
+
+Per job it holds the (ranks x iterations) tables of truth (simulated iteration times), predictions and the model's
+own per-rank predictions, the decided modes, and the window-edge marks. Every piece of state a decision or a
+prediction reads is kept up to date as records arrive, so the controller's work per decision and per prediction does
+not grow with the number of iterations a job has run (a policy's :class:`~controllers.base.JobView` reads the tables
+through lazy sequences, and only the entries it looks at cost anything).
+
+Window edges. A simulated iteration that met another job predicted for part of its time (not *clean*) carries
+traffic the pure run did not have. When its contiguous simulated stretch also has clean iterations, it is an *edge*:
+it stays in the job's completion time but not in what the surrogate sees, which takes the clean iterations beside it.
+A stretch with no clean iteration at all (per-job schedules, where every truth window meets predicted jobs) is kept
+whole. A job's iterations complete in order (each rank runs them in order), so the marks are settled as each
+simulated iteration completes: an edge becomes one when the first clean iteration of its stretch completes, and stays
+one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .backend import Mode
+
+
+class Lazy(Sequence):
+    """A read-only sequence of the first ``n`` items of ``get(i)``: built in O(1), each item computed when read (a
+    :class:`~controllers.base.JobView`'s per-iteration fields)."""
+
+    __slots__ = ("_get", "_n")
+
+    def __init__(self, get, n: int):
+        self._get, self._n = get, int(n)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self._get(k) for k in range(*i.indices(self._n)))
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"index {i} outside 0..{self._n - 1}")
+        return self._get(i)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(other) == self._n and all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"Lazy({list(self)!r})"
+
+
+@dataclass
+class JobState:
+    """The timeline of one job (R ranks, N iterations). Arrays are (R, N) or (N,); NaN/inf where not known yet."""
+
+    job: str
+    job_id: int
+    workload: str
+    n_ranks: int
+    n_iterations: int
+    truth: np.ndarray
+    pred: np.ndarray
+    modes: list = field(default_factory=list)
+    done_count: np.ndarray | None = None
+    errors: list = field(default_factory=list)
+    fitted: bool = False
+    #: the fit found nothing to learn from yet (feed.can_fit); retried at the end of each truth window
+    fit_deferred: bool = False
+    window_start: int | None = None
+    fallbacks: int = 0
+    edge_shift: float = 0.0          # total time (ns) the edge corrections moved the job by
+    lo: np.ndarray | None = None     # per iteration: earliest start over ranks
+    hi: np.ndarray | None = None     # per iteration: latest end over ranks
+    clean: np.ndarray | None = None  # per simulated iteration: no other job was predicted while it ran
+    raw: np.ndarray | None = None    # the model's own per-rank predictions (before sync=job aligns the ends)
+    drop_edges: bool = True          # window edges are left out of what the model sees (see edges())
+    info: object = None              # the job's surrogate.base.JobInfo (what it is), for models that transfer
+    load: np.ndarray | None = None   # per iteration: co-runner load when it was decided (NaN: not yet)
+    # ---- running state, kept as records arrive (see the module docstring)
+    sim: np.ndarray | None = None        # (N,) bool: decided SIMULATE
+    stretch: np.ndarray | None = None    # (N,) int: id of the run of equal modes each decided iteration is in
+    edge: np.ndarray | None = None       # (N,) bool: window edges (settled as iterations complete)
+    n_simulated: int = 0
+    n_predicted: int = 0
+    n_complete: int = 0                  # leading iterations every rank has completed
+    #: simulated, complete iterations the model may see (non-edge with drop_edges), ascending
+    visible: list = field(default_factory=list)
+    last_col: np.ndarray | None = None   # (R,) each rank's latest simulated iteration (-1: none)
+    prev_col: np.ndarray | None = None   # (R,) the one before it
+    _open_stretch: int = -1              # the stretch whose simulated iterations are completing now
+    _open_clean: bool = False            # ... has a clean one
+    _open_dirty: list = field(default_factory=list)  # ... its dirty ones while it has no clean one
+
+    @classmethod
+    def new(cls, job: str, job_id: int, workload: str, n_ranks: int, n_iterations: int) -> "JobState":
+        R, N = n_ranks, n_iterations
+        return cls(job, job_id, workload, R, N,
+                   truth=np.full((R, N), np.nan), pred=np.full((R, N), np.nan),
+                   done_count=np.zeros(N, np.int64), lo=np.full(N, np.inf),
+                   hi=np.full(N, -np.inf), clean=np.ones(N, bool),
+                   raw=np.full((R, N), np.nan), load=np.full(N, np.nan),
+                   sim=np.zeros(N, bool), stretch=np.zeros(N, np.int64), edge=np.zeros(N, bool),
+                   last_col=np.full(R, -1, np.int64), prev_col=np.full(R, -1, np.int64))
+
+    # ------------------------------------------------------------------------------------------------ writing
+    def decide(self, mode: Mode) -> None:
+        """The mode of the next iteration (``len(modes)``) is decided."""
+        i = len(self.modes)
+        if i < self.n_iterations:
+            self.sim[i] = mode == Mode.SIMULATE
+            self.stretch[i] = self.stretch[i - 1] + (mode != self.modes[-1]) if i else 0
+        if mode == Mode.SIMULATE:
+            self.n_simulated += 1
+        else:
+            self.n_predicted += 1
+        self.modes.append(mode)
+
+    def record(self, rank: int, iteration: int, start: float, end: float, simulated: bool) -> bool:
+        """An iteration record; returns whether it completed the iteration (every rank has finished it)."""
+        if start < self.lo[iteration]:
+            self.lo[iteration] = start
+        if end > self.hi[iteration]:
+            self.hi[iteration] = end
+        if simulated:
+            self.truth[rank, iteration] = end - start
+            if iteration > self.last_col[rank]:
+                self.prev_col[rank] = self.last_col[rank]
+                self.last_col[rank] = iteration
+        self.done_count[iteration] += 1
+        if self.done_count[iteration] != self.n_ranks:
+            return False
+        while self.n_complete < self.n_iterations and self.done_count[self.n_complete] == self.n_ranks:
+            self.n_complete += 1
+        return True
+
+    def settle(self, it: int) -> None:
+        """Simulated iteration ``it`` is complete and ``clean[it]`` is known: settle the edge marks (module
+        docstring) and what the model may see."""
+        s = int(self.stretch[it])
+        if s != self._open_stretch:
+            self._open_stretch, self._open_clean, self._open_dirty = s, False, []
+        if not self.drop_edges:
+            self.visible.append(it)
+        elif self.clean[it]:
+            if not self._open_clean:
+                self._open_clean = True
+                for d in self._open_dirty:   # the stretch's dirty iterations so far are the tail of ``visible``
+                    self.edge[d] = True
+                del self.visible[len(self.visible) - len(self._open_dirty):]
+                self._open_dirty = []
+            self.visible.append(it)
+        elif self._open_clean:
+            self.edge[it] = True
+        else:
+            self._open_dirty.append(it)
+            self.visible.append(it)
+
+    # ------------------------------------------------------------------------------------------------ reading
+    def simulated(self, n: int) -> np.ndarray:
+        """(n,) bool: which of the first ``n`` decided iterations were simulated (a read-only view)."""
+        return _ro(self.sim[:min(n, len(self.modes))])
+
+    def series(self, upto: int, lo: int = 0) -> np.ndarray:
+        """Truth where known, else the model's prediction, for iterations lo..upto-1 (R, upto - lo). The prediction
+        is the model's own per-rank time, not the realised one: with sync=job a rank's realised time of the first
+        predicted iteration also absorbs the skew between the ranks' starts (the job's ranks end together), which is
+        no iteration time and, fed back as history, would repeat in every later prediction."""
+        t = self.truth[:, lo:upto]
+        return np.where(np.isnan(t), self.raw[:, lo:upto], t)
+
+    def complete(self) -> int:
+        """Number of leading iterations every rank of the job has completed."""
+        return self.n_complete
+
+    def window_edges(self, upto: int) -> np.ndarray:
+        """(upto,) bool, read-only: the window edges among iterations < ``upto`` (module docstring)."""
+        return _ro(self.edge[:upto])
+
+    def edges(self, upto: int) -> np.ndarray:
+        """(upto,) bool, read-only: the window edges the model must not see (none with ``drop_edges`` off)."""
+        return self.window_edges(upto) if self.drop_edges else _ro(np.zeros(min(upto, self.n_iterations), bool))
+
+    def latest_visible(self, k: int, before: int, same_stretch: bool = False) -> np.ndarray:
+        """The latest ``k`` (at most) simulated, complete iterations before ``before`` the model may see, ascending;
+        ``same_stretch``: only those of the latest simulated stretch among them. Costs O(k) plus the completed
+        iterations at or after ``before`` (none at a decision, one at a shadow prediction)."""
+        v = self.visible
+        end = len(v)
+        while end and v[end - 1] >= before:
+            end -= 1
+        cols = np.asarray(v[max(0, end - k):end], dtype=np.int64)
+        if same_stretch and len(cols):
+            cols = cols[self.stretch[cols] == self.stretch[cols[-1]]]
+        return cols
+
+    def last_truth_col(self, before: int, ranks: np.ndarray) -> np.ndarray:
+        """(len(ranks),) each rank's latest simulated iteration before ``before`` (-1: none). Records of a rank arrive
+        in iteration order, so the latest two settle almost every ``before`` the controller asks about (a prediction,
+        the shadow of the iteration that just completed, the edge before a prediction); a rank further ahead is
+        looked up."""
+        last, prev = self.last_col[ranks], self.prev_col[ranks]
+        out = np.where(last < before, last, np.where(prev < before, prev, -2))
+        for k in np.flatnonzero(out == -2):  # a rank two or more simulated iterations ahead (rare): look back
+            ok = np.flatnonzero(np.isfinite(self.truth[ranks[k], :before]))
+            out[k] = ok[-1] if len(ok) else -1
+        return out
+
+    def mean(self, arr: np.ndarray, i: int) -> float | None:
+        """Mean over ranks of column ``i`` of ``arr`` where known, else None."""
+        col = arr[:, i]
+        return float(np.nanmean(col)) if np.isfinite(col).any() else None
+
+    def truth_means(self, n: int) -> Lazy:
+        """Mean-over-ranks truth of iterations < n (None where not simulated), computed as read."""
+        return Lazy(lambda i: self.mean(self.truth, i), n)
+
+    def predicted_means(self, n: int) -> Lazy:
+        """Mean-over-ranks prediction of iterations < n (None where not predicted), computed as read."""
+        return Lazy(lambda i: self.mean(self.pred, i), n)
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = a.view()
+    a.flags.writeable = False
+    return a

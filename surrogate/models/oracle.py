@@ -1,0 +1,110 @@
+"""The oracle: a surrogate that answers every (job, rank, iteration) with a pure run's own time -- the floor of every
+accuracy table. What error a hybrid run with the oracle still has is the loop's (window edges, the ranks of a job
+ending an iteration together, the traffic a predicted co-runner leaves out), not a model's.
+
+    oracle:run=PATH      PATH: a completed pure simulation (``hybridsim run``, a bench's ``pure``) of the same
+                         scenario; ``hybridsim bench --surrogate oracle`` uses the bench's own pure run.
+
+It refuses a run of another scenario (:meth:`Oracle.check_run`: everything that decides the pure run's times must
+match -- topology, jobs, placement, seed, scheduler, backend, sampling, limits; the surrogate, controller, output,
+name and description sections may differ). With the scenario's volume scaling on, its answers are divided by the
+iteration's relative volume, as the controller multiplies every prediction back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..base import Context, Surrogate, SurrogateError
+
+#: scenario sections that do not change a pure run's iteration times
+IGNORED_SECTIONS = ("name", "description", "output", "surrogate", "controller", "machine")
+
+
+def _scenario_key(scenario: dict) -> dict:
+    return {k: v for k, v in scenario.items() if k not in IGNORED_SECTIONS}
+
+
+class Oracle(Surrogate):
+    """Answers with the pure run's per-rank iteration times (see the module docstring)."""
+
+    name = "oracle"
+    lookback = 1
+
+    def __init__(self, run: str):
+        from hybridsim.records import read_iterations
+        from hybridsim.rundir import RunDirError, read_manifest
+
+        self.run = str(run)
+        path = Path(self.run).expanduser()
+        try:
+            m = read_manifest(path)
+        except (RunDirError, OSError, ValueError) as exc:
+            raise SurrogateError(f"oracle: run={self.run}: not a run directory ({exc})") from None
+        if not isinstance(m, dict) or m.get("status") != "completed" or m.get("mode") != "simulate":
+            raise SurrogateError(f"oracle: run={self.run}: not a completed pure simulation (mode "
+                                 f"{m.get('mode') if isinstance(m, dict) else None!r}, status "
+                                 f"{m.get('status') if isinstance(m, dict) else None!r})")
+        self.scenario = m.get("scenario") or {}
+        try:
+            t = read_iterations(path / "iterations.parquet").to_pydict()
+        except (OSError, ValueError) as exc:
+            raise SurrogateError(f"oracle: run={self.run}: unreadable iterations table: {exc}") from None
+        job = np.asarray(t["job"], dtype=object)
+        rank = np.asarray(t["rank"], dtype=np.int64)
+        it = np.asarray(t["iteration"], dtype=np.int64)
+        dur = np.asarray(t["end"], dtype=np.float64) - np.asarray(t["start"], dtype=np.float64)
+        #: job name -> (R, T) pure iteration times (NaN where the run has none)
+        self.times: dict[str, np.ndarray] = {}
+        for name in dict.fromkeys(job.tolist()):
+            sel = job == name
+            tab = np.full((int(rank[sel].max()) + 1, int(it[sel].max()) + 1), np.nan)
+            tab[rank[sel], it[sel]] = dur[sel]
+            self.times[name] = tab
+        self._volumes = self._read_volumes(path)
+        self.scale: dict[str, np.ndarray] = {}   # set by check_run when the scenario scales by volume
+
+    def config(self) -> dict:
+        return {"run": self.run}
+
+    @staticmethod
+    def _read_volumes(path: Path) -> dict[str, list | None]:
+        try:
+            desc = json.loads((path / "description.json").read_text())
+            return {j["name"]: j.get("volumes") for j in desc.get("jobs", [])}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def check_run(self, scenario: dict) -> None:
+        """Refuse a run of another scenario than the pure run's (see the module docstring)."""
+        from ..volumes import relative_volumes
+
+        mine, theirs = _scenario_key(self.scenario), _scenario_key(scenario)
+        if mine != theirs:
+            diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            raise SurrogateError(f"oracle: run={self.run} is a pure run of another scenario "
+                                 f"({self.scenario.get('name')!r}; differs in {', '.join(diff)}): the oracle answers "
+                                 "only runs of the scenario it was simulated from")
+        scaling = bool((scenario.get("surrogate") or {}).get("volume_scaling"))
+        self.scale = {}
+        for name, v in self._volumes.items():
+            r = relative_volumes(v) if scaling else None
+            if r is not None:
+                self.scale[name] = r
+
+    def predict(self, ctx: Context) -> np.ndarray:
+        tab = self.times.get(ctx.job)
+        if tab is None:
+            raise SurrogateError(f"oracle: run={self.run} has no job {ctx.job!r}")
+        i = int(ctx.iteration) + 1
+        R = ctx.history.shape[0]
+        ranks = np.arange(R) if ctx.ranks is None else np.asarray(ctx.ranks, dtype=np.int64)
+        if i >= tab.shape[1] or (len(ranks) and ranks.max() >= tab.shape[0]):
+            raise SurrogateError(f"oracle: run={self.run} has no iteration {i} of job {ctx.job!r} "
+                                 f"for ranks up to {int(ranks.max()) if len(ranks) else 0}")
+        y = tab[ranks, i].copy()
+        sc = self.scale.get(ctx.job)
+        return y if sc is None else y / sc[i]
