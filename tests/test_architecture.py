@@ -263,6 +263,27 @@ def test_hybrid_loop_has_no_branch_on_model_kind():
     assert not bad, "\n".join(bad)
 
 
+#: the controller's modules: they ask a model through the Surrogate interface and its feed, never what it needs
+CONTROLLER_FILES = ("hybridsim/hybrid.py", "hybridsim/timeline.py", "hybridsim/runner.py")
+
+
+def _asks_needs_graphs(tree) -> list[int]:
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "needs_graphs"]
+
+
+def test_the_controller_does_not_ask_needs_graphs():
+    """The graph feed (surrogate.online.Feeds) owns the port-graph wiring: HybridController and build_controller do
+    not ask a model whether it needs graphs (issue 20)."""
+    bad = [f"{f}:{line}" for f in CONTROLLER_FILES if (ROOT / f).is_file()
+           for line in _asks_needs_graphs(_tree(ROOT / f))]
+    assert not bad, "the controller asks needs_graphs:\n" + "\n".join(bad)
+
+
+def test_the_needs_graphs_check_would_catch_the_old_controller():
+    old = ast.parse("if self.graphs is not None and self.models[job_id].needs_graphs:\n    pass\n")
+    assert _asks_needs_graphs(old) == [1]
+
+
 #: what a getattr/hasattr must not be asked of: models, policies, controllers and directors declare what they offer
 PROBED = re.compile(r"(self\.)?(model|models\[.*\]|m|surrogate|net|controller|ctl|policy|director)")
 #: documented exceptions: (file, receiver) -- Hugging Face configs differ per model family
