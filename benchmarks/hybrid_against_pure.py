@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hybridsim.bench import compare  # noqa: E402
+from hybridsim.bench import compare, predictions_of  # noqa: E402
 from hybridsim.records import read_iterations, records_from_table  # noqa: E402
 from hybridsim.rundir import ITERATIONS  # noqa: E402
 from hybridsim.runner import build_controller, run_scenario  # noqa: E402
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     psum = json.loads((pure / "summary.json").read_text())
     ctl = build_controller(sc)
     _, _, hsum = run_scenario(sc, out / tag, force=True, mode="hybrid", progress=False, controller=ctl)
-    m = compare(sc, recs, psum, hsum, ctl)
+    m = compare(sc, recs, psum, hsum, predictions_of(ctl))
     m["run"], m["argv"] = tag, kvs
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{tag}.json").write_text(json.dumps(m, indent=1, default=str))

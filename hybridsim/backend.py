@@ -107,7 +107,9 @@ class Backend(abc.ABC):
     #: why :meth:`run` cannot take a director (hybrid mode), or None when it can
     no_director: ClassVar[str | None] = None
     #: whether the backend applies the scenario's ``controller`` and ``surrogate`` sections itself in hybrid mode
-    #: (CODES' own director); the runner then builds no controller and passes ``mode`` to its constructor
+    #: (CODES' own director); the runner then builds no controller and passes ``mode`` to its constructor. Such a
+    #: backend also runs ``mode="floor"``: its hybrid machinery with nothing predicted, so that what the machinery
+    #: alone does to the simulation (the perturbation floor) can be measured (``hybridsim bench``)
     runs_policy: ClassVar[bool] = False
     #: whether :meth:`run` hands port samples to ``on_samples`` while it runs (graph surrogates need them)
     streams_samples: ClassVar[bool] = True

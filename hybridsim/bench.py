@@ -23,6 +23,10 @@ Secondary: per-rank iteration MAPE (``iteration_mape_pct``) = mean over predicte
 pure-run truth| / truth x 100, for the run, per job and per rank of each job (it mostly measures the spread of the
 ranks, which no model removes: the oracle scores like the others).
 
+On a backend that runs the policy itself (CODES' director), the predictions are read from the hybrid run's records,
+and the run with the hybrid machinery but nothing predicted (``mode="floor"``) gives each job's perturbation floor
+(``perturbation_floor_pct``: its signed completion difference to the pure run), printed beside its error.
+
 Speed: speedup = wall time of the pure run / wall time of the hybrid run (same scenario, same machine, same
 process); theoretical speedup = events of the pure run / events of the hybrid run; efficiency = speedup /
 theoretical (``cpu_speedup``, ``cpu_efficiency``: the same on the process's CPU time, which the load of a shared
@@ -98,8 +102,40 @@ def _signed(h, p):
     return (h - p) / p * 100.0 if p and h is not None else None
 
 
-def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dict, controller) -> dict:
-    """Metrics of one hybrid run (summary ``hsum``, its :class:`HybridController`) against the pure run."""
+#: job id -> (the model's own per-rank predictions, the per-rank times the run advanced by, the predicted iterations);
+#: the tables are (ranks, iterations), NaN where nothing was predicted
+Predictions = dict[int, tuple[np.ndarray, np.ndarray, list[int]]]
+
+
+def predictions_of(controller) -> Predictions:
+    """:data:`Predictions` of an in-process :class:`~hybridsim.hybrid.HybridController` (the model's own per-rank
+    predictions before ``sync: job`` aligns the ends, beside the times the job advanced by)."""
+    out = {}
+    for jid, st in controller.states.items():
+        if st is not None:
+            model = np.where(np.isfinite(st.raw), st.raw, st.pred)
+            out[jid] = (model, st.pred, [i for i, m in enumerate(st.modes) if m.value == "predict"
+                                         and i < st.n_iterations])
+    return out
+
+
+def predictions_from_records(scenario, records: list[IterationRecord], simulated: list[bool]) -> Predictions:
+    """:data:`Predictions` read from a hybrid run's records, for a backend that runs the policy itself (CODES: a
+    predicted iteration's record lasts the director's answer)."""
+    tabs: dict[int, np.ndarray] = {}
+    for r, sim in zip(records, simulated):
+        job = scenario.jobs[r.job_id] if r.job_id < len(scenario.jobs) else None
+        if sim or job is None or job.is_background or not job.iterations:
+            continue
+        t = tabs.setdefault(r.job_id, np.full((job.ranks, job.iterations), np.nan))
+        if r.rank < t.shape[0] and r.iteration < t.shape[1]:
+            t[r.rank, r.iteration] = r.end - r.start
+    return {jid: (t, t, np.nonzero(np.isfinite(t).any(axis=0))[0].tolist()) for jid, t in tabs.items()}
+
+
+def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dict,
+            predictions: Predictions) -> dict:
+    """Metrics of one hybrid run (summary ``hsum``, its :data:`Predictions`) against the pure run."""
     truth = _durations(pure_records)
     tables = _pure_tables(scenario, pure_records)
     jobs = {}
@@ -115,22 +151,24 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         errs = []
         job_errs = np.zeros(0)
         by_rank: dict[int, list[float]] = {}
-        st = controller.states.get(jid)
-        if st is not None and jid in tables:
-            # the model's own per-rank predictions (before sync=job aligns the ends) where it made them
-            model = np.where(np.isfinite(st.raw), st.raw, st.pred)
-            predicted = [i for i, m in enumerate(st.modes) if m.value == "predict" and i < st.n_iterations]
-            job_errs = job_iteration_errors(tables[jid], model, predicted)
-            all_job_err.append(job_errs)
-        if st is not None:
-            for (r, i) in zip(*np.nonzero(np.isfinite(st.pred))):
-                if i < len(st.modes) and st.modes[i].value == "predict":
+        pr = predictions.get(jid)
+        if pr is not None:
+            model, pred, predicted = pr
+            if jid in tables:  # the model's own per-rank predictions where it made them
+                job_errs = job_iteration_errors(tables[jid], model, predicted)
+                all_job_err.append(job_errs)
+            its = set(predicted)
+            for (r, i) in zip(*np.nonzero(np.isfinite(pred))):
+                if i in its:
                     y = truth.get((jid, int(r), int(i)))
                     if y:
-                        e = abs(st.pred[r, i] - y) / y * 100.0
+                        e = abs(pred[r, i] - y) / y * 100.0
                         errs.append(e)
                         by_rank.setdefault(int(r), []).append(e)
         all_err += errs
+        if not hj and pr is not None and job.iterations:  # a backend that ran the policy itself: from its records
+            hj = {"predicted_iterations": len(pr[2]), "simulated_iterations": job.iterations - len(pr[2]),
+                  "surrogate_fraction": len(pr[2]) / job.iterations}
         n_pred += hj.get("predicted_iterations", 0)
         n_all += hj.get("predicted_iterations", 0) + hj.get("simulated_iterations", 0)
         signed = _signed(th, tp)
@@ -308,7 +346,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
 
 def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
                pure_dir, prefix: str = "") -> dict:
-    from .runner import build_controller, run_scenario
+    from .runner import backend_class, build_controller, run_scenario
 
     mk = backend_factory or (lambda sc: None)
     pure_path = Path(pure_dir).resolve() if pure_dir is not None else rd.file(prefix + "pure")
@@ -328,18 +366,32 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
     if sweep_ft:
         cases.append(("surrogate", {"warmup": int(base_params.get("warmup", 1))}, "zero-shot"))
     cases = [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])]
+    # a backend that runs the policy itself (CODES' director) is run as a user runs it; the hybrid machinery alone
+    # may move its simulation (the perturbation floor: a run with it and nothing predicted), measured once
+    runs_policy = (type(mk(scenario)) if backend_factory else backend_class(scenario.backend.kind)).runs_policy
+    floor = None
+    if runs_policy:
+        _, _, fsum = run_scenario(scenario, rd.file(prefix + "floor"), mode="floor", progress=progress, argv=argv,
+                                  backend=mk(scenario))
+        floor = {j.name: _signed(fsum["jobs"][j.name]["completion_time_ns"],
+                                 pure[1]["jobs"][j.name]["completion_time_ns"])
+                 for j in scenario.jobs if not j.is_background}
     for k, (pol, params, sweep, spec) in enumerate(cases):
         run_spec = f"oracle:run={Path(pure_path).resolve()}" if own_pure_oracle(spec) else spec
         sc = _with_policy(scenario if spec is None else with_surrogate(scenario, run_spec), pol, params)
-        ctl = build_controller(sc)
+        ctl = None if runs_policy else build_controller(sc)
         tag = f"{prefix}{k:02d}-{pol.replace(':', '_').replace('/', '_')}"
         for key, val in sorted(params.items()):
             tag += f"-{key}{val}".replace("/", "_").replace(" ", "")
         if spec is not None:
             tag += "-" + ("oracle" if own_pure_oracle(spec) else _label(spec))
-        _, _, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
-                                  controller=ctl, backend=mk(sc))
-        m = compare(scenario, pure[0], pure[1], hsum, ctl)
+        _, hres, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
+                                     controller=ctl, backend=mk(sc))
+        preds = predictions_of(ctl) if ctl is not None else predictions_from_records(scenario, hres.records,
+                                                                                        hres.simulated)
+        m = compare(scenario, pure[0], pure[1], hsum, preds)
+        if floor is not None:
+            m["perturbation_floor_pct"] = floor
         m["run"] = tag
         m["params"] = params
         m["seed"] = scenario.seed
@@ -459,8 +511,10 @@ def format_table(result: dict) -> str:
             worst = max(ranks, key=ranks.get) if ranks else None
             per_rank = (f"  rank MAPE median {f(float(np.median(list(ranks.values()))), '.2f')} % "
                         f"max {f(ranks[worst], '.2f')} % (rank {worst})") if ranks else ""
+            fl = (r.get("perturbation_floor_pct") or {}).get(name)
+            floor = f" (floor {f(fl, '+.2f')} %)" if "perturbation_floor_pct" in r else ""
             lines.append(f"  {r['run']:<42} {name:<12} completion error "
-                         f"{f(j.get('completion_error_signed_pct'), '+.2f')} %  "
+                         f"{f(j.get('completion_error_signed_pct'), '+.2f')} %{floor}  "
                          f"job iteration MAPE {f(j.get('job_iteration_mape_pct'), '.2f')} %  "
                          f"f {f(j['surrogate_fraction'], '.2f')}{rt}  (per rank: MAPE "
                          f"{f(j['iteration_mape_pct'], '.2f')} %{per_rank})")

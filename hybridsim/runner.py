@@ -171,7 +171,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     (``no_director``) and whose job completion times count (``reports_job_end``)."""
     from .engine.core import RunStop
 
-    if mode not in ("simulate", "hybrid"):
+    if mode not in ("simulate", "hybrid", "floor"):
         raise RunError(f"unknown mode {mode!r}")
     stop = RunStop(scenario.limits.deadline)
     with stop.active():
@@ -185,6 +185,9 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
     from .scenario import scenario_to_dict
 
     cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
+    if mode == "floor" and not cls.runs_policy:  # see Backend.runs_policy
+        raise RunError(f"mode 'floor' (the hybrid machinery with nothing predicted) is for a backend that runs the "
+                       f"policy itself; backend {scenario.backend.kind!r} does not")
     if mode == "hybrid":
         refusal = cls.hybrid_refusal(scenario)
         if refusal is not None:  # before any run directory exists
