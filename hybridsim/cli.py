@@ -125,6 +125,24 @@ def add_limit_argument(p: argparse.ArgumentParser) -> None:
                         "(wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
 
 
+def add_plugin_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugin-path", action="append", metavar="DIR", default=[],
+                   help="a folder to import the scenario's plug-ins (controller.policy / workload.function "
+                        "'module:name') from (repeatable); without it they come only from installed packages, "
+                        "never from the scenario's folder or the working directory")
+
+
+def apply_plugin_paths(args) -> None:
+    """Allow the ``--plugin-path`` folders (:mod:`hybridsim.plugins`); a missing folder is a :class:`CliError`."""
+    from . import plugins
+
+    for d in getattr(args, "plugin_path", None) or ():
+        try:
+            plugins.add_path(d)
+        except NotADirectoryError as exc:
+            raise CliError(str(exc)) from None
+
+
 # ------------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybridsim",
@@ -138,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check scenario files without running them")
     p.add_argument("files", nargs="+", metavar="FILE")
     add_limit_argument(p)
+    add_plugin_argument(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("topology", help="describe a scenario's Dragonfly (counts, radix, diameter)")
@@ -168,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with terminate_like_ctrl_c():
+            apply_plugin_paths(args)
             code = int(args.func(args) or 0)
             sys.stdout.flush()
         return code

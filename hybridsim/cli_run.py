@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .cli import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError, add_limit_argument
+from .cli import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError, add_limit_argument, add_plugin_argument
 
 
 def cmd_run(args) -> int:
@@ -56,6 +56,7 @@ def register(sub) -> None:
                    help="simulate: pure simulation; hybrid: controller loop with the surrogate")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_limit_argument(p)
+    add_plugin_argument(p)
     p.set_defaults(func=cmd_run)
     _register_more(sub)
 
@@ -148,6 +149,7 @@ def _register_more(sub) -> None:
                         "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
+    add_plugin_argument(p)
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("describe-run", help="write description.json of an engine run directory written before runs "

@@ -27,9 +27,8 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
         out.append(f"{scenario.where(loc)}: {'.'.join(loc)}: {msg}")
 
     ctl = scenario.controller
-    search = (str(scenario.base_dir),)
     try:
-        cls = policy_class(ctl.policy, search)
+        cls = policy_class(ctl.policy)
     except PolicyError as exc:
         problem(("controller", "policy"), str(exc))
     else:
@@ -42,7 +41,7 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
                                                    f"(it takes: {', '.join(valid) or 'none'})")
         if not bad:
             try:
-                load_policy(ctl.policy, ctl.params, search)
+                load_policy(ctl.policy, ctl.params)
             except PolicyError as exc:
                 problem(("controller", "params") if ctl.params else ("controller", "policy"), str(exc))
 

@@ -52,7 +52,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
 
     sec = scenario.surrogate
     spec = sec.model
-    policy = load_policy(scenario.controller.policy, scenario.controller.params, (scenario.base_dir,))
+    policy = load_policy(scenario.controller.policy, scenario.controller.params)
     # surrogate.config configures a named model; a checkpoint's own config.json holds its options
     config = {} if is_checkpoint_spec(spec, scenario.base_dir) else sec.config
     source = surrogate.load(spec, config, base_dir=scenario.base_dir)
