@@ -1,8 +1,9 @@
-"""Checks of a scenario's hybrid-loop sections (``controller``, ``surrogate``) that ``hybridsim validate`` and
-``hybridsim run --mode hybrid`` make before a run directory exists: the policy resolves (a plug-in imports), takes
-the given parameters and constructs; the surrogate model is registered (or a checkpoint folder exists) and its
-``config`` is accepted by its constructor. Errors are :class:`~hybridsim.scenario.ScenarioError` located at the
-section's field."""
+"""Checks of a scenario's plug-ins and hybrid-loop sections (``controller``, ``surrogate``) that ``hybridsim validate``
+and ``hybridsim run`` make before a run directory exists: the policy resolves (a plug-in imports), takes the given
+parameters and constructs; the surrogate model is registered and its ``config`` is accepted by its constructor, or
+its checkpoint folder loads (config, constructor, weights); custom workload functions resolve. Plug-in modules are
+imported by :mod:`hybridsim.plugins`' rule only. Errors are :class:`~hybridsim.scenario.ScenarioError` located at
+the section's field."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
     from controllers import PolicyError, load_policy, policy_class
     from controllers.loader import unknown_params
     from surrogate.base import SurrogateError
-    from surrogate.loading import is_checkpoint_spec, split_spec
+    from surrogate.loading import is_checkpoint_spec, load, split_spec
     from surrogate.registry import model_class
 
     out: list[str] = []
@@ -50,6 +51,11 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
         path = scenario.resolve(Path(sec.model).expanduser())
         if not path.is_dir():
             problem(("surrogate", "model"), f"no checkpoint folder {path} (and {sec.model!r} is not a model name)")
+            return out
+        try:  # loaded, not only found: config, constructor and weights (safetensors only), as the run will
+            load(sec.model, base_dir=scenario.base_dir)
+        except SurrogateError as exc:
+            problem(("surrogate", "model"), f"checkpoint {path}: {exc}")
         return out
     try:
         name, options = split_spec(sec.model)
@@ -64,8 +70,36 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
     return out
 
 
+def plugin_problems(scenario: Scenario) -> list[str]:
+    """Located messages for custom workloads (``workload.function``) that do not resolve under
+    :mod:`hybridsim.plugins`' rule or cannot take the job's ``params``. A remote engine imports them itself (under
+    its operator's allow-list), so its scenarios are not checked here."""
+    from .workloads.base import WorkloadError
+    from .workloads.custom import CustomJob
+
+    if scenario.backend.kind == "remote":
+        return []
+    out = []
+    for i, job in enumerate(scenario.jobs):
+        if job.workload.kind == "custom":
+            try:
+                CustomJob(job.name, job.ranks, job.iterations, job.workload, validate=False)
+            except WorkloadError as exc:
+                loc = ("jobs", i, "workload", "function")
+                out.append(f"{scenario.where(loc)}: jobs.{i}.workload.function: {exc}")
+    return out
+
+
+def check_plugins(scenario: Scenario) -> None:
+    """Raise a :class:`ScenarioError` listing every problem :func:`plugin_problems` finds (any run mode)."""
+    problems = plugin_problems(scenario)
+    if problems:
+        raise ScenarioError("\n".join(problems), problems)
+
+
 def check_hybrid(scenario: Scenario) -> None:
-    """Raise a :class:`ScenarioError` listing every problem :func:`hybrid_problems` finds."""
-    problems = hybrid_problems(scenario)
+    """Raise a :class:`ScenarioError` listing every problem :func:`plugin_problems` and :func:`hybrid_problems`
+    find (what ``validate`` checks beyond the file, and ``run --mode hybrid`` before a run directory exists)."""
+    problems = plugin_problems(scenario) + hybrid_problems(scenario)
     if problems:
         raise ScenarioError("\n".join(problems), problems)

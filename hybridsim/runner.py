@@ -168,10 +168,12 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     if mode not in ("simulate", "hybrid"):
         raise RunError(f"unknown mode {mode!r}")
     cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
-    if mode == "hybrid" and controller is None and cls.no_director is None:
-        from .preflight import check_hybrid
+    from .preflight import check_hybrid, check_plugins
 
+    if mode == "hybrid" and controller is None and cls.no_director is None:
         check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
+    else:
+        check_plugins(scenario)  # custom workload modules (hybridsim.plugins' rule), before any run directory
     topology = scenario.build_topology()
     # a job stream's terminals are allocated by its scheduler as jobs start
     placement = None if scenario.is_stream else place_jobs(scenario, topology)

@@ -163,6 +163,23 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
 }
 
 
+#: cases whose plug-in module lies next to the scenario: it is imported only with --plugin-path (hybridsim.plugins)
+PLUGIN_CASES = ("plugin_constructor_raises", "plugin_import_raises")
+
+
+@pytest.fixture(autouse=True)
+def _restore_plugin_paths(monkeypatch):
+    """--plugin-path given in-process changes sys.path and the allowed folders: undo it after each test."""
+    from hybridsim import plugins
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(plugins, "_ALLOWED", list(plugins._ALLOWED))
+
+
+def plugin_args(tmp_path: Path, name: str) -> list[str]:
+    return ["--plugin-path", str(tmp_path)] if name in PLUGIN_CASES else []
+
+
 def write_case(tmp_path: Path, name: str) -> Path:
     files = CASES[name][0]
     for fname, content in files.items():
@@ -189,7 +206,7 @@ def test_validate_rejects(tmp_path, capsys, monkeypatch, name):
         rc, err = r.returncode, r.stderr
     else:
         t0 = time.perf_counter()
-        rc = main(["validate", str(path)])
+        rc = main(["validate", str(path), *plugin_args(tmp_path, name)])
         assert time.perf_counter() - t0 < 30
         err = capsys.readouterr().err
     assert rc == 2, err
@@ -203,7 +220,7 @@ def test_run_writes_nothing(tmp_path, capsys, monkeypatch, name):
     path = write_case(tmp_path, name)
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    rc = main(["run", str(path), "--mode", "hybrid", "--no-progress"])
+    rc = main(["run", str(path), "--mode", "hybrid", "--no-progress", *plugin_args(tmp_path, name)])
     err = capsys.readouterr().err
     assert rc == 2, err
     check_message(err, name, path)
