@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from pathlib import Path
 
 from .scenario import Scenario, ScenarioError
 
@@ -19,7 +18,7 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
     from controllers import PolicyError, load_policy, policy_class
     from controllers.loader import unknown_params
     from surrogate.base import SurrogateError
-    from surrogate.loading import is_checkpoint_spec, load, split_spec
+    from surrogate.loading import checkpoint_folder, load, split_spec
     from surrogate.registry import model_class
 
     out: list[str] = []
@@ -47,8 +46,9 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
                 problem(("controller", "params") if ctl.params else ("controller", "policy"), str(exc))
 
     sec = scenario.surrogate
-    if is_checkpoint_spec(sec.model, scenario.base_dir):
-        path = scenario.resolve(Path(sec.model).expanduser())
+    ckpt = checkpoint_folder(sec.model, scenario.base_dir)
+    if ckpt is not None:
+        path = ckpt[1]
         if not path.is_dir():
             problem(("surrogate", "model"), f"no checkpoint folder {path} (and {sec.model!r} is not a model name)")
             return out
@@ -74,14 +74,14 @@ def plugin_problems(scenario: Scenario) -> list[str]:
     """Located messages for custom workloads (``workload.function``) that do not resolve under
     :mod:`hybridsim.plugins`' rule or cannot take the job's ``params``. A remote engine imports them itself (under
     its operator's allow-list), so its scenarios are not checked here."""
-    from .workloads.base import WorkloadError
-    from .workloads.custom import CustomJob
-
     if scenario.backend.kind == "remote":
         return []
     out = []
     for i, job in enumerate(scenario.jobs):
         if job.workload.kind == "custom":
+            from .workloads.base import WorkloadError
+            from .workloads.custom import CustomJob
+
             try:
                 CustomJob(job.name, job.ranks, job.iterations, job.workload, validate=False)
             except WorkloadError as exc:

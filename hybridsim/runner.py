@@ -46,7 +46,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     import surrogate
     from controllers import load_policy
     from surrogate.base import SurrogateError
-    from surrogate.loading import is_checkpoint_spec
+    from surrogate.loading import checkpoint_folder
 
     from .hybrid import HybridController
 
@@ -54,7 +54,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     spec = sec.model
     policy = load_policy(scenario.controller.policy, scenario.controller.params)
     # surrogate.config configures a named model; a checkpoint's own config.json holds its options
-    config = {} if is_checkpoint_spec(spec, scenario.base_dir) else sec.config
+    config = {} if checkpoint_folder(spec, scenario.base_dir) is not None else sec.config
     source = surrogate.load(spec, config, base_dir=scenario.base_dir)
     from surrogate.base import JobInfo
 

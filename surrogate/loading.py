@@ -183,6 +183,23 @@ def is_checkpoint_spec(spec: str, base_dir: str | Path | None = None) -> bool:
     return (Path(base_dir) / p if base_dir is not None else p).is_dir()
 
 
+def checkpoint_folder(spec: str, base_dir: str | Path | None = None) -> tuple[str | None, Path] | None:
+    """``(model name the folder must hold or None, folder)`` for a checkpoint spec (``FOLDER`` or ``NAME=FOLDER``,
+    relative to ``base_dir``), None for a model name (see the module docstring)."""
+    spec = str(spec).strip()
+    head, eq, tail = spec.partition("=")
+    if eq and ":" not in head and not _pathlike(head):
+        expect, folder = head.strip(), tail.strip()
+    elif is_checkpoint_spec(spec, base_dir):
+        expect, folder = None, spec
+    else:
+        return None
+    p = Path(folder).expanduser()
+    if base_dir is not None and not p.is_absolute():
+        p = Path(base_dir) / p
+    return expect, p
+
+
 @dataclass
 class ModelSource:
     """What a spec names: a registered model built fresh per use, or the trained models of a checkpoint."""
@@ -243,13 +260,8 @@ def load(spec: str, config: dict | None = None, *, base_dir: str | Path | None =
     checked (:meth:`Surrogate.check_config`) here. Raises :class:`SurrogateError`."""
     spec = str(spec).strip()
     config = dict(config or {})
-    expect = None
-    head, eq, tail = spec.partition("=")
-    if eq and ":" not in head and not _pathlike(head):
-        expect, folder = head.strip(), tail.strip()
-    elif is_checkpoint_spec(spec, base_dir):
-        folder = spec
-    else:
+    ckpt = checkpoint_folder(spec, base_dir)
+    if ckpt is None:
         name, opts = split_spec(spec)
         opts.update(config)
         if check:
@@ -262,8 +274,6 @@ def load(spec: str, config: dict | None = None, *, base_dir: str | Path | None =
     if config:
         raise SurrogateError(f"{spec}: model options {config} cannot be applied to a checkpoint (its config.json "
                              "holds them)")
-    p = Path(folder).expanduser()
-    if base_dir is not None and not p.is_absolute():
-        p = Path(base_dir) / p
+    expect, p = ckpt
     name, trained = load_checkpoints(p, dataset, expect_model=expect)
     return ModelSource(spec, name, {}, p, trained)

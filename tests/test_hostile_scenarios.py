@@ -320,7 +320,8 @@ def test_runtime_sample_and_packet_limits(tmp_path, capsys):
 MARKING = ("import pathlib\npathlib.Path({marker!r}).write_text('imported')\n"
            "from controllers import Policy\n"
            "class P(Policy):\n    def decide(self, view):\n        return 'simulate'\n"
-           "def ring(rank, iteration, n_ranks):\n    from hybridsim.workloads import compute\n    return [compute(1.0)]\n")
+           "def ring(rank, iteration, n_ranks):\n"
+           "    from hybridsim.workloads import compute\n    return [compute(1.0)]\n")
 
 
 def _clean_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
