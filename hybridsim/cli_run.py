@@ -156,6 +156,7 @@ def _register_more(sub) -> None:
                                             "described themselves (what dataset build and volume scaling read)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--force", action="store_true", help="write it again when it exists")
+    add_plugin_argument(p)
     p.set_defaults(func=cmd_describe_run)
 
     p = sub.add_parser("report", help="PNG plots of a run or bench directory")

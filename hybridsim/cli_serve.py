@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from .cli import EXIT_BAD_INPUT, CliError
+from .cli import EXIT_BAD_INPUT, CliError, add_plugin_argument
 
 
 def parse_model_options(items: list[str] | None) -> dict:
@@ -95,6 +95,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "folder written by save-model / surrogate training")
     p.add_argument("--model-option", metavar="KEY=VALUE", action="append",
                    help="constructor option of a named model, e.g. k=8 (repeatable)")
+    add_plugin_argument(p)  # where an allowed custom workload module (--allow-module) may be imported from
     p.add_argument("--auto-train", action=argparse.BooleanOptionalAction, default=None,
                    help="refit the model on all records received before answering an inference (default: on for a "
                         "named model, off for a checkpoint)")
