@@ -1,7 +1,7 @@
 """gRPC service costs over loopback: Predict latency/throughput for the 1,056-node system's shapes, and the overhead
 the remote engine (+ remote surrogate) adds to a small hybrid run.
 
-Servers run as their own processes (``hybridsim grpc-serve``), as they would beside a controller. Run::
+Servers run as their own processes (``hybridsim serve --grpc/--engine``), as they would beside a controller. Run::
 
     OMP_NUM_THREADS=1 python benchmarks/service_grpc.py [--calls 300] [--threads 16] [--per-thread 40] [--repeats 3]
 
@@ -52,7 +52,7 @@ controller: {policy: periodic, params: {warmup: 8, ft: 8, truth: 1}}
 
 def spawn(args: list[str]):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "hybridsim", "grpc-serve", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "hybridsim", "serve", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     line = proc.stdout.readline()
     m = re.search(r"listening on (\S+)", line)
@@ -93,7 +93,7 @@ def bench_predict(a) -> dict:
         cases = [("history", ["--model", str(Path(td) / "ridge8")], None, ridge),
                  ("graphs", ["--model", "last"], graphs, create("last"))]
         for name, model_args, g, local in cases:
-            proc, addr = spawn(["--surrogate", "127.0.0.1:0", *model_args, "--max-in-flight", "64"])
+            proc, addr = spawn(["--grpc", "127.0.0.1:0", *model_args, "--max-in-flight", "64"])
             try:
                 ctx = Context("milc", "milc", hist, graphs=g, mask=mask, rank_port=rank_port)
                 c = RemoteSurrogate(addr)
@@ -154,7 +154,7 @@ def bench_engine(a) -> dict:
 
     sc = parse_scenario(HYBRID)
     eproc, eaddr = spawn(["--engine", "127.0.0.1:0"])
-    sproc, saddr = spawn(["--surrogate", "127.0.0.1:0", "--model", "ridge", "--model-config", '{"k": 4}'])
+    sproc, saddr = spawn(["--grpc", "127.0.0.1:0", "--model", "ridge", "--model-option", "k=4"])
     from hybridsim.service.engine_server import EngineServer
 
     local_srv = EngineServer()            # same process, own threads: isolates the protocol's CPU cost

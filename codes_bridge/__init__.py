@@ -5,6 +5,10 @@
   :func:`import_codes_run` (-> a hybridsim run directory)
 * :mod:`codes_bridge.conf` -- CODES ``.conf`` / workload-list parsing
 * :mod:`codes_bridge.scenario_from_codes` -- the equivalent hybridsim scenario of a CODES run
+
+A plug-in of hybridsim, which names none of it: :class:`codes_bridge.backend.CodesBackend` is the ``codes`` entry
+point of the ``hybridsim.backends`` group and :func:`codes_bridge.cli.register` the ``codes`` entry point of
+``hybridsim.commands`` (pyproject.toml).
 """
 
 from __future__ import annotations

@@ -1,11 +1,16 @@
-"""``hybridsim import-codes`` and ``hybridsim scenario-from-codes``."""
+"""The CODES bridge's commands: ``hybridsim import-codes``, ``hybridsim scenario-from-codes`` and ``hybridsim serve
+--codes-director``.
+
+:func:`register` is the bridge's ``hybridsim.commands`` entry point (pyproject), so hybridsim's CLI finds it without
+naming it; it runs after hybridsim's own command modules and adds ``--codes-director`` to their ``serve``.
+"""
 
 from __future__ import annotations
 
 import sys
 import warnings as _warnings
 
-from hybridsim.cli import EXIT_BAD_INPUT, EXIT_OK, CliError
+from hybridsim.errors import EXIT_BAD_INPUT, EXIT_OK, CliError
 
 
 def cmd_import_codes(args) -> int:
@@ -45,7 +50,68 @@ def cmd_scenario_from_codes(args) -> int:
     return EXIT_OK
 
 
+def _serve_codes_director(args) -> int:
+    from hybridsim.cli_serve import parse_model_options
+    from surrogate.base import SurrogateError
+
+    from .director import DirectorError, DirectorLimits, serve
+
+    try:
+        limits = DirectorLimits(max_request_bytes=args.max_request_bytes, max_clients=args.max_clients,
+                                max_records_per_client=args.max_records_per_client,
+                                max_total_records=args.max_total_records)
+    except ValueError as exc:
+        raise CliError(f"serve: {exc}", EXIT_BAD_INPUT) from None
+    try:
+        return serve(args.codes_director, args.model, model_options=parse_model_options(args.model_option),
+                     auto_train=args.auto_train, records_log=args.records_log, allowed_dirs=args.grpc_allow_dir or (),
+                     limits=limits)
+    except (DirectorError, SurrogateError) as exc:
+        msg = str(exc)
+        raise CliError(msg if msg.startswith("--") else f"--model: {msg}", EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+
+
+def add_director_service(p) -> None:
+    """``--codes-director`` and its options on the ``serve`` parser ``p`` (served by :func:`codes_bridge.director.serve`
+    with the shared ``--model``)."""
+    import argparse
+
+    from hybridsim.cli_serve import add_service
+
+    from .director import DirectorLimits
+
+    d = p.add_argument_group("CODES director (--codes-director)",
+                             "Answer CODES' application-surrogate director (ZeroMQ REQ/REP, CODES' ZMQML_ENDPOINT; "
+                             "default port 5555) with any history surrogate; it stops when a client sends "
+                             "{\"cmd\": \"exit\"}.")
+    flag = d.add_argument("--codes-director", metavar="ENDPOINT",
+                   help="ZeroMQ endpoint to bind, e.g. tcp://127.0.0.1:5555 (tcp://*:5555 for all interfaces)")
+    d.add_argument("--auto-train", action=argparse.BooleanOptionalAction, default=None,
+                   help="refit the model on all records received before answering an inference (default: on for a "
+                        "named model, off for a checkpoint)")
+    d.add_argument("--records-log", metavar="CSV",
+                   help="append every received iteration time to this CSV (client,value) for offline training; "
+                        "load it back with the load-records-csv operation")
+    d.add_argument("--max-request-bytes", type=int, default=DirectorLimits.max_request_bytes, metavar="N",
+                   help="larger ZeroMQ messages are dropped and their connection closed (default 16 MiB)")
+    d.add_argument("--max-clients", type=int, default=DirectorLimits.max_clients, metavar="N",
+                   help="distinct client ids the server keeps records of; a new one beyond it evicts the least "
+                        "recently used (default %(default)s)")
+    d.add_argument("--max-records-per-client", type=int, default=DirectorLimits.max_records_per_client,
+                   metavar="N", help="iteration times kept per client, older ones dropped (default %(default)s)")
+    d.add_argument("--max-total-records", type=int, default=DirectorLimits.max_total_records, metavar="N",
+                   help="iteration times kept over all clients; beyond it the least recently used clients are "
+                        "evicted (default %(default)s)")
+    add_service(p, flag, _serve_codes_director)
+
+
 def register(sub) -> None:
+    from hybridsim.cli_serve import serve_parser
+
+    add_director_service(serve_parser(sub))
+
     p = sub.add_parser("import-codes", help="turn a CODES run directory into a hybridsim run directory")
     p.add_argument("codes_run_dir", metavar="CODES_RUN_DIR")
     p.add_argument("-o", "--output", metavar="OUTDIR", required=True, help="hybridsim run directory to write")

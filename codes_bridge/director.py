@@ -92,9 +92,6 @@ class DirectorLimits:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
-#: iteration times kept per client by default
-MAX_HISTORY = DirectorLimits.max_records_per_client
-
 OPERATIONS = ("send-records", "inference", "train-model", "save-model", "load-model", "load-records-csv",
               "model-status")
 ALIASES = {
@@ -289,7 +286,6 @@ class IterationTimeService:
         self.evicted_clients = 0
         self.version = 0
         self.fitted_clients: set[int] = set()
-        self.training_examples = 0
         self.dirty = False
         self.records_at_fit = 0
         self.n_records = 0
@@ -305,6 +301,15 @@ class IterationTimeService:
         self.no_history_fallbacks = 0
         #: where notable events (fallback answers) are reported; the server sets it to its log
         self.log: Callable[[str], None] | None = None
+        #: client -> every prediction answered, as sent (None: not kept; a hybrid CODES run keeps them to record
+        #: the iterations CODES skipped, :data:`codes_bridge.importer.DIRECTOR_ANSWERS`)
+        self.answers: dict[int, list[float]] | None = None
+
+    def _answered(self, client: int, text: str) -> str:
+        """``text`` (the predictions as sent), kept per client when :attr:`answers` is on."""
+        if self.answers is not None:
+            self.answers.setdefault(client, []).extend(float(v) for v in text.split())
+        return text
 
     # --------------------------------------------------------------------------------------------- helpers
     def _confined(self, text: str, op: str) -> Path:
@@ -385,7 +390,6 @@ class IterationTimeService:
         n = int(fit([np.asarray(self.clients[c].records) for c in ids]))
         if n > 0:
             self.version += 1
-            self.training_examples = n
             self.fitted_clients = set(ids)
             self.records_at_fit = self.total_records()
         self.dirty = False
@@ -451,7 +455,8 @@ class IterationTimeService:
             preds.append(y)
             window = np.roll(window, -1)
             window[-1] = y
-        out = {"predictions": " ".join(_fmt(v) for v in preds), "client": str(client), "steps": str(steps),
+        out = {"predictions": self._answered(client, " ".join(_fmt(v) for v in preds)), "client": str(client),
+               "steps": str(steps),
                "model_version": str(self.version)}
         if fallbacks:
             out["fallbacks"] = str(fallbacks)
@@ -470,7 +475,8 @@ class IterationTimeService:
         if self.log is not None:
             self.log(f"inference for client {client} before any of its iteration times: answered {_fmt(y)} ns "
                      f"({how})")
-        return {"predictions": " ".join([_fmt(y)] * steps), "client": str(client), "steps": str(steps),
+        return {"predictions": self._answered(client, " ".join([_fmt(y)] * steps)), "client": str(client),
+                "steps": str(steps),
                 "model_version": str(self.version), "fallback": how}
 
     def train_model(self, args: list[str], data: bytes) -> dict:

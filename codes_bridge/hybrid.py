@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,6 +38,12 @@ from hybridsim.backend import Mode
 FIRST_PREDICTABLE = 6
 #: windows of CODES' DIRECTOR section
 MAX_WINDOWS = 2
+#: CODES' default ``start_iter`` (a5958cfa ``director-client.cxx``): a window that never opens
+NEVER_ITER = 100000
+#: workloads whose SWM skeleton writes iteration marks (``ITERATION i``): CODES' director sees their iterations and
+#: can skip them. Others (SWM nearest_neighbor writes none; synthetic background jobs have no iterations) are always
+#: simulated in a hybrid CODES run.
+MARKED_WORKLOADS = ("milc", "lammps")
 #: the virtual length (ns) the dry run gives a LAMMPS step (SWM LAMMPS computes most of the step; ~2.2 ms on the
 #: quickstart's Dragonfly)
 LAMMPS_STEP_NS = 2.0e6
@@ -54,8 +60,13 @@ class DirectorPlan:
     plan: list[list[Mode] | None]
     windows: list[tuple[int, int]]
     mismatch: dict[str, list[int]]
+    #: jobs CODES never predicts (:func:`never_predicted`), with the reason
+    unpredictable: dict[str, str] = field(default_factory=dict)
 
-    def codes_modes(self, n_iterations: int) -> list[Mode]:
+    def codes_modes(self, n_iterations: int, job: str | None = None) -> list[Mode]:
+        """What CODES does with each iteration of a job (of ``job``: a job CODES cannot predict is simulated)."""
+        if job in self.unpredictable:
+            return [Mode.SIMULATE] * n_iterations
         return [Mode.PREDICT if any(a <= i < b for a, b in self.windows) else Mode.SIMULATE
                 for i in range(n_iterations)]
 
@@ -66,7 +77,16 @@ class DirectorPlan:
             "policy_predicted": {str(i): int(sum(m == Mode.PREDICT for m in p))
                                  for i, p in enumerate(self.plan) if p is not None},
             "mismatch": self.mismatch,
+            "never_predicted": self.unpredictable,
         }
+
+
+def never_predicted(scenario) -> dict[str, str]:
+    """The jobs of ``scenario`` CODES' director can never predict (not background), each with the reason."""
+    return {j.name: f"workload {j.workload.kind!r} writes no iteration marks on CODES (only "
+                    f"{' and '.join(MARKED_WORKLOADS)} do), so CODES' director never sees its iterations; it stays "
+                    "simulated"
+            for j in scenario.jobs if not j.is_background and j.workload.kind not in MARKED_WORKLOADS}
 
 
 def nominal_iteration_ns(scenario, job) -> float:
@@ -95,6 +115,7 @@ def policy_plan(scenario, nominal_ns: dict[int, float] | None = None) -> list[li
     from controllers.base import JobView
 
     policy = load_policy(scenario.controller.policy, scenario.controller.params)
+    fixed = never_predicted(scenario)  # asked as usual (a policy may coordinate jobs), but simulated
     plan: list[list[Mode] | None] = [None if j.is_background else [] for j in scenario.jobs]
     lengths = {i: float((nominal_ns or {}).get(i, nominal_iteration_ns(scenario, j)))
                for i, j in enumerate(scenario.jobs) if not j.is_background}
@@ -109,7 +130,8 @@ def policy_plan(scenario, nominal_ns: dict[int, float] | None = None) -> list[li
                        truth=tuple(lengths[i] if m == Mode.SIMULATE else None for m in modes),
                        predicted=tuple(lengths[i] if m == Mode.PREDICT else None for m in modes),
                        errors=(), costs={}, now=now, running=running)
-        modes.append(Mode(policy.decide(view)))
+        mode = Mode(policy.decide(view))
+        modes.append(Mode.SIMULATE if job.name in fixed else mode)
         if len(modes) < job.iterations:
             heapq.heappush(queue, (now + lengths[i], i))
     return plan
@@ -175,15 +197,16 @@ def choose_windows(plan: list[list[Mode] | None], max_windows: int = MAX_WINDOWS
 
 
 def plan_director(scenario, nominal_ns: dict[int, float] | None = None) -> DirectorPlan:
+    """The policy's plan, the CODES windows closest to it (chosen on the jobs CODES can predict) and what differs."""
     plan = policy_plan(scenario, nominal_ns)
-    windows = choose_windows(plan)
-    mismatch = {}
+    fixed = never_predicted(scenario)
+    windows = choose_windows([p if j.name not in fixed else None for j, p in zip(scenario.jobs, plan)])
+    out = DirectorPlan(plan, windows, {}, fixed)
     for job, p in zip(scenario.jobs, plan):
-        if p is None:
-            continue
-        got = DirectorPlan(plan, windows, {}).codes_modes(len(p))
-        mismatch[job.name] = [i for i, (x, y) in enumerate(zip(p, got)) if x != y]
-    return DirectorPlan(plan, windows, mismatch)
+        if p is not None:
+            got = out.codes_modes(len(p), job.name)
+            out.mismatch[job.name] = [i for i, (x, y) in enumerate(zip(p, got)) if x != y]
+    return out
 
 
 def director_section(windows: list[tuple[int, int]], backend_name: str = "hybridsim") -> dict[str, str]:
@@ -191,8 +214,10 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
     Training and inference on: CODES streams every rank's iteration times to the server and asks it for one
     prediction per rank and skipped iteration. The server is hybridsim's, started and stopped by the run, so CODES
     does not send it ``exit``."""
-    if not windows or len(windows) > MAX_WINDOWS:
-        raise ValueError(f"1 to {MAX_WINDOWS} windows needed, got {windows}")
+    if len(windows) > MAX_WINDOWS:
+        raise ValueError(f"at most {MAX_WINDOWS} windows, got {windows}")
+    if not windows:  # the director LPs and their records, but no window (CODES' own never-reached default)
+        windows = [(NEVER_ITER + 1, NEVER_ITER + 2)]
     sec = {
         "surrogate_family": "iteration-time",
         "surrogate_backend": backend_name,
@@ -224,6 +249,7 @@ class DirectorThread:
         is_ckpt = p.is_dir()
         model = make_model(str(p) if is_ckpt else spec, **({} if is_ckpt else dict(scenario.surrogate.config)))
         self.service = IterationTimeService(model, auto_train=True)
+        self.service.answers = {}  # the iterations CODES skips are recorded from them (importer.DIRECTOR_ANSWERS)
         self.server = CodesDirectorServer(self.service, "tcp://127.0.0.1:*", log=log)
         self.endpoint: str | None = None
         self._thread: threading.Thread | None = None

@@ -15,6 +15,7 @@ are trimmed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -267,7 +268,13 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
             raise CodesImportError(f"{d}: iteration logs name job {n_jobs2 - 1} but the workload file has "
                                    f"{len(job_names)} jobs")
     if "DIRECTOR" in conf.sections:
-        simulated = _mark_director_window(records, simulated, conf, warnings)
+        answers = read_director_answers(d / DIRECTOR_ANSWERS) if (d / DIRECTOR_ANSWERS).is_file() else None
+        alloc = _alloc_rows(d, warnings) if answers is not None else None
+        if answers is not None and alloc is not None:
+            n_its = _job_iterations(d, wl) if wl_path is not None else []
+            records, simulated = _expand_director_predictions(records, simulated, answers, alloc, n_its, warnings)
+        else:
+            simulated = _mark_director_window(records, simulated, conf, warnings)
     lost += _lost_iterations(d, records, simulated, job_names, job_ranks, gaps_allowed="DIRECTOR" in conf.sections)
     if simulated and not all(simulated) and "DIRECTOR" not in conf.sections:
         warn(f"{d}: {simulated.count(False)} records come from 'SKIPPED TO ITERATION' lines (application surrogate): "
@@ -322,6 +329,121 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
                    end_limit=end_limit)
     run.link_totals = _link_totals(run)
     return run
+
+
+#: the director's answers of a hybrid CODES run (``client,value`` per prediction, in answer order), written beside
+#: CODES' outputs by :func:`codes_bridge.backend.run_codes`
+DIRECTOR_ANSWERS = "director-answers.csv"
+
+
+def write_director_answers(path: Path, answers: dict[int, list[float]]) -> None:
+    """``client,value`` rows, each client's predictions in the order CODES received them."""
+    tmp = path.with_name(path.name + ".partial")
+    with open(tmp, "w") as fh:
+        fh.write("client,value\n")
+        for client in sorted(answers):
+            fh.writelines(f"{client},{v!r}\n" for v in answers[client])
+    os.replace(tmp, path)
+
+
+def read_director_answers(path: Path) -> dict[int, list[float]]:
+    """:func:`write_director_answers`' file -> client -> predictions (ns) in answer order; errors name the line."""
+    out: dict[int, list[float]] = {}
+    with open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            if n == 1 or not line.strip():
+                continue
+            try:
+                c, v = line.split(",")
+                client, value = int(c), float(v)
+            except ValueError:
+                raise CodesImportError(f"{path}:{n}: expected 'client,value', got {line.strip()[:80]!r}") from None
+            if client < 0 or not (np.isfinite(value) and value > 0):
+                raise CodesImportError(f"{path}:{n}: client must be >= 0 and value a positive time, got "
+                                       f"{line.strip()[:80]!r}")
+            out.setdefault(client, []).append(value)
+    return out
+
+
+def _job_iterations(d: Path, wl) -> list[int | None]:
+    """Each workload line's iteration count, from its SWM JSON (``iteration_cnt``, LAMMPS ``num_time_steps``);
+    None for synthetic jobs and files that do not say."""
+    out: list[int | None] = []
+    for w in wl:
+        n = None
+        p = d / w.app
+        if not w.is_synthetic and p.is_file() and p.stat().st_size <= 1 << 20:
+            try:
+                cfg = json.loads(p.read_text())["jobs"]["cfg"]
+                n = int(cfg["iteration_cnt"] if "iteration_cnt" in cfg else cfg["num_time_steps"])
+            except (OSError, ValueError, KeyError, TypeError):
+                n = None
+        out.append(n if n is not None and n > 0 else None)
+    return out
+
+
+def _expand_director_predictions(records: list[IterationRecord], simulated: list[bool],
+                                 answers: dict[int, list[float]], alloc: list[list[int]],
+                                 n_iterations: list[int | None], warnings: list) -> tuple[list[IterationRecord],
+                                                                                          list[bool]]:
+    """One record per predicted iteration, from the director's answers.
+
+    CODES writes no mark for the iterations its director predicts: a rank's marks jump over them, or stop when the
+    job ends inside the window. The director client of a rank is its network LP (the ``--alloc_file`` row of the
+    job), and CODES advanced the rank by that client's answers in order. So the iterations missing between two
+    marks (and after the rank's last mark) get the client's next answers as durations, each starting where the
+    previous one ended (``simulated=False``), and the mark after a jump becomes the simulated iteration it is,
+    starting at the end of the last predicted one; after a rank's last mark, its job's remaining iterations
+    (``n_iterations``, from the workload files) take the answers left. A rank whose answers do not match its missing
+    iterations is left as CODES logged it (the record after the jump spans the window, marked predicted) with a
+    warning."""
+    out_r: list[IterationRecord] = []
+    out_s: list[bool] = []
+    mismatched: list[str] = []
+    i, n = 0, len(records)
+    while i < n:
+        j = i
+        while j < n and (records[j].job_id, records[j].rank) == (records[i].job_id, records[i].rank):
+            j += 1
+        group, sims = records[i:j], simulated[i:j]
+        name, job, rank = group[0].job, group[0].job_id, group[0].rank
+        client = alloc[job][rank] if job < len(alloc) and rank < len(alloc[job]) else None
+        queue = list(answers.get(client, ())) if client is not None else []
+        gaps = sum(b.iteration - a.iteration - 1 for a, b in zip(group, group[1:]))
+        n_it = n_iterations[job] if job < len(n_iterations) else None
+        tail = max(0, n_it - 1 - group[-1].iteration) if n_it is not None else 0
+        if client is None or len(queue) != gaps + tail:
+            mismatched.append(f"job {job} rank {rank}: {len(queue)} answers for {gaps + tail} missing iterations")
+            jump = [False] + [b.iteration - a.iteration > 1 for a, b in zip(group, group[1:])]
+            out_r += group
+            out_s += [s and not jp for s, jp in zip(sims, jump)]
+            i = j
+            continue
+        k = 0
+        prev = None
+        for rec, sim in zip(group, sims):
+            if prev is not None and rec.iteration > prev.iteration + 1:
+                t = prev.end
+                for it in range(prev.iteration + 1, rec.iteration):
+                    out_r.append(IterationRecord(name, job, rank, it, t, t + queue[k]))
+                    out_s.append(False)
+                    t += queue[k]
+                    k += 1
+                rec = IterationRecord(name, job, rank, rec.iteration, min(t, rec.end), rec.end)
+            out_r.append(rec)
+            out_s.append(sim)
+            prev = rec
+        t = prev.end
+        for it in range(prev.iteration + 1, prev.iteration + 1 + tail):  # the job ended inside the window
+            out_r.append(IterationRecord(name, job, rank, it, t, t + queue[k]))
+            out_s.append(False)
+            t += queue[k]
+            k += 1
+        i = j
+    if mismatched:
+        warn(f"director answers do not match the missing iterations of {len(mismatched)} rank(s) (e.g. "
+             f"{mismatched[0]}); their window is one record marked predicted", warnings)
+    return out_r, out_s
 
 
 def _mark_director_window(records: list[IterationRecord], simulated: list[bool], conf: CodesConf,
@@ -583,7 +705,7 @@ def describe_codes_run(run: CodesRun, scenario=None):
         except Exception as exc:  # PlacementError, a workload the engine cannot build: the CODES inputs still say
             warn(f"{run.run_dir}: the equivalent scenario does not describe the run ({type(exc).__name__}: {exc}); "
                  "described from the CODES inputs alone", run.warnings)
-    rows = _alloc_rows(run)
+    rows = _alloc_rows(run.run_dir, run.warnings)
     jobs = []
     for j, name in enumerate(run.job_names):
         terms = rows[j] if rows is not None and j < len(rows) else None
@@ -594,20 +716,20 @@ def describe_codes_run(run: CodesRun, scenario=None):
                           None if ports is None else [str(x) for x in ports.features])
 
 
-def _alloc_rows(run: CodesRun) -> list[list[int]] | None:
+def _alloc_rows(run_dir: Path, warnings: list) -> list[list[int]] | None:
     """The rows of the run's ``--alloc_file`` (terminal ids of job j's ranks); None without one (a warning when it
     cannot be read)."""
     from hybridsim.placement import PlacementError, read_alloc_file
 
     from .conf import command_options
 
-    alloc = command_options(run.run_dir).get("alloc_file")
-    if not alloc or not (run.run_dir / alloc).is_file():
+    alloc = command_options(run_dir).get("alloc_file")
+    if not alloc or not (run_dir / alloc).is_file():
         return None
     try:
-        return read_alloc_file(run.run_dir / alloc)
+        return read_alloc_file(run_dir / alloc)
     except PlacementError as exc:
-        warn(f"{exc}; the jobs' terminals are unknown", run.warnings)
+        warn(f"{exc}; the jobs' terminals are unknown", warnings)
         return None
 
 

@@ -55,10 +55,6 @@ class JobView:
     start: float = 0.0
     running: tuple[int, ...] = ()
 
-    @property
-    def last_error(self) -> float | None:
-        return self.errors[-1][1] if self.errors else None
-
     def run_length(self, mode: Mode) -> int:
         """How many iterations in a row, ending with the previous one, ran in ``mode``."""
         n = 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from importlib.metadata import entry_points
 
-from hybridsim import plugins
+import hybridsim.plugins as plugins
 
 from .base import Policy, PolicyError
 from .builtin import BUILTIN

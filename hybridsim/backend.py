@@ -117,6 +117,18 @@ class Backend(abc.ABC):
     #: why :meth:`run` cannot run a job stream (a ``scheduler`` section: jobs that start and end mid-run), or None
     no_streams: ClassVar[str | None] = None
 
+    @classmethod
+    def hybrid_refusal(cls, scenario) -> str | None:
+        """Why ``scenario`` cannot run in hybrid mode on this backend (None: it can); ``hybridsim run --mode hybrid``
+        refuses it before any run directory exists and ``validate`` prints it. Default: :attr:`no_director`."""
+        return cls.no_director
+
+    @classmethod
+    def never_predicted(cls, scenario) -> dict[str, str]:
+        """The jobs of ``scenario`` this backend can never predict, each with the reason: in hybrid mode they stay
+        simulated whatever the policy says, and plans and summaries never count them as predicted. Default: none."""
+        return {}
+
     @abc.abstractmethod
     def run(self, director: Director | None = None, on_record: RecordCallback | None = None,
             on_samples: SamplesCallback | None = None) -> SimulationResult: ...

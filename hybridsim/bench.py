@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .interrupts import failure_reason
+from .pure_run import check_not_input, read_pure_run
 from .records import IterationRecord
 from .report import SWEEPABLE
 from .rundir import RunDir, write_json_atomic
@@ -138,35 +139,6 @@ def _label(spec: str) -> str:
     return _slug(source.path.name if source.is_checkpoint else spec)
 
 
-def read_pure_run(scenario, path) -> tuple[list[IterationRecord], dict]:
-    """Records and summary of a completed pure simulation of ``scenario`` in run directory ``path`` (a bench reuses
-    it instead of simulating again: the engine is deterministic for a fixed seed). Raises
-    :class:`~hybridsim.rundir.RunDirError` for anything else: another scenario, a hybrid run, a failed one."""
-    from .records import read_iterations, records_from_table
-    from .rundir import ITERATIONS, RunDirError, read_manifest
-    from pydantic import ValidationError
-
-    from .scenario import Scenario, scenario_to_dict
-
-    p = Path(path)
-    m = read_manifest(p)
-    if m.get("status") != "completed" or m.get("mode") != "simulate":
-        raise RunDirError(f"{p}: not a completed pure simulation (mode {m.get('mode')!r}, status {m.get('status')!r})")
-    try:  # read through today's schema: a run written before a field existed holds its default
-        theirs = scenario_to_dict(Scenario.model_validate(m.get("scenario")))
-    except ValidationError:
-        theirs = None
-    if theirs != scenario_to_dict(scenario):
-        raise RunDirError(f"{p}: holds a pure run of another scenario: its manifest's scenario differs from "
-                          f"{scenario.name!r}'s; run the bench without --pure")
-    try:
-        summary = json.loads((p / "summary.json").read_text())
-        records = records_from_table(read_iterations(p / ITERATIONS))
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{p}: unreadable pure run: {exc}") from None
-    return records, summary
-
-
 def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None = None,
               sweep_ft: list[int] | None = None, surrogates: list[str] | None = None, force: bool = False,
               progress: bool = False, argv: list[str] | None = None, backend_factory=None,
@@ -179,6 +151,8 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     the scenario's backend (tests)."""
     for spec in surrogates or []:  # a bad spec fails before the pure run, not after it
         with_surrogate(scenario, spec)
+    if pure_dir is not None:
+        check_not_input(outdir, pure_dir)
     pure = None if pure_dir is None else read_pure_run(scenario, pure_dir)
     from .runner import RunError
     from .scenario import scenario_to_dict
@@ -282,8 +256,3 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def load_bench(path: Path) -> dict:
-    p = Path(path)
-    if p.is_dir():
-        p = p / "bench.json"
-    return json.loads(p.read_text())

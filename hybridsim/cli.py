@@ -1,10 +1,13 @@
 """``hybridsim`` command line.
 
-The core commands (``validate``, ``topology``, ``run``) live here; every other layer adds its own commands from its own
-package through a ``register(subparsers)`` function in one of :data:`COMMAND_MODULES`, so the CLI grows without one
-file owning every layer. Exit status: 0 success, 1 run failure, 2 bad input (scenario, files, arguments, an output
-that cannot be written), 130 Ctrl-C, 128 + N signal N (SIGTERM 143, SIGHUP 129; see :mod:`hybridsim.interrupts`).
-A closed stdout (``| head``) ends the command quietly with 0.
+The core commands (``validate``, ``topology``) live here; every other layer adds its own commands from its own
+package through a ``register(subparsers)`` function: hybridsim's own modules are listed in :data:`COMMAND_MODULES`,
+and any installed package adds its commands through the entry-point group ``hybridsim.commands`` (``name =
+"module:register"``, as the CODES bridge does), so the CLI grows without one file owning every layer and names no
+plug-in. Command modules raise :class:`~hybridsim.errors.CliError` from :mod:`hybridsim.errors`, which they import
+without importing this module. Exit status: 0 success, 1 run failure, 2 bad input (scenario, files, arguments, an
+output that cannot be written), 130 Ctrl-C, 128 + N signal N (SIGTERM 143, SIGHUP 129; see
+:mod:`hybridsim.interrupts`). A closed stdout (``| head``) ends the command quietly with 0.
 """
 
 from __future__ import annotations
@@ -17,32 +20,47 @@ import select
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError  # noqa: F401  (re-exported)
 
-#: modules that contribute subcommands (each defines ``register(subparsers)``); one that cannot be imported is an
-#: error (:class:`CommandModuleError`), never silently skipped
+#: hybridsim's modules that contribute subcommands (each defines ``register(subparsers)``); one that cannot be
+#: imported is an error (:class:`CommandModuleError`), never silently skipped
 COMMAND_MODULES = (
     "hybridsim.cli_run",
     "hybridsim.cli_serve",
     "hybridsim.cli_streams",
     "hybridsim.corpus",
-    "codes_bridge.cli",
     "surrogate.cli",
     "hybridsim.energy.cli",
-    "hybridsim.service.cli",
 )
+
+#: entry-point group of the plug-ins' command registrars (pyproject ``[project.entry-points."hybridsim.commands"]``);
+#: they run after :data:`COMMAND_MODULES`, so a plug-in may add options to a core command (``serve``)
+ENTRY_POINT_GROUP = "hybridsim.commands"
 
 
 class CommandModuleError(RuntimeError):
-    """A module of :data:`COMMAND_MODULES` is missing or fails to import (a broken installation)."""
+    """A command module or plug-in registrar is missing or fails to import (a broken installation)."""
 
 
-class CliError(Exception):
-    """A user-facing error: message printed, exit status ``code``."""
+def command_registrars() -> list:
+    """The ``register(subparsers)`` function of every command module: :data:`COMMAND_MODULES`, then the
+    ``hybridsim.commands`` entry points."""
+    from importlib.metadata import entry_points
 
-    def __init__(self, message: str, code: int = EXIT_BAD_INPUT):
-        super().__init__(message)
-        self.code = code
+    out = []
+    for modname in COMMAND_MODULES:
+        try:
+            out.append(importlib.import_module(modname).register)
+        except ImportError as exc:
+            raise CommandModuleError(f"command module {modname} (hybridsim.cli.COMMAND_MODULES) cannot be imported: "
+                                     f"{exc}; reinstall hybridsim") from exc
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            out.append(ep.load())
+        except (ImportError, AttributeError) as exc:
+            raise CommandModuleError(f"command plug-in {ep.name} = {ep.value} ({ENTRY_POINT_GROUP} entry point) "
+                                     f"cannot be loaded: {exc}; reinstall the package that provides it") from exc
+    return out
 
 
 def _err(msg: str) -> None:
@@ -67,11 +85,25 @@ def cmd_validate(args) -> int:
             bad += 1
             print(str(exc), file=sys.stderr)
             continue
+        _backend_notes(f, sc)
         ranks = sum(j.ranks for j in sc.jobs)
         stream = f", a stream ({sc.scheduler.queue}/{sc.scheduler.allocation})" if sc.is_stream else ""
         print(f"{f}: ok ({len(sc.jobs)} jobs, {ranks} ranks on {sc.topology.n_terminals} terminals{stream}, "
               f"backend {sc.backend.kind})")
     return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+def _backend_notes(path, scenario) -> None:
+    """What the scenario's backend will not do in hybrid mode (one stderr line each; not errors: simulate mode runs)."""
+    from .runner import backend_class
+
+    cls = backend_class(scenario.backend.kind)
+    refusal = cls.hybrid_refusal(scenario)
+    if refusal is not None:
+        print(f"{path}: note: backend {scenario.backend.kind}: --mode hybrid is refused: {refusal}", file=sys.stderr)
+    for job, why in cls.never_predicted(scenario).items():
+        print(f"{path}: note: backend {scenario.backend.kind}: job {job!r} is never predicted in hybrid mode: {why}",
+              file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------------------------ topology
@@ -118,31 +150,6 @@ def write_port_graph(topo, out: Path) -> None:
             fh.write(f"{s},{d}\n")
 
 
-def add_limit_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--limit", action="append", metavar="NAME=VALUE",
-                   help="raise or lower a scenario limit (repeatable; overrides the file's limits: section): "
-                        "max_nodes, max_ports, max_rank_iterations, max_packets_per_message, max_samples, deadline "
-                        "(wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
-
-
-def add_plugin_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plugin-path", action="append", metavar="DIR", default=[],
-                   help="a folder to import the scenario's plug-ins (controller.policy / workload.function "
-                        "'module:name') from (repeatable); without it they come only from installed packages, "
-                        "never from the scenario's folder or the working directory")
-
-
-def apply_plugin_paths(args) -> None:
-    """Allow the ``--plugin-path`` folders (:mod:`hybridsim.plugins`); a missing folder is a :class:`CliError`."""
-    from . import plugins
-
-    for d in getattr(args, "plugin_path", None) or ():
-        try:
-            plugins.add_path(d)
-        except NotADirectoryError as exc:
-            raise CliError(str(exc)) from None
-
-
 # ------------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybridsim",
@@ -155,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check scenario files without running them")
     p.add_argument("files", nargs="+", metavar="FILE")
+    from .cli_run import add_limit_argument, add_plugin_argument
+
     add_limit_argument(p)
     add_plugin_argument(p)
     p.set_defaults(func=cmd_validate)
@@ -165,13 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-graph", metavar="DIR", help="write the SMART port graph (ports.csv, edges.csv)")
     p.set_defaults(func=cmd_topology)
 
-    for modname in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(modname)
-        except ImportError as exc:
-            raise CommandModuleError(f"command module {modname} (hybridsim.cli.COMMAND_MODULES) cannot be imported: "
-                                     f"{exc}; reinstall hybridsim") from exc
-        module.register(sub)
+    for register in command_registrars():
+        register(sub)
     return parser
 
 
@@ -183,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         _err(str(exc))
         return EXIT_FAIL
     args = parser.parse_args(argv)
+    from .cli_run import apply_plugin_paths
     from .interrupts import Terminated, terminate_like_ctrl_c
 
     try:

@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
-from .cli import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError, add_limit_argument, add_plugin_argument
+from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
+
+
+def add_limit_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", action="append", metavar="NAME=VALUE",
+                   help="raise or lower a scenario limit (repeatable; overrides the file's limits: section): "
+                        "max_nodes, max_ports, max_rank_iterations, max_ops, max_packets, max_packets_per_message, "
+                        "max_samples, deadline (wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
+
+
+def add_plugin_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugin-path", action="append", metavar="DIR", default=[],
+                   help="a folder to import the scenario's plug-ins (controller.policy / workload.function "
+                        "'module:name') from (repeatable); without it they come only from installed packages, "
+                        "never from the scenario's folder or the working directory")
+
+
+def apply_plugin_paths(args) -> None:
+    """Allow the ``--plugin-path`` folders (:mod:`hybridsim.plugins`); a missing folder is a :class:`CliError`."""
+    from . import plugins
+
+    for d in getattr(args, "plugin_path", None) or ():
+        try:
+            plugins.add_path(d)
+        except NotADirectoryError as exc:
+            raise CliError(str(exc)) from None
 
 
 def cmd_run(args) -> int:
@@ -117,12 +143,13 @@ def cmd_describe_run(args) -> int:
 
 def cmd_report(args) -> int:
     from .report import report, status_warnings
+    from .rundir import RunDirError
 
     for w in status_warnings(args.run_dir):
         print(f"hybridsim: warning: {w}", file=sys.stderr)
     try:
         made = report(args.run_dir, args.output)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, RunDirError) as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written, an unreadable file
         raise CliError(f"{exc.filename or args.output or args.run_dir}: {exc.strerror or exc}") from None
@@ -146,7 +173,9 @@ def _register_more(sub) -> None:
                         "scenario's surrogate section")
     p.add_argument("--pure", metavar="RUN_DIR",
                    help="judge against this completed pure run of the same scenario (e.g. an earlier bench's "
-                        "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes")
+                        "OUTDIR/pure) instead of simulating it again; wall speedups then compare two processes. "
+                        "Refused when its tables, summary or manifest changed since it completed (its recorded "
+                        "digests) or do not fit the scenario")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
     add_plugin_argument(p)
@@ -156,7 +185,6 @@ def _register_more(sub) -> None:
                                             "described themselves (what dataset build and volume scaling read)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--force", action="store_true", help="write it again when it exists")
-    add_plugin_argument(p)
     p.set_defaults(func=cmd_describe_run)
 
     p = sub.add_parser("report", help="PNG plots of a run or bench directory")

@@ -2,14 +2,14 @@
 
 One command, one service per invocation, chosen by its option::
 
-    hybridsim serve --codes-director tcp://127.0.0.1:5555 [--model ridge|CKPT] [--model-option k=4]
     hybridsim serve --grpc 127.0.0.1:50051 --model CKPT|NAME        # gRPC surrogate service
     hybridsim serve --engine 127.0.0.1:50052                        # gRPC remote engine
+    hybridsim serve --codes-director tcp://127.0.0.1:5555 ...       # CODES' hybrid director (the codes_bridge plug-in)
 
-``--codes-director`` speaks CODES' hybrid-director ZeroMQ protocol (:mod:`codes_bridge.director`), so CODES'
-application surrogate can use hybridsim's surrogates instead of its stock ML server. More services (e.g. gRPC
-endpoints) plug in the same way: add their option in :func:`register` and a runner in :data:`SERVICES`; ``--model``
-and ``--model-option`` are shared.
+``--model`` and ``--model-option`` are shared. A service family is a flag plus a runner: hybridsim's own (the gRPC
+services, :mod:`hybridsim.service.cli`) are added in :func:`register`; a plug-in adds its own from its
+``hybridsim.commands`` registrar with :func:`add_service` (the CODES bridge adds ``--codes-director``), so this module
+names no plug-in.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from .cli import EXIT_BAD_INPUT, CliError, add_plugin_argument
+from .errors import CliError
 
 
 def parse_model_options(items: list[str] | None) -> dict:
@@ -30,93 +30,56 @@ def parse_model_options(items: list[str] | None) -> dict:
         raise CliError(str(exc)) from None
 
 
-def _serve_codes_director(args) -> int:
-    from codes_bridge.director import DirectorError, DirectorLimits, serve
-    from surrogate.base import SurrogateError
-
-    try:
-        limits = DirectorLimits(max_request_bytes=args.max_request_bytes, max_clients=args.max_clients,
-                                max_records_per_client=args.max_records_per_client,
-                                max_total_records=args.max_total_records)
-    except ValueError as exc:
-        raise CliError(f"serve: {exc}", EXIT_BAD_INPUT) from None
-    try:
-        return serve(args.codes_director, args.model, model_options=parse_model_options(args.model_option),
-                     auto_train=args.auto_train, records_log=args.records_log, allowed_dirs=args.grpc_allow_dir or (),
-                     limits=limits)
-    except (DirectorError, SurrogateError) as exc:
-        msg = str(exc)
-        raise CliError(msg if msg.startswith("--") else f"--model: {msg}", EXIT_BAD_INPUT) from None
-    except OSError as exc:
-        raise CliError(str(exc), EXIT_BAD_INPUT) from None
-
-
 def _serve_grpc(args) -> int:
     """``--grpc`` (surrogate service) and/or ``--engine`` (remote engine service)."""
-    import json
-
-    from .service.cli import cmd_grpc_serve
+    from .service.cli import serve_services
 
     args.grpc_model = args.model
-    opts = parse_model_options(args.model_option)
-    args.grpc_model_config = json.dumps(opts) if opts else None
-    return cmd_grpc_serve(args)
+    args.grpc_model_config = parse_model_options(args.model_option)
+    return serve_services(args)
 
 
-#: argparse dest -> runner; exactly one service family per invocation (--grpc and --engine may go together)
-SERVICES: dict[str, Callable] = {
-    "codes_director": _serve_codes_director,
-    "grpc_surrogate": _serve_grpc,
-    "grpc_engine": _serve_grpc,
-}
+#: the ``serve`` parser's default holding its services: argparse dest of the service's flag -> (flag, runner(args))
+SERVICES_DEFAULT = "serve_services"
+
+
+def add_service(parser: argparse.ArgumentParser, flag: argparse.Action, runner: Callable[..., int]) -> None:
+    """Offer one more service family on the ``serve`` parser: ``flag`` is the option the caller added for it (what
+    ``add_argument`` returned); when it is given, ``runner(args)`` serves. Exactly one family runs per invocation."""
+    parser.get_default(SERVICES_DEFAULT)[flag.dest] = (flag.option_strings[0], runner)
+
+
+def serve_parser(subparsers) -> argparse.ArgumentParser:
+    """The ``serve`` parser among ``subparsers`` (for a plug-in's registrar, which runs after :func:`register`)."""
+    return subparsers.choices["serve"]
 
 
 def cmd_serve(args) -> int:
-    chosen = [dest for dest in SERVICES if getattr(args, dest, None)]
-    if set(chosen) == {"grpc_surrogate", "grpc_engine"}:
+    services = getattr(args, SERVICES_DEFAULT)
+    chosen = [dest for dest in services if getattr(args, dest, None)]
+    if set(chosen) == {"grpc_surrogate", "grpc_engine"}:  # the two gRPC services run together
         chosen = ["grpc_surrogate"]
     if len(chosen) != 1:
-        opts = ", ".join("--" + d.replace("_", "-") for d in SERVICES)
+        opts = ", ".join(flag for flag, _runner in services.values())
         raise CliError(f"serve: choose exactly one service ({opts})" + (f"; got {len(chosen)}" if chosen else ""))
-    return SERVICES[chosen[0]](args)
+    return services[chosen[0]][1](args)
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "serve", help="serve hybridsim surrogates to other programs (CODES' hybrid director, ...)",
-        description="Serve hybridsim to another program. --codes-director ENDPOINT answers CODES' application-"
-                    "surrogate director (ZeroMQ REQ/REP, CODES' ZMQML_ENDPOINT; default port 5555) with any "
-                    "history surrogate; it stops when a client sends {\"cmd\": \"exit\"}.")
-    svc = p.add_argument_group("service (choose one)")
-    svc.add_argument("--codes-director", metavar="ENDPOINT",
-                     help="ZeroMQ endpoint to bind, e.g. tcp://127.0.0.1:5555 (tcp://*:5555 for all interfaces)")
+        "serve", help="serve hybridsim surrogates or its engine to other programs (gRPC, CODES' hybrid director, ...)",
+        description="Serve hybridsim to another program: one service per invocation, chosen by its option.")
     p.add_argument("--model", metavar="NAME|CKPT", default=None,
                    help="surrogate: a registered name (default ridge, k=4 as CODES' stock predictor) or a checkpoint "
                         "folder written by save-model / surrogate training")
     p.add_argument("--model-option", metavar="KEY=VALUE", action="append",
                    help="constructor option of a named model, e.g. k=8 (repeatable)")
-    add_plugin_argument(p)  # where an allowed custom workload module (--allow-module) may be imported from
-    p.add_argument("--auto-train", action=argparse.BooleanOptionalAction, default=None,
-                   help="refit the model on all records received before answering an inference (default: on for a "
-                        "named model, off for a checkpoint)")
-    p.add_argument("--records-log", metavar="CSV",
-                   help="append every received iteration time to this CSV (client,value) for offline training; "
-                        "load it back with the load-records-csv operation")
-    from codes_bridge.director import DirectorLimits
+    from .cli_run import add_plugin_argument
 
-    d = p.add_argument_group("CODES director limits (--codes-director)")
-    d.add_argument("--max-request-bytes", type=int, default=DirectorLimits.max_request_bytes, metavar="N",
-                   help="larger ZeroMQ messages are dropped and their connection closed (default 16 MiB)")
-    d.add_argument("--max-clients", type=int, default=DirectorLimits.max_clients, metavar="N",
-                   help="distinct client ids the server keeps records of; a new one beyond it evicts the least "
-                        "recently used (default %(default)s)")
-    d.add_argument("--max-records-per-client", type=int, default=DirectorLimits.max_records_per_client,
-                   metavar="N", help="iteration times kept per client, older ones dropped (default %(default)s)")
-    d.add_argument("--max-total-records", type=int, default=DirectorLimits.max_total_records, metavar="N",
-                   help="iteration times kept over all clients; beyond it the least recently used clients are "
-                        "evicted (default %(default)s)")
+    add_plugin_argument(p)  # where an allowed custom workload module (--allow-module) may be imported from
     from .service.cli import add_serve_options
 
-    add_serve_options(p, surrogate_flag="--grpc", engine_flag="--engine", shared_model=True)
-    p.set_defaults(func=cmd_serve)
+    p.set_defaults(func=cmd_serve, **{SERVICES_DEFAULT: {}})
+    for flag in add_serve_options(p):
+        add_service(p, flag, _serve_grpc)
     return p

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .cli import EXIT_OK, CliError
+from .errors import EXIT_OK, CliError
 from .topology import DragonflyShape
 
 

@@ -8,6 +8,12 @@ pure simulation) in ``DIR/runs/NNNN``; ``DIR/corpus.json`` lists the spec, each 
 status. A second invocation skips the runs whose manifest says ``completed`` (resume); one drawn differently from a
 completed run's scenario (the spec changed) is an error unless ``--force``.
 
+One writer per corpus: ``DIR``'s lock (``.DIR.lock`` beside it, as for run directories) turns a second ``corpus`` on
+the same folder away. Ctrl-C, SIGTERM and SIGHUP cancel the runs not yet started, stop the running ones (each is
+marked failed, as a single run is) and end the command within seconds; ``corpus.json`` is then rewritten from the
+run directories' own manifests, so it always says what is on disk. At most :data:`MAX_RUNS` runs a spec: every one
+is drawn and validated before anything runs.
+
 Spec fields (:class:`CorpusSpec`, :class:`Space`): ranges are ``[low, high]``, inclusive, drawn uniformly (message
 sizes and background intervals log-uniformly); lists are choices drawn uniformly. ``base`` holds scenario sections
 every run shares (``sampling``, ``output``, ``limits``, ``backend.embedded``, ...).
@@ -15,7 +21,10 @@ every run shares (``sampling``, ``output``, ``limits``, ``backend.embedded``, ..
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from . import yamlio
-from .rundir import RunDirError, now_iso, read_manifest, write_json_atomic
+from .rundir import RunDirError, locked, now_iso, read_manifest, signals_deferred, write_json_atomic
 
 CORPUS_FILE = "corpus.json"
 RUNS_DIR = "runs"
@@ -33,6 +42,11 @@ RUNS_DIR = "runs"
 DRAWN = ("name", "seed", "jobs", "topology")
 #: draws of one run before its ranks are given up on (LAMMPS refuses some rank counts)
 MAX_TRIES = 200
+#: runs of one spec: drawing and validating one takes ~15 ms, all of them before the first runs (about a minute
+#: here); a bigger corpus is several specs (``hybridsim pretrain`` takes several corpora)
+MAX_RUNS = 5_000
+#: seconds a running worker gets to mark its run failed after a signal before it is killed
+STOP_GRACE_S = 10.0
 
 
 class CorpusError(ValueError):
@@ -106,7 +120,7 @@ class Space(_Spec):
 class CorpusSpec(_Spec):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: StrictInt = Field(0, ge=0)
-    runs: StrictInt = Field(ge=1, le=100_000)
+    runs: StrictInt = Field(ge=1, le=MAX_RUNS)
     base: dict[str, Any] = Field(default_factory=dict, description="scenario sections every run shares")
     space: Space
 
@@ -319,9 +333,27 @@ def scenario_of(ls: LoadedSpec, i: int):
 
 
 # ------------------------------------------------------------------------------------------------------ running
-def _run_one(scenario_data: dict, source: str, outdir: str) -> dict:
-    """Worker: one pure simulation into ``outdir``. Returns status, wall seconds, events, error."""
-    from .interrupts import failure_reason
+#: the signals that stop a corpus
+_STOP = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _worker(conn, scenario_data: dict, source: str, outdir: str) -> None:
+    """A worker process (``--workers N``): one run, its result sent on ``conn``. Ctrl-C is ignored (the parent stops
+    the corpus); SIGTERM and SIGHUP mark the run failed, then end the process (:func:`_run_one`)."""
+    for sig in _STOP:  # not the parent's handlers, inherited through the fork
+        signal.signal(sig, signal.SIG_IGN if sig == signal.SIGINT else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)  # blocked by the parent from before the fork
+    res = _run_one(scenario_data, source, outdir, in_worker=True)
+    if isinstance(res.get("error"), str):
+        res["error"] = res["error"][:4000]  # the parent reads it once the process has ended: keep it within a pipe
+    conn.send(res)
+    conn.close()
+
+
+def _run_one(scenario_data: dict, source: str, outdir: str, in_worker: bool = False) -> dict:
+    """One pure simulation into ``outdir``. Returns status, wall seconds, events, error. In a worker process
+    (``in_worker``) SIGTERM or SIGHUP marks the run failed, then ends the process."""
+    from .interrupts import failure_reason, terminate_like_ctrl_c
     from .runner import run_scenario
     from .scenario import Scenario
 
@@ -329,10 +361,18 @@ def _run_one(scenario_data: dict, source: str, outdir: str) -> dict:
     sc.provenance = yamlio.Provenance(path=Path(source))
     t0 = time.perf_counter()
     try:
-        _, _, summary = run_scenario(sc, outdir, force=True, mode="simulate", progress=False,
-                                     argv=["hybridsim", "corpus"])
+        with terminate_like_ctrl_c() if in_worker else contextlib.nullcontext():
+            _, _, summary = run_scenario(sc, outdir, force=True, mode="simulate", progress=False,
+                                         argv=["hybridsim", "corpus"])
     except Exception as exc:  # the run directory is marked failed by run_scenario; the corpus goes on
         return {"status": "failed", "wall_s": time.perf_counter() - t0, "error": failure_reason(exc)}
+    except KeyboardInterrupt as exc:
+        if not in_worker:
+            raise
+        # the run directory is marked failed; the parent rebuilds corpus.json from the disk
+        code = getattr(exc, "exit_status", 130)
+        sys.stderr.flush()
+        os._exit(code)
     return {"status": "completed", "wall_s": summary.get("wall_s"), "events": summary.get("events")}
 
 
@@ -350,21 +390,100 @@ def _existing(run_dir: Path, scenario_data: dict) -> str | None:
 
 def _run_costs(run_dir: Path) -> dict:
     """Wall seconds and events of a completed run, from its summary.json (empty if unreadable)."""
-    import json
+    from .rundir import load_json
 
     try:
-        summary = json.loads((run_dir / "summary.json").read_text())
+        summary = load_json(run_dir / "summary.json")
         return {"wall_s": summary.get("wall_s"), "events": summary.get("events")}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, RunDirError, AttributeError):
         return {}
+
+
+def _on_disk(outdir: Path, entry: dict, scenario_data: dict) -> dict:
+    """What the run directory of ``entry`` says now: its status (``pending`` when absent or still running), costs
+    of a completed run, the reason of a failed one."""
+    run_dir = outdir / entry["dir"]
+    try:
+        m = read_manifest(run_dir)
+    except RunDirError:
+        return {"status": "pending"}
+    status = m.get("status")
+    if status == "completed" and m.get("scenario") == scenario_data:
+        return {"status": "completed", **_run_costs(run_dir)}
+    if status == "failed":
+        return {"status": "failed", "error": m.get("reason")}
+    return {"status": "pending"}
+
+
+def _start_worker(ctx, data: dict, src: str, outdir: str):
+    """A worker process for one run and the pipe its result comes on. The stop signals are blocked across the fork,
+    so the child sets its own handlers before any can reach it."""
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_worker, args=(send, data, src, outdir), daemon=True)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+    try:
+        proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        send.close()
+    return proc, recv
+
+
+def _stop_workers(procs) -> None:
+    """SIGTERM every worker (each marks its run failed and exits), wait up to :data:`STOP_GRACE_S` for them, kill
+    what is left."""
+    for p in procs:
+        try:
+            os.kill(p.pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+def _run_parallel(todo: list, runs: list, outdir: Path, workers: int, done) -> None:
+    """Each run of ``todo`` in a process of its own, ``workers`` at a time; ``done(i, result)`` as each ends."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context()
+    queue, active = list(todo), {}
+    try:
+        while queue or active:
+            while queue and len(active) < workers:
+                i, data, src = queue.pop(0)
+                proc, recv = _start_worker(ctx, data, src, str(outdir / runs[i]["dir"]))
+                active[proc.sentinel] = (proc, i, data, recv)
+            for sentinel in wait(list(active)):
+                proc, i, data, recv = active.pop(sentinel)
+                proc.join()
+                try:
+                    res = recv.recv() if recv.poll() else None
+                except (EOFError, OSError):
+                    res = None
+                recv.close()
+                if res is None:  # the worker died (killed, out of memory) before it could say
+                    res = _on_disk(outdir, runs[i], data)
+                    if res["status"] != "completed":
+                        res = {"status": "failed", "error": res.get("error") or
+                               f"the worker process ended with exit code {proc.exitcode}"}
+                done(i, res)
+    except BaseException:
+        with signals_deferred():
+            _stop_workers([proc for proc, *_ in active.values()])
+        raise
 
 
 def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1, force: bool = False,
                  progress: bool = True, out=None) -> dict:
     """Run every not-yet-completed run of the spec into ``outdir``; returns the corpus manifest (also written to
-    ``outdir/corpus.json`` after every finished run)."""
-    from .scenario import scenario_to_dict
-
+    ``outdir/corpus.json`` after every finished run, and from the run directories when interrupted). Raises
+    :class:`CorpusError` for a bad spec or folder, :class:`~hybridsim.rundir.RunDirError` when another process is
+    writing the corpus."""
     out = out or sys.stdout
     ls = load_spec(spec_path)
     outdir = Path(outdir)
@@ -372,6 +491,17 @@ def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1,
         raise CorpusError(f"{outdir}: exists and is not a folder")
     if outdir.is_dir() and any(outdir.iterdir()) and not (outdir / CORPUS_FILE).is_file():
         raise CorpusError(f"{outdir}: a non-empty folder that is not a corpus; choose another -o")
+    where = Path(os.path.abspath(outdir))
+    where.parent.mkdir(parents=True, exist_ok=True)
+    lock = where.parent / f".{where.name}.lock"
+    with locked(lock, f"{outdir} is being written by another `hybridsim corpus` (lock {lock} is held); wait for "
+                      "it to finish"):
+        return _build_locked(ls, spec_path, outdir, workers, force, progress, out)
+
+
+def _build_locked(ls: LoadedSpec, spec_path, outdir: Path, workers: int, force: bool, progress: bool, out) -> dict:
+    from .scenario import scenario_to_dict
+
     runs, todo = [], []
     for i in range(ls.spec.runs):
         sc, params = scenario_of(ls, i)
@@ -418,12 +548,15 @@ def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1,
             for i, data, src in todo:
                 done(i, _run_one(data, src, str(outdir / runs[i]["dir"])))
         else:
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futs = {pool.submit(_run_one, data, src, str(outdir / runs[i]["dir"])): i for i, data, src in todo}
-                for f in as_completed(futs):
-                    done(futs[f], f.result())
+            _run_parallel(todo, runs, outdir, workers, done)
+    except BaseException:
+        # interrupted (or a worker lost): corpus.json says what the run directories say
+        with signals_deferred():
+            for i, data, _src in todo:
+                runs[i].pop("error", None)
+                runs[i].update(_on_disk(outdir, runs[i], data))
+            save()
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -431,29 +564,32 @@ def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1,
 
 
 def load_corpus(outdir: str | Path) -> dict:
-    """The corpus manifest ``outdir/corpus.json``."""
-    import json
+    """The corpus manifest ``outdir/corpus.json`` (:class:`~hybridsim.rundir.RunDirError` for a corrupt one)."""
+    from .rundir import load_json
 
-    return json.loads((Path(outdir) / CORPUS_FILE).read_text())
+    return load_json(Path(outdir) / CORPUS_FILE, CORPUS_FILE)
 
 
 def _created(outdir: Path) -> str:
+    """When the corpus was first written; now for a new one, or one whose corpus.json is unreadable (it is
+    rewritten from the run directories)."""
     try:
-        return load_corpus(outdir)["created"]
-    except (OSError, ValueError, KeyError, TypeError):
+        created = load_corpus(outdir)["created"]
+    except (OSError, RunDirError, KeyError, TypeError):
         return now_iso()
+    return created if isinstance(created, str) else now_iso()
 
 
 # ------------------------------------------------------------------------------------------------------ CLI
 def cmd_corpus(args) -> int:
-    from .cli import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
+    from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
 
     if args.workers < 1:
         raise CliError(f"--workers must be >= 1, got {args.workers}")
     try:
         m = build_corpus(args.spec, args.output, workers=args.workers, force=args.force,
                          progress=not args.no_progress)
-    except CorpusError as exc:
+    except (CorpusError, RunDirError) as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except OSError as exc:
         raise CliError(f"{exc.filename or args.output}: {exc.strerror or exc}", EXIT_BAD_INPUT) from None

@@ -51,6 +51,7 @@ import numpy as np
 from controllers.base import JobView, Policy, PolicyError
 from surrogate.base import Context, JobInfo, Surrogate
 from surrogate.online import JobFeed, OnlineSeries, feed_for, stretch_ids
+from surrogate.volumes import relative_volumes
 
 from .backend import Director, Mode
 from .records import IterationRecord
@@ -184,11 +185,7 @@ class HybridController(Director):
             raise ValueError(f"sync must be 'job' or 'rank', got {sync!r}")
         self.sync = sync
         # workload volume normalisation: job id -> (iterations,) relative bytes sent per iteration (mean 1)
-        self.volumes = {}
-        for jid, v in (volumes or {}).items():
-            v = np.asarray(v, dtype=np.float64)
-            if len(v) and np.all(v > 0) and np.ptp(v) > 0:
-                self.volumes[jid] = v / v.mean()
+        self.volumes = {jid: rel for jid, v in (volumes or {}).items() if (rel := relative_volumes(v)) is not None}
         self.jobs = list(jobs)
         self.stream = bool(stream)
         #: job id -> JobInfo (a stream job's groups are set from its terminals when it starts)

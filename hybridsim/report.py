@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +23,31 @@ SWEEPABLE = ("periodic", "aligned")
 
 
 def _save(fig, path: Path) -> Path:
-    """Lay out, write (PNG, 110 dpi) and close ``fig``; returns ``path``."""
+    """Lay out, write (PNG, 110 dpi) and close ``fig``; returns ``path``. Written beside and renamed into place, so a
+    symbolic link at ``path`` is replaced, never followed."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        fig.savefig(tmp, dpi=110, format="png")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
     return path
+
+
+def _own_dir(d: Path) -> Path:
+    """Create the report folder ``d`` inside a run directory; a symbolic link there (which could lead out of the run
+    directory) is refused with :class:`~hybridsim.rundir.RunDirError`."""
+    from .rundir import RunDirError
+
+    if d.is_symlink():
+        raise RunDirError(f"{d}: a symbolic link; `hybridsim report` writes only into a folder of its own inside the "
+                          "run directory (remove the link, or name the folder with -o)")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 def _plt():
@@ -239,7 +258,10 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
     is_bench = (path / "bench.json").exists()
     if not is_bench and not (path / "iterations.parquet").exists():
         raise FileNotFoundError(f"{path}: no iterations.parquet or bench.json (not a run or bench directory)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out:
+        out_dir.mkdir(parents=True, exist_ok=True)  # a folder the user named, wherever it leads
+    else:
+        _own_dir(out_dir)
     made: list[Path] = []
     if is_bench:
         result = json.loads((path / "bench.json").read_text())
@@ -253,8 +275,7 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
             made.append(plot_tradeoff(sweep, out_dir / "tradeoff-ft.png"))
         for sub in sorted(p for p in path.iterdir() if not p.name.startswith(".")
                           and (p / "iterations.parquet").exists()):
-            sub_out = out_dir / sub.name
-            sub_out.mkdir(exist_ok=True)
+            sub_out = _own_dir(out_dir / sub.name)
             made += plot_iterations(sub, sub_out)
         return made
     made += plot_iterations(path, out_dir)
@@ -268,6 +289,8 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
             from .energy.energy import format_energy_table
 
             p = out_dir / "energy.txt"
-            p.write_text(format_energy_table(energy) + "\n")
+            tmp = out_dir / ".energy.txt.partial"
+            tmp.write_text(format_energy_table(energy) + "\n")
+            os.replace(tmp, p)  # a link at energy.txt is replaced, not followed
             made.append(p)
     return made

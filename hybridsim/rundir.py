@@ -13,22 +13,28 @@ Layout::
 
 ``manifest.json`` is written first with ``status: "running"`` and rewritten at the end with ``"completed"`` or
 ``"failed"`` plus the reason. Tables are written atomically (temp file + rename) only once complete, so a failed or
-interrupted run never leaves a table that looks complete.
+interrupted run never leaves a table that looks complete. The final manifest lists the ``files`` the run wrote and,
+for a completed run, the SHA-256 ``digest`` of each table of :data:`TABLES` and of the manifest's identity (kind,
+mode, backend, scenario, seed, partial): :func:`verify_digests` tells a run as it was written from one edited since.
+The digests catch an accident or a careless edit, not a forger: whoever can edit the tables can rewrite the digests.
 
 Where a run is written (:class:`StagedDir`, also used for bench directories, datasets and checkpoints): in a fresh
 hidden sibling ``.OUTDIR.XXXXXXXX.partial`` (same parent, so the final move is a rename), while an advisory lock on
 ``.OUTDIR.lock`` turns a second writer of the same ``OUTDIR`` away. A completed run is renamed into place, replacing
 the old ``OUTDIR`` only then, so an interrupted or concurrent ``--force`` never destroys a finished run. ``--force``
 only replaces a directory hybridsim recognises (its manifest), never the working directory, one of its parents, ``/``
-or ``$HOME``. A failed run is moved to ``OUTDIR`` with its failed manifest, unless ``OUTDIR`` holds a completed run: that
-one stays and the failed attempt goes to ``OUTDIR.failed``.
+or ``$HOME``, and never one holding a file the run did not write (:func:`foreign_files`). A failed run is moved to
+``OUTDIR`` with its failed manifest, unless ``OUTDIR`` holds a completed run: that one stays and the failed attempt
+goes to ``OUTDIR.failed``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -51,6 +57,11 @@ PORTS = "ports.parquet"
 SUMMARY = "summary.json"
 DESCRIPTION = "description.json"
 JOBS = "jobs.parquet"
+#: the files whose digests a completed run records (those it wrote)
+TABLES = (ITERATIONS, PORTS, SUMMARY, DESCRIPTION, JOBS)
+#: the manifest fields that say what a run is; their digest is recorded beside the tables'
+IDENTITY = ("kind", "mode", "backend", "scenario", "seed", "partial")
+DIGEST_ALGORITHM = "sha256"
 
 _PACKAGES = ("hybridsim", "numpy", "torch", "transformers", "pydantic", "pyarrow", "grpcio", "pyzmq")
 
@@ -87,34 +98,66 @@ def git_revision() -> str | None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as strict JSON (temp file + rename): a NaN or infinite number becomes ``null``, so every JSON
+    file hybridsim writes parses anywhere (``NaN`` and ``Infinity`` are not JSON)."""
+    text = json.dumps(finite_json(data), indent=2, sort_keys=False, allow_nan=False)
     tmp = path.with_name(path.name + ".partial")
     with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=2, sort_keys=False, default=_json_default)
-        fh.write("\n")
+        fh.write(text + "\n")
     os.replace(tmp, path)
 
 
-def _json_default(o):
+def finite_json(o: Any) -> Any:
+    """``o`` with numpy scalars and arrays as Python values, paths as strings, tuples as lists and every non-finite
+    float as ``None``; raises ``TypeError`` for anything JSON cannot hold."""
+    if isinstance(o, dict):
+        return {k: finite_json(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [finite_json(v) for v in o]
+    if isinstance(o, (str, bool, int)) or o is None:
+        return o
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
     import numpy as np
 
-    if isinstance(o, (np.integer,)):
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, np.integer):
         return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
+    if isinstance(o, np.floating):
+        return finite_json(float(o))
     if isinstance(o, np.ndarray):
-        return o.tolist()
+        return finite_json(o.tolist())
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def load_json(path: str | os.PathLike, what: str = "file") -> Any:
+    """The JSON value in ``path``; :class:`RunDirError` naming the file for one that is missing, unreadable, not
+    UTF-8, not JSON or nested too deep to read (``FileNotFoundError`` passes through for callers that explain it)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        return json.loads(raw.decode("utf-8"))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise RunDirError(f"{path}: corrupt {what}: not UTF-8 text") from None
+    except ValueError as exc:  # not JSON, or an integer too long to convert
+        raise RunDirError(f"{path}: corrupt {what}: {exc}") from None
+    except (RecursionError, MemoryError):
+        raise RunDirError(f"{path}: corrupt {what}: nested too deep to read") from None
 
 
 def is_hybridsim_dir(path: Path) -> bool:
     """A run or bench directory: a ``manifest.json`` that hybridsim wrote (or an older bench's ``bench.json``)."""
     for name, key in ((MANIFEST, "status"), ("bench.json", "runs")):
         try:
-            with open(Path(path) / name) as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
+            data = load_json(Path(path) / name)
+        except (OSError, RunDirError):
             continue
         if isinstance(data, dict) and key in data:
             return True
@@ -151,9 +194,10 @@ def _cannot(path, exc: OSError) -> str:
 
 
 def check_replaceable(dest: str | os.PathLike, *, force: bool, what: str = "run directory",
-                      recognise=is_hybridsim_dir) -> None:
+                      recognise=is_hybridsim_dir, foreign=None) -> None:
     """Raise :class:`RunDirError` unless ``dest`` is absent, an empty directory, or (with ``force``) a ``what``
-    that ``recognise`` accepts and that is not protected (see :func:`_protected`)."""
+    that ``recognise`` accepts, that is not protected (see :func:`_protected`) and in which ``foreign(dest)`` (when
+    given, e.g. :func:`foreign_files`) finds no file hybridsim did not write."""
     p = Path(dest)
     if not os.path.lexists(p):
         return
@@ -169,25 +213,81 @@ def check_replaceable(dest: str | os.PathLike, *, force: bool, what: str = "run 
             why = f"it is a file, not a {what}"
         elif not recognise(p):
             why = f"it is not a hybridsim {what}"
+        elif foreign is not None:
+            theirs = foreign(p)
+            if theirs:
+                more = f" and {len(theirs) - 5} more" if len(theirs) > 5 else ""
+                why = (f"it holds files hybridsim did not write: {', '.join(theirs[:5])}{more} (move them out "
+                       "first)")
     if why:
         raise RunDirError(f"refusing to replace {p}: {why}; --force only replaces a {what} hybridsim wrote "
                           "(remove it yourself or choose another -o)")
+
+
+def acquire_lock(lock_path: Path, busy: str) -> int:
+    """Take the advisory lock ``lock_path`` (``flock``, created if absent) without waiting; returns its descriptor.
+    Raises :class:`RunDirError` with the message ``busy`` when another process holds it."""
+    import fcntl
+
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RunDirError(_cannot(lock_path, exc)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunDirError(busy) from None
+        except OSError as exc:
+            os.close(fd)
+            raise RunDirError(_cannot(lock_path, exc)) from None
+        try:
+            same = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the previous holder removed the file after we opened it: lock the new one
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def release_lock(lock_path: Path, fd: int) -> None:
+    """Remove ``lock_path`` (while still holding it, so no one locks a file that is gone) and close ``fd``."""
+    try:
+        os.unlink(lock_path)
+    except OSError:
+        pass
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path, busy: str):
+    """Hold the advisory lock ``lock_path`` for the block (:func:`acquire_lock`)."""
+    fd = acquire_lock(lock_path, busy)
+    try:
+        yield
+    finally:
+        release_lock(lock_path, fd)
 
 
 class StagedDir:
     """A directory written under a hidden temporary name beside ``dest`` (:attr:`path`) and moved into place by
     :meth:`commit`, or dropped by :meth:`discard`. Holds ``.NAME.lock`` (``flock``) from creation to the end, so a
     second writer of the same ``dest`` gets a :class:`RunDirError` instead of racing. ``recognise(path) -> bool``
-    says whether an existing ``dest`` may be replaced with ``force``; ``what`` names the kind in messages."""
+    says whether an existing ``dest`` may be replaced with ``force``, ``foreign(path) -> list`` (optional) names the
+    files in it that must not be deleted; ``what`` names the kind in messages."""
 
     def __init__(self, dest: str | os.PathLike, *, force: bool = False, what: str = "run directory",
-                 recognise=is_hybridsim_dir):
+                 recognise=is_hybridsim_dir, foreign=None):
         self.dest = Path(dest)
-        self.force, self.what, self.recognise = force, what, recognise
+        self.force, self.what, self.recognise, self.foreign = force, what, recognise, foreign
         self._abs = Path(os.path.abspath(self.dest))
         self._lock_fd: int | None = None
         self.committed = False
-        check_replaceable(self.dest, force=force, what=what, recognise=recognise)
+        check_replaceable(self.dest, force=force, what=what, recognise=recognise, foreign=foreign)
         parent = self._abs.parent
         existing = next(p for p in (parent, *parent.parents) if os.path.lexists(p))
         if not existing.is_dir():
@@ -200,7 +300,7 @@ class StagedDir:
         self._lock()
         try:
             # checked again under the lock: another writer may have finished in between
-            check_replaceable(self.dest, force=force, what=what, recognise=recognise)
+            check_replaceable(self.dest, force=force, what=what, recognise=recognise, foreign=foreign)
             self.path = Path(tempfile.mkdtemp(prefix=f".{self._abs.name}.", suffix=".partial", dir=parent))
         except OSError as exc:
             self._unlock()
@@ -210,49 +310,20 @@ class StagedDir:
             raise
 
     def _lock(self) -> None:
-        import fcntl
-
-        while True:
-            try:
-                fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise RunDirError(_cannot(self.dest, exc)) from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                raise RunDirError(f"{self.dest} is being written by another process (lock {self._lock_path} is "
-                                  "held); wait for it to finish or choose another -o") from None
-            except OSError as exc:
-                os.close(fd)
-                raise RunDirError(_cannot(self.dest, exc)) from None
-            try:
-                same = os.stat(self._lock_path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)  # the previous holder removed the file after we opened it: lock the new one
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
+        self._lock_fd = acquire_lock(self._lock_path, f"{self.dest} is being written by another process (lock "
+                                     f"{self._lock_path} is held); wait for it to finish or choose another -o")
 
     def _unlock(self) -> None:
-        if self._lock_fd is None:
-            return
-        try:
-            os.unlink(self._lock_path)  # while still holding it, so no one locks a file that is gone
-        except OSError:
-            pass
-        os.close(self._lock_fd)
-        self._lock_fd = None
+        if self._lock_fd is not None:
+            release_lock(self._lock_path, self._lock_fd)
+            self._lock_fd = None
 
     def _place(self, target: Path) -> None:
         """Rename the staging folder to ``target``; a non-empty ``target`` is renamed aside first and removed only
         once the new one is in place."""
         target = Path(os.path.abspath(target))
         if os.path.lexists(target) and not _is_empty_dir(target):
-            check_replaceable(target, force=True, what=self.what, recognise=self.recognise)
+            check_replaceable(target, force=True, what=self.what, recognise=self.recognise, foreign=self.foreign)
             aside = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
             os.rename(target, aside)  # replaces the empty ``aside``
             try:
@@ -291,7 +362,7 @@ class StagedDir:
         for target in (self._abs, self._abs.with_name(self._abs.name + ".failed")):
             if not os.path.lexists(target) or _is_empty_dir(target):
                 return target
-            if _protected(target) or not self.recognise(target):
+            if _protected(target) or not self.recognise(target) or (self.foreign and self.foreign(target)):
                 continue
             if target != self._abs or _status(target) != "completed":
                 return target
@@ -313,14 +384,13 @@ class StagedDir:
 
 def _status(path: Path) -> str | None:
     try:
-        with open(path / MANIFEST) as fh:
-            return json.load(fh).get("status")
-    except (OSError, ValueError, AttributeError):
+        return read_manifest(path).get("status")
+    except (OSError, RunDirError):
         return None
 
 
 @contextlib.contextmanager
-def _signals_deferred():
+def signals_deferred():
     """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (a manifest written, a folder moved into place), then
     are delivered again."""
     if threading.current_thread() is not threading.main_thread():
@@ -371,7 +441,7 @@ class RunDir:
     @classmethod
     def create(cls, path: str | os.PathLike, *, kind: str, scenario: dict | None = None, seed: int | None = None,
                force: bool = False, argv: list[str] | None = None, extra: dict | None = None) -> "RunDir":
-        staged = StagedDir(path, force=force)
+        staged = StagedDir(path, force=force, foreign=foreign_files)
         manifest = {
             "kind": kind,
             "status": "running",
@@ -404,12 +474,15 @@ class RunDir:
         return self.path / name
 
     def complete(self, **extra) -> None:
-        """Mark completed and move into place (replacing the old run with ``force``)."""
+        """Mark completed, record the files written and the digests of the tables and of the manifest's identity
+        (:func:`digests`), and move into place (replacing the old run with ``force``)."""
         self.manifest.update(extra)
         self.manifest["status"] = "completed"
         self.manifest["end_time"] = now_iso()
+        self.manifest["files"] = written_files(self.path)
+        self.manifest["digest"] = digests(self.path, self.manifest)
         self.write_manifest()
-        with _signals_deferred():
+        with signals_deferred():
             self.staged.commit()
 
     def fail(self, reason: str, **extra) -> Path:
@@ -418,7 +491,7 @@ class RunDir:
         cannot be written, a minimal one is."""
         if self.staged.committed:  # complete() went through: nothing failed that the folder should say
             return self.path
-        with _signals_deferred():
+        with signals_deferred():
             staging = self.path
             try:
                 target = self.staged.failed_target()
@@ -435,6 +508,7 @@ class RunDir:
                 self.manifest["status"] = "failed"
                 self.manifest["reason"] = reason
                 self.manifest["end_time"] = now_iso()
+                self.manifest["files"] = written_files(staging)
                 self.write_manifest()
             except BaseException:
                 _write_minimal_manifest(staging / MANIFEST, self.manifest.get("kind"), reason)
@@ -442,16 +516,138 @@ class RunDir:
 
 
 def read_manifest(path: str | os.PathLike) -> dict:
+    """The manifest of run directory ``path`` (or the file itself); :class:`RunDirError` for one that is missing,
+    corrupt or not a JSON object."""
     p = Path(path)
     if p.is_dir():
         p = p / MANIFEST
     try:
-        with open(p) as fh:
-            return json.load(fh)
+        data = load_json(p, MANIFEST)
     except FileNotFoundError:
         raise RunDirError(f"{p}: no manifest.json (is this a hybridsim run directory?)") from None
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{p}: corrupt manifest.json: {exc}") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{p}: corrupt manifest.json: a JSON object expected, not {type(data).__name__}")
+    return data
+
+
+# ------------------------------------------------------------------------------------------- what a run wrote
+def written_files(path: str | os.PathLike) -> list[str]:
+    """Every file below ``path`` (relative, ``/``-separated, sorted; symbolic links count as files and are not
+    followed), but the manifest itself: what a run records as written by it."""
+    root = Path(path)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = Path(dirpath).relative_to(root)
+        out += [(rel / n).as_posix() for n in filenames]
+        out += [(rel / d).as_posix() for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+    return sorted(f for f in out if f != MANIFEST)
+
+
+#: what a run directory written before runs listed their files may hold (the tables, ``bench.json``, ``report/``'s
+#: plots and energy table)
+_KNOWN = set(TABLES) | {"bench.json", "tradeoff-ft.png"}
+
+
+def _known_file(rel: str) -> bool:
+    parts = rel.split("/")
+    if len(parts) == 1:
+        return rel in _KNOWN or (rel.startswith("tradeoff-ft") and rel.endswith(".png"))
+    return parts[0] == "report" and (rel.endswith(".png") or parts[-1] == "energy.txt")
+
+
+def foreign_files(path: str | os.PathLike) -> list[str]:
+    """Files in the run (or bench) directory ``path`` that hybridsim did not write there: not in its manifest's
+    ``files``, not a plot of ``hybridsim report`` (``report/``). A directory whose manifest lists no files (written
+    before runs listed them, or killed) is judged by the names hybridsim writes (and a bench's runs by their own
+    manifests). ``--force`` refuses to delete any of them."""
+    root = Path(path)
+    try:
+        listed = read_manifest(root).get("files")
+    except RunDirError:
+        listed = None
+    listed = set(listed) if isinstance(listed, list) and all(isinstance(f, str) for f in listed) else None
+    out = []
+    for entry in sorted(os.listdir(root)):
+        full = root / entry
+        if entry == MANIFEST:
+            continue
+        if full.is_dir() and not full.is_symlink():
+            if listed is None and entry != "report" and (full / MANIFEST).is_file():
+                out += [f"{entry}/{f}" for f in foreign_files(full)]  # an older bench's run of its own
+                continue
+            files = [f"{entry}/{f}" for f in written_files(full)] + (
+                [f"{entry}/{MANIFEST}"] if (full / MANIFEST).exists() else [])
+        else:
+            files = [entry]
+        out += [f for f in files if not ((listed is not None and f in listed) or _known_file(f))]
+    return out
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, DIGEST_ALGORITHM).hexdigest()
+
+
+def _identity_digest(manifest: dict) -> str:
+    ident = {k: manifest.get(k) for k in IDENTITY}
+    return hashlib.new(DIGEST_ALGORITHM, json.dumps(finite_json(ident), sort_keys=True,
+                                                    separators=(",", ":")).encode()).hexdigest()
+
+
+def digests(path: str | os.PathLike, manifest: dict) -> dict:
+    """The manifest's ``digest`` record of the run in ``path``: the SHA-256 of each table of :data:`TABLES` it holds
+    and of the manifest's :data:`IDENTITY` fields."""
+    root = Path(path)
+    return {"algorithm": DIGEST_ALGORITHM,
+            "files": {name: _sha256(root / name) for name in TABLES if (root / name).is_file()},
+            "identity": _identity_digest(manifest)}
+
+
+def verify_digests(path: str | os.PathLike, manifest: dict | None = None, *, redo: str = "") -> None:
+    """Raise :class:`RunDirError` unless the run in ``path`` is as it was written: every table it recorded a digest
+    of is there, unchanged, no table appeared since, and its manifest's identity (kind, mode, backend, scenario, seed,
+    partial) is the one recorded. ``redo``: how to make the run again, for the messages."""
+    root = Path(path)
+    m = read_manifest(root) if manifest is None else manifest
+    rec = m.get("digest")
+    again = f"; {redo}" if redo else ""
+    if rec is None:
+        raise RunDirError(f"{root}: its manifest records no digest of its tables (written before hybridsim recorded "
+                          f"them, or edited), so nothing shows they are as the run wrote them{again}")
+    files = rec.get("files") if isinstance(rec, dict) else None
+    if (not isinstance(files, dict) or rec.get("algorithm") != DIGEST_ALGORITHM
+            or not all(isinstance(v, str) for v in files.values())):
+        raise RunDirError(f"{root / MANIFEST}: field 'digest' is not a {DIGEST_ALGORITHM} digest record{again}")
+    changed = []
+    for name in TABLES:
+        p = root / name
+        if name not in files:
+            if os.path.lexists(p):
+                changed.append(f"{name} (appeared after the run)")
+            continue
+        if not p.is_file():
+            changed.append(f"{name} (missing)")
+        elif _sha256(p) != files[name]:
+            changed.append(name)
+    if rec.get("identity") != _identity_digest(m):
+        changed.append(f"{MANIFEST}'s kind, mode, backend, scenario, seed or partial")
+    if changed:
+        raise RunDirError(f"{root}: changed since the run completed: {', '.join(changed)} (its digest no longer "
+                          f"matches){again}")
+
+
+def refresh_digest(path: str | os.PathLike, name: str) -> None:
+    """Record the new digest of table ``name`` in the manifest of the run in ``path`` (after hybridsim itself wrote
+    the table again, e.g. ``describe-run --force``); nothing for a run without digests."""
+    root = Path(path)
+    m = read_manifest(root)
+    rec = m.get("digest")
+    if not isinstance(rec, dict) or not isinstance(rec.get("files"), dict):
+        return
+    rec["files"][name] = _sha256(root / name)
+    if isinstance(m.get("files"), list) and name not in m["files"]:
+        m["files"] = sorted(m["files"] + [name])
+    write_json_atomic(root / MANIFEST, m)
 
 
 # ------------------------------------------------------------------------------------------------- run description
@@ -556,14 +752,11 @@ def read_description(path: str | os.PathLike) -> RunDescription:
     if p.is_dir():
         p = p / DESCRIPTION
     try:
-        with open(p) as fh:
-            data = json.load(fh)
+        data = load_json(p, DESCRIPTION)
     except FileNotFoundError:
         raise RunDirError(f"{p}: missing (run directories written before hybridsim described its runs have no "
                           f"{DESCRIPTION}: write it with `hybridsim describe-run RUN_DIR`, or import the CODES run "
                           "again with `hybridsim import-codes`)") from None
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{p}: unreadable: {exc}") from None
     f = _Fields(p)
     if not isinstance(data, dict) or data.get("format") != DESCRIPTION_FORMAT:
         raise RunDirError(f"{p}: not a {DESCRIPTION_FORMAT} file")
@@ -595,10 +788,11 @@ def read_description(path: str | os.PathLike) -> RunDescription:
     return RunDescription(DragonflyShape(*sizes), jobs, None if interval is None else float(interval), features)
 
 
-def describe_scenario(scenario, placement=None, ports=None) -> RunDescription:
+def describe_scenario(scenario, placement=None, ports=None, *, import_custom: bool = True) -> RunDescription:
     """The description of a run of ``scenario`` (a :class:`hybridsim.scenario.Scenario`): ``placement`` the per-job
     terminal arrays it ran with (default ``place_jobs``), ``ports`` the :class:`hybridsim.records.PortSamples` it
-    wrote (``None``: none)."""
+    wrote (``None``: none). ``import_custom=False``: a ``custom`` workload's module is not imported (its volumes are
+    left unknown), for scenarios read from a file rather than run here."""
     from .workloads import workload_volumes
 
     if placement is None:
@@ -609,7 +803,8 @@ def describe_scenario(scenario, placement=None, ports=None) -> RunDescription:
     for i, (job, terms) in enumerate(zip(scenario.jobs, placement)):
         params = job.workload.model_dump(mode="json", by_alias=True)
         params.pop("kind", None)
-        vol = None if job.iterations is None else [float(v) for v in workload_volumes(scenario, i, job.iterations)]
+        vol = None if job.iterations is None or (job.workload.kind == "custom" and not import_custom) \
+            else [float(v) for v in workload_volumes(scenario, i, job.iterations)]
         jobs.append(JobDescription(name=job.name, workload=job.workload.kind, params=params, ranks=job.ranks,
                                    iterations=job.iterations, terminals=[int(t) for t in terms], volumes=vol))
     return RunDescription(scenario.topology.shape, jobs,
@@ -621,9 +816,10 @@ def describe_existing_run(path: str | os.PathLike, *, force: bool = False) -> Pa
     """Write the missing ``description.json`` of an engine run directory written before runs described themselves,
     from its manifest's resolved scenario (placement re-derived from the scenario and its seed, as the run did; a job
     stream's terminals from its ``jobs.parquet``) and its ``ports.parquet``. CODES imports are refused: importing the
-    CODES run again describes it from the CODES inputs. Returns the file written."""
+    CODES run again describes it from the CODES inputs. No module the manifest names is imported: a ``custom``
+    workload's volumes are left unknown. A run with digests gets the new description's. Returns the file written."""
     from .records import read_jobs, read_ports
-    from .scenario import Scenario
+    from .scenario import Scenario, limit_problems
 
     run_dir = Path(path)
     manifest = read_manifest(run_dir)
@@ -640,14 +836,20 @@ def describe_existing_run(path: str | os.PathLike, *, force: bool = False) -> Pa
         scenario = Scenario.model_validate(scen)
     except Exception as exc:  # pydantic ValidationError: a manifest from another version
         raise RunDirError(f"{run_dir / MANIFEST}: its scenario does not validate here: {exc}") from None
+    over = limit_problems(scenario)
+    if over:
+        raise RunDirError(f"{run_dir / MANIFEST}: its scenario exceeds its limits: "
+                          + "; ".join(f"{'.'.join(map(str, loc))}: {msg}" for loc, msg in over))
     placement = None
-    if scenario.is_stream:
-        table = read_jobs(run_dir / JOBS)
-        terms = dict(zip(table.column("job").to_pylist(), table.column("terminals").to_pylist()))
-        placement = [terms.get(j.name, []) for j in scenario.jobs]
     try:
+        if scenario.is_stream:
+            table = read_jobs(run_dir / JOBS)
+            terms = dict(zip(table.column("job").to_pylist(), table.column("terminals").to_pylist()))
+            placement = [terms.get(j.name, []) for j in scenario.jobs]
         ports = read_ports(run_dir / PORTS) if (run_dir / PORTS).is_file() else None
-        desc = describe_scenario(scenario, placement, ports)
+        desc = describe_scenario(scenario, placement, ports, import_custom=False)
     except (OSError, ValueError) as exc:  # unreadable table, a placement file that moved (PlacementError)
         raise RunDirError(f"{run_dir}: cannot describe the run: {exc}") from None
-    return write_description(run_dir, desc)
+    written = write_description(run_dir, desc)
+    refresh_digest(run_dir, DESCRIPTION)
+    return written

@@ -4,7 +4,9 @@
 backend runs the whole scenario packet by packet; in ``hybrid`` mode a :class:`~hybridsim.hybrid.HybridController`
 (policy + surrogate) decides per job and iteration. The run directory is created before the run (manifest
 ``running``), tables are written only once complete, and any failure or Ctrl-C marks the manifest ``failed`` with the
-reason (SIGTERM and SIGHUP too, see :mod:`hybridsim.interrupts`).
+reason (SIGTERM and SIGHUP too, see :mod:`hybridsim.interrupts`). ``limits.deadline`` counts from the run's start: a
+:class:`~hybridsim.engine.core.RunStop` made active on the thread is checked between the run's phases and, by the
+engine, while it builds the workloads and every few events.
 """
 
 from __future__ import annotations
@@ -99,26 +101,38 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
                             stream=scenario.is_stream, infos=infos)
 
 
+#: backends hybridsim ships (``backend.kind`` -> ``module:Class``); an installed package adds its own through the
+#: entry-point group ``hybridsim.backends`` (as the CODES bridge registers ``codes``)
+BUILTIN_BACKENDS = {"embedded": "hybridsim.engine:Engine", "remote": "hybridsim.service.remote:RemoteBackend"}
+
+#: entry-point group of backend plug-ins (pyproject ``[project.entry-points."hybridsim.backends"]``)
+BACKEND_ENTRY_POINT_GROUP = "hybridsim.backends"
+
+
 def backend_class(kind: str) -> type[Backend]:
-    """The :class:`~hybridsim.backend.Backend` implementation of ``backend.kind`` (imported on demand)."""
-    if kind == "embedded":
-        from .engine import Engine
+    """The :class:`~hybridsim.backend.Backend` implementation of ``backend.kind`` (imported on demand): a built-in
+    (:data:`BUILTIN_BACKENDS`) or a ``hybridsim.backends`` entry point."""
+    import importlib
+    from importlib.metadata import entry_points
 
-        return Engine
-    if kind == "remote":
-        from .service.remote import RemoteBackend
-
-        return RemoteBackend
-    if kind == "codes":
-        from codes_bridge.backend import CodesBackend
-
-        return CodesBackend
-    raise RunError(f"unknown backend {kind!r}")
+    if kind in BUILTIN_BACKENDS:
+        module, _, name = BUILTIN_BACKENDS[kind].partition(":")
+        return getattr(importlib.import_module(module), name)
+    found = [ep for ep in entry_points(group=BACKEND_ENTRY_POINT_GROUP) if ep.name == kind]
+    if not found:
+        known = sorted(set(BUILTIN_BACKENDS) | {ep.name for ep in entry_points(group=BACKEND_ENTRY_POINT_GROUP)})
+        raise RunError(f"unknown backend {kind!r} (installed: {', '.join(known)})")
+    try:
+        return found[0].load()
+    except (ImportError, AttributeError) as exc:
+        raise RunError(f"backend {kind!r} ({found[0].value}, a {BACKEND_ENTRY_POINT_GROUP} entry point) cannot be "
+                       f"loaded: {exc}; reinstall the package that provides it") from None
 
 
 def make_backend(scenario, topology, placement, progress: bool, run_dir: Path, mode: str = "simulate") -> Backend:
-    """The scenario's backend, ready to ``run`` (``run_dir``: where a backend that writes files, CODES, works;
-    ``mode``: for a backend that ``runs_policy`` itself)."""
+    """The scenario's backend, ready to ``run``. A plug-in backend is built as ``cls(scenario, run_dir, progress=,
+    mode=)`` (``run_dir``: where a backend that writes files, such as CODES, works; ``mode``: for a backend that
+    ``runs_policy`` itself)."""
     cls = backend_class(scenario.backend.kind)
     if scenario.backend.kind == "embedded":
         return cls(scenario, topology=topology, placement=placement, progress=progress)
@@ -161,16 +175,29 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     One path for every backend: :func:`make_backend` builds the scenario's :class:`~hybridsim.backend.Backend`
     (``backend`` overrides it, e.g. tests' stand-ins); its declared abilities decide whether hybrid mode can run
     (``no_director``) and whose job completion times count (``reports_job_end``)."""
+    from .engine.core import RunStop
+
+    if mode not in ("simulate", "hybrid"):
+        raise RunError(f"unknown mode {mode!r}")
+    stop = RunStop(scenario.limits.deadline)
+    with stop.active():
+        return _run(scenario, outdir, stop, force=force, mode=mode, progress=progress, argv=argv,
+                    controller=controller, write_ports=write_ports, backend=backend)
+
+
+def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, write_ports, backend):
     from .placement import place_jobs
     from .records import write_iterations, write_ports as _write_ports
     from .scenario import scenario_to_dict
 
-    if mode not in ("simulate", "hybrid"):
-        raise RunError(f"unknown mode {mode!r}")
     cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
     from .preflight import check_hybrid, check_plugins
 
-    if mode == "hybrid" and controller is None and cls.no_director is None:
+    if mode == "hybrid":
+        refusal = cls.hybrid_refusal(scenario)
+        if refusal is not None:  # before any run directory exists
+            raise scenario.error(("backend",), f"hybrid mode refused: {refusal}")
+    if mode == "hybrid" and controller is None:
         check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
     else:
         check_plugins(scenario)  # custom workload modules (hybridsim.plugins' rule), before any run directory
@@ -183,10 +210,10 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
     t0 = time.perf_counter()
     try:
-        if mode == "hybrid" and cls.no_director is not None:
-            raise RunError(cls.no_director)
+        stop.check("before the run started")
         if mode == "hybrid" and controller is None and not cls.runs_policy:
             controller = build_controller(scenario, placement=placement)
+            stop.check("while building the surrogates")
         wants_samples = controller is not None and controller.wants_samples
         if backend is None:
             run_sc = scenario
@@ -198,6 +225,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
         on_record = controller.on_record if controller is not None else None
         on_samples = controller.on_samples if wants_samples else None
         result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
+        stop.check("once the backend had finished")
         wall = time.perf_counter() - t0
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
         if extra is None and not all(result.simulated):  # predicted by a backend that runs the policy itself
@@ -221,6 +249,8 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
             "end_time_ns": result.end_time,
             "events": result.events,
             "wall_s": wall,
+            # what the backend spent before simulating (CODES: loading the director's surrogate), inside wall_s
+            "startup_s": result.stats.get("startup_s", 0.0),
             "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
             "backend_stats": result.stats,
         }

@@ -11,7 +11,6 @@ Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -23,7 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, Str
 from . import yamlio
 from .topology import Dragonfly, DragonflyShape, TopologyError
 from .units import Duration, bytes_to_ns
-from .yamlio import Provenance, ScenarioError, YamlInputError, YamlLimits, locate_key  # noqa: F401 (re-exported)
+from .yamlio import Provenance, ScenarioError, YamlInputError, YamlLimits  # noqa: F401 (re-exported)
 from .yamlio import where as _where
 
 
@@ -40,6 +39,9 @@ MIN_SAMPLE_INTERVAL = 1000.0                    # ns
 MIN_PACKET_SIZE = 64                            # bytes
 MIN_FREQ, MAX_FREQ = 1e6, 1e12                  # Hz
 MAX_CYCLES = 1e15                               # CPU cycles per compute phase
+#: the latest virtual time a run may reach, ns (~104 days): below 2^53 ns a float64 time still moves by 1 ns, the
+#: smallest step of the model (a background message interval); past it time would stand still while events go on
+MAX_VIRTUAL_TIME = float(2**53)
 
 
 # ---------------------------------------------------------------------------------------------------------- topology
@@ -253,9 +255,10 @@ class Job(_Model):
     iterations: Optional[StrictInt] = Field(None, ge=1, description="null only for background (uniform_random) jobs")
     workload: Workload
     compute: Compute = Field(default_factory=Compute)
-    arrival: Duration = Field(0.0, ge=0, description="submit time, ns (needs a scheduler section when > 0)")
-    walltime: Optional[Duration] = Field(None, description="run-time estimate for backfilling, ns; default: "
-                                                           "estimated_walltime()")
+    arrival: Duration = Field(0.0, ge=0, le=MAX_VIRTUAL_TIME,
+                              description="submit time, ns (needs a scheduler section when > 0)")
+    walltime: Optional[Duration] = Field(None, le=MAX_VIRTUAL_TIME, description="run-time estimate for backfilling, "
+                                                                               "ns; default: estimated_walltime()")
 
     @field_validator("walltime")
     @classmethod
@@ -326,7 +329,7 @@ class SchedulerSection(_Model):
     queue: Literal["fcfs", "easy"] = "fcfs"
     allocation: Literal["contiguous", "random", "random-router", "random-group"] = "contiguous"
     seed: Optional[StrictInt] = Field(None, ge=0)
-    slowdown_tau: Duration = Field(10_000.0, gt=0, description="bounded-slowdown floor, ns (default 10 us)")
+    slowdown_tau: Duration = Field(10_000.0, gt=0, le=MAX_VIRTUAL_TIME, description="bounded-slowdown floor, ns (default 10 us)")
 
 
 # ---------------------------------------------------------------------------------------------------------- backend
@@ -334,7 +337,7 @@ class EmbeddedBackend(_Model):
     debug: StrictBool = Field(False, description="check invariants (credits, buffers, byte conservation) as it runs")
     progress: StrictBool = True
     max_events: Optional[StrictInt] = Field(None, ge=1)
-    end_time: Optional[Duration] = Field(None, gt=0, description="stop at this virtual time (ns)")
+    end_time: Optional[Duration] = Field(None, gt=0, le=MAX_VIRTUAL_TIME, description="stop at this virtual time (ns)")
 
 
 class CodesBackend(_Model):
@@ -432,6 +435,11 @@ class Limits(_Model):
     max_nodes: StrictInt = Field(100_000, ge=1, description="terminals of the topology")
     max_ports: StrictInt = Field(2_000_000, ge=1, description="router ports of the topology")
     max_rank_iterations: StrictInt = Field(10_000_000, ge=1, description="sum over jobs of ranks x iterations")
+    max_ops: StrictInt = Field(1_000_000_000, ge=1, description="MPI ops the jobs' generators build, estimated from "
+                                                              "the workload parameters (ranks x iterations x ops "
+                                                              "per rank-iteration)")
+    max_packets: StrictInt = Field(10_000_000_000, ge=1, description="packets the jobs send, estimated from the "
+                                                                   "workload parameters")
     max_packets_per_message: StrictInt = Field(65_536, ge=1, description="ceil(message size / packet_size)")
     max_samples: StrictInt = Field(20_000_000, ge=1, description="port samples of a run: windows x ports")
     deadline: Optional[float] = Field(None, gt=0, description="wall-clock seconds; a run still going then fails "
@@ -471,56 +479,102 @@ def parse_limit_args(items: list[str] | None) -> dict:
     return out
 
 
-def _lower_bound_ns(sc: "Scenario") -> tuple[float, int]:
-    """A lower bound on the run's virtual duration from its compute phases alone (jobs run side by side), and the
-    job that sets it."""
-    lb, longest = 0.0, 0
+def _job_costs(sc: "Scenario", out: list | None = None) -> list:
+    """Per job, its :class:`~hybridsim.workloads.WorkloadCost` (``None`` where it cannot be known beforehand, for a
+    job larger than the machine, which is refused on its own, and for parameters the workload cannot run, whose
+    (field path, message) goes to ``out``)."""
+    from .workloads import WorkloadError, estimate_cost
+
+    n = sc.topology.n_terminals
+    costs = []
     for i, j in enumerate(sc.jobs):
+        try:
+            costs.append(estimate_cost(j, sc.topology.packet_size) if j.ranks <= n else None)
+        except WorkloadError as exc:
+            costs.append(None)
+            if out is not None:
+                out.append((("jobs", i, "ranks"), f"job {j.name!r}: {exc}"))
+    return costs
+
+
+def _lower_bound_ns(sc: "Scenario", costs: list) -> tuple[float, int]:
+    """A lower bound on the run's virtual duration from the jobs' arrivals and compute phases alone (jobs run side
+    by side), and the job that sets it."""
+    lb, longest = 0.0, 0
+    for i, (j, c) in enumerate(zip(sc.jobs, costs)):
         if j.iterations is None:
             continue
-        per_it = j.compute.delay
-        w = j.workload
-        if isinstance(w, (MilcWorkload, NearestNeighborWorkload)):
-            per_it += w.compute_delay / w.cpu_freq * 1e9
-        if per_it * j.iterations > lb:
-            lb, longest = per_it * j.iterations, i
+        per_it = j.compute.delay + (c.compute_ns if c is not None else 0.0)
+        end = (j.arrival if sc.is_stream else 0.0) + per_it * j.iterations
+        if end > lb:
+            lb, longest = end, i
     if sc.backend.kind == "embedded" and sc.backend.embedded.end_time is not None:
         lb = min(lb, sc.backend.embedded.end_time)
     return lb, longest
 
 
 def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
-    """(field path, message) for every limit the scenario exceeds; cheap arithmetic only, nothing is built."""
+    """(field path, message) for every limit the scenario exceeds; arithmetic on the parameters only (each
+    workload's closed-form :func:`~hybridsim.workloads.estimate_cost`): nothing is built or generated."""
     lim, topo, out = sc.limits, sc.topology, []
     if topo.n_terminals > lim.max_nodes:
         out.append((("topology",), f"{topo.n_terminals} terminals ({topo.groups} groups x {topo.routers_per_group} "
                                    f"routers x {topo.terminals_per_router}) exceed limits.max_nodes = {lim.max_nodes}"))
     if topo.n_ports > lim.max_ports:
         out.append((("topology",), f"{topo.n_ports} router ports exceed limits.max_ports = {lim.max_ports}"))
+    if out:  # the jobs' estimates below assume a machine of sane size
+        return out
     work = [(i, j.ranks * j.iterations) for i, j in enumerate(sc.jobs) if j.iterations is not None]
     total = sum(w for _i, w in work)
     if total > lim.max_rank_iterations:
         big = max(work, key=lambda x: x[1])[0]
         out.append((("jobs", big, "iterations"), f"ranks x iterations over all jobs = {total} exceed "
                                                  f"limits.max_rank_iterations = {lim.max_rank_iterations}"))
-    for i, j in enumerate(sc.jobs):
-        w = j.workload
-        field = "size" if isinstance(w, AllreduceWorkload) else "msg_size"
-        size = getattr(w, field, None) if isinstance(w, (MilcWorkload, NearestNeighborWorkload, AllreduceWorkload,
-                                                         UniformRandomWorkload)) else None
-        if size is not None and -(-size // topo.packet_size) > lim.max_packets_per_message:
-            out.append((("jobs", i, "workload", field),
-                        f"{size} B = {-(-size // topo.packet_size)} packets of {topo.packet_size} B per message, over "
+        return out
+    costs = _job_costs(sc, out)
+    ps = topo.packet_size
+    for i, (j, c) in enumerate(zip(sc.jobs, costs)):
+        if c is None:
+            continue
+        npk = -(-c.max_message // ps)
+        if npk > lim.max_packets_per_message:
+            out.append((("jobs", i, "workload", c.message_field),
+                        f"{c.max_message} B = {npk} packets of {ps} B per message (set by {c.message_field}), over "
                         f"limits.max_packets_per_message = {lim.max_packets_per_message}"))
+    for name, attr, what in (("max_ops", "ops", "MPI ops the generators build"),
+                             ("max_packets", "packets", "packets the jobs send")):
+        per_job = [(i, j.ranks * j.iterations * getattr(c, attr)) for i, (j, c) in enumerate(zip(sc.jobs, costs))
+                   if c is not None and j.iterations is not None]
+        total = sum(v for _i, v in per_job)
+        if total > getattr(lim, name):
+            big = max(per_job, key=lambda x: x[1])[0]
+            out.append((("jobs", big, "workload"), f"about {total:.3g} {what} (ranks x iterations x "
+                                                   f"{getattr(costs[big], attr):.3g} per rank-iteration for job "
+                                                   f"{sc.jobs[big].name!r}), over limits.{name} = {getattr(lim, name)}"))
+    lb, longest = _lower_bound_ns(sc, costs)
+    if lb > MAX_VIRTUAL_TIME:
+        out.append((("jobs", longest), f"job {sc.jobs[longest].name!r} runs until at least {lb:.3g} ns (arrival and "
+                                       f"compute phases alone), past the {MAX_VIRTUAL_TIME:.3g} ns (~104 days) of "
+                                       "virtual time a run can resolve to the ns"))
     if sc.sampling.ports:
-        lb, longest = _lower_bound_ns(sc)
         windows = lb / sc.sampling.interval
         if windows * topo.n_ports > lim.max_samples:
             # point at the sampling section if the file has one, else at the job whose compute sets the duration
             loc = ("sampling", "interval") if "sampling" in sc.model_fields_set else ("jobs", longest)
             out.append((loc, f"at least {windows:.3g} sample windows of sampling.interval = {sc.sampling.interval:g} "
-                             f"ns (job {sc.jobs[longest].name!r}'s compute phases alone) x {topo.n_ports} ports = "
-                             f"{windows * topo.n_ports:.3g} port samples, over limits.max_samples = {lim.max_samples}"))
+                             f"ns (job {sc.jobs[longest].name!r}'s arrival and compute phases alone) x {topo.n_ports} "
+                             f"ports = {windows * topo.n_ports:.3g} port samples, over limits.max_samples = "
+                             f"{lim.max_samples}"))
+    longest_job = max((j.iterations for j in sc.jobs if j.iterations is not None), default=0)
+    if sc.surrogate.lookback is not None and sc.surrogate.lookback > max(longest_job, 1):
+        out.append((("surrogate", "lookback"), f"a look-back of {sc.surrogate.lookback} iterations is longer than "
+                                               f"the longest job ({longest_job} iterations): it can never fill, and "
+                                               "the hybrid loop would allocate it per rank"))
+    if sc.backend.kind == "codes" and sc.backend.codes.sample_count * topo.n_ports > lim.max_samples:
+        out.append((("backend", "codes", "sample_count"),
+                    f"CODES pre-allocates sample_count = {sc.backend.codes.sample_count} samples per LP: x "
+                    f"{topo.n_ports} ports = {sc.backend.codes.sample_count * topo.n_ports:.3g}, over "
+                    f"limits.max_samples = {lim.max_samples}"))
     return out
 
 
@@ -647,82 +701,9 @@ class Scenario(_Model):
 
 
 # ---------------------------------------------------------------------------------------------------------- loading
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The pydantic model class that owns the field at ``loc`` (for unknown-key suggestions)."""
-    owner: Any = Scenario
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        if not _is_model(owner):
-            return None
-        fld = None
-        for name, f in owner.model_fields.items():
-            if name == part or f.alias == part:
-                fld = f
-                break
-        if fld is None:
-            # a discriminator tag such as 'milc'
-            for cand in (MilcWorkload, LammpsWorkload, NearestNeighborWorkload, UniformRandomWorkload,
-                         AllreduceWorkload, CustomWorkload):
-                kinds = cand.model_fields["kind"].annotation.__args__  # type: ignore[union-attr]
-                if part in kinds:
-                    owner = cand
-                    break
-            else:
-                return None
-            continue
-        owner = _unwrap_model(fld.annotation)
-    return owner if _is_model(owner) else None
-
-
-def _is_model(cls: Any) -> bool:
-    return isinstance(cls, type) and issubclass(cls, BaseModel)
-
-
-def _unwrap_model(annotation: Any) -> Any:
-    import typing
-
-    origin = typing.get_origin(annotation)
-    if origin is None:
-        return annotation
-    for arg in typing.get_args(annotation):
-        inner = _unwrap_model(arg)
-        if _is_model(inner):
-            return inner
-    return None
-
-
-def _valid_keys(model: type[BaseModel]) -> list[str]:
-    return [f.alias or n for n, f in model.model_fields.items()]
-
-
 def format_validation_error(exc: ValidationError, root: yaml.Node | None, filename: str) -> list[str]:
-    problems = []
-    for err in exc.errors():
-        loc = tuple(err.get("loc", ()))
-        path = ".".join(str(p) for p in loc) or "<top level>"
-        etype = err.get("type", "")
-        if etype == "extra_forbidden":
-            node = locate_key(root, loc)
-            model = _model_at(loc)
-            valid = _valid_keys(model) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            msg = f"unknown key {loc[-1]!r}{hint} (valid keys: {', '.join(valid)})" if valid else \
-                f"unknown key {loc[-1]!r}"
-        else:
-            node = yamlio.locate(root, loc)
-            msg = err.get("msg", "invalid value")
-            if msg.startswith("Value error, "):
-                msg = msg[len("Value error, "):]
-            if etype == "missing":
-                msg = "required field is missing"
-            inp = err.get("input")
-            if etype not in ("missing",) and not isinstance(inp, (dict, list)) and inp is not None:
-                msg += f" (got {inp!r})"
-        where = f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node is not None else filename
-        problems.append(f"{where}: {path}: {msg}")
-    return problems
+    """Located messages of a scenario's validation error (:func:`hybridsim.yamlio.format_validation_error`)."""
+    return yamlio.format_validation_error(exc, root, filename, Scenario)
 
 
 def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = None,

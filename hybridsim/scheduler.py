@@ -163,10 +163,6 @@ class Scheduler:
 
     # ------------------------------------------------------------------------------------------------ state
     @property
-    def free_terminals(self) -> int:
-        return int(self._free.sum())
-
-    @property
     def running(self) -> dict[Hashable, np.ndarray]:
         """Running jobs and their terminals."""
         return {j: r.terminals for j, r in self._running.items()}

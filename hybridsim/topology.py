@@ -213,12 +213,6 @@ class Dragonfly:
         np.asarray(grows, dtype="<i4").reshape(-1, 2).tofile(inter)
 
     # ------------------------------------------------------------------------------------------------ queries
-    def router_of_terminal(self, t: int | np.ndarray):
-        return np.asarray(t) // self.p if isinstance(t, np.ndarray) else t // self.p
-
-    def group_of_router(self, r: int | np.ndarray):
-        return np.asarray(r) // self.a if isinstance(r, np.ndarray) else r // self.a
-
     def terminal_port(self, t: int) -> int:
         """Global port id of the router port that terminal ``t`` attaches to."""
         r = t // self.p
@@ -228,10 +222,6 @@ class Dragonfly:
     def terminal_port_ids(self) -> np.ndarray:
         t = np.arange(self.n_terminals)
         return (t // self.p) * self.radix + (self.a - 1) + self.h + (t % self.p)
-
-    def port_bandwidth(self, local: float, global_: float, terminal: float) -> np.ndarray:
-        """Per-port bandwidth array (any unit) from per-class values."""
-        return np.array([local, global_, terminal])[self.port_class]
 
     @cached_property
     def router_adjacency(self) -> list[list[int]]:

@@ -309,3 +309,71 @@ def locate_key(root: yaml.Node | None, loc: tuple) -> yaml.Node | None:
             if k.value == loc[-1]:
                 return k
     return parent
+
+
+# ------------------------------------------------------------------------------------------ pydantic errors, located
+def format_validation_error(exc, root: yaml.Node | None, filename: str, model, prefix: tuple = (),
+                            label: str = "") -> list[str]:
+    """Located messages ``file:line:col: path: message`` for a pydantic ``ValidationError`` of ``model`` whose data
+    sits at ``prefix`` in the YAML tree ``root`` (the scenario's, a machine file's). An unknown key names the valid
+    keys of the model that owns it and the closest one; any other error gives pydantic's message and the value read.
+    ``label`` (e.g. ``"(job 'a', kernel 'k')"``) is added after the path."""
+    import difflib
+
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        full = prefix + loc
+        path = ".".join(str(p) for p in full) or "<top level>"
+        etype = err.get("type", "")
+        if etype == "extra_forbidden":
+            node = locate_key(root, full)
+            owner = model_at(model, loc)
+            valid = [f.alias or n for n, f in owner.model_fields.items()] if owner is not None else []
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            msg = f"unknown key {loc[-1]!r}{hint}" + (f" (valid keys: {', '.join(valid)})" if valid else "")
+        else:
+            node = locate(root, full)
+            msg = err.get("msg", "invalid value")
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            if etype == "missing":
+                msg = "required field is missing"
+            inp = err.get("input")
+            if etype != "missing" and not isinstance(inp, (dict, list)) and inp is not None \
+                    and repr(inp) not in msg:
+                msg += f" (got {inp!r})"
+        problems.append(f"{where(filename, node)}: {path}{(' ' + label) if label else ''}: {msg}")
+    return problems
+
+
+def model_at(model, loc: tuple):
+    """The pydantic model class that owns the last key of ``loc`` below ``model`` (None where the path leaves the
+    models). List indices and dict keys (``DP``) keep the owner; a discriminated union's tag (``milc``, which pydantic
+    puts in the location) selects the member of the union whose discriminator allows it."""
+    import typing
+
+    owner, members = model, [model]
+    for part in loc[:-1]:
+        if isinstance(part, int) or owner is None:
+            continue
+        field_ = next((f for n, f in owner.model_fields.items() if part in (n, f.alias)), None)
+        if field_ is not None:
+            members = _models_in(field_.annotation)
+            owner = members[0] if members else None
+            continue
+        tagged = [m for m in members if any(part in typing.get_args(f.annotation) for f in m.model_fields.values()
+                                            if typing.get_origin(f.annotation) is typing.Literal)]
+        if tagged:
+            owner = tagged[0]
+    return owner
+
+
+def _models_in(annotation) -> list:
+    """The pydantic model classes an annotation names (``list[Job]``, ``Optional[X]``, a union of workloads)."""
+    import typing
+
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]

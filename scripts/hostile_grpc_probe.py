@@ -1,4 +1,4 @@
-"""Hostile and careless gRPC clients against ``hybridsim grpc-serve`` (issue #12): run the same cases against any
+"""Hostile and careless gRPC clients against ``hybridsim serve --grpc/--engine`` (issue #12): run the same cases against any
 checkout and count clean errors / UNKNOWN-INTERNAL / hangs / leaks / accepted-without-limit.
 
     PYTHONPATH=/work/main python scripts/hostile_grpc_probe.py            # before
@@ -40,7 +40,7 @@ def rss_mb(pid: int) -> float:
 def spawn(tmp: Path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(tmp / "mods"), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "hybridsim", "grpc-serve", "--surrogate", "127.0.0.1:0", "--model", "mean",
+    cmd = [sys.executable, "-m", "hybridsim", "serve", "--grpc", "127.0.0.1:0", "--model", "mean",
            "--save-dir", str(tmp / "ckpt"), "--engine", "127.0.0.1:0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
     addr = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def _cli_error(msg: str):
-    from hybridsim.cli import CliError
+    from hybridsim.errors import CliError
 
     return CliError(msg)
 
@@ -167,9 +167,15 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_pretrain(args) -> int:
-    from .base import SurrogateError
-    from .pretrain import pretrain
+    from hybridsim.rundir import finite_json
 
+    from .base import SurrogateError
+    from .pretrain import check_options, pretrain
+
+    try:  # before anything is written
+        check_options(epochs=args.epochs, val_frac=args.val_frac, test_frac=args.test_frac, hidden=args.hidden)
+    except SurrogateError as exc:
+        raise _cli_error(str(exc)) from None
     _threads(args.threads)
     res = {}
 
@@ -179,13 +185,17 @@ def cmd_pretrain(args) -> int:
                              inputs=args.inputs, score_test=not args.no_test,
                              progress=not args.no_progress)
         m.save(folder)
-        (Path(folder) / "pretrain.json").write_text(json.dumps(report, indent=1) + "\n")
+        (Path(folder) / "pretrain.json").write_text(json.dumps(finite_json(report), indent=1, allow_nan=False) + "\n")
         res.update(report)
 
     try:
         _write_staged(args.output, args.force, "checkpoint folder", _is_checkpoint, write)
     except (SurrogateError, ValueError) as exc:
         raise _cli_error(str(exc)) from None
+    for corpus, runs in res.get("left_out", {}).items():
+        print(f"hybridsim: warning: {corpus}: {len(runs)} run(s) not completed, left out: {', '.join(runs[:5])}"
+              + (" ..." if len(runs) > 5 else ""), file=sys.stderr)
+
     def f(x):
         return "-" if x is None else f"{x:.2f}"
 

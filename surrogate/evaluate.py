@@ -126,17 +126,9 @@ def resolve_model_spec(spec: str, dataset, progress: bool = False, seed: int = 0
             if missing:
                 raise SurrogateError(f"{source.path}: checkpoint has no model for job(s) {missing}")
         return f"{source.name}[{source.path.name}]", models, {}
-    import torch
+    from .train import fit_jobs
 
-    models, info = {}, {}
-    for job, series in dataset.jobs.items():
-        torch.manual_seed(seed)
-        m = source.new()
-        t0 = time.perf_counter()
-        fi = m.fit(series, series.indices("train"), series.indices("val"), progress=progress, seed=seed) or {}
-        fi = dict(fi)
-        fi.setdefault("seconds", time.perf_counter() - t0)
-        models[job], info[job] = m, fi
+    models, info = fit_jobs(dict(dataset.jobs), source.new, progress=progress, seed=seed)
     return spec, models, info
 
 

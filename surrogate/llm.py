@@ -158,13 +158,6 @@ class FrozenLM(nn.Module):
                 ids = [bos] + ids
         return ids
 
-    @property
-    def pad_id(self) -> int:
-        for tok in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, 0):
-            if tok is not None:
-                return int(tok)
-        return 0
-
     def _input(self, emb: torch.Tensor, pos0: int) -> torch.Tensor:
         """Word (or reprogrammed) embeddings (..., T, d) -> layer input, positions pos0..pos0+T-1 (as HF does for
         ``inputs_embeds``)."""

@@ -14,7 +14,6 @@ for the figures in ``pretrain.json``), ``val_frac`` for validation (early stoppi
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,17 +27,32 @@ from .volumes import relative_volumes
 PRETRAINABLE = ("pretrained",)
 
 
-def corpus_run_dirs(corpus: str | Path) -> list[Path]:
-    """The completed runs of a corpus folder (its ``corpus.json``), in run order."""
+def corpus_run_dirs(corpus: str | Path, left_out: list | None = None) -> list[Path]:
+    """The completed runs of a corpus folder (its ``corpus.json``), in run order; each must lie inside the corpus.
+    ``left_out``, when given, receives the ``dir`` of every run that is not completed (failed or pending)."""
+    from hybridsim.rundir import RunDirError, load_json
+
     corpus = Path(corpus)
     cj = corpus / "corpus.json"
     try:
-        meta = json.loads(cj.read_text())
-        runs = [corpus / r["dir"] for r in meta["runs"] if r.get("status") == "completed"]
+        meta = load_json(cj, "corpus index")
     except FileNotFoundError:
         raise SurrogateError(f"{cj}: missing (a corpus folder is written by `hybridsim corpus SPEC -o DIR`)") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SurrogateError(f"{cj}: unreadable corpus index: {exc}") from None
+    except RunDirError as exc:
+        raise SurrogateError(str(exc)) from None
+    entries = meta.get("runs") if isinstance(meta, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(r, dict) for r in entries):
+        raise SurrogateError(f"{cj}: unreadable corpus index: field 'runs' must be a list of objects")
+    runs = []
+    for k, r in enumerate(entries):
+        if r.get("status") != "completed":
+            if left_out is not None:
+                left_out.append(f"{r.get('dir')} ({r.get('status')})")
+            continue
+        d = r.get("dir")
+        if not isinstance(d, str) or not d or Path(d).is_absolute() or ".." in Path(d).parts:
+            raise SurrogateError(f"{cj}: field 'runs[{k}].dir' must be a folder inside the corpus, not {d!r}")
+        runs.append(corpus / d)
     if not runs:
         raise SurrogateError(f"{corpus}: no completed run (build it with `hybridsim corpus`)")
     return runs
@@ -46,7 +60,9 @@ def corpus_run_dirs(corpus: str | Path) -> list[Path]:
 
 def job_tables(run_dir: Path) -> list[dict]:
     """Per foreground job of a run: ``y`` (R, T) volume-normalised iteration times, ``load`` (T,) co-runner load at
-    each iteration's start, ``info`` its :class:`JobInfo`, ``name``."""
+    each iteration's start, ``info`` its :class:`JobInfo`, ``name``. Raises :class:`SurrogateError` naming the file
+    for a table that does not fit its description (a job, rank or iteration it does not have, a time that is not
+    finite, an end before its start)."""
     from hybridsim.records import read_iterations
     from hybridsim.rundir import RunDirError, read_description
 
@@ -54,12 +70,17 @@ def job_tables(run_dir: Path) -> list[dict]:
         desc = read_description(run_dir)
     except RunDirError as exc:
         raise SurrogateError(str(exc)) from None
-    tab = read_iterations(Path(run_dir) / "iterations.parquet").to_pydict()
+    f = Path(run_dir) / "iterations.parquet"
+    try:
+        tab = read_iterations(f).to_pydict()
+    except (OSError, ValueError) as exc:  # pyarrow's errors are OSError or ValueError
+        raise SurrogateError(f"{f}: unreadable iterations table: {exc}") from None
     jid = np.asarray(tab["job_id"], np.int64)
     rank = np.asarray(tab["rank"], np.int64)
     it = np.asarray(tab["iteration"], np.int64)
     start = np.asarray(tab["start"], np.float64)
     end = np.asarray(tab["end"], np.float64)
+    _check_table(f, desc, jid, rank, it, start, end)
     spans, bg_ranks, jobs = {}, 0, []
     for k, j in enumerate(desc.jobs):
         sel = jid == k
@@ -73,6 +94,9 @@ def job_tables(run_dir: Path) -> list[dict]:
             continue
         sel = jid == k
         T = int(it[sel].max()) + 1
+        if j.ranks * T > 16 * int(sel.sum()) + 4096:  # dense (ranks, T) arrays for a table that fills few cells
+            raise SurrogateError(f"{f}: job {j.name!r} has {int(sel.sum())} rows for {j.ranks} ranks x {T} "
+                                 "iterations; a table that sparse is not a run's")
         y = np.full((j.ranks, T), np.nan)
         s = np.full((j.ranks, T), np.nan)
         y[rank[sel], it[sel]] = end[sel] - start[sel]
@@ -88,6 +112,27 @@ def job_tables(run_dir: Path) -> list[dict]:
                 other += desc.jobs[k2].ranks * ((a <= t_start) & (t_start < b))
         jobs.append({"name": j.name, "y": y, "load": other / max(info.machine_terminals, 1), "info": info})
     return jobs
+
+
+def _check_table(f: Path, desc, jid, rank, it, start, end) -> None:
+    """:class:`SurrogateError` unless every row of ``iterations.parquet`` (``f``) is a rank (and, for a foreground
+    job, an iteration) of a job of the description, with finite times and ``start <= end``: what :func:`job_tables`
+    indexes arrays with."""
+    if not (np.isfinite(start).all() and np.isfinite(end).all()):
+        raise SurrogateError(f"{f}: non-finite start or end times (row {int(np.argmin(np.isfinite(start + end)))})")
+    if (end < start).any():
+        raise SurrogateError(f"{f}: an iteration ends before it starts (row {int(np.argmax(end < start))})")
+    ok_job = (jid >= 0) & (jid < len(desc.jobs))
+    if not ok_job.all():
+        raise SurrogateError(f"{f}: job_id {int(jid[~ok_job][0])} is not a job of its description.json")
+    ranks = np.array([j.ranks for j in desc.jobs], np.int64)[jid]
+    iters = np.array([-1 if j.iterations is None else j.iterations for j in desc.jobs], np.int64)[jid]
+    bad = (rank < 0) | (rank >= ranks) | ((iters >= 0) & ((it < 0) | (it >= iters)))  # background: no iterations
+    if bad.any():
+        k = int(np.argmax(bad))
+        j = desc.jobs[int(jid[k])]
+        raise SurrogateError(f"{f}: row {k}: rank {int(rank[k])}, iteration {int(it[k])} lies outside job "
+                             f"{j.name!r} ({j.ranks} ranks x {j.iterations} iterations, description.json)")
 
 
 def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: int = 96, max_ranks: int = 16,
@@ -192,14 +237,34 @@ def scores(model, ex: dict) -> dict:
     return out
 
 
+def check_options(*, epochs: int, patience: int = 25, val_frac: float = 0.2, test_frac: float = 0.15,
+                  hidden: int = 64, lr: float = 1e-3, batch: int = 512) -> None:
+    """:class:`SurrogateError` for a training option :func:`pretrain` cannot run with."""
+    import math
+
+    for name, v, lo in (("epochs", epochs, 1), ("patience", patience, 1), ("hidden", hidden, 1), ("batch", batch, 1)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise SurrogateError(f"pretrain: {name} must be an integer >= {lo}, got {v!r}")
+    if hidden > 4096:
+        raise SurrogateError(f"pretrain: hidden must be <= 4096, got {hidden}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise SurrogateError(f"pretrain: lr must be a finite number > 0, got {lr!r}")
+    for name, v in (("val_frac", val_frac), ("test_frac", test_frac)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v)):
+            raise SurrogateError(f"pretrain: {name} must be a number in [0, 1), got {v!r}")
+
+
 def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 300,
              patience: int = 25, val_frac: float = 0.2, test_frac: float = 0.15, hidden: int = 64,
              inputs: str | None = None, lr: float = 1e-3, batch: int = 512, score_test: bool = True,
              progress: bool = False) -> tuple[object, dict]:
     """Train ``model`` across the completed runs of ``corpus`` (a corpus folder or a list of them, each split
     separately, so every corpus has runs in each part); returns ``(model, report)``. The report holds the
-    split (run names), the example counts, the training curve's best epoch and the validation and test scores
+    split (run names), the runs left out (not completed, per corpus), the example counts, the training curve's best
+    epoch and the validation and test scores
     (:func:`scores`; ``score_test=False`` leaves the test runs untouched, for design choices made on validation)."""
+    check_options(epochs=epochs, patience=patience, val_frac=val_frac, test_frac=test_frac, hidden=hidden, lr=lr,
+                  batch=batch)
     import torch
 
     from .registry import create
@@ -210,8 +275,12 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
     t_start = time.perf_counter()
     corpora = [Path(c) for c in ([corpus] if isinstance(corpus, (str, Path)) else corpus)]
     names, runs, split = [], [], {"test": [], "val": [], "train": []}
+    left_out = {}
     for c in corpora:
-        mine = corpus_run_dirs(c)
+        skipped = []
+        mine = corpus_run_dirs(c, skipped)
+        if skipped:
+            left_out[str(c)] = skipped
         labels = [f"{c.name}/{p.name}" if len(corpora) > 1 else p.name for p in mine]
         for part, members in split_runs(labels, seed, val_frac, test_frac).items():
             split[part] += members
@@ -232,6 +301,11 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
         if progress:
             print(f"pretrain: {part}: {len(members)} runs, "
                   f"{0 if sets[part] is None else len(sets[part]['target'])} examples", file=sys.stderr, flush=True)
+    if not len(sets["train"]["target"]):
+        raise SurrogateError(f"{', '.join(map(str, corpora))}: the training runs give no example (every job has "
+                             "fewer than 2 iterations)")
+    if sets.get("val") is not None and not len(sets["val"]["target"]):
+        sets["val"] = None  # nothing to stop on: the training loss is watched instead
     torch.manual_seed(seed)
     from .models.pretrained import DEFAULT_INPUTS
 
@@ -270,12 +344,14 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
                   f"(epoch {best_epoch})", file=sys.stderr, flush=True)
         if epoch - best_epoch >= patience:
             break
+    if best_state is None:
+        raise SurrogateError(f"pretrain: the loss was never finite in {len(curve)} epoch(s); nothing to save")
     net.load_state_dict(best_state)
     net.eval()
     m._numpy()
     report = {
         "format": "hybridsim-pretrain", "model": model, "corpus": [str(c.resolve()) for c in corpora], "seed": seed,
-        "config": m.config(), "split": split,
+        "config": m.config(), "split": split, "left_out": left_out,
         "examples": {k: (0 if v is None else int(len(v["target"]))) for k, v in sets.items()},
         "epochs_run": len(curve), "best_epoch": best_epoch, "val_l1": best,
         "val": scores(m, val) if val is not None else None,

@@ -174,3 +174,186 @@ def test_checkpoint_folder_as_surrogate(tmp_path):
         run_bench(parse_scenario(SC), tmp_path / "b2", surrogates=[str(tmp_path / "not-a-ckpt")],
                   backend_factory=lambda s: FakeBackend(s))
     assert not (tmp_path / "b2").exists()
+
+
+# ----------------------------------------------------------------------------------------- bench --pure, hostile
+def _table(d, fn):
+    """Rewrite ``d/iterations.parquet`` through ``fn(columns) -> columns``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(d / "iterations.parquet")
+    cols = fn({c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names})
+    pq.write_table(pa.table(cols), d / "iterations.parquet")
+
+
+def _summary(d, fn):
+    s = json.loads((d / "summary.json").read_text())
+    (d / "summary.json").write_text(json.dumps(fn(s)))
+
+
+def _manifest(d, fn):
+    m = json.loads((d / "manifest.json").read_text())
+    (d / "manifest.json").write_text(json.dumps(fn(m)))
+
+
+def _other_scenario(d, other):
+    """The pure run of ``other`` (seed 8) with this run's manifest scenario pasted in."""
+    import shutil
+
+    mine = json.loads((d / "manifest.json").read_text())["scenario"]
+    shutil.rmtree(d)
+    shutil.copytree(other, d)
+    _manifest(d, lambda m: {**m, "scenario": mine})
+
+
+def _relabelled(d, hybrid):
+    """A hybrid run of the same scenario whose manifest says ``mode: simulate``."""
+    import shutil
+
+    shutil.rmtree(d)
+    shutil.copytree(hybrid, d)
+    _manifest(d, lambda m: _set(m, mode="simulate"))
+
+
+def _set(d: dict, **kv) -> dict:
+    return {**d, **kv}
+
+
+#: (name, tampering of a copy of the pure run, what the refusal names when the digests are rewritten to match)
+TAMPERED = [
+    ("end x10", lambda d, o: _table(d, lambda t: _set(t, end=t["start"] + 10 * (t["end"] - t["start"]))),
+     "its last iteration ends at"),
+    ("NaN end", lambda d, o: _table(d, lambda t: _set(t, end=np.where(t["iteration"] == 3, np.nan, t["end"]))),
+     "non-finite start or end"),
+    ("end before start", lambda d, o: _table(d, lambda t: _set(t, end=t["start"] - 1.0)), "ends before it starts"),
+    ("zero rows", lambda d, o: _table(d, lambda t: {k: v[:0] for k, v in t.items()}), "no rows for job 'a'"),
+    ("dropped job", lambda d, o: _table(d, lambda t: {k: v[t["job_id"] == 0] for k, v in t.items()}),
+     "no rows for job 'b'"),
+    ("duplicated row", lambda d, o: _table(d, lambda t: {k: np.concatenate([v[:-1], v[:1]]) for k, v in t.items()}),
+     "not each of its"),
+    ("rank out of range", lambda d, o: _table(d, lambda t: _set(t, rank=np.where(t["rank"] == 1, 10**6, t["rank"]))),
+     "outside 4 ranks x 40 iterations"),
+    ("wall_s 1e9", lambda d, o: _summary(d, lambda s: _set(s, wall_s=1e9)), "does not fit in the run's own time"),
+    ("wall_s 0", lambda d, o: _summary(d, lambda s: _set(s, wall_s=0)), "'wall_s' must be a finite number"),
+    ("wall_s 'abc'", lambda d, o: _summary(d, lambda s: _set(s, wall_s="abc")), "'wall_s' must be a finite number"),
+    ("summary a list", lambda d, o: _summary(d, lambda s: [s]), "a JSON object expected, not list"),
+    ("completion NaN", lambda d, o: _summary(d, lambda s: _set(s, jobs={**s["jobs"], "a": {
+        **s["jobs"]["a"], "completion_time_ns": float("nan")}})), "completion_time_ns' must be a finite time"),
+    ("hybrid run relabelled", lambda d, o: _relabelled(d, o.parent / "hybrid"), "a hybrid run's"),
+    ("other scenario's run", _other_scenario, "ran on other terminals"),
+]
+
+
+@pytest.fixture(scope="module")
+def pure_runs(tmp_path_factory):
+    """A pure run of the scenario (randomly placed), one of the same scenario with another seed, a hybrid run."""
+    from hybridsim.runner import run_scenario
+
+    other = parse_scenario(SC.replace("topology:", "seed: 8\nplacement: {policy: random}\ntopology:"))
+    mine = parse_scenario(SC.replace("topology:", "placement: {policy: random}\ntopology:"))
+    d = tmp_path_factory.mktemp("pure")
+    run_scenario(mine, d / "mine", progress=False, backend=FakeBackend(mine))
+    run_scenario(other, d / "other", progress=False, backend=FakeBackend(other))
+    run_scenario(mine, d / "hybrid", mode="hybrid", progress=False, backend=FakeBackend(mine))
+    return mine, d / "mine", d / "other"
+
+
+def _bench_against(sc, pure, out):
+    return run_bench(sc, out, policies=[("surrogate", {"warmup": 10})], pure_dir=pure,
+                     backend_factory=lambda s: FakeBackend(s))
+
+
+def test_an_untouched_pure_run_is_judged_against(pure_runs, tmp_path):
+    from hybridsim.rundir import verify_digests
+
+    sc, pure, _ = pure_runs
+    verify_digests(pure)
+    res = _bench_against(sc, pure, tmp_path / "b")
+    # the pure run's events: 40 simulated iterations of 4 + 3 ranks at 100 events each
+    assert res["pure"]["events"] == 40 * 7 * 100 and res["runs"][0]["theoretical_speedup"] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("name, tamper, _why", TAMPERED, ids=[t[0] for t in TAMPERED])
+def test_a_tampered_pure_run_is_refused(pure_runs, tmp_path, name, tamper, _why):
+    """Each edit changes a table, the summary or the manifest's identity: the recorded digests no longer match."""
+    import shutil
+
+    from hybridsim.rundir import RunDirError
+
+    sc, pure, other = pure_runs
+    d = tmp_path / "pure"
+    shutil.copytree(pure, d)
+    tamper(d, other)
+    with pytest.raises(RunDirError, match="changed since the run completed"):
+        _bench_against(sc, d, tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("name, tamper, why", [t for t in TAMPERED if t[2]], ids=[t[0] for t in TAMPERED if t[2]])
+def test_pure_run_checks_hold_when_the_digests_are_rewritten(pure_runs, tmp_path, name, tamper, why):
+    """The same edits with the digests recomputed to match (the digests catch accidents, not forgers): the checks of
+    the scenario, the summary and the tables refuse each one, naming what is wrong."""
+    import shutil
+
+    from hybridsim.rundir import RunDirError, digests
+
+    sc, pure, other = pure_runs
+    d = tmp_path / "pure"
+    shutil.copytree(pure, d)
+    tamper(d, other)
+    _manifest(d, lambda m: _set(m, digest=digests(d, m)))
+    with pytest.raises(RunDirError, match=why):
+        _bench_against(sc, d, tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_pure_run_without_digests_is_refused_with_how_to_redo_it(pure_runs, tmp_path, capsys):
+    import shutil
+
+    from hybridsim.cli import main
+
+    sc, pure, _ = pure_runs
+    d = tmp_path / "old"
+    shutil.copytree(pure, d)
+    _manifest(d, lambda m: {k: v for k, v in m.items() if k != "digest"})
+    p = tmp_path / "s.yaml"
+    p.write_text(SC.replace("topology:", "placement: {policy: random}\ntopology:"))
+    assert main(["bench", str(p), "--pure", str(d), "-o", str(tmp_path / "b"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "records no digest" in err and "hybridsim run SCENARIO" in err and "without --pure" in err
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("where", ["the input", "its parent", "inside it"])
+def test_bench_never_writes_over_its_input(pure_runs, tmp_path, where):
+    import shutil
+
+    from hybridsim.rundir import RunDirError, verify_digests
+
+    sc, pure, _ = pure_runs
+    parent = tmp_path / "b1"
+    shutil.copytree(pure, parent / "pure")
+    d = parent / "pure"
+    before = sorted(p.name for p in d.iterdir())
+    out = {"the input": d, "its parent": parent, "inside it": d / "again"}[where]
+    with pytest.raises(RunDirError, match="never writes over its own input"):
+        run_bench(sc, out, pure_dir=d, force=True, backend_factory=lambda s: FakeBackend(s))
+    assert sorted(p.name for p in d.iterdir()) == before
+    verify_digests(d)
+
+
+def test_json_files_are_strict_json(tmp_path):
+    """NaN and infinities (a speedup over a zero wall time, an empty mean) are written as null, never as the
+    non-JSON NaN / Infinity."""
+    from hybridsim.rundir import write_json_atomic
+
+    p = tmp_path / "x.json"
+    write_json_atomic(p, {"speedup": float("inf"), "mape": np.float64("nan"), "ok": np.float32(1.5),
+                          "list": [1, -float("inf"), np.array([2.0, np.nan])], "n": np.int64(3), "t": (True, None)})
+
+    def refuse(c):
+        raise ValueError(c)
+
+    assert json.loads(p.read_text(), parse_constant=refuse) == {
+        "speedup": None, "mape": None, "ok": 1.5, "list": [1, None, [2.0, None]], "n": 3, "t": [True, None]}

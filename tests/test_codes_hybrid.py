@@ -54,6 +54,63 @@ def test_policy_plan_dry_run():
     assert plan.windows == [(8, 11), (12, 19)] and plan.mismatch == {"milc": [15]}
 
 
+def test_plan_never_predicts_a_job_without_iteration_marks():
+    """SWM nearest_neighbor writes no iteration marks: CODES cannot skip its iterations, so the plan simulates them
+    (the policy is still asked), the windows follow the jobs CODES can predict (MILC alone: exactly its plan) and
+    nothing reports the NN job as predicted or as off the plan."""
+    sc = Scenario.model_validate({
+        "topology": dict(groups=9, routers_per_group=4, terminals_per_router=2, global_channels_per_router=2),
+        "jobs": [{"name": "milc", "ranks": 36, "iterations": 20,
+                  "workload": {"kind": "milc", "dimension_sizes": [2, 2, 3, 3], "msg_size": 65536}},
+                 {"name": "nn", "ranks": 8, "iterations": 20,
+                  "workload": {"kind": "nearest_neighbor", "dimension_sizes": [2, 2, 2], "msg_size": 4096}}],
+        "backend": {"kind": "codes"},
+        "controller": {"policy": "periodic", "params": {"warmup": 8, "ft": 4, "truth": 1}}})
+    plan = plan_director(sc)
+    assert plan.plan == [_modes("SSSSSSSSPPPSPPPSPPPS"), _modes("S" * 20)]
+    assert plan.windows == [(8, 11), (12, 19)]
+    assert plan.mismatch == {"milc": [15], "nn": []}
+    assert list(plan.unpredictable) == ["nn"] and "no iteration marks" in plan.unpredictable["nn"]
+    desc = plan.describe()
+    assert desc["policy_predicted"] == {"0": 9, "1": 0} and list(desc["never_predicted"]) == ["nn"]
+    from codes_bridge.backend import CodesBackend
+
+    assert list(CodesBackend.never_predicted(sc)) == ["nn"]
+
+
+def test_optimistic_hybrid_on_codes_is_refused_before_any_run_directory(tmp_path):
+    """Optimistic CODES asks its director before the records commit and again after rollbacks: hybrid mode is
+    refused (exit 2, located, the reason given) and nothing is written; validate names it as a note."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "opt.yaml"
+    f.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+                 "jobs:\n"
+                 "  - {name: milc, ranks: 8, iterations: 20, workload: {kind: milc, dimension_sizes: [2, 2, 2]}}\n"
+                 "  - {name: nn, ranks: 8, iterations: 20, workload: {kind: nearest_neighbor, dimension_sizes: [2, 2, 2]}}\n"
+                 "backend: {kind: codes, codes: {synch: optimistic, np: 2}}\n")
+    run = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(f), "--mode", "hybrid", "-o",
+                          str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert f"{f}:5:" in run.stderr and "synch: optimistic" in run.stderr and "sequential" in run.stderr
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
+    val = subprocess.run([sys.executable, "-m", "hybridsim", "validate", str(f)], capture_output=True, text=True)
+    assert val.returncode == 0, val.stderr
+    notes = [ln for ln in val.stderr.splitlines() if ": note: " in ln]
+    assert len(notes) == 2 and "--mode hybrid is refused" in notes[0] and "job 'nn' is never predicted" in notes[1]
+
+
+def test_director_section_without_window_never_opens_one():
+    """The perturbation floor's run (run_codes mode='floor'): director LPs, records sent, but a window at CODES' own
+    never-reached default, so nothing is predicted."""
+    sec = director_section([])
+    assert (sec["start_iter"], sec["end_iter"]) == ("100000", "100001") and "second_start_iter" not in sec
+    assert sec["surrogate_enabled"] == sec["training_enabled"] == sec["inferencing_enabled"] == "1"
+    with pytest.raises(ValueError, match="at most 2 windows"):
+        director_section([(6, 7), (8, 9), (10, 11)])
+
+
 def test_director_section_numbering():
     """Predicted iterations [a, b) are CODES marks start_iter = a - 1 .. end_iter = b - 1."""
     sec = director_section([(8, 10), (11, 20)])
@@ -214,3 +271,55 @@ def test_codes_backend_declares_that_it_runs_the_policy_itself(bins, tmp_path):
     with pytest.raises(CodesRunError, match="mode='hybrid'"):
         CodesBackend(_scenario(b, mpirun), tmp_path / "run", progress=False).run(director=object())
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------ predicted iterations recorded
+def test_director_answers_become_one_record_per_predicted_iteration(tmp_path):
+    """Hand case: job m (6 iterations) rank 0 on network LP 5 logs iterations 0-2, then 5 (3 and 4 predicted by
+    answers 10 and 20 ns); job l (5 iterations) rank 0 on LP 7 logs 0-2 and stops (the job ends inside the window: 3
+    and 4 predicted, 30 and 40 ns). The record after the jump is CODES' simulated iteration 5, starting where the last
+    prediction ended."""
+    from codes_bridge.importer import (_expand_director_predictions, read_director_answers,
+                                       write_director_answers)
+    from hybridsim.records import IterationRecord
+
+    def R(job, *rest):
+        return IterationRecord("ml"[job], job, *rest)
+
+    recs = [R(0, 0, 0, 0, 100), R(0, 0, 1, 100, 200), R(0, 0, 2, 200, 300), R(0, 0, 5, 300, 400),
+            R(1, 0, 0, 0, 110), R(1, 0, 1, 110, 220), R(1, 0, 2, 220, 330)]
+    sim = [True] * 7  # as parsed: every record an ITERATION mark
+    path = tmp_path / "answers.csv"
+    write_director_answers(path, {5: [10.0, 20.0], 7: [30.0, 40.0]})
+    answers = read_director_answers(path)
+    assert answers == {5: [10.0, 20.0], 7: [30.0, 40.0]}
+    alloc, n_its = [[5], [7]], [6, 5]
+    warnings: list[str] = []
+    out, s = _expand_director_predictions(recs, sim, answers, alloc, n_its, warnings)
+    assert [(r.job_id, r.iteration, r.start, r.end) for r in out] == [
+        (0, 0, 0, 100), (0, 1, 100, 200), (0, 2, 200, 300), (0, 3, 300, 310), (0, 4, 310, 330), (0, 5, 330, 400),
+        (1, 0, 0, 110), (1, 1, 110, 220), (1, 2, 220, 330), (1, 3, 330, 360), (1, 4, 360, 400)]
+    assert s == [True, True, True, False, False, True, True, True, True, False, False]
+    assert warnings == []
+    # too few answers for a rank's gap: left as logged, the record after the jump marked predicted, and said
+    out, s = _expand_director_predictions(recs, sim, {5: [10.0], 7: [30.0, 40.0]}, alloc, n_its, warnings)
+    assert [r.iteration for r in out] == [0, 1, 2, 5, 0, 1, 2, 3, 4]
+    assert s == [True, True, True, False, True, True, True, False, False]
+    assert len(warnings) == 1 and "job 0 rank 0: 1 answers for 2 missing iterations" in warnings[0]
+    # answers that fill no missing iteration (a job logged to its end): nothing invented
+    warnings.clear()
+    out, s = _expand_director_predictions(recs[:3], sim[:3], {5: [10.0]}, alloc, [3], warnings)
+    assert [r.iteration for r in out] == [0, 1, 2] and s == [True] * 3 and "1 answers for 0 missing" in warnings[0]
+
+
+def test_director_keeps_its_answers_for_the_run(tmp_path):
+    """The in-process director keeps every prediction as sent, per client, fallbacks included."""
+    from codes_bridge.director import IterationTimeService, make_model
+
+    svc = IterationTimeService(make_model("mean"))
+    svc.answers = {}
+    svc.inference(["3", "1"], b"")                    # no history yet: the fallback (1 ms)
+    svc.send_records(["3", "2"], b"100 300")
+    got = svc.inference(["3", "2"], b"")
+    assert svc.answers[3][0] == 1e6 and svc.answers[3][1:] == [float(v) for v in got["predictions"].split()]
+    assert len(svc.answers[3]) == 3

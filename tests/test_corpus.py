@@ -2,6 +2,11 @@
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -107,6 +112,7 @@ def test_corpus_with_two_workers(tmp_path):
     (("  sampling: {interval: 5us}", "  seed: 3"), ":5:3: base:", "base may not set seed"),
     (("groups: 3,", "groups: 0,"), ":9:16: space.topology.0.groups:", "greater than or equal to 1"),
     (("  ranks: [2, 4]", "  ranks: [20, 24]"), ":9:7: space.topology.0:", "12 terminals cannot hold"),
+    (("runs: 2", "runs: 100000"), ":3:7: runs:", "less than or equal to 5000"),  # before drawing any of them
 ])
 def test_spec_errors_name_file_line_and_field(tmp_path, capsys, edit, where, msg):
     spec = _spec(tmp_path, SPEC.replace(*edit))
@@ -130,3 +136,86 @@ def test_small_72_spec_in_the_repo_is_valid():
     ls = load_spec(Path(__file__).resolve().parents[1] / "corpora" / "small-72.yaml")
     kinds = {j["workload"]["kind"] for i in range(ls.spec.runs) for j in scenario_of(ls, i)[1]["jobs"]}
     assert kinds == {"milc", "lammps", "nearest_neighbor", "allreduce"}
+
+
+# ------------------------------------------------------------------------------------------- hostile use (issue 21)
+#: four runs that would each take minutes: only ever ended by a signal
+LONG = SPEC.replace("runs: 2", "runs: 4").replace("  iterations: [2, 3]", "  iterations: [100000, 100000]") \
+    .replace("  jobs: [1, 2]", "  jobs: [1, 1]").replace("  msg_size: [512, 4096]", "  msg_size: [65536, 65536]") \
+    .replace("  workloads: [allreduce, nearest_neighbor]", "  workloads: [allreduce]")
+REPO = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+
+
+def _running(out: Path, n: int, proc, timeout: float = 60.0) -> None:
+    """Wait until ``n`` runs of the corpus ``out`` are writing (their staging manifests say running)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        found = 0
+        for m in (out / "runs").glob(".*.partial/manifest.json"):
+            try:
+                found += json.loads(m.read_text()).get("status") == "running"
+            except (OSError, ValueError):
+                pass
+        if found >= n:
+            return
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"{n} runs never started")
+
+
+@pytest.mark.parametrize("how, rc", [("SIGTERM", 143), ("Ctrl-C", 130)])
+def test_a_signal_stops_a_parallel_corpus_within_seconds(tmp_path, how, rc):
+    """SIGTERM to the command (or Ctrl-C: SIGINT to its whole process group) cancels the queued runs, stops the two
+    running ones (marked failed) and ends the command within seconds; corpus.json says what the disk says."""
+    spec, out = _spec(tmp_path, LONG), tmp_path / "c"
+    proc = subprocess.Popen([sys.executable, "-m", "hybridsim", "corpus", str(spec), "-o", str(out), "--workers", "2",
+                             "--no-progress"], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    _running(out, 2, proc)
+    t0 = time.monotonic()
+    if how == "SIGTERM":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the corpus did not stop")
+    assert time.monotonic() - t0 < 15
+    assert proc.returncode == rc and "Traceback" not in err
+    m = load_corpus(out)
+    assert m["counts"] == {"completed": 0, "failed": 2, "pending": 2}
+    for r in m["runs"]:
+        on_disk = (out / r["dir"] / "manifest.json").is_file()
+        assert (r["status"] == "failed") == on_disk
+        if on_disk:
+            assert read_manifest(out / r["dir"])["status"] == "failed" and r["error"].startswith("terminated")
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["0000", "0001"]  # no staging folder left
+
+
+def test_one_writer_per_corpus(tmp_path, capsys):
+    """While one ``corpus`` holds the folder's lock, a second is refused at once and changes nothing."""
+    from hybridsim.rundir import locked
+
+    spec, out = _spec(tmp_path), tmp_path / "c"
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
+    before = (out / "corpus.json").read_text()
+    capsys.readouterr()
+    with locked(tmp_path / ".c.lock", "held by the test"):
+        assert main(["corpus", str(spec), "-o", str(out), "--no-progress", "--force"]) == 2
+    assert "c is being written by another `hybridsim corpus` (lock" in capsys.readouterr().err
+    assert (out / "corpus.json").read_text() == before
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0  # the lock went with its holder
+
+
+def test_a_corrupt_corpus_json_is_rebuilt_from_the_runs(tmp_path, capsys):
+    spec, out = _spec(tmp_path), tmp_path / "c"
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
+    (out / "corpus.json").write_text("[" * 100_000 + "]" * 100_000)
+    capsys.readouterr()
+    assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
+    assert "2 runs, 2 already completed, 0 to run" in capsys.readouterr().out
+    assert load_corpus(out)["counts"] == {"completed": 2, "failed": 0, "pending": 0}

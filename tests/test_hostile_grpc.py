@@ -238,7 +238,7 @@ def test_operator_yaml_bounds_are_checked_by_yamlio_with_the_servers_flags():
 
 #: a client's scenario raising its own limits (hybridsim.scenario.Limits) past the server's
 RAISED = ("limits: {max_nodes: 100000000, max_ports: 1000000000, max_rank_iterations: 100000000000000, "
-          "max_samples: 100000000000}\n")
+          "max_samples: 100000000000, max_ops: 1000000000000000, max_packets: 1000000000000000}\n")
 
 
 def test_huge_topology_and_long_runs_refused_before_anything_is_built(served):
@@ -305,7 +305,7 @@ def test_run_limit_is_checked_before_topology_and_placement_are_built(monkeypatc
 def test_streams_that_never_start_are_cancelled_and_do_not_block_the_server():
     import queue
 
-    with EngineServer(max_runs=1, start_timeout=1.0) as srv, grpc.insecure_channel(srv.address) as ch:
+    with EngineServer(max_runs=1, start_timeout=1.0, max_pending=16) as srv, grpc.insecure_channel(srv.address) as ch:
         stub = engine_pb2_grpc.EngineStub(ch)
         silent = [queue.Queue() for _ in range(12)]             # more than the server's RPC threads (max_runs + 8)
         calls = [stub.Run(iter(q.get, None), timeout=20) for q in silent]
@@ -321,6 +321,93 @@ def test_streams_that_never_start_are_cancelled_and_do_not_block_the_server():
             q.put(None)
         code, msg, done = run(stub, TOPO + JOB)
         assert code == grpc.StatusCode.OK and done is not None, msg
+
+
+#: the five-line LAMMPS scenario of issue 21 (message sizes of ~31 GB)
+LAMMPS_1E6 = TOPO + "jobs: [{name: l, ranks: 8, iterations: 1, workload: {kind: lammps, num_x_replicas: 1000000}}]\n"
+#: background traffic for a second of virtual time: minutes of wall clock, and no callback (no records, no samples)
+LONG = (TOPO + "jobs: [{name: bg, ranks: 72, workload: {kind: uniform_random, interval: 500}}]\n"
+        "backend: {embedded: {end_time: 1.0e9}}\nsampling: {ports: false}\n")
+
+
+def _active_runs(stub) -> int:
+    return stub.Status(engine_pb2.EngineStatusRequest(), timeout=5).active_runs
+
+
+def _wait_idle(stub, within: float) -> float:
+    """Seconds until the server has no active run (fails past ``within``)."""
+    t0 = time.monotonic()
+    while _active_runs(stub):
+        assert time.monotonic() - t0 < within, "the run slot is still held"
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def test_five_line_lammps_is_refused_before_a_slot_is_taken():
+    with EngineServer(max_runs=1) as srv, grpc.insecure_channel(srv.address) as ch:
+        stub = engine_pb2_grpc.EngineStub(ch)
+        t0 = time.monotonic()
+        code, msg, _ = run(stub, LAMMPS_1E6, timeout=20)
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, msg
+        assert "jobs.0.workload.num_x_replicas" in msg and "max_packets_per_message" in msg
+        assert time.monotonic() - t0 < 10 and _active_runs(stub) == 0
+        # nor can the scenario lift the limit itself
+        code, msg, _ = run(stub, LAMMPS_1E6 + "limits: {max_packets_per_message: 100000000}\n", timeout=20)
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "limits.max_packets_per_message: 100000000" in msg, msg
+
+
+@pytest.mark.parametrize("leave", ["deadline", "cancel"])
+def test_a_client_that_goes_away_frees_its_slot(leave):
+    with EngineServer(max_runs=1) as srv, grpc.insecure_channel(srv.address) as ch:
+        stub = engine_pb2_grpc.EngineStub(ch)
+        req = engine_pb2.EngineRequest(start=engine_pb2.Start(scenario_yaml=LONG))
+        if leave == "deadline":   # the client's own gRPC deadline passes while the engine runs
+            code, _msg, _ = run(stub, LONG, timeout=1.0)
+            assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+        else:                     # the client cancels once the run has started
+            call_ = stub.Run(iter([req]), timeout=60)
+            assert next(call_).WhichOneof("msg") == "started"
+            time.sleep(0.5)  # the engine is running by now (a stream cancelled at Started never starts it)
+            assert _active_runs(stub) == 1
+            call_.cancel()
+        assert _wait_idle(stub, within=10) < 10
+        code, msg, done = run(stub, TOPO + JOB, timeout=20)    # the next client is served
+        assert code == grpc.StatusCode.OK and done is not None, msg
+
+
+def test_scenario_deadline_ends_a_remote_run():
+    with EngineServer(max_runs=1) as srv, grpc.insecure_channel(srv.address) as ch:
+        stub = engine_pb2_grpc.EngineStub(ch)
+        t0 = time.monotonic()
+        code, msg, _ = run(stub, LONG + "limits: {deadline: 0.5}\n", timeout=60)
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED and "limits.deadline" in msg, msg
+        assert time.monotonic() - t0 < 10
+        assert _wait_idle(stub, within=5) < 5
+
+
+def test_idle_streams_are_evicted_so_a_real_run_is_served_at_once():
+    import queue
+
+    # a long start timeout: only the eviction of the longest-waiting idle stream lets the real run in
+    with EngineServer(max_runs=1, start_timeout=60, max_pending=4) as srv, grpc.insecure_channel(srv.address) as ch:
+        stub = engine_pb2_grpc.EngineStub(ch)
+        silent = [queue.Queue() for _ in range(12)]
+        calls = [stub.Run(iter(q.get, None), timeout=60) for q in silent]
+        time.sleep(0.5)  # let the server take them all
+        t0 = time.monotonic()
+        code, msg, done = run(stub, TOPO + JOB, timeout=20)
+        assert code == grpc.StatusCode.OK and done is not None, msg
+        assert time.monotonic() - t0 < 10
+        for q in silent:  # the idle streams still waiting end without a Start
+            q.put(None)
+        codes = []
+        for c in calls:
+            with pytest.raises(grpc.RpcError) as ei:
+                next(c)
+            codes.append(ei.value.code())
+        # 13 streams came, at most 4 waited at once: 9 idle ones were evicted (8 by idle ones, 1 by the real run)
+        assert codes.count(grpc.StatusCode.CANCELLED) == 9, codes
+        assert codes.count(grpc.StatusCode.INVALID_ARGUMENT) == 3, codes
 
 
 # ------------------------------------------------------------------------------------------ status codes

@@ -399,3 +399,143 @@ def test_report_of_a_missing_folder_creates_nothing(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nope")]) == 2
     assert "not a run or bench directory" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------- files a run wrote
+def test_a_completed_run_records_its_files_and_their_digests(tmp_path):
+    import hashlib
+
+    from hybridsim.rundir import verify_digests
+
+    run = tmp_path / "r"
+    assert _run(_scenario(tmp_path), run) == 0
+    man = _manifest(run)
+    on_disk = sorted(p.relative_to(run).as_posix() for p in run.rglob("*") if p.is_file())
+    assert man["files"] == [f for f in on_disk if f != "manifest.json"]
+    assert "iterations.parquet" in man["files"] and "summary.json" in man["files"]
+    for name, digest in man["digest"]["files"].items():
+        assert digest == hashlib.sha256((run / name).read_bytes()).hexdigest()
+    verify_digests(run)
+    raw = bytearray((run / "summary.json").read_bytes())
+    raw[raw.index(b"wall_s") + 10] ^= 1  # one bit of the wall time
+    (run / "summary.json").write_bytes(bytes(raw))
+    with pytest.raises(RunDirError, match="changed since the run completed: summary.json"):
+        verify_digests(run)
+
+
+def test_force_refuses_a_run_holding_files_it_did_not_write(tmp_path, capsys):
+    sc = _scenario(tmp_path)
+    run = tmp_path / "r"
+    assert _run(sc, run) == 0
+    assert main(["report", str(run)]) == 0  # hybridsim's own plots do not count as foreign
+    (run / "my-notes.txt").write_text("keep me")
+    (run / "analysis").mkdir()
+    (run / "analysis" / "fit.csv").write_text("1,2\n")
+    capsys.readouterr()
+    assert _run(sc, run, "--force") == 2
+    err = capsys.readouterr().err
+    assert "holds files hybridsim did not write: analysis/fit.csv, my-notes.txt" in err
+    assert (run / "my-notes.txt").read_text() == "keep me" and (run / "analysis" / "fit.csv").is_file()
+    assert _leftovers(tmp_path) == []
+    # the same for a bench directory
+    assert main(["bench", sc, "-o", str(tmp_path / "b"), "--no-progress"]) == 0
+    (tmp_path / "b" / "pure" / "mine.txt").write_text("x")
+    assert main(["bench", sc, "-o", str(tmp_path / "b"), "--no-progress", "--force"]) == 2
+    assert "pure/mine.txt" in capsys.readouterr().err and (tmp_path / "b" / "pure" / "mine.txt").is_file()
+    # with the user's files moved out, --force replaces the run (its report plots with it)
+    (run / "my-notes.txt").unlink()
+    shutil.rmtree(run / "analysis")
+    assert _run(sc, run, "--force") == 0
+    assert not (run / "report").exists()
+
+
+def test_force_on_a_run_written_before_runs_listed_their_files(tmp_path, capsys):
+    """No ``files`` in the manifest: hybridsim's own file names (and report plots) are known, anything else is not."""
+    sc = _scenario(tmp_path)
+    run = tmp_path / "r"
+    assert _run(sc, run) == 0
+    man = _manifest(run)
+    del man["files"]
+    (run / "manifest.json").write_text(json.dumps(man))
+    (run / "report").mkdir()
+    (run / "report" / "iterations-a.png").write_bytes(b"png")
+    (run / "report" / "todo.txt").write_text("mine")
+    capsys.readouterr()
+    assert _run(sc, run, "--force") == 2
+    assert "did not write: report/todo.txt" in capsys.readouterr().err
+    (run / "report" / "todo.txt").unlink()
+    assert _run(sc, run, "--force") == 0
+
+
+# ------------------------------------------------------------------------------------------- report, describe-run
+def test_report_does_not_follow_links_out_of_the_run(tmp_path, capsys):
+    run = tmp_path / "r"
+    assert _run(_scenario(tmp_path), run) == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (run / "report").symlink_to(outside)
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 2
+    assert "report: a symbolic link" in capsys.readouterr().err
+    assert list(outside.iterdir()) == []
+    # a link at one of the plots is replaced by the plot, its target left alone
+    (run / "report").unlink()
+    (run / "report").mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("precious")
+    (run / "report" / "iterations-a.png").symlink_to(victim)
+    assert main(["report", str(run)]) == 0
+    assert victim.read_text() == "precious"
+    png = run / "report" / "iterations-a.png"
+    assert not png.is_symlink() and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("text, msg", [
+    (b"\x00\xff not json", "corrupt manifest.json: not UTF-8"),
+    (b"{\"status\": ", "corrupt manifest.json: Expecting value"),
+    (b"[1, 2]", "a JSON object expected, not list"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deep"),
+    (b'{"status": "completed", "scenario": [1]}', "no resolved 'scenario'"),
+    (b'{"status": "completed", "scenario": {"jobs": "x"}}', "does not validate here"),
+])
+def test_describe_run_on_a_garbage_manifest_is_a_clean_error(tmp_path, capsys, text, msg):
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "manifest.json").write_bytes(text)
+    assert main(["describe-run", str(d)]) == 2
+    assert msg in capsys.readouterr().err
+    assert sorted(p.name for p in d.iterdir()) == ["manifest.json"]
+
+
+def test_describe_run_imports_no_workload_a_manifest_names(tmp_path, monkeypatch, capsys):
+    """A foreign manifest naming a ``custom`` workload beside an importable module of that name: describe-run
+    describes the run without importing it (the job's volumes unknown)."""
+    run = tmp_path / "r"
+    assert _run(_scenario(tmp_path), run) == 0
+    man = _manifest(run)
+    man["scenario"]["jobs"][0]["workload"] = {"kind": "custom", "function": "evil_wl_21:fn", "params": {}}
+    (run / "manifest.json").write_text(json.dumps(man))
+    (run / "description.json").unlink()
+    (tmp_path / "evil_wl_21.py").write_text("import pathlib\npathlib.Path(__file__).with_name('IMPORTED').touch()\n"
+                                            "def fn(rank, iteration, n_ranks):\n    return []\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["describe-run", str(run)]) == 0
+    assert not (tmp_path / "IMPORTED").exists() and "evil_wl_21" not in sys.modules
+    job = json.loads((run / "description.json").read_text())["jobs"][0]
+    assert job["workload"] == "custom" and job["volumes"] is None and job["terminals"] is not None
+
+
+def test_describe_run_force_keeps_the_digests_true(tmp_path):
+    from hybridsim.rundir import verify_digests
+
+    run = tmp_path / "r"
+    assert _run(_scenario(tmp_path), run) == 0
+    desc = json.loads((run / "description.json").read_text())
+    desc["jobs"][0]["volumes"] = None
+    (run / "description.json").write_text(json.dumps(desc))
+    with pytest.raises(RunDirError, match="description.json"):
+        verify_digests(run)
+    assert main(["describe-run", str(run), "--force"]) == 0
+    verify_digests(run)
+    assert json.loads((run / "description.json").read_text())["jobs"][0]["volumes"] is not None

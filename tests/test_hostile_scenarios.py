@@ -45,6 +45,24 @@ def topo(extra: str) -> str:
     """BASE with ``extra`` added to its topology line (line 1)."""
     return BASE.replace("2}\n", f"2, {extra}}}\n", 1)
 PLUGIN_IMPORT = "raise RuntimeError('broken at import')\n"
+#: the five-line LAMMPS scenario of issue 21 (``params``: the workload's fields)
+LAMMPS = """\
+topology: {{groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}}
+jobs:
+  - name: l
+    ranks: 8
+    workload: {{kind: lammps, {params}}}
+    iterations: 1
+"""
+#: a job stream whose second job gets ``job``'s fields
+STREAM = """\
+topology: {{groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}}
+scheduler: {{queue: fcfs}}
+jobs:
+  - {{name: a, ranks: 4, iterations: 2, workload: {{kind: allreduce}}}}
+  - {{name: b, ranks: 4, iterations: 2, workload: {{kind: allreduce}},
+     {job}}}
+"""
 
 #: id -> (files (s.yaml is the scenario), fragments the error must contain, memory/time bomb on main)
 CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
@@ -88,6 +106,43 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
                             ("s.yaml:7:", "backend.embedded.end_time", "expected a time"), False),
     "bandwidth_inf_string": ({"s.yaml": topo("bandwidth: {local: 'inf'}")},
                              ("s.yaml:1:", "topology.bandwidth.local", "finite"), False),
+    # -- loops and allocations driven by workload and stream parameters (issue 21): refused from the parameters alone
+    "lammps_replicas_1e6": ({"s.yaml": LAMMPS.format(params="num_x_replicas: 1000000")},
+                            ("s.yaml:5:", "jobs.0.workload.num_x_replicas", "packets of 4096 B per message",
+                             "max_packets_per_message"), True),
+    "lammps_replicas_1e4_cubed": ({"s.yaml": LAMMPS.format(params="num_x_replicas: 10000, num_y_replicas: 10000, "
+                                                                  "num_z_replicas: 10000")},
+                                  ("s.yaml:5:", "num_x_replicas", "max_packets_per_message", "limits.max_packets",
+                                   "max_samples"), True),
+    "milc_40_dimensions_distance_40": ({"s.yaml": BASE.replace("ranks: 4", "ranks: 1").replace(
+        "dimension_sizes: [2, 2]", "dimension_sizes: [" + ", ".join(["1"] * 40) + "], max_dimension_distance: 40")},
+                                       ("s.yaml:6:", "jobs.0.workload", "MPI ops", "limits.max_ops"), True),
+    "milc_allreduce_count_1e12": ({"s.yaml": BASE.replace(MSG, MSG + ", allreduce_count: 1000000000000")},
+                                  ("s.yaml:6:", "jobs.0.workload", "limits.max_ops"), True),
+    "milc_allreduce_size_1e15": ({"s.yaml": BASE.replace(MSG, MSG + ", allreduce_size: 1000000000000000")},
+                                 ("s.yaml:6:", "jobs.0.workload.allreduce_size", "max_packets_per_message"), True),
+    "allreduce_count_1e12": ({"s.yaml": BASE.replace("kind: milc, dimension_sizes: [2, 2], msg_size: 4096",
+                                                     "kind: allreduce, count: 1000000000000")},
+                             ("s.yaml:6:", "jobs.0.workload", "limits.max_ops"), True),
+    "nn_distance_in_20_dimensions": ({"s.yaml": BASE.replace("ranks: 4", "ranks: 1").replace(
+        "kind: milc, dimension_sizes: [2, 2]", "kind: nn, dimension_sizes: [" + ", ".join(["1"] * 20)
+        + "], max_dimension_distance: 20")}, ("s.yaml:6:", "jobs.0.workload", "limits.max_ops"), True),
+    "stream_arrival_1e294s": ({"s.yaml": STREAM.format(job="arrival: 1e294s")},
+                              ("s.yaml:6:", "jobs.1.arrival", "less than or equal to 9007199254740992"), True),
+    "stream_walltime_1e294s": ({"s.yaml": STREAM.format(job="walltime: 1e294s")},
+                               ("s.yaml:6:", "jobs.1.walltime", "less than or equal to"), False),
+    "stream_arrival_25h_samples": ({"s.yaml": STREAM.format(job="arrival: 90000s")},
+                                   ("s.yaml:", "sampling.interval", "arrival", "max_samples"), True),
+    "end_time_1e300": ({"s.yaml": BASE + "backend: {embedded: {end_time: 1.0e300}}\n"},
+                       ("s.yaml:7:", "backend.embedded.end_time", "less than or equal to"), False),
+    "surrogate_lookback_1e15": ({"s.yaml": BASE + "surrogate: {model: ridge, lookback: 1000000000000000}\n"},
+                               ("s.yaml:7:", "surrogate.lookback", "longer than the longest job (2 iterations)"),
+                               False),
+    "lammps_997_ranks_cannot_decompose": ({"s.yaml": "jobs:\n  - name: l\n    ranks: 997\n    iterations: 1\n"
+                                                     "    workload: {kind: lammps}\n"},
+                                          ("s.yaml:3:", "jobs.0.ranks", "process grid [1, 997, 1]"), False),
+    "codes_sample_count_1e12": ({"s.yaml": BASE + "backend: {kind: codes, codes: {sample_count: 1000000000000}}\n"},
+                                ("s.yaml:7:", "backend.codes.sample_count", "max_samples"), False),
     # -- tracebacks on main
     "deep_yaml_100k": ({"s.yaml": BASE + "description: " + "[" * 100_000 + "]" * 100_000 + "\n"},
                        ("s.yaml:7:", "deeper than 64", "yaml_depth"), True),
@@ -215,7 +270,8 @@ def test_validate_rejects(tmp_path, capsys, monkeypatch, name):
 
 @pytest.mark.parametrize("name", ["unknown_policy", "policy_ft_0", "unknown_model", "model_config_unknown_key",
                                   "plugin_constructor_raises", "duplicate_key", "laughs_controller_params",
-                                  "iterations_1e12", "topology_1e9_nodes", "alloc_non_utf8", "msg_size_1e15"])
+                                  "iterations_1e12", "topology_1e9_nodes", "alloc_non_utf8", "msg_size_1e15",
+                                  "lammps_replicas_1e6", "milc_allreduce_count_1e12", "stream_arrival_1e294s"])
 def test_run_writes_nothing(tmp_path, capsys, monkeypatch, name):
     path = write_case(tmp_path, name)
     monkeypatch.chdir(tmp_path)
@@ -297,7 +353,7 @@ def test_deadline_fails_the_run(tmp_path, capsys):
     assert man["status"] == "failed" and "deadline" in man["reason"] and "1 s" in man["reason"]
 
 
-def test_runtime_sample_and_packet_limits(tmp_path, capsys):
+def test_runtime_sample_and_packet_limits(tmp_path, capsys, monkeypatch):
     # samples: the compute phases give no lower bound on the duration, so the engine stops at the limit
     p = tmp_path / "s.yaml"
     p.write_text(BASE + "sampling: {interval: 1us}\nlimits: {max_samples: 252}\n")  # 1 window x 252 ports
@@ -305,14 +361,114 @@ def test_runtime_sample_and_packet_limits(tmp_path, capsys):
     assert rc == 1
     man = json.loads((tmp_path / "o1" / "manifest.json").read_text())
     assert man["status"] == "failed" and "max_samples" in man["reason"]
-    # packets per message: LAMMPS sizes are only known as it runs
+    # packets per message: a custom workload's sizes are only known as it runs
+    (tmp_path / "bigmsg.py").write_text("from hybridsim.workloads import Program\n"
+                                        "def two(rank, iteration, n_ranks):\n"
+                                        "    p = Program(rank, n_ranks)\n"
+                                        "    p.sendrecv((rank + 1) % n_ranks, 8192, (rank - 1) % n_ranks, 0)\n"
+                                        "    return p.ops\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
-                 "jobs:\n  - {name: l, ranks: 8, iterations: 1, workload: {kind: lammps}}\n"
+                 "jobs:\n  - {name: c, ranks: 2, iterations: 1, workload: {kind: custom, function: 'bigmsg:two'}}\n"
                  "limits: {max_packets_per_message: 1}\n")
     rc = main(["run", str(p), "-o", str(tmp_path / "o2"), "--no-progress"])
     assert rc == 1
     man = json.loads((tmp_path / "o2" / "manifest.json").read_text())
     assert man["status"] == "failed" and "max_packets_per_message" in man["reason"]
+    # LAMMPS sizes follow from its parameters: refused before the run, nothing written
+    p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+                 "jobs:\n  - {name: l, ranks: 8, iterations: 1, workload: {kind: lammps}}\n"
+                 "limits: {max_packets_per_message: 1}\n")
+    assert main(["run", str(p), "-o", str(tmp_path / "o3"), "--no-progress"]) == 2
+    assert "max_packets_per_message" in capsys.readouterr().err and not (tmp_path / "o3").exists()
+
+
+SLOW_GEN = ("import time\nfrom hybridsim.workloads import Program\n"
+            "def slow(rank, iteration, n_ranks):\n"
+            "    time.sleep(0.01)\n"
+            "    p = Program(rank, n_ranks)\n"
+            "    p.compute(100.0)\n"
+            "    return p.ops\n")
+
+
+def test_deadline_stops_workload_generation(tmp_path, monkeypatch):
+    # a generator that takes 10 ms per rank-iteration: 72 ranks x 1000 iterations = 12 min of generating alone
+    (tmp_path / "slowgen.py").write_text(SLOW_GEN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE.replace("ranks: 4", "ranks: 72").replace("iterations: 2", "iterations: 1000").replace(
+        "{kind: milc, dimension_sizes: [2, 2], msg_size: 4096}", "{kind: custom, function: 'slowgen:slow'}")
+        + "sampling: {ports: false}\n")
+    out = tmp_path / "out"
+    t0 = time.perf_counter()
+    rc = main(["run", str(p), "-o", str(out), "--no-progress", "--limit", "deadline=0.5"])
+    wall = time.perf_counter() - t0
+    assert rc == 1
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "failed" and "deadline of 0.5 s" in man["reason"], man
+    assert "generating the ops of job 'a'" in man["reason"]
+    assert wall < 0.5 + 5  # stopped at the next generator call, not after the 72,000 of them
+
+
+
+# ------------------------------------------------------------------------------ the estimates the limits stand on
+def test_lammps_grid_in_closed_steps_is_the_loop_of_lammps_cpp():
+    from hybridsim.workloads import lammps as L
+
+    brute = []
+    for n in range(1, 3000):
+        m = n
+        while not L._factorable(m):
+            m += 1
+        brute.append(m)
+    assert [L.next_factorable(n) for n in range(1, 3000)] == brute
+    for reps in [(1, 1, 1), (2, 1, 1), (1, 3, 1), (4, 4, 4), (1, 1, 30), (100, 1, 1), (7, 5, 3)]:
+        prd = [reps[0] * (L.XHI_BASE - L.XLO_BASE), reps[1] * (L.YHI_BASE - L.YLO_BASE),
+               reps[2] * (L.ZHI_BASE - L.ZLO_BASE)]
+        n = L.N_ATOMS_BASE * reps[0] * reps[1] * reps[2]
+        assert L.pppm_decomposition(n, prd) == L._pppm_decomposition_loop(n, prd), reps
+    # the replica counts of issue 21: the loop needs ~10^7 steps per dimension, the closed steps a few dozen
+    big = [1e6 * (L.XHI_BASE - L.XLO_BASE), L.YHI_BASE - L.YLO_BASE, L.ZHI_BASE - L.ZLO_BASE]
+    t0 = time.perf_counter()
+    g = L.pppm_decomposition(L.N_ATOMS_BASE * 10**6, big)
+    assert all(L._factorable(int(x)) for x in g) and g[0] > 1e7
+    assert time.perf_counter() - t0 < 1.0
+
+
+@pytest.mark.parametrize("dims,dist", [([3], 1), ([3, 3], 1), ([3, 3], 2), ([4, 3, 2], 2), ([3] * 4, 3),
+                                       ([1] * 5, 5)])
+def test_neighbour_count_is_the_length_of_the_neighbour_lists(dims, dist):
+    from hybridsim.workloads.base import neighbour_count
+    from hybridsim.workloads.milc import milc_neighbors
+    from hybridsim.workloads.nearest_neighbor import nn_neighbors
+
+    assert neighbour_count(len(dims), dist) == len(milc_neighbors(0, dims, dist)) == len(nn_neighbors(0, dims, dist))
+
+
+@pytest.mark.parametrize("kind,ranks", [("milc", 16), ("nn", 16), ("allreduce", 6), ("lammps", 8)])
+def test_estimated_cost_matches_the_generated_ops(kind, ranks):
+    """Op count, largest message to another rank and compute per iteration from the parameters alone, against the
+    ops the generator builds (largest message over all ranks; ops of rank 0, for allreduce of the last rank, past
+    MPICH's fold; LAMMPS: a plain step with FFT peers estimated, so its op count within 2x)."""
+    from hybridsim.scenario import Job
+    from hybridsim.workloads import COMPUTE, ISEND, SEND, build_workload, estimate_cost
+
+    w = {"milc": {"kind": "milc", "dimension_sizes": [4, 4], "msg_size": 10000, "compute_delay": 400},
+         "nn": {"kind": "nn", "dimension_sizes": [4, 4], "msg_size": 10000, "max_dimension_distance": 2},
+         "allreduce": {"kind": "allreduce", "size": 100000, "count": 3},
+         "lammps": {"kind": "lammps"}}[kind]
+    job = Job(name="j", ranks=ranks, iterations=1, workload=w)
+    rank = ranks - 1 if kind == "allreduce" else 0
+    wl = build_workload(job)
+    ops = wl.ops(rank, 0)
+    cost = estimate_cost(job, 4096)
+    sizes = [op[2] for r in range(ranks) for op in wl.ops(r, 0) if op[0] in (ISEND, SEND) and op[1] != r]
+    assert cost.max_message == max(sizes)
+    assert cost.compute_ns == pytest.approx(sum(op[1] for op in ops if op[0] == COMPUTE))
+    if kind == "lammps":
+        assert len(ops) / 2 <= cost.ops <= 2 * len(ops)
+    else:
+        assert cost.ops == len(ops)
 
 
 # ------------------------------------------------------------------------------------------------------ plug-ins

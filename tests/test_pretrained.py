@@ -295,3 +295,67 @@ def test_pretrain_on_two_corpora_splits_each_on_its_own(corpus, tmp_path):
     assert rep["test"] is None and "test" not in rep["examples"]
     with pytest.raises(SurrogateError, match="share a folder name"):
         pretrain([corpus, corpus], epochs=1)
+
+
+# ----------------------------------------------------------------------------------------------- hostile corpora
+def _edit_table(run, fn):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(run / "iterations.parquet")
+    cols = fn({c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names})
+    pq.write_table(pa.table(cols), run / "iterations.parquet")
+
+
+def _where(t, col, when, value):
+    return {**t, col: np.where(when(t), value, t[col])}
+
+
+HOSTILE = [
+    ("NaN times", lambda c: _edit_table(c / "runs" / "0000", lambda t: _where(
+        t, "end", lambda t: t["iteration"] == 1, np.nan)), [], "non-finite start or end times"),
+    ("rank 10^6", lambda c: _edit_table(c / "runs" / "0000", lambda t: _where(
+        t, "rank", lambda t: t["rank"] == 1, 10**6)), [], "rank 1000000"),
+    ("iteration 2^31-1", lambda c: _edit_table(c / "runs" / "0000", lambda t: _where(
+        t, "iteration", lambda t: t["iteration"] == 1, 2**31 - 1)), [], "iteration 2147483647 lies outside"),
+    ("end before start", lambda c: _edit_table(c / "runs" / "0001", lambda t: _where(
+        t, "end", lambda t: t["iteration"] == 2, 0.0)), [], "ends before it starts"),
+    ("deep corpus.json", lambda c: (c / "corpus.json").write_text("[" * 100_000 + "]" * 100_000), [],
+     "nested too deep"),
+    ("corpus.json a list", lambda c: (c / "corpus.json").write_text("[]"), [], "field 'runs' must be a list"),
+    ("run outside the corpus", lambda c: (c / "corpus.json").write_text(json.dumps(
+        {"runs": [{"dir": "../../etc", "status": "completed"}]})), [], "must be a folder inside the corpus"),
+    ("--epochs 0", lambda c: None, ["--epochs", "0"], "epochs must be an integer >= 1, got 0"),
+    ("--hidden 0", lambda c: None, ["--hidden", "0"], "hidden must be an integer >= 1"),
+    ("--val-frac nan", lambda c: None, ["--val-frac", "nan"], "val_frac must be a number"),
+]
+
+
+@pytest.mark.parametrize("name, edit, more, msg", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_pretrain_on_a_hostile_corpus_is_a_clean_error(corpus, tmp_path, capsys, name, edit, more, msg):
+    """Exit 2 naming the file (or option) and what is wrong; no traceback, no checkpoint, nothing half-written."""
+    import shutil
+
+    c = tmp_path / "c"
+    shutil.copytree(corpus, c)
+    edit(c)
+    more = more or ["--epochs", "2"]
+    assert main(["pretrain", str(c), "-o", str(tmp_path / "ckpt"), "--no-progress", *more]) == 2
+    assert msg in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]  # no checkpoint, no staging folder, no lock
+
+
+def test_pretrain_says_which_runs_it_leaves_out(corpus, tmp_path, capsys):
+    """A run corpus.json does not list as completed is left out, and the command says so (it used to be silent)."""
+    import shutil
+
+    c = tmp_path / "c"
+    shutil.copytree(corpus, c)
+    meta = json.loads((c / "corpus.json").read_text())
+    meta["runs"][2]["status"] = "failed"
+    (c / "corpus.json").write_text(json.dumps(meta))
+    assert main(["pretrain", str(c), "-o", str(tmp_path / "ckpt"), "--epochs", "2", "--no-progress"]) == 0
+    assert f"{c}: 1 run(s) not completed, left out: runs/0002 (failed)" in capsys.readouterr().err
+    rep = json.loads((tmp_path / "ckpt" / "pretrain.json").read_text())
+    assert rep["left_out"] == {str(c): ["runs/0002 (failed)"]}
+    assert "0002" not in rep["split"]["train"] + rep["split"]["val"] + rep["split"]["test"]

@@ -1,4 +1,4 @@
-"""``hybridsim grpc-serve`` (the deprecated alias of ``serve --grpc/--engine``): real processes on 127.0.0.1 with ephemeral ports, stopped by SIGTERM."""
+"""``hybridsim serve --grpc/--engine``: real processes on 127.0.0.1 with ephemeral ports, stopped by SIGTERM."""
 
 import io
 import os
@@ -16,7 +16,7 @@ from hybridsim.scenario import parse_scenario
 
 def spawn(*args):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "hybridsim", "grpc-serve", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "hybridsim", "serve", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
@@ -25,7 +25,7 @@ def test_serve_both_services_then_sigterm_stops_cleanly():
     from hybridsim.service.remote import RemoteBackend
     from surrogate.base import Context
 
-    proc = spawn("--surrogate", "127.0.0.1:0", "--model", "mean", "--model-config", '{"k": 2}',
+    proc = spawn("--grpc", "127.0.0.1:0", "--model", "mean", "--model-option", "k=2",
                  "--engine", "127.0.0.1:0")
     try:
         lines = [proc.stdout.readline() for _ in range(2)]
@@ -48,10 +48,6 @@ jobs: [{name: a, ranks: 4, iterations: 2, workload: {kind: allreduce}}]
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
         assert "stopped (signal 15)" in err
-        # the deprecated alias says so once, on stderr
-        assert [line for line in err.splitlines() if "deprecated" in line] == [
-            "hybridsim: warning: 'grpc-serve' is deprecated; use 'hybridsim serve --grpc [HOST:PORT] --model "
-            "NAME|CKPT' and/or 'hybridsim serve --engine [HOST:PORT]'"], err
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -59,16 +55,16 @@ jobs: [{name: a, ranks: 4, iterations: 2, workload: {kind: allreduce}}]
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--surrogate", "127.0.0.1:0"], "--surrogate needs --model"),
-    (["--surrogate", "127.0.0.1:0", "--model", "no-such-model"], "unknown surrogate model 'no-such-model'"),
-    (["--surrogate", "127.0.0.1:0", "--model", "mean", "--model-config", "{k: 2"], "--model-config: not JSON"),
+    (["--grpc", "127.0.0.1:0"], "--grpc needs --model"),
+    (["--grpc", "127.0.0.1:0", "--model", "no-such-model"], "unknown surrogate model 'no-such-model'"),
+    (["--grpc", "127.0.0.1:0", "--model", "mean", "--model-option", "k"], "--model-option"),
     (["--engine", "127.0.0.1:99999"], "port must be an integer in 0..65535"),
-    ([], "give --surrogate"),
+    ([], "choose exactly one service"),
 ])
 def test_bad_options_exit_2_with_a_message(args, msg):
     from hybridsim.cli import main
 
     buf = io.StringIO()
     with redirect_stderr(buf):
-        rc = main(["grpc-serve", *args])
+        rc = main(["serve", *args])
     assert rc == 2 and msg in buf.getvalue(), buf.getvalue()

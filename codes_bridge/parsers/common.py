@@ -52,13 +52,6 @@ def find_file(path: str | os.PathLike) -> Path | None:
     return None
 
 
-def require_file(path: str | os.PathLike, what: str = "file") -> Path:
-    p = find_file(path)
-    if p is None:
-        raise CodesParseError(path, None, f"{what} not found (also looked for {Path(path).name}.gz)")
-    return p
-
-
 def open_regular(path: str | os.PathLike):
     """``path`` opened for binary reading if it is a regular file (symbolic links followed); a FIFO, device, socket
     or folder raises :class:`CodesParseError` without blocking (opening a FIFO for reading waits for a writer)."""

@@ -70,10 +70,6 @@ class IterationLogCollector:
     _cols: list = field(default_factory=list)    # list of (n, 6) float64 arrays
     _where: list = field(default_factory=list)   # list of (path, line numbers array)
 
-    @property
-    def n_marks(self) -> int:
-        return sum(len(c) for c in self._cols)
-
     def add_array(self, arr: np.ndarray, path, line_nos: np.ndarray) -> None:
         if len(arr):
             self._cols.append(arr)

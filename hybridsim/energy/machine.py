@@ -16,10 +16,8 @@ scenario file). Errors name the file, line, column and field (:class:`MachineErr
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -29,7 +27,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from .. import yamlio
 from ..yamlio import Provenance, ScenarioError
 from ..yamlio import locate as _node_for
-from ..yamlio import locate_key as _key_node_for
 
 PRECISIONS = ("DP", "SP", "HP")
 Precision = Literal["DP", "SP", "HP"]
@@ -298,69 +295,6 @@ class Machine(_M):
         return out
 
 
-# --------------------------------------------------------------------------------------------------------- errors
-def _field_for(model: Any, part: str):
-    for name, f in model.model_fields.items():
-        if name == part or f.alias == part:
-            return f
-    return None
-
-
-def _unwrap(annotation: Any) -> Any:
-    if hasattr(annotation, "model_fields"):
-        return annotation
-    for arg in typing.get_args(annotation):
-        inner = _unwrap(arg)
-        if inner is not None:
-            return inner
-    return None
-
-
-def _model_at(model: Any, loc: tuple) -> Any:
-    """The model class owning the last key of ``loc`` (walking lists and dicts), for unknown-key hints."""
-    for part in loc[:-1]:
-        if isinstance(part, int) or model is None:
-            continue
-        f = _field_for(model, part)
-        if f is None:
-            continue  # a dict key such as 'DP'
-        model = _unwrap(f.annotation)
-    return model
-
-
-def format_errors(exc: ValidationError, root: yaml.Node | None, filename: str, model: Any,
-                  prefix: tuple = (), label: str = "") -> list[str]:
-    """Located messages ``file:line:col: path: message`` for a validation error of ``model`` whose data sits at
-    ``prefix`` in the YAML tree ``root``. ``label`` (e.g. ``"(job 'a', kernel 'k')"``) is added after the path."""
-    problems = []
-    for err in exc.errors():
-        loc = tuple(err.get("loc", ()))
-        full = prefix + loc
-        path = ".".join(str(p) for p in full) or "<top level>"
-        etype = err.get("type", "")
-        if etype == "extra_forbidden":
-            node = _key_node_for(root, full) if root is not None else None
-            owner = _model_at(model, loc)
-            valid = [f.alias or n for n, f in owner.model_fields.items()] if owner is not None else []
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            msg = f"unknown key {loc[-1]!r}{hint}" + (f" (valid keys: {', '.join(valid)})" if valid else "")
-        else:
-            node = _node_for(root, full) if root is not None else None
-            msg = err.get("msg", "invalid value")
-            if msg.startswith("Value error, "):
-                msg = msg[len("Value error, "):]
-            if etype == "missing":
-                msg = "required field is missing"
-            inp = err.get("input")
-            if etype != "missing" and not isinstance(inp, (dict, list)) and inp is not None \
-                    and repr(inp) not in msg:
-                msg += f" (got {inp!r})"
-        where = f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node is not None else filename
-        problems.append(f"{where}: {path}{(' ' + label) if label else ''}: {msg}")
-    return problems
-
-
 def _compose(text: str, filename: str):
     """``(root node, data)`` of a machine file's text, read with the scenario files' YAML bounds and checks."""
     try:
@@ -381,7 +315,7 @@ def validate_machine(data: Any, root: yaml.Node | None = None, filename: str = "
     try:
         return Machine.model_validate(data)
     except ValidationError as exc:
-        problems = format_errors(exc, root, filename, Machine, prefix)
+        problems = yamlio.format_validation_error(exc, root, filename, Machine, prefix)
         raise MachineError("\n".join(problems), problems) from None
 
 

@@ -25,8 +25,9 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, ValidationError, model_validator
 
+from ..yamlio import format_validation_error
 from .machine import LEVEL_SYNONYMS, Machine, MachineError, Precision, _M, _node_for, _scenario_text, \
-    format_errors, machine_for_scenario
+    machine_for_scenario
 
 
 class Kernel(_M):
@@ -160,7 +161,7 @@ def job_kernels(scenario, job_index: int, machine: Machine | None = None) -> lis
             kern = Kernel.model_validate(item)
         except ValidationError as exc:
             locate()
-            problems.extend(format_errors(exc, root, filename, Kernel, prefix, label))
+            problems.extend(format_validation_error(exc, root, filename, Kernel, prefix, label))
             continue
         if machine is None:
             locate()

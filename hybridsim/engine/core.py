@@ -6,13 +6,19 @@ are broken by the insertion counter ``seq``, so a run is a deterministic functio
 the loop's counter) and keep their own state in small slotted objects.
 
 Stopping: a handler may call :meth:`EventLoop.stop`; :meth:`run` also stops at ``until`` (virtual ns) and after
-``max_events`` events, leaving the remaining entries in the heap.
+``max_events`` events, leaving the remaining entries in the heap. A run stopped from outside (its wall-clock deadline
+passed, its client went away) is a :class:`RunStop`: whoever starts a run makes one and makes it :meth:`active
+<RunStop.active>` on its thread; the engine :meth:`checks <RunStop.check>` it between steps, from building the
+workloads to the last event.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import math
+import time
 from heapq import heappop, heappush
 from typing import Callable
 
@@ -20,6 +26,51 @@ from typing import Callable
 class LimitExceeded(RuntimeError):
     """A run went past one of its scenario's ``limits`` (deadline, samples, packets per message); the message
     starts with the limit's name."""
+
+
+class RunStop:
+    """Why the run on this thread must end now: its wall-clock ``deadline`` (seconds from ``start``, a
+    ``time.perf_counter()`` value, default now) passed, or :meth:`cancel` was called (from any thread). ``deadline``
+    None: only cancelling stops it. :meth:`check` raises; it is cheap (one clock read), so loops call it often."""
+
+    def __init__(self, deadline: float | None = None, start: float | None = None):
+        self.deadline = deadline
+        self.start = time.perf_counter() if start is None else float(start)
+        self._cancel: BaseException | None = None
+
+    def cancel(self, exc: BaseException) -> None:
+        """Make the next :meth:`check` raise ``exc`` (thread-safe: one reference assignment)."""
+        self._cancel = exc
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def check(self, where: str = "") -> None:
+        """Raise the cancelling exception, or :class:`LimitExceeded` once the deadline has passed (``where``: what
+        the run was doing, for the message)."""
+        if self._cancel is not None:
+            raise self._cancel
+        if self.deadline is not None and time.perf_counter() - self.start > self.deadline:
+            raise LimitExceeded(f"deadline: the run passed its wall-clock deadline of {self.deadline:g} s "
+                                f"(limits.deadline){' ' + where if where else ''}")
+
+    @contextlib.contextmanager
+    def active(self):
+        """Within the block, :func:`current_stop` on this thread (and its context) is this one."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+
+
+_CURRENT: contextvars.ContextVar[RunStop | None] = contextvars.ContextVar("hybridsim_run_stop", default=None)
+
+
+def current_stop() -> RunStop | None:
+    """The :class:`RunStop` of the run in progress on this thread, if its starter made one active."""
+    return _CURRENT.get()
 
 
 class EventLoop:

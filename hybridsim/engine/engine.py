@@ -25,7 +25,7 @@ import numpy as np
 
 from ..backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult
 from ..records import IterationRecord
-from .core import EventLoop, LimitExceeded
+from .core import EventLoop, LimitExceeded, RunStop, current_stop
 from .mpi import MpiLayer, Rank
 from .network import Network
 from .sampling import PortSampler
@@ -61,11 +61,20 @@ class Engine(Backend):
         progress: show a tqdm bar on stderr (virtual time, iterations done per job, events/s).
         debug: check invariants as it runs (default: ``scenario.backend.embedded.debug``).
         workloads: per-job :class:`~hybridsim.workloads.base.JobWorkload` objects (default: built from the jobs).
+
+    The run stops (:class:`~.core.LimitExceeded` ``deadline``, or the cancelling exception) when the
+    :class:`~.core.RunStop` active on the constructing thread says so -- checked while the workloads are built and
+    every :data:`CHECK_EVERY` events -- or, without one, when ``limits.deadline`` seconds have passed since
+    construction.
     """
+
+    #: events between two checks of the run's :class:`~.core.RunStop` (a clock read: cheap against the events)
+    CHECK_EVERY = 1024
 
     def __init__(self, scenario, topology=None, placement=None, progress: bool = False, debug: Optional[bool] = None,
                  workloads=None):
         self.scenario = scenario
+        self.stop = current_stop() or RunStop(scenario.limits.deadline)
         self.topo = topology if topology is not None else scenario.build_topology()
         self.stream = scenario.is_stream
         if self.stream:
@@ -81,7 +90,11 @@ class Engine(Backend):
         self.debug = scenario.backend.embedded.debug if debug is None else bool(debug)
         if workloads is None:
             from ..workloads import build_workload
-            workloads = [build_workload(job, j, scenario.seed, scenario=scenario) for j, job in enumerate(scenario.jobs)]
+            workloads = []
+            for j, job in enumerate(scenario.jobs):
+                self.stop.check(f"while building the workload of job {job.name!r}")
+                workloads.append(build_workload(job, j, scenario.seed, scenario=scenario))
+            self.stop.check("while building the workloads")
         self.workloads = list(workloads)
         if len(self.workloads) != len(scenario.jobs) or len(self.placement) != len(scenario.jobs):
             raise EngineError("one workload and one placement array are needed per job")
@@ -159,22 +172,22 @@ class Engine(Backend):
         until = emb.end_time if emb.end_time is not None else float("inf")
         pbar = None
         wall0 = time.perf_counter()
-        state = {"last_ev": 0}
+        state = {"last_ev": 0, "last_bar": 0.0}
+        stop = self.stop
         if self.progress:
             from tqdm import tqdm
             pbar = tqdm(total=None, unit="ev", unit_scale=True, file=sys.stderr, dynamic_ncols=True,
                         desc=sc.name or "engine", mininterval=0.5)
 
-        def on_check(t, n):
-            if lim.deadline is not None and time.perf_counter() - wall0 > lim.deadline:
-                raise LimitExceeded(f"deadline: the run passed its wall-clock deadline of {lim.deadline:g} s "
-                                    f"(limits.deadline) at t={t:,.0f} ns after {n:,} events")
+        def on_check(t, n, final=False):
+            stop.check(f"at t={t:,.0f} ns after {n:,} events")
             if self.debug:
                 net.check_invariants()
-            if pbar is not None:
+            el = time.perf_counter() - wall0
+            if pbar is not None and (final or el - state["last_bar"] >= 0.5):
+                state["last_bar"] = el
                 pbar.update(n - state["last_ev"])
                 state["last_ev"] = n
-                el = time.perf_counter() - wall0
                 jobs = [j for j in range(self.n_jobs) if not self.is_bg[j]]
                 done = [self.iters_done[j] // self.n_ranks[j] for j in jobs]
                 its = jobs_progress([self.job_names[j] for j in jobs], done, [self.iters[j] for j in jobs],
@@ -187,13 +200,16 @@ class Engine(Backend):
         gc.disable()
         try:
             partial = loop.run(until=until, max_events=emb.max_events, on_check=on_check,
-                               check_every=1024 if self.debug else 65536)
+                               check_every=self.CHECK_EVERY)
         finally:
             if gc_was_enabled:
                 gc.enable()
             if pbar is not None:
                 self.debug, debug = False, self.debug
-                on_check(loop.now, loop.events)
+                try:
+                    on_check(loop.now, loop.events, final=True)
+                except BaseException:  # noqa: BLE001 - the run's own exception, if any, goes on
+                    pass
                 self.debug = debug
                 pbar.close()
         wall = time.perf_counter() - wall0
@@ -297,6 +313,8 @@ class Engine(Backend):
             if len(parked) == self.n_ranks[j]:
                 self._predict(j, it, self.parked.pop((j, it)))
             return
+        # generating a rank's ops can be slow (a custom function, LAMMPS' first call per rank): check before each
+        self.stop.check(f"at t={t:,.0f} ns while generating the ops of job {self.job_names[j]!r}")
         rs.ops = self.workloads[j].ops(rs.local, it)
         rs.pc = 0
         rs.reqs = {}
@@ -395,6 +413,7 @@ class Engine(Backend):
             self.loop.at(t + self.sampler.interval, self._sample)
 
     def _emit_samples(self, t):
+        self.stop.check(f"at t={t:,.0f} ns (sampling the ports)")  # a window can cost more than many events
         if len(self.sampler.blocks) >= self.max_windows:
             raise LimitExceeded(f"max_samples: {len(self.sampler.blocks)} sample windows x {self.net.n_ports} ports "
                                 f"reach limits.max_samples = {self.scenario.limits.max_samples} at t={t:,.0f} ns")

@@ -20,10 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 
-try:  # the agreed alphabet of hybridsim.workloads
-    from ..workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
-except ImportError:  # pragma: no cover - only before the workloads package existed
-    COMPUTE, ISEND, IRECV, SEND, RECV, WAITALL = range(6)
+from ..workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
 
 EAGER_THRESHOLD = 8192
 CONTROL_SIZE = 64
@@ -55,6 +52,19 @@ class Message:
         self.sreq = sreq
         self.rreq = rreq
         self.jb = jb
+
+
+def _match(waiting: dict, parked: dict, key, item):
+    """MPI matching by (source, tag), either way round: the oldest entry of ``waiting[key]`` (a posted receive for an
+    arriving message, an unexpected message for a new receive), or None after parking ``item`` in ``parked[key]``."""
+    q = waiting.get(key)
+    if q:
+        return q.popleft()
+    p = parked.get(key)
+    if p is None:
+        p = parked[key] = deque()
+    p.append(item)
+    return None
 
 
 class Request:
@@ -147,19 +157,12 @@ class MpiLayer:
             self.complete(t, msg.rreq)
         elif k == EAGER or k == RTS:
             rd = self.ranks[msg.dst]
-            key = (msg.src, msg.tag)
-            q = rd.posted.get(key)
-            if q:
-                rq = q.popleft()
+            rq = _match(rd.posted, rd.unexpected, (msg.src, msg.tag), msg)
+            if rq is not None:
                 if k == EAGER:
                     self.complete(t, rq)
                 else:
                     self._ack(t, msg, rq)
-            else:
-                u = rd.unexpected.get(key)
-                if u is None:
-                    u = rd.unexpected[key] = deque()
-                u.append(msg)
         elif k == ACK:
             # back at the sender: send the data
             data = Message(DATA, msg.dst, msg.src, msg.tag, msg.size, msg.size, msg.dst_term, msg.src_term,
@@ -173,19 +176,12 @@ class MpiLayer:
         self._post(t + CONTROL_OFFSET, ack)
 
     def _irecv(self, t, rs: Rank, src: int, tag: int, rq: Request):
-        key = (src, tag)
-        u = rs.unexpected.get(key)
-        if u:
-            msg = u.popleft()
+        msg = _match(rs.unexpected, rs.posted, (src, tag), rq)
+        if msg is not None:
             if msg.kind == EAGER:
                 self.complete(t, rq)
             else:
                 self._ack(t, msg, rq)
-        else:
-            q = rs.posted.get(key)
-            if q is None:
-                q = rs.posted[key] = deque()
-            q.append(rq)
 
     # ------------------------------------------------------------------------------------------------ ranks
     def complete(self, t, rq: Request):

@@ -10,7 +10,7 @@ machines (the surrogate on the GPU box, the simulator on CPU nodes, the controll
 * :mod:`hybridsim.service.remote` -- :class:`~hybridsim.service.remote.RemoteBackend`, the client side of the engine
   service with the engine's ``run(director, on_record, on_samples) -> SimulationResult``.
 * :mod:`hybridsim.service.cli` -- ``hybridsim serve --grpc HOST:PORT --model CKPT|NAME`` /
-  ``--engine HOST:PORT`` (``grpc-serve`` is a deprecated alias).
+  ``--engine HOST:PORT`` (the gRPC options of ``hybridsim serve``).
 
 The ``.proto`` files are in ``protos/hybridsim/v1/``; the generated code in ``_gen/`` is checked in (regenerate with
 ``scripts/gen_protos.sh``), so only grpcio and protobuf are needed at run time.

@@ -3,51 +3,47 @@
     hybridsim serve --grpc 127.0.0.1:50051 --model ridge            # or --model path/to/checkpoint
     hybridsim serve --engine 127.0.0.1:50052
 
-``hybridsim grpc-serve`` (``--surrogate`` instead of ``--grpc``, ``--model-config JSON``) is a deprecated alias that
-prints one warning line on stderr and runs the same code.
-
-Both listen on loopback unless a host is given (``--surrogate 0.0.0.0:50051`` to serve the network), print one
+Both listen on loopback unless a host is given (``--grpc 0.0.0.0:50051`` to serve the network), print one
 ``listening`` line per service on stdout (port 0 = ephemeral; the line has the real port) and stop cleanly on SIGTERM
-or Ctrl-C (exit status 0). ``add_serve_options`` / ``serve_grpc`` / ``serve_engine`` let ``hybridsim serve`` offer
-the same as ``--grpc`` / ``--engine``.
+or Ctrl-C (exit status 0). :mod:`hybridsim.cli_serve` adds :func:`add_serve_options` to ``serve`` and runs
+:func:`serve_services`.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 
-from hybridsim.cli import EXIT_OK, CliError
+from hybridsim.errors import EXIT_OK, CliError
 
-from .limits import DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_RANKS, DEFAULT_MAX_STATE_BYTES, ScenarioLimits
+from .limits import (DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_PENDING, DEFAULT_MAX_RANKS, DEFAULT_MAX_STATE_BYTES,
+                     DEFAULT_START_TIMEOUT, ScenarioLimits)
 
 DEFAULT_SURROGATE_ADDRESS = "127.0.0.1:50051"
 DEFAULT_ENGINE_ADDRESS = "127.0.0.1:50052"
 
 
-def add_serve_options(parser, surrogate_flag: str = "--surrogate", engine_flag: str = "--engine",
-                      shared_model: bool = False) -> None:
-    """Add the gRPC options. With ``shared_model`` the caller owns ``--model`` (dest ``model``) and
-    ``--model-option``; :func:`cmd_grpc_serve` maps them."""
+def add_serve_options(parser) -> tuple:
+    """Add the gRPC options (``--grpc``, ``--engine`` and their limits); returns the actions of the two service
+    flags. The caller owns ``--model`` and ``--model-option`` and sets ``grpc_model`` / ``grpc_model_config`` (a dict
+    or None) from them."""
     g = parser.add_argument_group("gRPC services")
-    g.add_argument(surrogate_flag, dest="grpc_surrogate", nargs="?", const=DEFAULT_SURROGATE_ADDRESS,
+    surrogate = g.add_argument("--grpc", dest="grpc_surrogate", nargs="?", const=DEFAULT_SURROGATE_ADDRESS,
                    metavar="HOST:PORT", help=f"serve a surrogate (hybridsim.v1.Surrogate); default address "
                                              f"{DEFAULT_SURROGATE_ADDRESS}")
-    if not shared_model:
-        g.add_argument("--model", dest="grpc_model", metavar="CKPT|NAME",
-                       help="checkpoint folder (config.json [+ model.safetensors]) or registry name (last, ridge, ...)")
-        g.add_argument("--model-config", dest="grpc_model_config", metavar="JSON",
-                       help='constructor arguments for a registry name, e.g. \'{"k": 8}\'')
     g.add_argument("--save-dir", dest="grpc_save_dir", metavar="DIR",
                    help="folder where Save writes checkpoints (Save is refused without it)")
     g.add_argument("--max-workers", dest="grpc_max_workers", type=int, default=16, metavar="N",
                    help="RPC threads of the surrogate server (default 16)")
     g.add_argument("--max-in-flight", dest="grpc_max_in_flight", type=int, default=64, metavar="N",
                    help="surrogate requests in progress at once; more get RESOURCE_EXHAUSTED (default 64)")
-    g.add_argument(engine_flag, dest="grpc_engine", nargs="?", const=DEFAULT_ENGINE_ADDRESS, metavar="HOST:PORT",
+    engine = g.add_argument("--engine", dest="grpc_engine", nargs="?", const=DEFAULT_ENGINE_ADDRESS, metavar="HOST:PORT",
                    help=f"serve the embedded engine (hybridsim.v1.Engine); default address {DEFAULT_ENGINE_ADDRESS}")
     g.add_argument("--max-runs", dest="grpc_max_runs", type=int, default=4, metavar="N",
                    help="simulations the engine server runs at once (default 4)")
+    g.add_argument("--start-timeout", dest="grpc_start_timeout", type=float, default=DEFAULT_START_TIMEOUT,
+                   metavar="S", help=f"seconds an engine Run stream may wait before its Start message; at most "
+                                     f"{DEFAULT_MAX_PENDING} wait at once, a new one evicts the longest waiting "
+                                     f"(default {DEFAULT_START_TIMEOUT:g})")
     g.add_argument("--max-message-mb", dest="grpc_max_message_mb", type=float, default=64.0, metavar="MB",
                    help="largest message either way (default 64 MiB)")
     g.add_argument("--grace", dest="grpc_grace", type=float, default=5.0, metavar="S",
@@ -76,6 +72,7 @@ def add_serve_options(parser, surrogate_flag: str = "--surrogate", engine_flag: 
          "MiB of port samples one remote engine run keeps (the run stops with RESOURCE_EXHAUSTED past it)"),
     ]:
         g.add_argument(flag, dest=dest, type=int, default=default, metavar="N", help=f"{what} (default {default})")
+    return surrogate, engine
 
 
 def _positive(args, *dests: str) -> None:
@@ -107,15 +104,8 @@ def start_surrogate_server(args):
     from .surrogate_server import SurrogateServer, load_model
 
     if not args.grpc_model:
-        raise CliError("--surrogate needs --model CKPT|NAME")
-    config = None
-    if args.grpc_model_config:
-        try:
-            config = json.loads(args.grpc_model_config)
-        except json.JSONDecodeError as exc:
-            raise CliError(f"--model-config: not JSON: {exc}") from None
-        if not isinstance(config, dict):
-            raise CliError("--model-config: expected a JSON object")
+        raise CliError("--grpc needs --model CKPT|NAME")
+    config = args.grpc_model_config or None
     _positive(args, "grpc_max_workers", "grpc_max_in_flight", "grpc_max_jobs", "grpc_max_ranks", "grpc_max_history",
               "grpc_max_state_mb")
     try:
@@ -129,7 +119,7 @@ def start_surrogate_server(args):
                                  max_ranks=args.grpc_max_ranks, max_truth_iterations=args.grpc_max_history,
                                  max_state_bytes=args.grpc_max_state_mb << 20)
     except (ValueError, OSError, RuntimeError) as exc:
-        raise CliError(f"--surrogate {args.grpc_surrogate}: {exc}") from None
+        raise CliError(f"--grpc {args.grpc_surrogate}: {exc}") from None
     server.start()
     print(f"hybridsim: surrogate service ({model.name}) listening on {server.address}", flush=True)
     return server
@@ -139,6 +129,8 @@ def start_engine_server(args):
     """Build and start the engine server the options describe; returns it (not blocking)."""
     from .engine_server import EngineServer
 
+    if not 0 < args.grpc_start_timeout < float("inf"):
+        raise CliError(f"--start-timeout: must be a number of seconds > 0, got {args.grpc_start_timeout}")
     _positive(args, "grpc_max_runs", "grpc_max_ranks", "grpc_max_scenario_kb", "grpc_max_terminals", "grpc_max_ports",
               "grpc_max_iterations", "grpc_max_events", "grpc_max_samples_mb")
     limits = ScenarioLimits(max_scenario_bytes=args.grpc_max_scenario_kb << 10, max_ranks=args.grpc_max_ranks,
@@ -147,7 +139,7 @@ def start_engine_server(args):
                             max_sample_bytes=args.grpc_max_samples_mb << 20)
     try:
         server = EngineServer(args.grpc_engine, max_runs=args.grpc_max_runs, max_message_bytes=_max_bytes(args),
-                              limits=limits, access=_access(args))
+                              limits=limits, access=_access(args), start_timeout=args.grpc_start_timeout)
     except (ValueError, OSError, RuntimeError) as exc:
         raise CliError(f"--engine {args.grpc_engine}: {exc}") from None
     server.start()
@@ -168,19 +160,8 @@ def _serve(servers, args) -> int:
     return EXIT_OK
 
 
-def serve_grpc(args) -> int:
-    """Serve the surrogate until SIGTERM/SIGINT."""
-    return _serve([start_surrogate_server(args)], args)
-
-
-def serve_engine(args) -> int:
-    """Serve the engine until SIGTERM/SIGINT."""
-    return _serve([start_engine_server(args)], args)
-
-
-def cmd_grpc_serve(args) -> int:
-    if not args.grpc_surrogate and not args.grpc_engine:
-        raise CliError("grpc-serve: give --surrogate [HOST:PORT] --model CKPT|NAME and/or --engine [HOST:PORT]")
+def serve_services(args) -> int:
+    """Serve the surrogate (``--grpc``) and/or the engine (``--engine``) until SIGTERM/SIGINT."""
     servers = []
     try:
         if args.grpc_surrogate:
@@ -192,19 +173,3 @@ def cmd_grpc_serve(args) -> int:
             s.stop(0)
         raise
     return _serve(servers, args)
-
-
-DEPRECATED = ("hybridsim: warning: 'grpc-serve' is deprecated; use 'hybridsim serve --grpc [HOST:PORT] --model "
-              "NAME|CKPT' and/or 'hybridsim serve --engine [HOST:PORT]'")
-
-
-def cmd_grpc_serve_deprecated(args) -> int:
-    print(DEPRECATED, file=sys.stderr, flush=True)
-    return cmd_grpc_serve(args)
-
-
-def register(sub) -> None:
-    p = sub.add_parser("grpc-serve", help="deprecated alias of 'serve --grpc/--engine'",
-                       description="Deprecated alias of 'hybridsim serve --grpc/--engine' (--surrogate is --grpc).")
-    add_serve_options(p)
-    p.set_defaults(func=cmd_grpc_serve_deprecated)

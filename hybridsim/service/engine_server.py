@@ -8,9 +8,12 @@ engine in a thread; the engine's callbacks are turned into stream messages:
   ``PredictCall`` and block until the client's ``ModeAnswer`` / ``PredictAnswer`` -- so the client's director sees
   exactly the records it would see in-process and a run gives the same records as in-process for the same seed.
 
-A client that cancels, disconnects or half-closes while the engine waits for it stops the run (the engine thread
-ends at its next callback) and the server forgets the session. At most ``max_runs`` runs are active; more get
-``RESOURCE_EXHAUSTED``. A bad scenario or a malformed answer is ``INVALID_ARGUMENT`` naming the field; a client that
+A client that cancels, disconnects, half-closes or passes its gRPC deadline stops the run whatever the engine is doing
+(building the workloads, between events, waiting for the client: its :class:`~hybridsim.engine.core.RunStop` is
+cancelled and checked every few events), and the run slot is freed as the engine thread ends; the scenario's
+``limits.deadline`` ends it the same way (``DEADLINE_EXCEEDED``). At most ``max_runs`` runs are active; more get
+``RESOURCE_EXHAUSTED``. A stream must send its Start within ``start_timeout`` seconds, and at most ``max_pending``
+streams wait for theirs at once (a new one evicts the longest waiting), so idle streams cannot hold the server. A bad scenario or a malformed answer is ``INVALID_ARGUMENT`` naming the field; a client that
 does not answer within ``answer_timeout`` seconds gets ``DEADLINE_EXCEEDED``; an engine failure is ``INTERNAL``.
 
 Before anything is built, ``Start`` is checked by :mod:`.scenario_guard`: text size and YAML shape, run size
@@ -23,6 +26,7 @@ so tests can put any object with the engine's ``run(director, on_record, on_samp
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import logging
@@ -37,10 +41,11 @@ import grpc
 import numpy as np
 
 from ..backend import Director
+from ..engine.core import LimitExceeded, RunStop
 from ._common import (DEFAULT_MAX_MESSAGE_BYTES, Access, ServiceError, add_health_and_reflection, bind, server_options,
                       to_tensor)
 from ._gen import engine_pb2, engine_pb2_grpc
-from .limits import ScenarioLimits
+from .limits import DEFAULT_MAX_PENDING, DEFAULT_START_TIMEOUT, ScenarioLimits
 from .scenario_guard import check_scenario_limits, confine_scenario, yaml_limits
 
 log = logging.getLogger(__name__)
@@ -152,6 +157,9 @@ class _Session:
         self.out: queue.Queue = queue.Queue(maxsize=64)
         self.answers: queue.Queue = queue.Queue()
         self.cancelled = threading.Event()
+        # checked by the engine while it builds the workloads and as it runs: the scenario's limits.deadline, and
+        # cancel() when the client goes away (its call ended, was cancelled or passed its gRPC deadline)
+        self.stop = RunStop(scenario.limits.deadline)
         self.finished = threading.Event()
         self._ids = itertools.count(1)
         self.record_batch = start.record_batch or DEFAULT_RECORD_BATCH
@@ -162,6 +170,11 @@ class _Session:
         self.streamed_simulated: list = []
         self.streamed_blocks: list = []
         self.director_calls = 0
+
+    def cancel(self) -> None:
+        """Stop the run: the engine thread raises at its next check or callback (callable from any thread)."""
+        self.cancelled.set()
+        self.stop.cancel(_Cancelled())
 
     # ------------------------------------------------------------------------------------- engine-thread side
     def _check(self) -> None:
@@ -255,7 +268,7 @@ class _Session:
                                        f"{expect}: no answer to call {call_id} within {self.answer_timeout:g} s")
                 continue
             if req is _END:
-                self.cancelled.set()
+                self.cancel()
                 raise _Cancelled()
             kind = req.WhichOneof("msg")
             if kind != expect:
@@ -306,9 +319,12 @@ class _ProxyDirector(Director):
 
 class EngineServicer(engine_pb2_grpc.EngineServicer):
     def __init__(self, engine_factory=None, max_runs: int = 4, answer_timeout: float = 600.0,
-                 limits: ScenarioLimits | None = None, access: Access | None = None, start_timeout: float = 10.0):
+                 limits: ScenarioLimits | None = None, access: Access | None = None,
+                 start_timeout: float = DEFAULT_START_TIMEOUT, max_pending: int = DEFAULT_MAX_PENDING):
         self.engine_factory = engine_factory or default_engine_factory
         self.start_timeout = float(start_timeout)
+        self.max_pending = int(max_pending)
+        self._pending: collections.OrderedDict = collections.OrderedDict()  # streams waiting for Start -> context
         self.limits = limits or ScenarioLimits()
         self.access = access or Access()
         self.max_runs = int(max_runs)
@@ -326,18 +342,9 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
 
     # ------------------------------------------------------------------------------------- the stream
     def Run(self, request_iterator, context):
-        # a stream that never sends Start would hold an RPC thread for good: cancel it after start_timeout
-        watchdog = threading.Timer(self.start_timeout, context.cancel)
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            first = next(request_iterator)
-        except StopIteration:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "start: the stream ended before a Start message")
-        except grpc.RpcError:
+        first = self._first_message(request_iterator, context)
+        if first is None:
             return
-        finally:
-            watchdog.cancel()
         if first.WhichOneof("msg") != "start":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"start: the first message must be a Start, got {first.WhichOneof('msg')}")
@@ -361,6 +368,10 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         if session is None:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                           f"the engine server already runs {self.max_runs} simulations; retry later")
+        # from here the slot is the session's: a client that goes away (or passes its gRPC deadline) stops the run,
+        # whatever it is doing, and the slot is freed when the engine thread ends
+        if not context.add_callback(session.cancel):  # the call already ended
+            session.cancel()
         try:
             check_start_files(scenario, first.start)
         except ServiceError as exc:
@@ -371,7 +382,6 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         if failure:
             self._forget(session)
             context.abort(*failure)
-        context.add_callback(session.cancelled.set)
         reader = threading.Thread(target=self._read_answers, args=(session, request_iterator),
                                   name=f"engine-answers-{session.id}", daemon=True)
         runner = threading.Thread(target=self._run_engine, args=(session,), name=f"engine-{session.id}", daemon=True)
@@ -396,9 +406,34 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                     context.abort(item.code, item.message)
                 yield item
         finally:
-            session.cancelled.set()
+            session.cancel()
             if not runner.is_alive() and not session.finished.is_set():  # never started
                 self._forget(session)
+
+    def _first_message(self, request_iterator, context):
+        """The stream's first message, or None once the stream is gone. A stream waits for it at most
+        ``start_timeout`` seconds, and at most ``max_pending`` streams wait at once: a new one cancels the one that
+        has waited longest (a client sends Start as it opens the stream, so only idle streams are ever evicted), so
+        streams that never send Start can neither hold the RPC threads nor lock out runs."""
+        key = object()
+        with self._lock:
+            self._pending[key] = context
+            while len(self._pending) > self.max_pending:
+                _k, oldest = self._pending.popitem(last=False)
+                oldest.cancel()
+        watchdog = threading.Timer(self.start_timeout, context.cancel)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            return next(request_iterator)
+        except StopIteration:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "start: the stream ended before a Start message")
+        except grpc.RpcError:
+            return None
+        finally:
+            watchdog.cancel()
+            with self._lock:
+                self._pending.pop(key, None)
 
     @staticmethod
     def _read_answers(session: _Session, request_iterator) -> None:
@@ -418,7 +453,12 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             self.sessions.pop(session.id, None)
 
     def _run_engine(self, session: _Session) -> None:
+        with session.stop.active():
+            self._run_engine_stoppable(session)
+
+    def _run_engine_stoppable(self, session: _Session) -> None:
         try:
+            session.stop.check("before the engine was built")
             engine = self.engine_factory(session.scenario)
             director = _ProxyDirector(session) if session.start.director else None
             on_samples = session.on_samples if session.start.samples else session.count_samples
@@ -430,6 +470,10 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             pass
         except ServiceError as exc:
             self._fail(session, exc.code, str(exc))
+        except LimitExceeded as exc:  # the scenario's limits.deadline, samples or packets per message
+            code = (grpc.StatusCode.DEADLINE_EXCEEDED if str(exc).startswith("deadline")
+                    else grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self._fail(session, code, f"start.scenario_yaml: limits: {exc}")
         except Exception as exc:  # noqa: BLE001 - report, never kill the server
             from hybridsim.engine.engine import EngineError
             from hybridsim.workloads.base import WorkloadError
@@ -490,13 +534,17 @@ class EngineServer:
 
     def __init__(self, address: str = "127.0.0.1:0", *, engine_factory=None, max_runs: int = 4,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, answer_timeout: float = 600.0,
-                 limits: ScenarioLimits | None = None, access: Access | None = None, start_timeout: float = 10.0):
+                 limits: ScenarioLimits | None = None, access: Access | None = None,
+                 start_timeout: float = DEFAULT_START_TIMEOUT, max_pending: int = DEFAULT_MAX_PENDING):
         self.servicer = EngineServicer(engine_factory, max_runs=max_runs, answer_timeout=answer_timeout,
-                                       limits=limits, access=access, start_timeout=start_timeout)
-        # each run holds one RPC thread (the stream); a few more for Status/health/reflection and refusals
-        self._pool = futures.ThreadPoolExecutor(max_workers=max_runs + 8, thread_name_prefix="engine-rpc")
+                                       limits=limits, access=access, start_timeout=start_timeout,
+                                       max_pending=max_pending)
+        # each run holds one RPC thread (the stream), each stream waiting for its Start one more; a few more for
+        # Status/health/reflection and refusals
+        threads = max_runs + max_pending + 8
+        self._pool = futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="engine-rpc")
         self.server = grpc.server(self._pool, options=server_options(max_message_bytes),
-                                  maximum_concurrent_rpcs=max_runs + 8)
+                                  maximum_concurrent_rpcs=threads)
         engine_pb2_grpc.add_EngineServicer_to_server(self.servicer, self.server)
         self.health = add_health_and_reflection(self.server, [SERVICE_NAME])
         self.address = bind(self.server, address)
@@ -509,7 +557,7 @@ class EngineServer:
         self.health.enter_graceful_shutdown()
         self.servicer.shutting_down = True
         for s in list(self.servicer.sessions.values()):
-            s.cancelled.set()
+            s.cancel()
         stopped = self.server.stop(grace)
         stopped.wait()
         for t in self.servicer.threads:

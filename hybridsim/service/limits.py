@@ -11,6 +11,10 @@ DEFAULT_MAX_RANKS = 65536               # --max-ranks: ranks of one job (engine 
 DEFAULT_MAX_HISTORY = 1024              # --max-history: truth iterations kept per job (and the largest Tune window)
 DEFAULT_MAX_STATE_BYTES = 1 << 30       # --max-state-mb: truth + graphs held over all jobs
 
+# engine service
+DEFAULT_START_TIMEOUT = 3.0             # --start-timeout: seconds a Run stream may wait before its Start
+DEFAULT_MAX_PENDING = 4                 # Run streams waiting for their Start at once (one more evicts the oldest)
+
 
 @dataclass(frozen=True)
 class ScenarioLimits:

@@ -14,6 +14,10 @@ from ._common import Access, invalid, over_limit
 from .limits import ScenarioLimits
 
 
+#: scenario limits a client may lower but not raise: what its workload generates (the serve flags bound the rest)
+CLIENT_CAPPED = ("max_ops", "max_packets", "max_packets_per_message", "max_samples")
+
+
 def yaml_limits(limits: ScenarioLimits):
     """The operator's bounds on a client's scenario text as :class:`hybridsim.yamlio.YamlLimits` (one home for the
     size / depth / alias-expansion checks, shared with scenario files), messages naming this server's flags."""
@@ -28,7 +32,10 @@ def yaml_limits(limits: ScenarioLimits):
 
 def check_scenario_limits(scenario, limits: ScenarioLimits, field: str = "start.scenario_yaml") -> None:
     """Refuse a run bigger than the limits (INVALID_ARGUMENT); impose ``max_events`` when the scenario sets none.
-    Only arithmetic on the parsed scenario: nothing is built."""
+    Only arithmetic on the parsed scenario: nothing is built. The scenario's own ``limits`` section (already checked
+    against the run's estimated cost by :func:`hybridsim.scenario.parse_scenario`) may lower the defaults of
+    :class:`hybridsim.scenario.Limits` that no serve flag stands for (:data:`CLIENT_CAPPED`), not raise them: a
+    client cannot lift the bounds that keep its run finite."""
     topo = scenario.topology
     terminals = topo.n_terminals
     if terminals > limits.max_terminals:
@@ -51,6 +58,13 @@ def check_scenario_limits(scenario, limits: ScenarioLimits, field: str = "start.
         raise over_limit(f"{field}: backend.embedded.max_events", emb.max_events, limits.max_events, "--max-events")
     if emb.max_events is None:
         emb.max_events = limits.max_events
+    from hybridsim.scenario import Limits
+
+    ceiling = Limits()
+    for name in CLIENT_CAPPED:
+        own, top = getattr(scenario.limits, name), getattr(ceiling, name)
+        if own > top:
+            raise over_limit(f"{field}: limits.{name}", own, top, "the default of the scenario limit")
 
 
 def confine_scenario(scenario, access: Access, base_dir: Path | None, field: str = "start.scenario_yaml") -> None:

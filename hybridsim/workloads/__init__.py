@@ -12,8 +12,9 @@ Background jobs (``uniform_random`` / ``synthetic1``) have ``background = True``
 ``allreduce``, ``uniform_random``; ``custom`` runs a user function (contract in :mod:`hybridsim.workloads.custom`).
 ``from_codes_json(path)`` maps a CODES SWM JSON file to the scenario's workload fields.
 
-``Job.compute.delay`` (a compute phase at the start of every iteration, on top of the workload's own) is prepended to
-each rank's ops here as a ``COMPUTE`` op when it is > 0, so the engine must not add it again.
+``Job.compute.delay`` (a compute phase at the start of every iteration, on top of the workload's own) becomes the
+workload's ``job_compute_ns`` here, and :meth:`JobWorkload.ops <hybridsim.workloads.base.JobWorkload.ops>` puts it first
+in each rank's ops as a ``COMPUTE`` op when it is > 0, so the engine must not add it again.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
-from .base import JobWorkload, WorkloadError, cycles_to_ns
+from .base import JobWorkload, WorkloadCost, WorkloadError, cycles_to_ns
 from .collectives import Program, allreduce_partners, allreduce_schedule, barrier_schedule
 from .ops import (ALLREDUCE_TAG, BARRIER_TAG, COMPUTE, IRECV, ISEND, KIND_NAMES, RECV, SEND, WAITALL, OpError,
                   compute, format_op, irecv, isend, recv, send, validate_ops, waitall)
 
 __all__ = [
-    "build_workload", "from_codes_json", "check_matching", "JobWorkload", "WorkloadError", "Program",
+    "build_workload", "estimate_cost", "WorkloadCost", "from_codes_json", "check_matching", "JobWorkload", "WorkloadError", "Program",
     "COMPUTE", "ISEND", "IRECV", "SEND", "RECV", "WAITALL", "KIND_NAMES", "ALLREDUCE_TAG", "BARRIER_TAG",
     "compute", "isend", "irecv", "send", "recv", "waitall", "allreduce", "barrier", "sendrecv", "format_op",
     "validate_ops", "OpError", "allreduce_schedule", "allreduce_partners", "barrier_schedule", "cycles_to_ns",
@@ -104,14 +105,30 @@ def build_workload(job, job_index: int = 0, seed: int = 0, scenario=None) -> Job
         from ..energy import compute_phase_ns
 
         delay = compute_phase_ns(scenario, job_index)
-    if delay > 0:
-        inner_ops = wl.ops
-
-        def ops_with_job_compute(rank: int, iteration: int, _d=float(delay)) -> list[tuple]:
-            return [(COMPUTE, _d)] + inner_ops(rank, iteration)
-
-        wl.ops = ops_with_job_compute  # instance attribute shadows the method
+    wl.job_compute_ns = float(delay)
     return wl
+
+
+def estimate_cost(job, packet_size: int) -> WorkloadCost | None:
+    """What one rank-iteration of ``job`` (one message of a background job) costs, in closed form from its
+    parameters, nothing generated (:class:`~.base.WorkloadCost`); ``None`` where it cannot be known beforehand (a
+    custom workload's function). Raises :class:`WorkloadError` for parameters the workload cannot run (a LAMMPS
+    problem its ranks cannot decompose), as building it would."""
+    w = job.workload
+    kind = w.kind
+    if kind == "milc":
+        from .milc import cost
+    elif kind == "lammps":
+        from .lammps import cost
+    elif kind in ("nearest_neighbor", "nn"):
+        from .nearest_neighbor import cost
+    elif kind == "allreduce":
+        from .simple import allreduce_cost as cost
+    elif kind in ("uniform_random", "synthetic1"):
+        from .simple import uniform_random_cost as cost
+    else:
+        return None
+    return cost(job.ranks, w, packet_size)
 
 
 def check_matching(wl: JobWorkload, iteration: int, ranks: Optional[range] = None) -> list[str]:

@@ -66,7 +66,7 @@ class CustomJob(JobWorkload):
             raise WorkloadError(f"job {name!r}: {self.spec} cannot be called as fn(rank, iteration, n_ranks, "
                                 f"**params) with params {sorted(self.params)}: {exc}") from None
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         try:
             out = self.fn(rank, iteration, self.n_ranks, **self.params)

@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import JobWorkload, WorkloadError, cycles_to_ns
+from .base import JobWorkload, WorkloadCost, WorkloadError, allreduce_ops, cycles_to_ns, packets_of
 from .collectives import Program
 
 # lammps.h
@@ -138,8 +138,64 @@ def _factorable(n: int) -> bool:
     return True
 
 
+def next_factorable(n: int) -> int:
+    """The smallest 2^a 3^b 5^c >= ``n`` (what lammps.cpp's ``while (!factorable(n)) n++`` finds, in O(log^2 n)
+    steps instead of one per integer)."""
+    if n <= 1:
+        return n
+    best = None
+    p5 = 1
+    while True:
+        p35 = p5
+        while True:
+            # the smallest power of two that lifts p35 to n or above
+            v = p35 if p35 >= n else p35 << (-(-n // p35) - 1).bit_length()
+            if best is None or v < best:
+                best = v
+            if p35 >= n:
+                break
+            p35 *= 3
+        if p5 >= n:
+            break
+        p5 *= 5
+    return best
+
+
+def _first_grid(h0: float, p: float, n: int, prd: list[float], g0: float) -> float:
+    """lammps.cpp's error loop for one dimension, in closed steps: the loop starts at grid ``g0`` and ``h0``, and
+    ends one step past the first grid g > g0 whose spacing p/g meets FFT_ACCURACY (the error falls as g grows), so
+    the grid is found by doubling and bisection instead of one step per grid point."""
+    if _pppm_error(h0, p, n, prd) <= FFT_ACCURACY:
+        return g0
+
+    def ok(k: int) -> bool:
+        return _pppm_error(p / (g0 + k), p, n, prd) <= FFT_ACCURACY
+
+    hi = 1
+    while not ok(hi):
+        hi *= 2
+    lo = hi // 2  # ok(lo) is false (or lo = 0, which the loop never tests)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return g0 + hi + 1
+
+
 def pppm_decomposition(n: int, prd: list[float]) -> list[float]:
-    """PPPM FFT grid (lammps.cpp 491-516), as doubles holding integers."""
+    """PPPM FFT grid (lammps.cpp 491-516), as doubles holding integers: per dimension the first grid whose spacing
+    meets the accuracy (see :func:`_first_grid`), then the next 2-3-5 factorable size."""
+    h0 = 1.0 / GEWALD
+    grid = [float(_ctrunc(prd[i] / h0) + 1) for i in range(3)]
+    grid = [_first_grid(h0, prd[i], n, prd, grid[i]) for i in range(3)]
+    return [float(next_factorable(_ctrunc(g))) for g in grid]
+
+
+def _pppm_decomposition_loop(n: int, prd: list[float]) -> list[float]:
+    """lammps.cpp 491-516 as written (one step per grid point): the reference :func:`pppm_decomposition` is tested
+    against."""
     h = [1.0 / GEWALD] * 3
     grid = [float(_ctrunc(prd[i] / h[i]) + 1) for i in range(3)]
     for i in range(3):
@@ -181,7 +237,7 @@ class LammpsModel:
     """Everything ``modelInit`` computes, per job (grids) and per rank (exchange lists, cycle counts)."""
 
     def __init__(self, n_ranks: int, x_rep: int, y_rep: int, z_rep: int, router_freq: float, cpu_freq: float,
-                 cpu_sim_speedup: float):
+                 cpu_sim_speedup: float, fft_layouts: bool = True):
         self.P = n_ranks
         self.rf, self.cf, self.sp = float(router_freq), float(cpu_freq), float(cpu_sim_speedup)
         self.prd = [x_rep * (XHI_BASE - XLO_BASE), y_rep * (YHI_BASE - YLO_BASE), z_rep * (ZHI_BASE - ZLO_BASE)]
@@ -193,7 +249,8 @@ class LammpsModel:
         problem = _extent_problem(n_ranks, prd, pn)
         if problem:
             raise WorkloadError(problem)
-        self._fft_layouts = self._all_fft_layouts()
+        # O(P) per job; :func:`cost` does without them (it needs no FFT exchange list)
+        self._fft_layouts = self._all_fft_layouts() if fft_layouts else None
         c = self._c
         tv, fv = self.t_vol, self.f_vol
         self.start_cyc = c(tv, INS_START, 0)
@@ -442,6 +499,47 @@ class LammpsModel:
         return out
 
 
+#: bytes per grid point moved by the 13 transposes together (LammpsModel.TRANSPOSES)
+_FFT_BYTES_PER_POINT = sum(t[4] for t in LammpsModel.TRANSPOSES)
+
+
+def cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
+    """Per rank-iteration of a plain step, from the job's geometry (process grid, PPPM grid and rank 0's ghost and
+    k-space exchange lists: no FFT layout, no op list is built): the ghost and k-space messages as they are, the 13
+    FFT transposes as a rank's share of the grid (``grid points / P`` x their bytes per point, the part that stays on
+    the rank left out) over sqrt(P) peers each (a pencil transpose spans at least a row of the process grid; the
+    real count is nearer P / 3). The largest message is at least the largest ghost or k-space message to another rank,
+    and at least a transpose's average message: 16 B x (grid points / P) / P. Raises :class:`WorkloadError` when the
+    ranks cannot decompose the problem (as building the workload would). The replica counts set every size: the
+    largest message's field is the largest of them."""
+    return _cost(n_ranks, (w.num_x_replicas, w.num_y_replicas, w.num_z_replicas), float(w.router_freq),
+                 float(w.cpu_freq), float(w.cpu_sim_speedup), packet_size)
+
+
+@lru_cache(maxsize=256)  # a job stream repeats the same few shapes
+def _cost(n_ranks: int, reps: tuple, router_freq: float, cpu_freq: float, cpu_sim_speedup: float,
+          packet_size: int) -> WorkloadCost:
+    problem = decomposition_problem(n_ranks, *reps)
+    if problem is not None:
+        raise WorkloadError(problem)
+    m = LammpsModel(n_ranks, *reps, router_freq, cpu_freq, cpu_sim_speedup, fft_layouts=False)
+    fw, rw, fix, _nb = m.ghost_lists(0)
+    p2p = fw + rw + fix + m.k_pre_list(0) + m.k_post_list(0)
+    remote = [size for _r, s_t, size, _c in p2p if s_t != 0]
+    P = n_ranks
+    points = m.grid[0] * m.grid[1] * m.grid[2] / P
+    fft_bytes = _FFT_BYTES_PER_POINT * points * (P - 1) / P
+    ar_ops, ar_steps = allreduce_ops(P, 48)
+    peers = min(P - 1, math.sqrt(P))
+    cycles = (m.start_cyc + m.k_energy_cyc + m.final_cyc + sum(m.fft_cyc) + sum(c for *_x, c in p2p))
+    fft_message = int(max(t[4] for t in m.TRANSPOSES) * points / P) if P > 1 else 0
+    field = ("num_x_replicas", "num_y_replicas", "num_z_replicas")[reps.index(max(reps))]
+    return WorkloadCost(ops=4 * len(p2p) + 5 * ar_ops + len(m.TRANSPOSES) * (3 + 2 * peers),
+                        packets=sum(packets_of(s, packet_size) for s in remote) + fft_bytes / packet_size
+                        + 5 * ar_steps, max_message=max(remote + [fft_message]), message_field=field,
+                        compute_ns=cycles_to_ns(cycles, cpu_freq))
+
+
 @lru_cache(maxsize=16)
 def lammps_model(n_ranks: int, x_rep: int, y_rep: int, z_rep: int, router_freq: float, cpu_freq: float,
                  cpu_sim_speedup: float) -> LammpsModel:
@@ -566,7 +664,7 @@ class LammpsJob(JobWorkload):
         check, exch = self.schedule[iteration]
         return 2 if exch else (1 if check else 0)
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         key = (rank, self.step_variant(iteration))
         t = self._cache.get(key)

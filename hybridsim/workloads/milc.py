@@ -16,7 +16,7 @@ kept (a dimension of size 2 gives the same partner twice, size 1 gives a self-me
 
 from __future__ import annotations
 
-from .base import JobWorkload, cycles_to_ns
+from .base import JobWorkload, WorkloadCost, allreduce_ops, cycles_to_ns, neighbour_count, packets_of
 from .collectives import Program
 
 
@@ -57,6 +57,20 @@ def milc_neighbors(rank: int, dims: list[int], max_distance: int) -> list[int]:
     return out
 
 
+def cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
+    """Per rank-iteration: two half-steps of an Irecv and an Isend per neighbour, a compute and two Waitalls, then
+    ``allreduce_count`` allreduces (see :class:`~.base.WorkloadCost`)."""
+    nb = neighbour_count(len(w.dimension_sizes), w.max_dimension_distance)
+    ar_ops, ar_steps = allreduce_ops(n_ranks, w.allreduce_size)
+    biggest = max((w.msg_size if nb else 0, "msg_size"), (w.allreduce_size if w.allreduce_count else 0,
+                                                          "allreduce_size"))
+    return WorkloadCost(ops=2 * (2 * nb + 3) + w.allreduce_count * ar_ops,
+                        packets=2 * nb * packets_of(w.msg_size, packet_size)
+                        + w.allreduce_count * ar_steps * packets_of(w.allreduce_size, packet_size),
+                        max_message=biggest[0], message_field=biggest[1],
+                        compute_ns=2 * cycles_to_ns(w.compute_delay, w.cpu_freq))
+
+
 class MilcJob(JobWorkload):
     kind = "milc"
 
@@ -86,7 +100,7 @@ class MilcJob(JobWorkload):
             p.allreduce(self.allreduce_size)
         return tuple(p.ops)
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         t = self._cache.get(rank)
         if t is None:

@@ -16,7 +16,7 @@ used in the aborting asynchronous branch); hybridsim runs it, when non-zero, aft
 
 from __future__ import annotations
 
-from .base import JobWorkload, cycles_to_ns
+from .base import JobWorkload, WorkloadCost, cycles_to_ns, neighbour_count, packets_of
 from .collectives import Program
 from .milc import coords_to_rank, rank_to_coords
 
@@ -43,6 +43,15 @@ def nn_neighbors(rank: int, dims: list[int], max_distance: int) -> list[int]:
     return out
 
 
+def cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
+    """Per rank and SWM iteration (the scenario's ``iterations``): an Irecv and an Isend per neighbour, and a share
+    of the Waitall (and compute) that ends each group of ``iterations_per_sync`` (see :class:`~.base.WorkloadCost`)."""
+    nb = neighbour_count(len(w.dimension_sizes), w.max_dimension_distance)
+    return WorkloadCost(ops=2 * nb + (2 if w.compute_delay else 1) / w.iterations_per_sync, packets=nb * packets_of(w.msg_size, packet_size),
+                        max_message=w.msg_size if nb else 0, message_field="msg_size",
+                        compute_ns=cycles_to_ns(w.compute_delay, w.cpu_freq) / w.iterations_per_sync)
+
+
 class NearestNeighborJob(JobWorkload):
     kind = "nearest_neighbor"
 
@@ -66,7 +75,7 @@ class NearestNeighborJob(JobWorkload):
         """How many SWM iterations hybridsim iteration ``iteration`` holds."""
         return min(self.per_sync, self.swm_iterations - iteration * self.per_sync)
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         p = Program(rank, self.n_ranks)
         nbrs = self.neighbors(rank)

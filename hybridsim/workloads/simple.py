@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
-from .base import JobWorkload
+from .base import JobWorkload, WorkloadCost, allreduce_ops, packets_of
 from .collectives import Program
+
+
+def allreduce_cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
+    """Per rank-iteration: ``count`` allreduces of ``size`` bytes (see :class:`~.base.WorkloadCost`)."""
+    ar_ops, ar_steps = allreduce_ops(n_ranks, w.size)
+    return WorkloadCost(ops=w.count * ar_ops, packets=w.count * ar_steps * packets_of(w.size, packet_size),
+                        max_message=w.size if n_ranks > 1 else 0, message_field="size")
+
+
+def uniform_random_cost(n_ranks: int, w, packet_size: int) -> WorkloadCost:
+    """Per rank and message (background traffic has no iterations): one message of ``msg_size`` bytes."""
+    return WorkloadCost(ops=1.0, packets=packets_of(w.msg_size, packet_size), max_message=w.msg_size,
+                        message_field="msg_size")
 
 
 class AllreduceJob(JobWorkload):
@@ -17,7 +30,7 @@ class AllreduceJob(JobWorkload):
         self.count = int(w.count)
         self._cache: dict[int, tuple] = {}
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         t = self._cache.get(rank)
         if t is None:
@@ -53,6 +66,6 @@ class UniformRandomJob(JobWorkload):
             d = (rank + 1) % n
         return d
 
-    def ops(self, rank: int, iteration: int) -> list[tuple]:
+    def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         raise TypeError(f"job {self.name!r} is background traffic ({self.kind}); use msg_size, interval and "
                         f"destination() instead of ops()")

@@ -16,9 +16,9 @@ from torch import nn
 
 from hybridsim.topology import Dragonfly
 
-from ..base import Context, Surrogate, SurrogateError, last_valid
+from ..base import Context, SurrogateError, last_valid
 from ..graphs import random_walk_matrix, shape_dict, shape_from_dict
-from ..registry import register
+from ..torch_surrogate import TorchSurrogate, fit_loop
 from .lstm import history_windows, relative_inputs
 
 
@@ -72,10 +72,11 @@ class _DCRNNNet(nn.Module):
         return self.head(torch.cat([hr, hist_feats], dim=-1)).squeeze(-1)
 
 
-@register
-class DCRNNSurrogate(Surrogate):
+class DCRNNSurrogate(TorchSurrogate):
     name = "dcrnn"
     needs_graphs = True
+    shared = ("_P",)  # the sparse random-walk operator: read-only
+    unbuilt = "checkpoint config lacks topology/n_features; cannot rebuild the network"
 
     def __init__(self, graph_lookback: int = 4, k: int = 8, hidden: int = 16, K: int = 2, layers: int = 1,
                  epochs: int = 60, lr: float = 3e-3, batch_size: int = 4, patience: int = 10, tune_epochs: int = 2,
@@ -91,15 +92,6 @@ class DCRNNSurrogate(Surrogate):
         self._P = None
         if topology is not None and n_features is not None:
             self._build()
-
-    def __deepcopy__(self, memo):
-        import copy
-
-        new = object.__new__(type(self))
-        memo[id(self)] = new
-        for k, v in self.__dict__.items():
-            new.__dict__[k] = v if k == "_P" else copy.deepcopy(v, memo)  # the sparse operator is shared, read-only
-        return new
 
     def config(self) -> dict:
         return {"graph_lookback": self.graph_lookback, "k": self.k, "hidden": self.hidden, "K": self.K,
@@ -166,8 +158,6 @@ class DCRNNSurrogate(Surrogate):
                                  f"{series.n_features}")
 
     def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
-        from ..train import fit_loop
-
         self._check_series(dataset)
         self.topology = shape_dict(dataset.shape)
         self.n_features = dataset.n_features
@@ -181,18 +171,13 @@ class DCRNNSurrogate(Surrogate):
                         batch_size=self.batch_size, patience=self.patience, seed=self.seed, progress=progress,
                         desc=f"dcrnn {dataset.job}")
 
-    def tune(self, dataset, window_idx, **kw) -> dict:
-        from ..train import fit_loop
-
-        if self.net is None:
-            return {}
-        self._check_series(dataset)
+    def _tune_targets(self, series, window_idx) -> np.ndarray:
+        self._check_series(series)
         w = np.asarray(window_idx, dtype=np.int64)
-        w = w[w >= 1]
-        if w.size == 0:
-            return {}
-        return fit_loop(self.net, self._loss_fn(dataset), w, None, epochs=self.tune_epochs, lr=self.tune_lr,
-                        batch_size=len(w), early_stopping=False, seed=self.seed)
+        return w[w >= 1]
+
+    def _tune_plan(self) -> dict:
+        return {"epochs": self.tune_epochs, "lr": self.tune_lr, "seed": self.seed, "shuffle": True}
 
     def predict(self, ctx: Context) -> np.ndarray:
         h = np.asarray(ctx.history, dtype=np.float64)
@@ -215,16 +200,3 @@ class DCRNNSurrogate(Surrogate):
             out = self.net(node_in, torch.from_numpy(rank_port), hf, self._P)[0].double().numpy()
         pred = last[0] * np.exp(out)
         return np.where(np.isfinite(pred) & (pred > 0), pred, last[0])
-
-    def _state(self) -> dict:
-        if self.net is None:
-            return {}
-        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
-
-    def _load_state(self, state: dict) -> None:
-        if self.net is None:
-            raise SurrogateError("dcrnn: checkpoint config lacks topology/n_features; cannot rebuild the network")
-        try:
-            self.net.load_state_dict(state, strict=True)
-        except (RuntimeError, KeyError) as exc:
-            raise SurrogateError(f"dcrnn: checkpoint weights do not fit this model: {str(exc).splitlines()[0]}") from None

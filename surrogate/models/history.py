@@ -7,10 +7,8 @@ import numpy as np
 import torch
 
 from ..base import Context, Surrogate, last_valid
-from ..registry import register
 
 
-@register
 class Last(Surrogate):
     """ŷ(t+1) = y(t)."""
 
@@ -21,7 +19,6 @@ class Last(Surrogate):
         return last_valid(ctx.history)
 
 
-@register
 class Mean(Surrogate):
     """ŷ(t+1) = mean of the last k values."""
 
@@ -39,7 +36,6 @@ class Mean(Surrogate):
             return np.nanmean(np.where(np.isnan(h).all(axis=1, keepdims=True), 0.0, h), axis=1)
 
 
-@register
 class Ewma(Surrogate):
     """Exponentially weighted moving average with smoothing ``alpha`` over the last ``k`` values."""
 
@@ -65,7 +61,6 @@ class Ewma(Surrogate):
         return out
 
 
-@register
 class Ridge(Surrogate):
     """Ridge regression from the last ``k`` iteration times to the next one (CODES' stock director fits a ridge on the
     last 4 values). Fitted on all gap-free (rank, window) pairs of the training history, in relative form:

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..base import Context, Surrogate, SurrogateError, last_valid
-from ..registry import register
+from ..base import Context, SurrogateError, last_valid
+from ..torch_surrogate import TorchSurrogate, fit_loop
 
 
 def history_windows(y: np.ndarray, targets: np.ndarray, k: int) -> np.ndarray:
@@ -61,8 +61,7 @@ class _LSTMNet(nn.Module):
         return self.head(torch.cat([out[:, -1], x[:, -1]], dim=1)).squeeze(-1)
 
 
-@register
-class LSTMSurrogate(Surrogate):
+class LSTMSurrogate(TorchSurrogate):
     name = "lstm"
 
     def __init__(self, k: int = 16, hidden: int = 32, layers: int = 1, epochs: int = 150, lr: float = 3e-3,
@@ -118,8 +117,6 @@ class LSTMSurrogate(Surrogate):
         return loss
 
     def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
-        from ..train import fit_loop
-
         y = np.asarray(dataset.y, dtype=np.float64)
         tr = self._targets(y, train_idx)
         if self.scale is None:
@@ -136,16 +133,15 @@ class LSTMSurrogate(Surrogate):
         self.fitted = True
         return info
 
-    def tune(self, dataset, window_idx, **kw) -> dict:
-        from ..train import fit_loop
+    @property
+    def tunable(self) -> bool:
+        return self.fitted
 
-        if not self.fitted:
-            return {}
-        w = self._targets(np.asarray(dataset.y, dtype=np.float64), window_idx)
-        if w.size == 0:
-            return {}
-        return fit_loop(self.net, self._loss_fn(dataset), w, None, epochs=self.tune_epochs, lr=self.tune_lr,
-                        batch_size=len(w), early_stopping=False, seed=self.seed)
+    def _tune_targets(self, series, window_idx) -> np.ndarray:
+        return self._targets(np.asarray(series.y, dtype=np.float64), window_idx)
+
+    def _tune_plan(self) -> dict:
+        return {"epochs": self.tune_epochs, "lr": self.tune_lr, "seed": self.seed, "shuffle": True}
 
     # ------------------------------------------------------------------------------------------------ predict
     def predict(self, ctx: Context) -> np.ndarray:
@@ -162,13 +158,5 @@ class LSTMSurrogate(Surrogate):
         pred = last * np.exp(out)
         return np.where(np.isfinite(pred) & (pred > 0), pred, last)
 
-    # ------------------------------------------------------------------------------------------------ state
-    def _state(self) -> dict:
-        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
-
-    def _load_state(self, state: dict) -> None:
-        try:
-            self.net.load_state_dict(state, strict=True)
-        except (RuntimeError, KeyError) as exc:
-            raise SurrogateError(f"lstm: checkpoint weights do not fit this model: {str(exc).splitlines()[0]}") from None
+    def _loaded(self) -> None:
         self.fitted = True

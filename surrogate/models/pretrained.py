@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from scipy.special import erf as _erf
 
-from ..base import KNOWN_WORKLOADS, Context, JobInfo, SeriesView, Surrogate, SurrogateError
-from ..registry import register
+from ..base import KNOWN_WORKLOADS, Context, JobInfo, SeriesView, SurrogateError
+from ..torch_surrogate import TorchSurrogate
 
 #: the shipped checkpoint (``scripts/build-pretrained.sh`` rebuilds it)
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "pretrained"
@@ -148,14 +148,14 @@ class PretrainedNet(torch.nn.Module):
         return self.out(self.body(x)).squeeze(-1)
 
 
-@register
-class Pretrained(Surrogate):
+class Pretrained(TorchSurrogate):
     """See the module docstring. ``weights``: ``shipped`` (the packaged checkpoint, with its own ``inputs`` and
     ``hidden``), ``none`` (untrained: the geometric-mean look-back, the base-only ablation), a checkpoint folder
     (``hybridsim pretrain -o CKPT``; its ``inputs`` and ``hidden`` too) or a ``model.safetensors`` file, paths
     relative to the working directory (``pretrained:weights=ckpt/model.safetensors``); ``tune``: learn the per-job
     bias online; ``tune_prior``: pseudo-observations of bias 0 the online bias is shrunk with; ``hidden``: width;
-    ``inputs``: the feature groups used (:data:`INPUT_GROUPS`)."""
+    ``inputs``: the feature groups used (:data:`INPUT_GROUPS`). Its online update is the bias (:meth:`tune`), not a
+    gradient step; its checkpoint state is the network's."""
 
     name = "pretrained"
     lookback = LOOKBACK
@@ -270,15 +270,13 @@ class Pretrained(Surrogate):
         return {"bias": self.bias, "targets": used}
 
     # -------------------------------------------------------------------------------------------- checkpoints
-    def _state(self) -> dict:
-        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+    def _weights(self, state: dict) -> dict:
+        return {k: v.float() for k, v in state.items()}
 
-    def _load_state(self, state: dict) -> None:
-        try:
-            self.net.load_state_dict({k: v.float() for k, v in state.items()})
-        except (RuntimeError, KeyError) as exc:
-            raise SurrogateError(f"pretrained: weights do not fit a {N_FEATURES}-feature, {self.hidden}-wide net: "
-                                 f"{str(exc).splitlines()[0]}") from None
+    def _net_description(self) -> str:
+        return f"a {N_FEATURES}-feature, {self.hidden}-wide net"
+
+    def _loaded(self) -> None:
         self._numpy()
 
 

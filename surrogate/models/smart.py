@@ -40,14 +40,15 @@ topology it is built for); it ignores the graphs it is given.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..base import Context, Surrogate, SurrogateError
-from ..registry import register
+from ..base import Context, SurrogateError
+from ..torch_surrogate import TorchSurrogate, evaluate_loss, fit_loop
 from .gcn import GCNEncoder
 from .timellm import RevIN, TimeLLM, make_head, reset_head
 
@@ -179,8 +180,7 @@ class SmartNet(nn.Module):
         return logh @ self.base_w[:L] + jobh @ self.base_w[L:] + self.base_b
 
 
-@register
-class Smart(Surrogate):
+class Smart(TorchSurrogate):
     """SMART. Constructor arguments (all JSON-able, saved in the checkpoint config):
 
     Architecture: ``lookback`` (LLM look-back L, default 8), ``graph_lookback`` (GNN look-back Lg, 2), ``hidden``
@@ -201,6 +201,8 @@ class Smart(Surrogate):
     name = "smart"
     needs_graphs = True
     use_llm = True
+    shared = ("lm",)  # the frozen language model: one for all copies
+    unbuilt = "checkpoint has weights but no topology/in_features in its config"
 
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0,
@@ -282,16 +284,6 @@ class Smart(Surrogate):
         self.topology, self.in_features = topo, F
         self._build()
 
-    def __deepcopy__(self, memo):
-        if self.lm is not None:
-            memo[id(self.lm)] = self.lm  # frozen: share, do not copy
-        cls = self.__class__
-        new = cls.__new__(cls)
-        memo[id(self)] = new
-        for k, v in self.__dict__.items():
-            setattr(new, k, copy.deepcopy(v, memo))
-        return new
-
     # ------------------------------------------------------------------------------------------- batching
     def _history(self, logy: np.ndarray, t: int) -> np.ndarray:
         """log y of columns t-L+1..t (left edge clamped to 0 = back-fill with the first value) -> (R, L)."""
@@ -352,8 +344,6 @@ class Smart(Surrogate):
 
     # ------------------------------------------------------------------------------------------- interface
     def fit(self, dataset, train_idx, val_idx=None, progress: bool = False, seed: int | None = None, **kw) -> dict:
-        from ..train import evaluate_loss, fit_loop
-
         self._bind(dataset)
         self._check_features(dataset.x[np.unique(np.clip(self._items(dataset, train_idx) - 1, 0, None))],
                              f"job {dataset.job!r} train graphs")
@@ -436,28 +426,18 @@ class Smart(Surrogate):
         k, lam = min(errs, key=errs.get)
         return solve(k, lam), k, lam, errs
 
-    def tune(self, dataset, window_idx, **kw) -> dict:
-        """``tune_steps`` Adam steps on the target iterations ``window_idx`` (all of them per step)."""
-        if self.net is None:
-            raise SurrogateError(f"{self.name}: tune before fit")
-        self._bind(dataset)
-        items = self._items(dataset, window_idx)
-        if items.size == 0 or self.train_kw["tune_steps"] < 1:
-            return {"steps": 0}
-        params = [p for p in self.net.parameters() if p.requires_grad]
-        opt = torch.optim.Adam(params, lr=self.train_kw["tune_lr"])
-        loss_fn = self._loss_fn(dataset, TUNE_RANKS_FACTOR * self.train_kw["ranks_per_window"])
-        self.net.train()
-        last = None
-        for _ in range(self.train_kw["tune_steps"]):
-            opt.zero_grad()
-            loss = loss_fn(items)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            last = float(loss.detach())
-        self.net.eval()
-        return {"steps": self.train_kw["tune_steps"], "loss": last}
+    # online tuning (TorchSurrogate.tune): ``tune_steps`` Adam steps on the target iterations of the window, all of
+    # them per step, in their order
+    def _tune_targets(self, series, window_idx) -> np.ndarray:
+        self._bind(series)
+        return self._items(series, window_idx)
+
+    def _tune_loss(self, series):
+        return self._loss_fn(series, TUNE_RANKS_FACTOR * self.train_kw["ranks_per_window"])
+
+    def _tune_plan(self) -> dict:
+        tk = self.train_kw
+        return {"epochs": tk["tune_steps"], "lr": tk["tune_lr"], "seed": tk["seed"], "shuffle": False}
 
     def _check_features(self, x: np.ndarray, what: str) -> None:
         if not np.isfinite(x).all():
@@ -496,21 +476,6 @@ class Smart(Surrogate):
             out = self.net(graphs, ports, t(rel), ctx.workload, t(logh[:, -1]), t(jobh))[0]
         return np.exp(out.double().numpy() + logh[:, -1])
 
-    # ------------------------------------------------------------------------------------------ checkpoints
-    def _state(self) -> dict:
-        if self.net is None:
-            return {}
-        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
-
-    def _load_state(self, state: dict) -> None:
-        if self.net is None:
-            raise SurrogateError(f"{self.name}: checkpoint has weights but no topology/in_features in its config")
-        try:
-            self.net.load_state_dict(state, strict=True)
-        except RuntimeError as exc:
-            raise SurrogateError(f"{self.name}: checkpoint weights do not match the config: {exc}") from None
-        self.net.eval()
-
 
 def _backfill(h: np.ndarray, L: int, job: str) -> np.ndarray:
     """Last L columns of h (R, L'); NaN on the left replaced by each row's first valid value; checks positivity."""
@@ -532,21 +497,22 @@ def _backfill(h: np.ndarray, L: int, job: str) -> np.ndarray:
     return h
 
 
-@register
+#: Smart's options of the Time-LLM branch (what :class:`SmartNoLLM` does not take)
+LLM_OPTIONS = ("llm_path", "llm_layers", "llm_dtype", "patch_len", "stride", "d_model", "n_heads", "d_keys",
+               "n_prototypes", "top_k_lags", "prompt_decimals")
+
+
 class SmartNoLLM(Smart):
-    """SMART without the Time-LLM branch (ablation): GCN + temporal transformer + a linear map of the look-back."""
+    """SMART without the Time-LLM branch (ablation): GCN + temporal transformer + a linear map of the look-back. Takes
+    :class:`Smart`'s options but those of the LLM (:data:`LLM_OPTIONS`)."""
 
     name = "smart-nollm"
     use_llm = False
+    __signature__ = inspect.signature(Smart).replace(
+        parameters=[p for p in inspect.signature(Smart).parameters.values() if p.name not in LLM_OPTIONS])
 
-    def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
-                 tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, epochs: int = 60,
-                 lr: float = 2e-3, batch_windows: int = 8, ranks_per_window: int = 64, patience: int = 8,
-                 weight_decay: float = 1e-4, tune_steps: int = 4, tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None,
-                 in_features: int | None = None, job_context: bool = True, use_graph: bool = True):
-        super().__init__(lookback=lookback, graph_lookback=graph_lookback, hidden=hidden, gcn_layers=gcn_layers,
-                         tf_heads=tf_heads, tf_layers=tf_layers, tf_ff=tf_ff, head_hidden=head_hidden, epochs=epochs,
-                         lr=lr, batch_windows=batch_windows, ranks_per_window=ranks_per_window, patience=patience,
-                         weight_decay=weight_decay, tune_steps=tune_steps, tune_lr=tune_lr, seed=seed,
-                         topology=topology, in_features=in_features, job_context=job_context,
-                         use_graph=use_graph)
+    def __init__(self, **options):
+        llm = [k for k in options if k in LLM_OPTIONS]
+        if llm:
+            raise SurrogateError(f"{self.name}: unknown config key {llm[0]!r} (it has no LLM branch)")
+        super().__init__(**options)

@@ -385,6 +385,16 @@ def test_hybrid_run_on_codes_through_its_director(codes_seq_run, live_dir):
         assert abs(j["completion_time_ns"] / pure[name] - 1) <= HYBRID_TOL, (name, j["completion_time_ns"], pure[name])
     assert summary["events"] < codes_seq_run["events"]
     t = pq.read_table(out / "iterations.parquet").to_pydict()
-    milc_its = {i for j, i in zip(t["job"], t["iteration"]) if j == "milc"}
-    assert milc_its == set(range(17))  # MILC ends with the window: no mark after iteration 16
-    assert {i for j, i in zip(t["job"], t["iteration"]) if j == "lammps"} == set(range(10))
+    rows = list(zip(t["job"], t["rank"], t["iteration"], t["start"], t["end"], t["mode"]))
+    # MILC ends with the window (no mark after iteration 16): iterations 17-19 come from the director's answers, one
+    # record each, and its last rank ends where CODES says the job completed
+    milc = [r for r in rows if r[0] == "milc"]
+    assert len(milc) == 36 * 20 and {r[2] for r in milc} == set(range(20))
+    assert {r[2] for r in milc if r[5] == "predict"} == {17, 18, 19}
+    assert sum(r[5] == "predict" for r in milc) == 36 * 3
+    answers = (out / "codes" / "director-answers.csv").read_text().splitlines()[1:]
+    assert sorted(float(a.split(",")[1]) for a in answers) == pytest.approx(
+        sorted(r[4] - r[3] for r in milc if r[5] == "predict"))
+    assert max(r[4] for r in milc) == pytest.approx(summary["jobs"]["milc"]["completion_time_ns"], rel=1e-6)
+    assert summary["jobs"]["milc"]["iterations_recorded"] == 36 * 20
+    assert {r[2] for r in rows if r[0] == "lammps"} == set(range(10))
