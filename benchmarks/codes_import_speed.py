@@ -17,12 +17,15 @@ import json
 import os
 import platform
 import resource
+import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.reference_data import CODES, require  # noqa: E402
+
 RUNS = {
     "A": "A-72node-synthetic-uniform/seq",
     "B": "B-72node-milc/hf-seq",
@@ -44,6 +47,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-bin", action="store_true", help="skip the large-binary decoder measurement")
     args = ap.parse_args(argv)
+    require()
     from codes_bridge.importer import import_codes_run, read_codes_run
     from codes_bridge.parsers.common import CodesWarning
 

@@ -1,4 +1,4 @@
-"""Fidelity of the embedded engine against the recorded CODES dragonfly-dally runs (../shared/data/codes).
+"""Fidelity of the embedded engine against the recorded CODES dragonfly-dally runs (HYBRIDSIM_REFERENCE_DATA).
 
     python benchmarks/engine_fidelity.py                         # B, C and E (E shortened, see below)
     python benchmarks/engine_fidelity.py --cases B-72node-milc --e-fraction 0.05
@@ -17,6 +17,7 @@ import argparse
 import gzip
 import json
 import re
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -24,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-CODES = REPO.parent / "shared" / "data" / "codes"
+sys.path.insert(0, str(REPO))
+from benchmarks.reference_data import CODES, require  # noqa: E402
 SCEN = REPO / "benchmarks" / "scenarios"
 
 CASES = {
@@ -133,6 +135,7 @@ def main(argv=None) -> int:
                     help="share of E's iterations to run (default 0.05: 80 MILC iterations, 12 LAMMPS steps)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "out" / "engine_fidelity.json"))
     args = ap.parse_args(argv)
+    require()
     results = {}
     print(f"{'case':28} {'job':7} {'iters':>9} {'engine us':>10} {'CODES us':>10} {'ratio':>6} "
           f"{'finish ratio':>12}")

@@ -16,13 +16,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-CODES = REPO.parent / "shared" / "data" / "codes"
+sys.path.insert(0, str(REPO))
+from benchmarks.reference_data import CODES, require  # noqa: E402
 SCEN = REPO / "benchmarks" / "scenarios"
 CASES = {
     # name: (scenario, CODES run dir, VT sampling interval ns, CODES' last job end ns)
@@ -58,6 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--case", choices=sorted(CASES), default="C")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    require()
     scen, run_dir, interval, codes_end = CASES[args.case]
     args.out = args.out or str(REPO / "benchmarks" / "out" / f"engine_port_fidelity_{args.case}.json")
     from hybridsim.engine import Engine

@@ -1,4 +1,4 @@
-"""Speed of the embedded engine beside CODES' sequential wall times (reference runs in ../shared/data/codes).
+"""Speed of the embedded engine beside CODES' sequential wall times (reference runs: HYBRIDSIM_REFERENCE_DATA).
 
     python benchmarks/engine_speed.py                 # all cases
     python benchmarks/engine_speed.py --cases quickstart B-72node-milc
@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CODES = REPO.parent / "shared" / "data" / "codes"
+sys.path.insert(0, str(REPO))
+from benchmarks.reference_data import CODES, require  # noqa: E402
 
 CASES = {
     # name: (scenario path, CODES run dir with time.txt / ross.csv or None)
@@ -88,6 +89,7 @@ def main(argv=None) -> int:
     if args.child:
         child(args.child)
         return 0
+    require()
     rows = {}
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for name in args.cases:

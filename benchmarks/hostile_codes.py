@@ -28,9 +28,9 @@ from pathlib import Path
 
 import zmq
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
-if not CODES.is_dir():
-    CODES = Path("/work/shared/data/codes")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.reference_data import CODES, require  # noqa: E402
+
 B_OPT, B_SEQ = CODES / "B-72node-milc" / "hf-opt-np2", CODES / "B-72node-milc" / "hf-seq"
 A_SEQ, C_NET = CODES / "A-72node-synthetic-uniform" / "seq", CODES / "C-1056node-milc-lammps-nn" / "netsurr-fixed-random-seq"
 BIN = "ross-stats-raw/ross-stats-analysis-lps.bin.gz"
@@ -278,6 +278,7 @@ def main() -> int:
     ap.add_argument("--new", action="store_true",
                     help="start the server with --allow-dir and --max-clients 1000 (the flags of the fix)")
     a = ap.parse_args()
+    require()
     tree = str(Path(a.tree).resolve())
     with tempfile.TemporaryDirectory() as t:
         res = {"director": run_director_cases(tree, Path(t), a.new),

@@ -1,5 +1,5 @@
 """Hybrid-loop benchmark: pure simulation vs hybrid runs (policies and an Ft sweep) of one or more scenarios, with
-DESIGN.md section 5's metrics (hybridsim.bench). Prints the table of each and writes benchmarks/out/hybrid_<name>/.
+docs/design.md §5's metrics (hybridsim.bench). Prints the table of each and writes benchmarks/out/hybrid_<name>/.
 
     OMP_NUM_THREADS=1 python benchmarks/hybrid_loop.py                       # the 72-node long example
     OMP_NUM_THREADS=1 python benchmarks/hybrid_loop.py examples/dragonfly-1056-3jobs-long.yaml

@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-CODES = ROOT.parent / "shared" / "data" / "codes"
+from benchmarks.reference_data import CODES, require  # noqa: E402
 RUNS = {
     "E": CODES / "E-72node-milc-lammps-syn" / "hf-random-seq",
     "F": CODES / "F-1056node-milc-lammps-syn" / "hf-random-opt-np2",
@@ -103,6 +103,8 @@ def main(argv=None) -> int:
     report = {"command": " ".join(["python", "benchmarks/surrogate_mape.py"] + (argv or sys.argv[1:])),
               "git_revision": git_revision(), "host": platform.node(), "torch_threads": torch.get_num_threads(), "runs": {}}
     tables = []
+    if any(run in RUNS for run in args.runs.split(",")):
+        require()  # the CODES runs E, F
     for run in args.runs.split(","):
         src = RUNS.get(run, Path(f"engine/{run}"))
         imp, dsdir = OUT / f"{run}-import", OUT / f"{run}-ds"

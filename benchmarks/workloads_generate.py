@@ -3,8 +3,8 @@
     python benchmarks/workloads_generate.py
 
 Prints a table and writes benchmarks/out/workloads_generate.json. Fidelity: share of the (rank, iteration) op
-sequences recorded by CODES (``../shared/data/codes/optrace``) that the generators reproduce exactly (kind, peer, tag,
-bytes, compute ns, order). Speed: wall seconds to build each reference job and generate every rank's ops of every
+sequences recorded by CODES (``optrace/`` of the reference data, docs/workloads.md §9) that the generators reproduce
+exactly (kind, peer, tag, bytes, compute ns, order). Speed: wall seconds to build each reference job and generate every rank's ops of every
 iteration (caches cold, then warm).
 """
 
@@ -23,7 +23,7 @@ from hybridsim.workloads import build_workload, from_codes_json  # noqa: E402
 from hybridsim.workloads.optrace import (read_iteration_marks, read_optrace, split_iterations,  # noqa: E402
                                          trace_form)
 
-CODES = ROOT.parent / "shared" / "data" / "codes"
+from benchmarks.reference_data import CODES, require  # noqa: E402
 OPT = CODES / "optrace"
 
 
@@ -64,6 +64,7 @@ def speed(j: Job) -> dict:
 
 
 def main() -> None:
+    require()
     rows = []
     for name, run, idx, path, ranks in [
         ("MILC 36 [3,3,2,2] x2", "r72", 0, OPT / "milc-36-2it.json", 36),

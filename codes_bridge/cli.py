@@ -80,7 +80,7 @@ def add_director_service(p) -> None:
 
     from hybridsim.cli_serve import add_service
 
-    from .director import DirectorLimits
+    from .limits import DirectorLimits
 
     d = p.add_argument_group("CODES director (--codes-director)",
                              "Answer CODES' application-surrogate director (ZeroMQ REQ/REP, CODES' ZMQML_ENDPOINT; "

@@ -1,4 +1,4 @@
-"""A drop-in for CODES' stock ZeroMQ ML server, backed by hybridsim surrogates (DESIGN.md section 6).
+"""A drop-in for CODES' stock ZeroMQ ML server, backed by hybridsim surrogates (docs/design.md §6).
 
 CODES' application surrogate (its *director* LP) streams each rank's iteration times to an external predictor and
 asks it for the next iteration times when it skips ahead. This module answers those requests with any hybridsim
@@ -59,6 +59,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .limits import DirectorLimits  # noqa: F401 (re-exported)
+
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 #: most steps one inference may ask for (the prediction is autoregressive: one model call per step)
 MAX_STEPS = 10_000
@@ -68,28 +70,6 @@ DEFAULT_FALLBACK_NS = 1_000_000.0
 RECENT_RECORDS = 4096
 #: longest ``error`` text of a reply (errors may quote the request; a reply must not echo megabytes)
 MAX_ERROR_CHARS = 500
-
-
-@dataclass(frozen=True)
-class DirectorLimits:
-    """What one director server accepts, so that no client can exhaust its memory or time.
-
-    ``max_request_bytes``: larger ZeroMQ messages are dropped by ZeroMQ itself (``ZMQ_MAXMSGSIZE``: the sender's
-    connection is closed, no reply); ``max_clients``: distinct client ids with records (a new one beyond it evicts
-    the least recently used client, so a flood of ids never locks real clients out); ``max_records_per_client``:
-    iteration times kept per client (older ones are dropped; the models look at the last few);
-    ``max_total_records``: iteration times kept over all clients (beyond it the least recently used clients are
-    evicted; only a request that cannot fit even then fails)."""
-
-    max_request_bytes: int = 16 * 1024 * 1024
-    max_clients: int = 65_536
-    max_records_per_client: int = 100_000
-    max_total_records: int = 20_000_000
-
-    def __post_init__(self):
-        for name in ("max_request_bytes", "max_clients", "max_records_per_client", "max_total_records"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 OPERATIONS = ("send-records", "inference", "train-model", "save-model", "load-model", "load-records-csv",
@@ -167,7 +147,7 @@ def real_args(args: Any, lo: int = 0, hi: int | None = None) -> list[str]:
     """The request's arguments without CODES' leading count (and without its ``"dummy"`` placeholder).
 
     The first element is taken as a count, and dropped, when it is an integer equal to the number of elements after
-    it (DESIGN.md 6) or to the number of elements including itself (what CODES' director actually sends for
+    it (docs/design.md §6) or to the number of elements including itself (what CODES' director actually sends for
     ``send-records`` and ``inference``: ``["3", client, n]``), and what remains fits the operation's ``lo..hi``
     arguments. So ``["2", "17", "60"]`` and ``["3", "17", "60"]`` are both client 17, 60 steps, while a hand-written
     ``["17", "60"]`` is taken as is, and a lone element is always the argument (``["1"]``: client 1)."""

@@ -4,7 +4,7 @@ Mapped (CODES -> scenario):
 
 * network ``.conf`` PARAMS -> ``topology`` (num_groups, num_routers, num_cns_per_router, num_global_channels,
   {local,global,cn}_bandwidth, {local,global,cn}_vc_size, packet_size, routing, router_delay,
-  {local,global,cn}_delay, the connection files); CODES' defaults (WORKLOADS.md 7.2) where a key is absent;
+  {local,global,cn}_delay, the connection files); CODES' defaults (docs/workloads.md §7.2) where a key is absent;
 * workload list file (``--workload_conf_file``) + SWM JSON files -> ``jobs`` (names as the importer uses them; the
   JSON through :func:`hybridsim.workloads.from_codes_json`); ``synthetic*`` background lines -> ``uniform_random``
   with ``msg_size = --payload_sz`` and ``interval = <mean_interval>``;

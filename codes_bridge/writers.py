@@ -1,7 +1,7 @@
 """CODES inputs from a hybridsim :class:`~hybridsim.scenario.Scenario`.
 
 One call, :func:`write_codes_inputs`, writes everything ``model-net-mpi-replay`` needs into a folder, in the layout of
-the reference runs in ``../shared/data/codes/`` (README.md there; WORKLOADS.md sections 6-7):
+the reference runs (docs/reference-data.md; docs/workloads.md §6-7):
 
 * ``dfdally-<N>.conf`` -- the dragonfly-dally configuration: ``LPGROUPS`` (one repetition per router, each
   ``nw-lp = p``, ``modelnet_dragonfly_dally = p``, ``modelnet_dragonfly_dally_router = 1``) and ``PARAMS`` with
@@ -38,7 +38,7 @@ from hybridsim.units import bytes_to_ns
 
 #: CODES' model-net-wide message size setting used by every reference .conf
 MESSAGE_SIZE = 840
-#: dragonfly-dally's fixed number of VCs per port (not configurable, WORKLOADS.md 7.2)
+#: dragonfly-dally's fixed number of VCs per port (not configurable, docs/workloads.md §7.2)
 CODES_NUM_VCS = 4
 #: ``--report-interval`` (fraction of the run between ROSS progress reports) used by most reference runs
 DEFAULT_REPORT_INTERVAL = 0.1

@@ -11,7 +11,7 @@ and :class:`~hybridsim.records.PortSamples` blocks. The embedded engine also tak
 per job and iteration, whether the job is simulated packet by packet (``SIMULATE``) or advanced by predicted
 iteration times (``PREDICT``). Backends know nothing of surrogates; the director knows nothing of packets.
 
-Switching protocol (DESIGN.md section 3):
+Switching protocol (docs/design.md §3):
 
 * ``director.mode_for(job_id, iteration)`` is called once per (job, iteration), when the first rank of the job is
   ready to start that iteration. The answer holds for every rank of the job for that iteration.

@@ -1,4 +1,4 @@
-"""``hybridsim bench``: pure simulation vs hybrid runs of one scenario, in one process, with DESIGN.md section 5's
+"""``hybridsim bench``: pure simulation vs hybrid runs of one scenario, in one process, with docs/design.md §5's
 metrics.
 
 * speedup = wall time of the pure run / wall time of the hybrid run (same scenario, same machine, same process);
@@ -10,7 +10,9 @@ metrics.
 * inference and tuning overhead: wall seconds and share of the hybrid run's wall time;
 * job streams (a ``scheduler`` section): per-job run-time error % = |(end - start)_hybrid - (end - start)_pure| /
   (end - start)_pure x 100 (the completion-time error also carries the start, which moves with the jobs before it),
-  its mean and max over jobs, and the makespan error % = |makespan_hybrid - makespan_pure| / makespan_pure x 100.
+  its mean and max over jobs, and the makespan error % = |makespan_hybrid - makespan_pure| / makespan_pure x 100;
+  beside each job's run-time error its start-time shift (start_hybrid - start_pure, ns), so an error that travels
+  down the queue shows: :func:`start_shifts`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,19 @@ from .rundir import RunDir, write_json_atomic
 
 def _durations(records: list[IterationRecord]) -> dict[tuple[int, int, int], float]:
     return {(r.job_id, r.rank, r.iteration): r.end - r.start for r in records}
+
+
+def _shift(pure, hybrid):
+    return hybrid - pure if pure is not None and hybrid is not None else None
+
+
+def start_shifts(jobs: dict) -> dict:
+    """Stream keys from the per-job ``start_shift_ns``: the largest and mean |shift| and how many jobs started at
+    another time in the hybrid run than in the pure one."""
+    sh = [abs(j["start_shift_ns"]) for j in jobs.values() if j.get("start_shift_ns") is not None]
+    return {"max_abs_start_shift_ns": max(sh) if sh else None,
+            "mean_abs_start_shift_ns": float(np.mean(sh)) if sh else None,
+            "jobs_start_shifted": sum(1 for x in sh if x > 0)}
 
 
 def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dict, controller) -> dict:
@@ -73,6 +88,8 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
                 "start_pure_ns": psum["jobs"][job.name].get("start"),
                 "start_hybrid_ns": hsum["jobs"][job.name].get("start"),
                 "run_time_error_pct": abs(rh - rp) / rp * 100.0 if rp and rh is not None else None})
+            jobs[job.name]["start_shift_ns"] = _shift(jobs[job.name]["start_pure_ns"],
+                                                      jobs[job.name]["start_hybrid_ns"])
     wp, wh = psum["wall_s"], hsum["wall_s"]
     ep, eh = psum["events"], hsum["events"]
     speedup = wp / wh if wh > 0 else math.inf
@@ -86,7 +103,8 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
                   "makespan_error_pct": abs(mh - mp) / mp * 100.0 if mp else None,
                   "mean_run_time_error_pct": float(np.mean(rt)) if rt else None,
                   "max_run_time_error_pct": float(np.max(rt)) if rt else None,
-                  "jobs_run_time_above_5pct": sum(1 for e in rt if e > 5.0)}
+                  "jobs_run_time_above_5pct": sum(1 for e in rt if e > 5.0),
+                  **start_shifts(jobs)}
     return {
         "policy": hsum.get("hybrid", {}).get("policy"),
         "surrogate": hsum.get("hybrid", {}).get("surrogate"),

@@ -23,12 +23,14 @@ from pathlib import Path
 from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError  # noqa: F401  (re-exported)
 
 #: hybridsim's modules that contribute subcommands (each defines ``register(subparsers)``); one that cannot be
-#: imported is an error (:class:`CommandModuleError`), never silently skipped
+#: imported is an error (:class:`CommandModuleError`), never silently skipped. Every command imports all of them, so
+#: each is cheap to import: what a command needs beyond argparse is imported inside it (tests/test_fast_cli.py:
+#: ``--help`` imports no numpy, pydantic or YAML)
 COMMAND_MODULES = (
     "hybridsim.cli_run",
     "hybridsim.cli_serve",
     "hybridsim.cli_streams",
-    "hybridsim.corpus",
+    "hybridsim.cli_corpus",
     "surrogate.cli",
     "hybridsim.energy.cli",
 )

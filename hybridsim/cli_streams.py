@@ -1,4 +1,5 @@
-"""``hybridsim scenario-from-swf``: a job-stream scenario from a Standard Workload Format trace."""
+"""``hybridsim scenario-from-swf``: a job-stream scenario from a Standard Workload Format trace; ``hybridsim
+schedule``: a trace or a stream scenario scheduled with its own run times (:mod:`hybridsim.schedule`)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import EXIT_OK, CliError
-from .topology import DragonflyShape
+
+if TYPE_CHECKING:  # the CLI lists this module's command without importing numpy
+    from .topology import DragonflyShape
 
 
-def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape]:
+def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape, object]:
     """A base scenario's sections (its ``jobs`` and ``placement`` are dropped: the trace and the scheduler replace
-    them) and the shape of its topology. Errors name file, line and field."""
+    them), the shape of its topology and its :class:`~hybridsim.scenario.Limits`. Errors name file, line and
+    field."""
     from pydantic import ValidationError
 
     from .scenario import Scenario, format_validation_error
@@ -42,7 +47,7 @@ def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape]:
     if conn:  # the output lives elsewhere: keep the connection files reachable
         base["topology"] = {**base["topology"],
                             "connections": {k: str((p.parent / v).resolve()) for k, v in conn.items()}}
-    return base, sc.topology.shape
+    return base, sc.topology.shape, sc.limits
 
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_.\-]*[A-Za-z][A-Za-z0-9_.\-]*$")
@@ -106,28 +111,72 @@ def _window(text: str | None) -> tuple[float | None, float | None]:
     return (parse_trace_seconds(lo) if lo.strip() else None, parse_trace_seconds(hi) if hi.strip() else None)
 
 
+def distortion_path(out: Path) -> Path:
+    """Where the per-job distortion table of scenario ``out`` goes: ``stream.yaml`` -> ``stream.distortion.csv``."""
+    return out.with_name(out.stem + ".distortion.csv")
+
+
+def _distortion_lines(mj, tolerance: float, table: Path) -> list[str]:
+    import numpy as np
+
+    d = mj.distortion
+    err, within = np.abs(d["run_error_pct"]), d["within"]
+    n, ok = len(err), int(within.sum())
+    out = [f"run times: {ok} of {n} jobs within {100 * tolerance:g} % of their scaled trace run time (|error| median "
+           f"{np.median(err):.3g} %, max {err.max():.3g} %); sizes: |error| median "
+           f"{np.median(np.abs(d['size_error_pct'])):.3g} %, max {np.abs(d['size_error_pct']).max():.3g} % "
+           f"(table: {table.name})"]
+    if ok < n:
+        bad = np.flatnonzero(~within)
+        out.append(f"{n - ok} job(s) cannot fit: " + "; ".join(
+            f"{d['name'][i]} (line {d['line'][i]}): {d['why'][i]}" for i in bad[:5].tolist())
+            + (f"; ... {n - ok - 5} more" if n - ok > 5 else ""))
+    return out
+
+
+def _write_distortion(mj, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from .swf import DISTORTION_COLUMNS
+
+    pacsv.write_csv(pa.table({c: mj.distortion[c] for c in DISTORTION_COLUMNS}), str(path))
+
+
 def cmd_scenario_from_swf(args) -> int:
     import yaml
 
-    from .scheduler import dry_run, stream_metrics
-    from .swf import SwfError, SwfMapping, read_swf, scenario_from_swf
+    from .scheduler import dry_run_times, metrics_of
+    from .swf import SwfError, SwfMapping, job_lines, read_swf, scenario_from_swf
     from .units import parse_time_ns
 
     out = Path(args.output)
-    if out.exists() and not args.force:
-        raise CliError(f"{out} already exists (use --force to overwrite)")
-    try:
-        time_scale = parse_time_ns(args.time_scale)
-    except ValueError as exc:
-        raise CliError(f"--time-scale: {exc}") from None
-    base, shape = load_system(args.system)
+    table = distortion_path(out)
+    if out.is_dir():
+        raise CliError(f"{out} is a directory: -o names the scenario file to write (e.g. {out / 'stream.yaml'})")
+    for p in (out, table):
+        if os.path.lexists(p) and not args.force:
+            raise CliError(f"{p} already exists (use --force to overwrite)")
+        if p.is_symlink() or (os.path.lexists(p) and not p.is_file()):
+            raise CliError(f"{p} is not a regular file; refusing to replace it")
+    if not out.parent.is_dir() and os.path.lexists(out.parent):
+        raise CliError(f"cannot write {out}: {out.parent} is not a directory")
+    time_scale = None
+    if args.time_scale != "auto":
+        try:
+            time_scale = parse_time_ns(args.time_scale)
+        except ValueError as exc:
+            raise CliError(f"--time-scale: {exc}") from None
+    base, shape, limits = load_system(args.system)
     n_terminals = shape.groups * shape.routers_per_group * shape.terminals_per_router
     try:
         mapping = SwfMapping(from_job=args.from_job, jobs=args.jobs, window=_window(args.window),
                              time_scale=time_scale, size_scale=args.size_scale,
                              templates=tuple(t.strip() for t in args.templates.split(",") if t.strip()),
                              assign=args.assign, iteration_time=_iteration_times(args.iteration_time),
-                             walltime_factor=args.walltime_factor, lammps_replicas=args.lammps_replicas,
+                             walltime_rule=args.walltime_rule, walltime_factor=args.walltime_factor,
+                             tolerance=args.tolerance / 100.0, max_rank_iterations=limits.max_rank_iterations,
+                             lammps_replicas=args.lammps_replicas,
                              seed=args.seed if args.seed is not None else int(base.get("seed", 1)),
                              queue=args.queue, allocation=args.allocation)
         mapping.check()
@@ -135,53 +184,158 @@ def cmd_scenario_from_swf(args) -> int:
         made = scenario_from_swf(trace, base, n_terminals, mapping)
     except SwfError as exc:
         raise CliError(str(exc)) from None
-    scen, notes = made.data, list(made.notes)
-    outcomes = dry_run(made.stream, shape, mapping.queue, mapping.allocation, mapping.seed)
-    m = stream_metrics(outcomes, n_terminals, made.slowdown_tau)
-    estimate = (f"dry run with the estimated run times: makespan {_human(m['makespan'])}, mean wait "
-                f"{_human(m['mean_wait'])}, mean bounded slowdown {m['mean_bounded_slowdown']:.2f}, "
-                f"utilisation {100 * m['utilisation']:.1f} %")
+    scen, notes, mj = made.data, list(made.notes), made.mapped
+    notes += _distortion_lines(mj, mapping.tolerance, table)
+    start, end, killed = dry_run_times(mj.ranks, mj.arrival, mj.walltime, mj.estimate, shape, mapping.queue,
+                                       mapping.allocation, mapping.seed)
+    m = metrics_of(mj.arrival, start, end, mj.ranks, killed, n_terminals, made.slowdown_tau, by_size=False)
+    estimate = (f"dry run with the estimated run times: makespan {_human(m['makespan'])}, wait mean "
+                f"{_human(m['mean_wait'])}, p95 {_human(m['p95_wait'])}, max {_human(m['max_wait'])}; mean "
+                f"bounded slowdown {m['mean_bounded_slowdown']:.2f}, utilisation {100 * m['utilisation']:.1f} %")
     notes.append(estimate)
     head = ["written by hybridsim scenario-from-swf",
             "command: hybridsim " + shlex.join(sys.argv[1:]), *notes,
             "trace header (its ';' lines, kept as provenance):"]
-    text = "".join(f"# {h}\n" for h in head) + "".join(f"#   {h}\n" for h in trace.header)
-    jobs = scen.pop("jobs")
-    text += yaml.safe_dump(scen, sort_keys=False, default_flow_style=None, width=120)
-    text += "jobs:\n" + "".join(f"- {flow_yaml(j)}\n" for j in jobs)  # one job a line: a stream has thousands
-    scen["jobs"] = jobs
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    tmps = []
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        for target in (table, out):
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            os.close(fd)
+            tmps.append((tmp, target))
+        _write_distortion(mj, Path(tmps[0][0]))
+        with open(tmps[1][0], "w") as fh:
+            fh.write("".join(f"# {h}\n" for h in head) + "".join(f"#   {h}\n" for h in trace.header))
+            fh.write(yaml.safe_dump(scen, sort_keys=False, default_flow_style=None, width=120))
+            fh.write("jobs:\n")
+            fh.writelines(job_lines(mj, mapping, flow_yaml))  # one job a line: a stream has thousands
+        for tmp, target in tmps:
+            os.replace(tmp, target)
+    except OSError as exc:
+        raise CliError(f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        for tmp, _ in tmps:
+            Path(tmp).unlink(missing_ok=True)
+    print(f"{out}: {len(mj)} jobs ({mj.ranks.min()}..{mj.ranks.max()} ranks) on {n_terminals} terminals, "
+          f"last arrival {_human(float(mj.arrival[-1]))}, scheduler {mapping.queue}/{mapping.allocation}")
+    for line in notes[1:2] + notes[-4:]:
+        if line.startswith(("time:", "run times:", "dry run")) or "cannot fit" in line:
+            print(f"  {line}")
+    return EXIT_OK
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:.4g} s" if abs(x) < 1e5 else f"{x / 3600:.4g} h"
+
+
+def cmd_schedule(args) -> int:
+    import time
+
+    from .queues import QueuePolicyError, queue_policy
+    from .rundir import RunDir, RunDirError
+    from .scenario import ScenarioError, load_scenario
+    from .schedule import from_scenario, from_trace, run_schedule, summarise, write_schedule
+    from .scheduler import SchedulerError
+    from .swf import SwfError, read_swf
+
+    t0 = time.perf_counter()
+    if args.nodes is not None and not 1 <= args.nodes <= 10**8:
+        raise CliError(f"--nodes must be in 1..{10**8}, got {args.nodes}")
+    if not (args.tau > 0 and args.tau < 1e9):
+        raise CliError(f"--tau must be > 0 seconds, got {args.tau}")
+    src = Path(args.input)
+    is_scenario = src.suffix.lower() in (".yaml", ".yml")
+    try:
+        if is_scenario:
+            sc = load_scenario(src)
+            inp = from_scenario(sc, args.nodes)
+            queue = args.queue or (sc.scheduler.queue if sc.is_stream else "fcfs")
+            header = []
+        else:
+            trace = read_swf(src)
+            inp = from_trace(trace, args.nodes, args.walltime_rule, args.walltime_factor)
+            queue = args.queue or "easy"
+            header = trace.header
+        queue_policy(queue)
+    except (ScenarioError, SwfError, QueuePolicyError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        rd = RunDir.create(args.output, kind="schedule", force=args.force,
+                           extra={"input": str(src), "queue": queue})
+    except RunDirError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        outcomes = run_schedule(inp, queue, args.kill_at_walltime)
+        summary = summarise(inp, outcomes, queue, args.kill_at_walltime, args.tau)
+        write_schedule(rd, inp, outcomes, summary, header)
+        if args.plot:
+            from .report import plot_gantt_chart, plot_queue_over_time
+
+            plot_gantt_chart(rd.file("jobs.parquet"), rd.file("gantt.png"), nodes=inp.nodes)
+            plot_queue_over_time(rd.file("jobs.parquet"), rd.file("utilisation.png"), nodes=inp.nodes)
+        summary["wall_s"] = time.perf_counter() - t0
+        rd.complete(wall_s=summary["wall_s"])
+    except SchedulerError as exc:
+        rd.fail(str(exc))
+        raise CliError(str(exc)) from None
+    except BaseException as exc:
+        rd.fail(f"{type(exc).__name__}: {exc}")
         raise
-    ranks = [j["ranks"] for j in scen["jobs"]]
-    print(f"{out}: {len(ranks)} jobs ({min(ranks)}..{max(ranks)} ranks) on {n_terminals} terminals, "
-          f"last arrival {scen['jobs'][-1]['arrival']}, scheduler {mapping.queue}/{mapping.allocation}")
-    print(f"  {estimate}")
+    m = summary["metrics"]
+    skipped = ", ".join(f"{v} {k}" for k, v in inp.skipped.items())
+    print(f"{rd.path}: {len(outcomes)} jobs on {inp.nodes} nodes, {queue}"
+          + (f" (not scheduled: {skipped})" if skipped else "") + f", {summary['wall_s']:.2f} s")
+    print(f"  wait mean {_fmt_s(m['mean_wait'])}, median {_fmt_s(m['median_wait'])}, p95 {_fmt_s(m['p95_wait'])}, "
+          f"max {_fmt_s(m['max_wait'])}; bounded slowdown mean {m['mean_bounded_slowdown']:.3g} (tau {args.tau:g} s)"
+          f"; utilisation {100 * m['utilisation']:.1f} %; makespan {_fmt_s(m['makespan'])}"
+          + (f"; {m['killed']} killed at their walltime" if args.kill_at_walltime else ""))
     return EXIT_OK
 
 
 def register(sub) -> None:
+    p = sub.add_parser("schedule", help="schedule an SWF trace (or a stream scenario) with its own run times, no "
+                                        "network: schedule.swf, per-job table, metrics")
+    p.add_argument("input", metavar="TRACE.swf|SCENARIO.yaml",
+                   help="an SWF trace (.swf, .swf.gz) or a scenario (.yaml: its declared run times)")
+    p.add_argument("-o", "--output", metavar="DIR", required=True)
+    p.add_argument("--force", action="store_true", help="replace DIR if it holds an earlier hybridsim output")
+    p.add_argument("--nodes", type=int, metavar="N",
+                   help="nodes of the machine (default: the trace header's MaxNodes, else MaxProcs; a scenario's "
+                        "terminals)")
+    p.add_argument("--queue", metavar="POLICY",
+                   help="fcfs, easy, conservative, an installed hybridsim.queues entry point (sjf) or module:Class "
+                        "(default: easy for a trace, the scenario's own)")
+    p.add_argument("--walltime-rule", choices=("exact", "factor"), default="exact",
+                   help="walltime where the trace gives no requested time (field 9): the run time (exact, default) "
+                        "or --walltime-factor x the run time")
+    p.add_argument("--walltime-factor", type=float, default=2.0, metavar="F", help="for --walltime-rule factor (2)")
+    p.add_argument("--kill-at-walltime", action="store_true",
+                   help="end a job at its walltime when its run time is longer (a batch system's limit)")
+    p.add_argument("--tau", type=float, default=10.0, metavar="SECONDS", help="bounded-slowdown floor (10 s)")
+    p.add_argument("--plot", action="store_true", help="also draw gantt.png and utilisation.png")
+    p.set_defaults(func=cmd_schedule)
+
     p = sub.add_parser("scenario-from-swf",
                        help="a job-stream scenario from a Standard Workload Format trace")
     p.add_argument("trace", metavar="TRACE.swf")
     p.add_argument("--system", metavar="BASE.yaml", required=True,
                    help="scenario whose topology and other sections are kept (its jobs and placement are replaced)")
-    p.add_argument("-o", "--output", metavar="OUT.yaml", required=True)
-    p.add_argument("--force", action="store_true", help="overwrite OUT.yaml if it exists")
+    p.add_argument("-o", "--output", metavar="OUT.yaml", required=True,
+                   help="the scenario; the per-job distortion table goes beside it (OUT.distortion.csv)")
+    p.add_argument("--force", action="store_true", help="overwrite OUT.yaml and OUT.distortion.csv if they exist")
     g = p.add_argument_group("slice (applied in this order: window, from-job, then the first --jobs)")
     g.add_argument("--window", metavar="START:END", help="submit times in [START, END) of trace time since the "
                    "first submit: seconds or 90m / 36h / 2d; either side may be empty")
     g.add_argument("--from-job", type=int, metavar="N", help="first SWF job number kept")
     g.add_argument("--jobs", type=int, metavar="K", help="keep the first K jobs")
     g = p.add_argument_group("scaling")
-    g.add_argument("--time-scale", default="1us", metavar="TIME",
-                   help="simulated time per trace second (default 1us)")
+    g.add_argument("--time-scale", default="auto", metavar="TIME|auto",
+                   help="simulated time per trace second; auto (default): the smallest that fits every job's run "
+                        "time within --tolerance (at least 0.5/tolerance iterations), capped so the stream lasts at "
+                        "most 10^6 simulated s")
+    g.add_argument("--tolerance", type=float, default=5.0, metavar="PCT",
+                   help="largest per-job run-time error (simulated estimate vs scaled trace run time), percent "
+                        "(default 5); jobs past it are named, all are in OUT.distortion.csv")
     g.add_argument("--size-scale", type=float, metavar="F",
                    help="ranks per trace processor (default: terminals / the trace's MaxProcs)")
     g = p.add_argument_group("workloads")
@@ -193,12 +347,16 @@ def register(sub) -> None:
     g.add_argument("--iteration-time", metavar="T=TIME,...",
                    help="simulated time of one iteration per template, turning run times into iterations "
                         "(defaults milc=430us, lammps=1.7ms, nn=90us, uniform-random=4us)")
+    g.add_argument("--walltime-rule", choices=("factor", "exact"), default="factor",
+                   help="walltime where the trace has no requested time (field 9): --walltime-factor x the estimated "
+                        "run time (factor, default) or the estimated run time itself (exact)")
     g.add_argument("--walltime-factor", type=float, default=2.0,
-                   help="walltime = this x the estimated run time where the trace has no requested time (default 2)")
-    g.add_argument("--lammps-replicas", type=int, default=2, help="LAMMPS num_{x,y,z}_replicas (default 2)")
+                   help="for --walltime-rule factor (default 2, at least 1)")
+    g.add_argument("--lammps-replicas", type=int, default=2,
+                   help="LAMMPS num_{x,y,z}_replicas (default 2, at most 64)")
     g.add_argument("--seed", type=int, help="scenario seed and template draws (default: the base scenario's seed)")
     g = p.add_argument_group("scheduler")
-    g.add_argument("--queue", default="easy", choices=("fcfs", "easy"), help="default easy")
+    g.add_argument("--queue", default="easy", choices=("fcfs", "easy", "conservative"), help="default easy")
     g.add_argument("--allocation", default="contiguous",
                    choices=("contiguous", "random", "random-router", "random-group"), help="default contiguous")
     p.set_defaults(func=cmd_scenario_from_swf)

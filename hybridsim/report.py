@@ -127,14 +127,17 @@ def plot_ports(run_dir: Path, out_dir: Path) -> Path | None:
 
 def busy_over_time(start, end, size, arrival):
     """Step functions of a job stream: event times ``t``, terminals busy and jobs waiting on ``[t[i], t[i+1])``
-    (jobs that never ended are left out)."""
+    (jobs that never ended are left out). Sorted counts, so 10^5 jobs cost milliseconds: busy(t) = size started by
+    t - size ended by t; waiting(t) = jobs arrived by t - jobs started by t."""
     start, end, size, arrival = (np.asarray(x, dtype=float) for x in (start, end, size, arrival))
     ok = np.isfinite(end)
     start, end, size, arrival = start[ok], end[ok], size[ok], arrival[ok]
     t = np.unique(np.concatenate([arrival, start, end]))
-    busy = np.array([size[(start <= x) & (end > x)].sum() for x in t])
-    waiting = np.array([int(((arrival <= x) & (start > x)).sum()) for x in t])
-    return t, busy, waiting
+    by_start, by_end = np.argsort(start, kind="stable"), np.argsort(end, kind="stable")
+    started = np.concatenate([[0.0], np.cumsum(size[by_start])])[np.searchsorted(start[by_start], t, "right")]
+    ended = np.concatenate([[0.0], np.cumsum(size[by_end])])[np.searchsorted(end[by_end], t, "right")]
+    waiting = np.searchsorted(np.sort(arrival), t, "right") - np.searchsorted(start[by_start], t, "right")
+    return t, started - ended, waiting.astype(int)
 
 
 def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
@@ -177,6 +180,79 @@ def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
     ax2.set_ylabel("utilisation %", color="tab:blue")
     ax2.set_xlabel("virtual time (ms)")
     return _save(fig, out_dir / "jobs-gantt.png")
+
+
+def _stream_table(jobs) -> dict[str, np.ndarray]:
+    """Columns of a jobs table (a path to a ``jobs.parquet`` of a run or of ``hybridsim schedule``, or a pyarrow
+    table): name, size, arrival, start, end."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(jobs) if isinstance(jobs, (str, Path)) else jobs
+    cols = t.column_names
+    arrival = "submit" if "submit" in cols else "arrival"
+    name = "name" if "name" in cols else "job"
+    return {"name": np.array([str(x) for x in t.column(name).to_pylist()]),
+            "size": t.column("size").to_numpy().astype(float),
+            **{k: t.column(c).to_numpy().astype(float) for k, c in (("arrival", arrival), ("start", "start"),
+                                                                   ("end", "end"))}}
+
+
+def plot_gantt_chart(jobs, path: str | Path, *, nodes: int | None = None, first: int = 120,
+                     time_unit: tuple[str, float] = ("s", 1.0)) -> Path:
+    """A scheduling Gantt chart of the ``first`` jobs by arrival: one row per job, its wait (light) and its run
+    (solid, colour = size class), an arrival marker, the job's name as a label, a legend of the size classes.
+    ``jobs``: see :func:`_stream_table`; ``time_unit``: (name, units per time unit of the table), e.g. ("ms", 1e6)
+    for a run's ns."""
+    from matplotlib.patches import Patch
+
+    from .scheduler import size_class
+
+    plt = _plt()
+    t = _stream_table(jobs)
+    order = np.argsort(t["arrival"], kind="stable")[:first]
+    unit, per = time_unit
+    classes = sorted({size_class(s) for s in t["size"][order]}, key=lambda c: int(c.split("-")[-1]))
+    cmap = plt.get_cmap("viridis")
+    colour = {c: cmap(i / max(1, len(classes) - 1)) for i, c in enumerate(classes)}
+    n = len(order)
+    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.16 * n + 1.2)))
+    for row, i in enumerate(order.tolist()):
+        a, s, e = t["arrival"][i] / per, t["start"][i] / per, t["end"][i] / per
+        e = e if np.isfinite(e) else s
+        if s > a:
+            ax.barh(row, s - a, left=a, height=0.6, color="0.85", edgecolor="none")
+        ax.barh(row, e - s, left=s, height=0.6, color=colour[size_class(t["size"][i])], edgecolor="none")
+        ax.text(e, row, f" {t['name'][i]} ({int(t['size'][i])})", va="center", fontsize=6)
+    ax.plot(t["arrival"][order] / per, np.arange(n), "|", color="black", ms=7, label="arrival")
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_yticks([])
+    ax.set_xlabel(f"time ({unit})")
+    more = f" (first {n} of {len(t['name'])} by arrival)" if len(t["name"]) > n else ""
+    ax.set_title(f"schedule: {n} jobs{more}" + (f" on {nodes} nodes" if nodes else "") + "; label: name (size)")
+    handles = [Patch(color=colour[c], label=f"run, {c} nodes") for c in classes]
+    handles += [Patch(color="0.85", label="waiting"), ax.lines[-1]]
+    ax.legend(handles=handles, loc="upper right", fontsize=7)  # jobs run down and to the right
+    return _save(fig, Path(path))
+
+
+def plot_queue_over_time(jobs, path: str | Path, *, nodes: int, time_unit: tuple[str, float] = ("h", 3600.0)
+                         ) -> Path:
+    """Utilisation (% of ``nodes`` busy) and queue length (jobs arrived, not started) over the whole stream, as
+    step functions (:func:`busy_over_time`)."""
+    plt = _plt()
+    t = _stream_table(jobs)
+    ev, busy, waiting = busy_over_time(t["start"], t["end"], t["size"], t["arrival"])
+    unit, per = time_unit
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
+    ax.step(ev / per, 100 * busy / nodes, where="post", color="tab:blue", lw=0.8)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("utilisation %")
+    mean = float(np.sum(busy[:-1] * np.diff(ev)) / (nodes * (ev[-1] - ev[0]))) if len(ev) > 1 else 0.0
+    ax.set_title(f"{len(t['name'])} jobs on {nodes} nodes: utilisation (mean {100 * mean:.1f} %) and queue length")
+    ax2.step(ev / per, waiting, where="post", color="tab:red", lw=0.8)
+    ax2.set_ylabel("jobs waiting")
+    ax2.set_xlabel(f"time ({unit})")
+    return _save(fig, Path(path))
 
 
 def plot_bench(result: dict, out_dir: Path) -> Path:

@@ -2,7 +2,7 @@
 
 Sections: ``topology``, ``jobs``, ``placement``, ``backend``, ``sampling``, ``output``, ``seed`` and the sections owned by
 later layers (``surrogate``, ``controller``, ``machine``). Defaults reproduce CODES' 1,056-node dragonfly-dally
-reference system (``../shared/DESIGN.md`` section 4). Every model forbids unknown keys; :func:`load_scenario` turns
+reference system (docs/design.md §4). Every model forbids unknown keys; :func:`load_scenario` turns
 any YAML or schema error into a :class:`ScenarioError` that names the file, line, column and field path.
 
 Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in GiB/s; sizes in bytes.
@@ -10,6 +10,7 @@ Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 from pathlib import Path
@@ -321,12 +322,12 @@ class Placement(_Model):
 
 
 class SchedulerSection(_Model):
-    """A job stream: jobs are submitted at their ``arrival``, wait in the ``queue`` (``fcfs``, or ``easy``
-    backfilling on walltimes) and get terminals by ``allocation`` (the placement policies; ``seed`` defaults to the
+    """A job stream: jobs are submitted at their ``arrival``, wait in the ``queue`` (``fcfs``, or ``easy`` or
+    ``conservative`` backfilling on walltimes) and get terminals by ``allocation`` (the placement policies; ``seed`` defaults to the
     scenario seed) when they start; their terminals are freed when they end (:mod:`hybridsim.scheduler`).
     ``slowdown_tau`` is the bounded-slowdown floor of the stream metrics."""
 
-    queue: Literal["fcfs", "easy"] = "fcfs"
+    queue: Literal["fcfs", "easy", "conservative"] = "fcfs"
     allocation: Literal["contiguous", "random", "random-router", "random-group"] = "contiguous"
     seed: Optional[StrictInt] = Field(None, ge=0)
     slowdown_tau: Duration = Field(10_000.0, gt=0, le=MAX_VIRTUAL_TIME, description="bounded-slowdown floor, ns (default 10 us)")
@@ -637,8 +638,7 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _check(self) -> "Scenario":
-        names = [j.name for j in self.jobs]
-        dups = sorted({n for n in names if names.count(n) > 1})
+        dups = sorted(n for n, k in collections.Counter(j.name for j in self.jobs).items() if k > 1)
         if dups:
             raise ValueError(f"duplicate job names: {', '.join(dups)}")
         if self.scheduler is not None:
@@ -707,31 +707,40 @@ def format_validation_error(exc: ValidationError, root: yaml.Node | None, filena
 
 
 def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = None,
-                   yaml_limits: YamlLimits | None = None) -> Scenario:
+                   yaml_limits: YamlLimits | None = None, *, path: Path | None = None) -> Scenario:
     """Parse and validate scenario YAML text, then check it against its limits (``limits``: ``--limit`` overrides,
     which win over the file's ``limits:`` section; ``yaml_limits``: bounds on the text, default
-    :class:`~hybridsim.yamlio.YamlLimits`, e.g. a server's own). Raises :class:`ScenarioError`."""
+    :class:`~hybridsim.yamlio.YamlLimits`, e.g. a server's own; ``path``: the file it was read from, for
+    :attr:`Scenario.provenance`). Raises :class:`ScenarioError`. The provenance keeps the text, not the YAML tree
+    (:class:`~hybridsim.yamlio.YamlText`): a stream's tree is composed again only if a message needs a place."""
     limits = limits or {}
-    try:
-        data, root = yamlio.load(text, filename, (yaml_limits or YamlLimits()).updated(limits))
-    except YamlInputError as exc:
-        raise ScenarioError(str(exc), exc.problems) from None
-    if data is None:
-        raise ScenarioError(f"{filename}:1:1: empty scenario file (expected a mapping with at least 'jobs')")
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{_where(filename, root)}: <top level>: expected a mapping of sections, got "
-                            f"{type(data).__name__}")
-    overrides = {k: v for k, v in limits.items() if k in Limits.model_fields}
-    if overrides:
-        file_limits = data.get("limits") or {}
-        if isinstance(file_limits, dict):
-            data = {**data, "limits": {**file_limits, **overrides}}
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        problems = format_validation_error(exc, root, filename)
-        raise ScenarioError("\n".join(problems), problems) from None
-    scenario.provenance = Provenance(filename=filename, root=root)
+    yl = (yaml_limits or YamlLimits()).updated(limits)
+    # for performance (see yamlio.gc_paused): the YAML tree, the data and a stream's thousands of job models are built
+    # with the collector paused, and the tree is gone before it resumes
+    with yamlio.gc_paused():
+        try:
+            data, root = yamlio.load(text, filename, yl)
+        except YamlInputError as exc:
+            raise ScenarioError(str(exc), exc.problems) from None
+        if data is None:
+            raise ScenarioError(f"{filename}:1:1: empty scenario file (expected a mapping with at least 'jobs')")
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{_where(filename, root)}: <top level>: expected a mapping of sections, got "
+                                f"{type(data).__name__}")
+        del root  # for memory: the provenance composes it again if a message needs it
+        prov = Provenance(path=path, filename=filename, text=yamlio.YamlText(text, yl))
+        overrides = {k: v for k, v in limits.items() if k in Limits.model_fields}
+        if overrides:
+            file_limits = data.get("limits") or {}
+            if isinstance(file_limits, dict):
+                data = {**data, "limits": {**file_limits, **overrides}}
+        try:
+            scenario = Scenario.model_validate(data)
+        except ValidationError as exc:
+            problems = format_validation_error(exc, prov.root, filename)
+            raise ScenarioError("\n".join(problems), problems) from None
+        del data
+    scenario.provenance = prov
     problems = [f"{scenario.where(loc)}: {'.'.join(str(p) for p in loc)}: {msg}"
                 for loc, msg in stream_problems(scenario) + limit_problems(scenario)]
     if problems:
@@ -747,8 +756,7 @@ def load_scenario(path: str | os.PathLike, check_files: bool = True, limits: dic
         text = yamlio.read_text(path, YamlLimits().updated(limits or {}))
     except YamlInputError as exc:
         raise ScenarioError(str(exc), exc.problems) from None
-    scenario = parse_scenario(text, str(path), limits)
-    scenario.provenance = dataclasses.replace(scenario.provenance, path=path.resolve())
+    scenario = parse_scenario(text, str(path), limits, path=path.resolve())
     if check_files:
         check_scenario_files(scenario, str(path))
     return scenario

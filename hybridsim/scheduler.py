@@ -11,13 +11,16 @@ The scheduler is pure logic, driven by whoever owns the clock (the engine, or :f
 
 Decisions change only when a job arrives or one ends, so a driver needs no other wake-ups.
 
-Queue policies. ``fcfs`` starts jobs strictly in arrival order (ties: submission order); the first job that does not
-fit blocks every later one. ``easy`` is EASY backfilling (Lifka 1995; Mu'alem & Feitelson 2001): the head of the
-queue gets a reservation at the *shadow time*, the earliest time enough terminals are free if every running job ends
-at its start plus its ``walltime``; a later job may start now only if it fits in the free terminals and either ends
-(by its walltime) no later than the shadow time, or uses only the *extra* terminals the head will not need then. So a
-backfilled job never delays the head's reservation, provided jobs end within their walltime (a job that overruns
-its walltime is treated as ending any moment: its estimated end is ``max(start + walltime, now)``).
+Queue policies (:mod:`hybridsim.queues`; more through the ``hybridsim.queues`` entry points). ``fcfs`` starts jobs
+strictly in arrival order (ties: submission order); the first job that does not fit blocks every later one. ``easy``
+is EASY backfilling (Lifka 1995; Mu'alem & Feitelson 2001): the head of the queue gets a reservation at the *shadow
+time*, the earliest time enough terminals are free if every running job ends at its start plus its ``walltime``; a
+later job may start now only if it fits in the free terminals and either ends (by its walltime) no later than the
+shadow time, or uses only the *extra* terminals the head will not need then. So a backfilled job never delays the
+head's reservation, provided jobs end within their walltime (a job that overruns its walltime is treated as ending
+any moment: its estimated end is ``max(start + walltime, now)``). ``conservative`` gives *every* waiting job a
+reservation, in queue order, in the profile of free terminals; a job starts when its reservation is now, so no job
+delays any earlier one. A policy may also reorder the queue (a priority fixed at arrival; e.g. ``sjf``).
 
 Allocation policies are :mod:`hybridsim.placement`'s (:func:`~hybridsim.placement.terminal_order`): one order of all
 terminals is drawn once from ``numpy.random.default_rng(seed)``; a job gets the first ``size`` *free* terminals in
@@ -30,22 +33,27 @@ that needs more terminals than those left is an error, not a silent wait.
 Metrics (:func:`stream_metrics`): wait = start - arrival; run time = end - start; bounded slowdown
 ``max(1, (wait + run) / max(run, tau))`` with a floor ``tau`` that keeps very short jobs from dominating (the
 convention: 10 s of trace time, scaled with the trace, see :mod:`hybridsim.swf`); makespan = last end - first arrival;
-utilisation = sum(size x run time) / (terminals x makespan). Jobs that never end are left out of the metrics.
+utilisation = sum(size x run time) / (terminals x makespan); throughput = jobs / makespan; mean, median, 95th
+percentile and maximum of wait, response time (end - arrival) and bounded slowdown, overall and per power-of-two size
+class. Jobs that never end are left out of the metrics. :func:`dry_run` can kill a job at its walltime.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Sequence
+from bisect import bisect_left, bisect_right, insort
+from dataclasses import dataclass
+from typing import Hashable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from .placement import ORDER_POLICIES, terminal_order
+from .queues import QueuePolicy, QueuePolicyError, queue_policy
 from .topology import DragonflyShape
 
-QUEUE_POLICIES = ("fcfs", "easy")
+#: the built-in queue policies (more through the ``hybridsim.queues`` entry-point group, see :mod:`hybridsim.queues`)
+QUEUE_POLICIES = ("fcfs", "easy", "conservative")
 ALLOCATION_POLICIES = ORDER_POLICIES
 
 
@@ -53,55 +61,151 @@ class SchedulerError(ValueError):
     """A job cannot be scheduled (bad size, arrival or walltime; larger than the terminals it could ever get)."""
 
 
-@dataclass(frozen=True, order=True)
 class _Waiting:
-    arrival: float
-    seq: int
-    job_id: Hashable = field(compare=False)
-    size: int = field(compare=False)
-    walltime: float = field(compare=False)
+    """A submitted job not yet started; ``alive`` goes False when it starts (the queue drops it lazily)."""
+
+    __slots__ = ("arrival", "seq", "job_id", "size", "walltime", "alive")
+
+    def __init__(self, arrival: float, seq: int, job_id: Hashable, size: int, walltime: float):
+        self.arrival, self.seq, self.job_id, self.size, self.walltime = arrival, seq, job_id, size, walltime
+        self.alive = True
 
 
-@dataclass(frozen=True)
+class _Queue:
+    """Arrived jobs in service order -- ``(policy key, arrival, submission)`` ascending. Starting a job only marks it
+    (O(1)); dead entries are skipped and compacted away once they are the majority, so a queue of 10^6 jobs costs
+    no more per start than one of ten."""
+
+    def __init__(self, track_walltimes: bool = False):
+        self._track = track_walltimes  # conservative backfilling asks for the shortest walltime per size
+        self._items: list[_Waiting] = []
+        self._keys: list[tuple] = []
+        self._head = 0           # items before it are all dead
+        self._alive = 0
+        self._sizes: dict[int, int] = {}
+        self._walltimes: dict[int, list[tuple[float, int, _Waiting]]] = {}  # per size: a heap, dead entries lazy
+
+    def __len__(self) -> int:
+        return self._alive
+
+    def push(self, key: tuple, w: _Waiting) -> None:
+        if not self._keys or key >= self._keys[-1]:  # FCFS and most arrivals: already in order
+            self._items.append(w)
+            self._keys.append(key)
+        else:
+            i = bisect_right(self._keys, key, lo=self._head)
+            self._keys.insert(i, key)
+            self._items.insert(i, w)
+        self._alive += 1
+        self._sizes[w.size] = self._sizes.get(w.size, 0) + 1
+        if self._track:
+            heapq.heappush(self._walltimes.setdefault(w.size, []), (w.walltime, w.seq, w))
+
+    def first(self) -> _Waiting:
+        items = self._items
+        while not items[self._head].alive:
+            self._head += 1
+        return items[self._head]
+
+    def __iter__(self) -> Iterator[_Waiting]:
+        """Alive jobs in order; jobs may be removed while iterating."""
+        items = self._items
+        for i in range(self._head, len(items)):
+            if items[i].alive:
+                yield items[i]
+
+    def remove(self, w: _Waiting) -> None:
+        w.alive = False
+        self._alive -= 1
+        n = self._sizes[w.size] - 1
+        if n:
+            self._sizes[w.size] = n
+        else:
+            del self._sizes[w.size]
+
+    def min_size(self) -> int:
+        return min(self._sizes) if self._sizes else 0
+
+    def shortest_by_size(self) -> list[tuple[int, float]]:
+        """``(size, shortest walltime)`` of the waiting jobs, one per size present, largest size first."""
+        out = []
+        for size in sorted(self._sizes, reverse=True):
+            h = self._walltimes[size]
+            while not h[0][2].alive:
+                heapq.heappop(h)
+            out.append((size, h[0][0]))
+        return out
+
+    def compact(self) -> None:
+        dead = len(self._items) - self._alive
+        if dead > 1024 and dead > self._alive:
+            keep = [i for i, w in enumerate(self._items) if w.alive]
+            self._items = [self._items[i] for i in keep]
+            self._keys = [self._keys[i] for i in keep]
+            self._head = 0
+            if self._track:
+                self._walltimes = {size: [e for e in h if e[2].alive] for size, h in self._walltimes.items()}
+                for h in self._walltimes.values():
+                    heapq.heapify(h)
+
+
 class _Running:
-    size: int
-    start: float
-    walltime: float
-    terminals: np.ndarray
+    """A running job; ``key`` = ``(start + walltime, start order, size)``, its place in the sorted estimated ends."""
 
-    def estimated_end(self, now: float) -> float:
-        return max(self.start + self.walltime, now)
+    __slots__ = ("size", "start", "walltime", "terminals", "key")
+
+    def __init__(self, size: int, start: float, walltime: float, terminals: np.ndarray, key: tuple):
+        self.size, self.start, self.walltime, self.terminals, self.key = size, start, walltime, terminals, key
 
 
 class Scheduler:
     """Queue + allocation over the terminals of a Dragonfly of ``shape``.
 
     Args:
-        shape: the Dragonfly (:class:`~hybridsim.topology.DragonflyShape`; a ``Dragonfly`` passes ``.shape``).
-        queue: ``fcfs`` or ``easy``.
+        shape: the Dragonfly (:class:`~hybridsim.topology.DragonflyShape`; a ``Dragonfly`` passes ``.shape``), or a
+            plain number of nodes (no topology: ``contiguous`` or ``random`` allocation only).
+        queue: a queue policy name (``fcfs``, ``easy``, ``conservative``, or one of the ``hybridsim.queues`` entry
+            points), ``module:Class``, or a :class:`~hybridsim.queues.QueuePolicy`.
         allocation: ``contiguous``, ``random``, ``random-router`` or ``random-group``.
         seed: seeds the allocation order (the scenario's placement seed convention).
 
     Times are plain floats in one unit chosen by the driver (ns in the engine); they must not go backwards.
     """
 
-    def __init__(self, shape: DragonflyShape, queue: str = "fcfs", allocation: str = "contiguous", seed: int = 0):
-        if queue not in QUEUE_POLICIES:
-            raise SchedulerError(f"unknown queue policy {queue!r} (valid: {', '.join(QUEUE_POLICIES)})")
+    def __init__(self, shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs", allocation: str = "contiguous",
+                 seed: int = 0):
+        try:
+            self.policy = queue_policy(queue)
+        except QueuePolicyError as exc:
+            raise SchedulerError(str(exc)) from None
         if allocation not in ALLOCATION_POLICIES:
             raise SchedulerError(f"unknown allocation policy {allocation!r} (valid: {', '.join(ALLOCATION_POLICIES)})")
-        self.queue, self.allocation, self.seed = queue, allocation, seed
-        self._order = terminal_order(allocation, shape, np.random.default_rng(seed))
+        self.queue = queue if isinstance(queue, str) else self.policy.name
+        self.allocation, self.seed = allocation, seed
+        rng = np.random.default_rng(seed)
+        if isinstance(shape, DragonflyShape):
+            self._order = terminal_order(allocation, shape, rng)
+        elif isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) and shape >= 1:
+            if allocation not in ("contiguous", "random"):
+                raise SchedulerError(f"allocation {allocation!r} needs a Dragonfly, not a plain node count")
+            self._order = np.arange(int(shape)) if allocation == "contiguous" else rng.permutation(int(shape))
+        else:
+            raise SchedulerError(f"expected a Dragonfly shape or a node count >= 1, got {shape!r}")
         self.n_terminals = len(self._order)
         self._free = np.ones(self.n_terminals, dtype=bool)  # indexed by terminal id
-        self._future: list[_Waiting] = []  # heap of jobs not yet arrived, by (arrival, submission)
-        self._queue: list[_Waiting] = []   # arrived and not started, in (arrival, submission) order
+        self._n_free = self.n_terminals
+        self._future: list[tuple[float, int, _Waiting]] = []  # heap of jobs not yet arrived: (arrival, seq, job)
+        self._queue = _Queue(self.policy.backfill == "conservative")  # arrived, not started, in service order
         self._running: dict[Hashable, _Running] = {}
+        self._ends: list[tuple[float, int, int]] = []  # the running jobs' keys, sorted: estimated end first
+        self._n_started = 0
+        self._forever = 0                  # terminals held by running jobs that never end (walltime inf)
         self._known: set[Hashable] = set()
         self._now = -math.inf
         self._seq = 0
         self.reservation: tuple[Hashable, float] | None = None
-        """``(job_id, shadow time)`` of the queue head at the last decision that left it waiting (``easy`` only)."""
+        """``(job_id, reserved start)`` of the queue head at the last decision that left it waiting (``easy``: the
+        shadow time; ``conservative``: its reservation; ``None`` without backfilling)."""
 
     # ------------------------------------------------------------------------------------------------ driver API
     def submit(self, job_id: Hashable, size: int, arrival: float = 0.0, walltime: float = math.inf) -> None:
@@ -119,47 +223,50 @@ class Scheduler:
         if arrival < self._now:
             raise SchedulerError(f"job {job_id!r}: arrival {arrival} is before the scheduler's time {self._now}")
         self._known.add(job_id)
-        heapq.heappush(self._future, _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime)))
+        w = _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime))
+        heapq.heappush(self._future, (w.arrival, w.seq, w))
         self._seq += 1
 
     def next_decisions(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
         """The jobs that start at ``now`` and their terminals (rank order), in start order. Call after releasing
         every job that ended at ``now``."""
         self._advance(now)
-        while self._future and self._future[0].arrival <= now:
-            self._queue.append(heapq.heappop(self._future))
-        queue = self._queue
+        queue, key = self._queue, self.policy.key
+        while self._future and self._future[0][0] <= now:
+            w = heapq.heappop(self._future)[2]
+            queue.push((*key(w), w.arrival, w.seq), w)
         started: list[tuple[Hashable, np.ndarray]] = []
-        free = int(self._free.sum())
-        n_head = 0
-        while n_head < len(queue) and queue[n_head].size <= free:
-            free -= queue[n_head].size
-            started.append(self._start(queue[n_head], now))
-            n_head += 1
-        del queue[:n_head]
+        while queue and queue.first().size <= self._n_free:  # the head of the queue, as long as it fits
+            started.append(self._start(queue.first(), now))
         self.reservation = None
         if queue:
-            self._check_can_ever_fit(queue[0])
-            if self.queue == "easy":
-                shadow, extra = self._shadow(queue[0], now, free)
-                self.reservation = (queue[0].job_id, shadow)
-                started += self._backfill(now, free, shadow, extra)
+            self._check_can_ever_fit(queue.first())
+            if self.policy.backfill == "easy":
+                started += self._easy(now)
+            elif self.policy.backfill == "conservative":
+                started += self._conservative(now)
+        queue.compact()
         return started
 
     def release(self, job_id: Hashable, now: float) -> np.ndarray:
-        """Job ``job_id`` ended at ``now``: free its terminals (returned)."""
+        """Job ``job_id`` ended at ``now`` (or was killed): free its terminals (returned)."""
         self._advance(now)
         try:
             run = self._running.pop(job_id)
         except KeyError:
             raise SchedulerError(f"job {job_id!r} is not running") from None
+        self._known.discard(job_id)  # only jobs not ended are remembered: memory stays with the live jobs
         self._free[run.terminals] = True
+        self._n_free += run.size
+        del self._ends[bisect_left(self._ends, run.key)]
+        if math.isinf(run.walltime):
+            self._forever -= run.size
         return run.terminals
 
     def next_event_time(self) -> float | None:
         """When the next job not yet seen arrives (not before the last time seen; ``None``: no job still to arrive).
         Job ends are the driver's."""
-        return max(self._future[0].arrival, self._now) if self._future else None
+        return max(self._future[0][0], self._now) if self._future else None
 
     # ------------------------------------------------------------------------------------------------ state
     @property
@@ -170,7 +277,7 @@ class Scheduler:
     @property
     def waiting(self) -> list[Hashable]:
         """Jobs submitted and not started (arrived or not), in queue order."""
-        return [w.job_id for w in self._queue + sorted(self._future)]
+        return [w.job_id for w in list(self._queue)] + [f[2].job_id for f in sorted(self._future)]
 
     # ------------------------------------------------------------------------------------------------ internals
     def _advance(self, now: float) -> None:
@@ -179,43 +286,145 @@ class Scheduler:
         self._now = now
 
     def _start(self, w: _Waiting, now: float) -> tuple[Hashable, np.ndarray]:
+        self._queue.remove(w)
         order_free = self._order[self._free[self._order]]
         terminals = np.array(order_free[:w.size], dtype=np.int64)
         self._free[terminals] = False
-        self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals)
+        self._n_free -= w.size
+        if math.isinf(w.walltime):
+            self._forever += w.size
+        key = (now + w.walltime, self._n_started, w.size)
+        self._n_started += 1
+        insort(self._ends, key)
+        self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals, key)
         return w.job_id, terminals
 
-    def _backfill(self, now: float, free: int, shadow: float, extra: int) -> list[tuple[Hashable, np.ndarray]]:
-        """EASY: start queued jobs behind the head that fit now and end by the shadow time or use only extra
-        terminals."""
-        started, kept = [], [self._queue[0]]
-        for w in self._queue[1:]:
+    def _easy(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
+        """EASY: the head gets the shadow time; start queued jobs behind it that fit now and end by the shadow
+        time or use only extra terminals. Stops as soon as no queued job can fit the free terminals."""
+        head = self._queue.first()
+        shadow, extra = self._shadow(head, now)
+        self.reservation = (head.job_id, shadow)
+        started = []
+        smallest = self._queue.min_size()
+        for w in self._queue:
+            if self._n_free < smallest:
+                break
+            if w is head:
+                continue
             ends_in_time = now + w.walltime <= shadow
-            if w.size <= free and (ends_in_time or w.size <= extra):
-                free -= w.size
+            if w.size <= self._n_free and (ends_in_time or w.size <= extra):
                 if not ends_in_time:
                     extra -= w.size
                 started.append(self._start(w, now))
-            else:
-                kept.append(w)
-        self._queue[:] = kept
+        return started
+
+    def _conservative(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
+        """Conservative backfilling (Mu'alem & Feitelson 2001): every queued job, in queue order, gets the earliest
+        reservation that fits the free-terminal profile (running jobs end by their walltimes, earlier jobs'
+        reservations taken out); a job whose reservation is ``now`` starts. Reservations are rebuilt at every
+        decision, so a job never starts later than a reservation it was given (jobs ending within their walltime).
+        Stops once no queued job can fit the terminals free now: later jobs cannot start, and their reservations
+        cannot move an earlier job's."""
+        times = [now]
+        avail = [self._n_free]
+        after = math.nextafter(now, math.inf)  # a job past its walltime ends "any moment", never at now
+        for end, _, size in self._ends:
+            if math.isinf(end):
+                break
+            end = max(end, after)
+            if end != times[-1]:
+                times.append(end)
+                avail.append(avail[-1])
+            avail[-1] += size
+        started = []
+        smallest = self._queue.min_size()
+        head = self._queue.first()
+        for w in self._queue:
+            if self._n_free < smallest or (w is not head and not _any_fits(times, avail, self._queue)):
+                break
+            t = _earliest_fit(times, avail, w.size, w.walltime)
+            if w is head:
+                self.reservation = (w.job_id, t)
+            if t == now:
+                started.append(self._start(w, now))
+            _reserve(times, avail, t, w.size, w.walltime)
+        if started and self.reservation is not None and self.reservation[1] == now:
+            self.reservation = None  # the head itself started
         return started
 
     def _check_can_ever_fit(self, head: _Waiting) -> None:
-        forever = sum(r.size for r in self._running.values() if math.isinf(r.walltime))
-        if head.size > self.n_terminals - forever:
+        if head.size > self.n_terminals - self._forever:
             raise SchedulerError(
-                f"job {head.job_id!r} needs {head.size} terminals but only {self.n_terminals - forever} of "
+                f"job {head.job_id!r} needs {head.size} terminals but only {self.n_terminals - self._forever} of "
                 f"{self.n_terminals} are not held by jobs that never end")
 
-    def _shadow(self, head: _Waiting, now: float, free: int) -> tuple[float, int]:
+    def _shadow(self, head: _Waiting, now: float) -> tuple[float, int]:
         """Shadow time of ``head`` and the terminals to spare then (the running jobs end by their walltimes)."""
-        avail = free
-        for end, size in sorted((r.estimated_end(now), r.size) for r in self._running.values()):
-            avail += size
-            if avail >= head.size:
-                return end, avail - head.size
-        raise AssertionError("unreachable: _check_can_ever_fit passed")
+        avail, shadow = self._n_free, None
+        for end, _, size in self._ends:  # sorted by estimated end; one past its walltime ends "now"
+            end = max(end, now)
+            if shadow is not None and end > shadow:
+                break
+            avail += size  # every job ending at the shadow time frees its terminals for the extra ones
+            if shadow is None and avail >= head.size:
+                shadow = end
+        if shadow is None:
+            raise AssertionError("unreachable: _check_can_ever_fit passed")
+        return shadow, avail - head.size
+
+
+def _any_fits(times: list[float], avail: list[int], queue: _Queue) -> bool:
+    """Whether some waiting job could start at ``times[0]`` in the profile: one of size ``s`` whose walltime ends by
+    the first time the profile holds fewer than ``s`` terminals. Exact, since a job that did not fit a profile fits
+    no profile with more reservations: the conservative pass stops once it is False (an overloaded queue of 10^4 jobs
+    then costs a few reservations per decision, not 10^4)."""
+    now = times[0]
+    shortest = queue.shortest_by_size()  # largest size first: the first to run out of room
+    k, low, n = 0, math.inf, len(times)
+    for size, wt in shortest:
+        while k < n and low >= size:  # advance to the first step with fewer than ``size`` terminals
+            low = min(low, avail[k])
+            if low < size:
+                break
+            k += 1
+        until = times[k] if k < n else math.inf
+        if until > now and now + wt <= until:  # until == now: fewer than ``size`` terminals free now
+            return True
+    return False
+
+
+def _earliest_fit(times: list[float], avail: list[int], size: int, walltime: float) -> float:
+    """The earliest breakpoint ``times[k]`` from which ``avail`` stays >= ``size`` for ``walltime`` (the profile is
+    ``avail[k]`` on ``[times[k], times[k + 1])``, the last value for ever)."""
+    k, n = 0, len(times)
+    while k < n:
+        if avail[k] < size:
+            k += 1
+            continue
+        end = times[k] + walltime
+        m = k + 1
+        while m < n and times[m] < end and avail[m] >= size:
+            m += 1
+        if m == n or times[m] >= end:
+            return times[k]
+        k = m + 1
+    raise AssertionError("unreachable: the last profile step holds every terminal not held for ever")
+
+
+def _reserve(times: list[float], avail: list[int], t: float, size: int, walltime: float) -> None:
+    """Take ``size`` terminals out of the profile on ``[t, t + walltime)``."""
+    end = t + walltime
+    for x in (t, end):
+        if math.isfinite(x):
+            i = bisect_left(times, x)
+            if i == len(times) or times[i] != x:
+                times.insert(i, x)
+                avail.insert(i, avail[i - 1])
+    i = bisect_left(times, t)
+    while i < len(times) and times[i] < end:
+        avail[i] -= size
+        i += 1
 
 
 # ---------------------------------------------------------------------------------------------------------- dry run
@@ -242,6 +451,8 @@ class JobOutcome:
     start: float
     end: float
     terminals: np.ndarray
+    killed: bool = False
+    """ended at its walltime, before its run time (:func:`dry_run` with ``kill_at_walltime``)"""
 
     @property
     def wait(self) -> float:
@@ -260,42 +471,85 @@ class JobOutcome:
                 "terminals": self.terminals.tolist()}
 
 
-def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape, queue: str = "fcfs",
-            allocation: str = "contiguous", seed: int = 0) -> list[JobOutcome]:
+def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs",
+            allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False) -> list[JobOutcome]:
     """Schedule ``jobs`` with known run times, without simulating them: the start, end and terminals of each job
     (in the order of ``jobs``), exactly as an engine driving :class:`Scheduler` would see them if each job took its
-    ``run_time``."""
-    sched = Scheduler(shape, queue, allocation, seed)
-    by_id = {}
+    ``run_time`` -- or, with ``kill_at_walltime``, ``min(run_time, walltime)`` (the job is killed at its walltime,
+    as a batch system does; ``killed`` says so). ``shape``: a Dragonfly shape or a plain node count."""
     for j in jobs:
         if not (j.run_time >= 0):
             raise SchedulerError(f"job {j.job_id!r}: run time {j.run_time} is not a duration >= 0")
-        sched.submit(j.job_id, j.size, j.arrival, j.walltime)
-        by_id[j.job_id] = j
+    ids = [j.job_id for j in jobs]
+    if len(set(ids)) < len(ids):
+        seen: set = set()
+        dup = next(i for i in ids if i in seen or seen.add(i))
+        raise SchedulerError(f"job {dup!r} submitted twice")
+    terms: list[np.ndarray | None] = [None] * len(jobs)
+    start, end, killed = _drive(np.array([j.size for j in jobs], dtype=np.int64),
+                                np.array([j.arrival for j in jobs], dtype=float),
+                                np.array([j.walltime for j in jobs], dtype=float),
+                                np.array([j.run_time for j in jobs], dtype=float),
+                                Scheduler(shape, queue, allocation, seed), kill_at_walltime, terms, ids)
+    return [JobOutcome(j.job_id, j.size, j.arrival, j.walltime, s, e, t, k)
+            for j, s, e, t, k in zip(jobs, start.tolist(), end.tolist(), terms, killed.tolist())]
+
+
+def dry_run_times(size, arrival, walltime, run_time, shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs",
+                  allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`dry_run` on arrays (job ``i`` = index ``i``), for streams of 10^6 jobs: ``(start, end, killed)``
+    arrays, no terminals kept, jobs submitted to the scheduler only as their arrival comes (memory: the arrays and
+    the jobs waiting or running)."""
+    size, arrival = np.asarray(size, dtype=np.int64), np.asarray(arrival, dtype=float)
+    walltime, run_time = np.asarray(walltime, dtype=float), np.asarray(run_time, dtype=float)
+    bad = np.flatnonzero(~(run_time >= 0))
+    if len(bad):
+        raise SchedulerError(f"job {int(bad[0])}: run time {run_time[bad[0]]} is not a duration >= 0")
+    return _drive(size, arrival, walltime, run_time, Scheduler(shape, queue, allocation, seed), kill_at_walltime)
+
+
+def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time: np.ndarray, sched: Scheduler,
+           kill: bool, terms: list | None = None, ids: list | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The dry-run clock: submit each job as its arrival comes (arrival order, ties by index -- the submission order
+    the scheduler breaks ties with), end jobs after their run time, ask for decisions at each arrival and end."""
+    n = len(size)
+    runs = np.minimum(run_time, walltime) if kill else run_time
+    order = np.argsort(arrival, kind="stable")
+    arr_sorted = arrival[order]  # numpy arrays read one element at a time (.item): no 10^6-element lists
+    key = ids if ids is not None else range(n)
+    index = {k: i for i, k in enumerate(key)} if ids is not None else None
+    start = np.full(n, math.nan)
     ends: list[tuple[float, int, Hashable]] = []
-    started: dict[Hashable, tuple[float, np.ndarray]] = {}
-    seq = 0
+    p, seq = 0, 0
     while True:
-        candidates = [t for t in (sched.next_event_time(), ends[0][0] if ends else None) if t is not None]
-        if not candidates:
+        nxt = arr_sorted.item(p) if p < n else None
+        if ends and (nxt is None or ends[0][0] <= nxt):
+            now = ends[0][0]
+        elif nxt is not None:
+            now = nxt
+        else:
             break
-        now = min(candidates)
+        while p < n and arr_sorted.item(p) <= now:
+            i = order.item(p)
+            sched.submit(key[i], size.item(i), arr_sorted.item(p), walltime.item(i))
+            p += 1
         while ends and ends[0][0] == now:
             sched.release(heapq.heappop(ends)[2], now)
         for job_id, terminals in sched.next_decisions(now):
-            started[job_id] = (now, terminals)
-            end = now + by_id[job_id].run_time
+            i = index[job_id] if index is not None else job_id
+            start[i] = now
+            if terms is not None:
+                terms[i] = terminals
+            end = now + runs.item(i)
             if math.isfinite(end):
                 heapq.heappush(ends, (end, seq, job_id))
                 seq += 1
-    never = [j.job_id for j in jobs if j.job_id not in started]
-    if never:  # only possible if a never-ending job blocks the queue, which next_decisions reports first
-        raise SchedulerError(f"jobs never started: {never}")
-    out = []
-    for j in jobs:
-        start, terminals = started[j.job_id]
-        out.append(JobOutcome(j.job_id, j.size, j.arrival, j.walltime, start, start + j.run_time, terminals))
-    return out
+    never = np.flatnonzero(np.isnan(start))
+    if len(never):  # only possible if a never-ending job blocks the queue, which next_decisions reports first
+        raise SchedulerError(f"jobs never started: {[key[i] for i in never[:10].tolist()]}")
+    return start, start + runs, (run_time > walltime) if kill else np.zeros(n, dtype=bool)
 
 
 # ---------------------------------------------------------------------------------------------------------- metrics
@@ -308,17 +562,62 @@ def bounded_slowdown(wait, run_time, tau: float):
     return float(out) if out.ndim == 0 else out
 
 
-def stream_metrics(outcomes: Iterable[JobOutcome], n_terminals: int, tau: float) -> dict[str, float]:
-    """Makespan, mean wait, mean bounded slowdown (floor ``tau``) and utilisation of the jobs that ended."""
+#: quantiles reported for waits, response times and bounded slowdowns
+_STATS = (("mean", np.mean), ("median", np.median), ("p95", lambda x: np.percentile(x, 95)), ("max", np.max))
+
+
+def size_class(size) -> str:
+    """The power-of-two size class of a job of ``size`` terminals: ``"1"``, ``"2"``, ``"3-4"``, ``"5-8"``, ..."""
+    size = int(size)
+    if size <= 2:
+        return str(size)
+    hi = 1 << (size - 1).bit_length()
+    return f"{hi // 2 + 1}-{hi}"
+
+
+def _stats(name: str, x: np.ndarray) -> dict[str, float]:
+    return {f"{stat}_{name}": float(f(x)) for stat, f in _STATS}
+
+
+def stream_metrics(outcomes: Iterable[JobOutcome], n_terminals: int, tau: float, *,
+                   by_size: bool = True) -> dict:
+    """The standard batch-scheduling metrics of the jobs that ended (times in the outcomes' unit):
+
+    * ``jobs``, ``killed`` (ended at their walltime), ``makespan`` = last end - first arrival;
+    * ``mean_``/``median_``/``p95_``/``max_`` of ``wait`` (start - arrival), ``response`` (end - arrival) and
+      ``bounded_slowdown`` (floor ``tau``, :func:`bounded_slowdown`);
+    * ``utilisation`` = sum(size x run time) / (``n_terminals`` x makespan); ``throughput`` = jobs / makespan
+      (jobs per time unit);
+    * ``by_size``: the same job counts, waits, responses and slowdowns per :func:`size_class`.
+
+    The 95th percentile interpolates linearly (numpy's default)."""
     done = [o for o in outcomes if math.isfinite(o.end)]
-    if not done:
-        return {"jobs": 0, "makespan": 0.0, "mean_wait": 0.0, "mean_bounded_slowdown": 0.0, "utilisation": 0.0}
-    arrival = np.array([o.arrival for o in done])
-    start = np.array([o.start for o in done])
-    end = np.array([o.end for o in done])
-    size = np.array([o.size for o in done], dtype=float)
+    return metrics_of(np.array([o.arrival for o in done], dtype=float), np.array([o.start for o in done], dtype=float),
+                      np.array([o.end for o in done], dtype=float), np.array([o.size for o in done], dtype=float),
+                      np.array([o.killed for o in done], dtype=bool), n_terminals, tau, by_size=by_size)
+
+
+def metrics_of(arrival: np.ndarray, start: np.ndarray, end: np.ndarray, size: np.ndarray, killed: np.ndarray,
+               n_terminals: int, tau: float, *, by_size: bool = True) -> dict:
+    """:func:`stream_metrics` on arrays (jobs that never end left out)."""
+    done = np.isfinite(end)
+    arrival, start, end, size, killed = arrival[done], start[done], end[done], size[done].astype(float), killed[done]
+    if not len(end):
+        return {"jobs": 0, "killed": 0, "makespan": 0.0, "mean_wait": 0.0, "mean_bounded_slowdown": 0.0,
+                "utilisation": 0.0, "throughput": 0.0}
     wait, run = start - arrival, end - start
+    resp, bsld = end - arrival, np.atleast_1d(bounded_slowdown(wait, run, tau))
     makespan = float(end.max() - arrival.min())
-    util = float((size * run).sum() / (n_terminals * makespan)) if makespan > 0 else 0.0
-    return {"jobs": len(done), "makespan": makespan, "mean_wait": float(wait.mean()),
-            "mean_bounded_slowdown": float(np.mean(bounded_slowdown(wait, run, tau))), "utilisation": util}
+    out = {"jobs": int(len(end)), "killed": int(killed.sum()), "makespan": makespan,
+           **_stats("wait", wait), **_stats("response", resp), **_stats("bounded_slowdown", bsld),
+           "utilisation": float((size * run).sum() / (n_terminals * makespan)) if makespan > 0 else 0.0,
+           "throughput": len(end) / makespan if makespan > 0 else 0.0}
+    if by_size:
+        hi = np.where(size <= 2, size, 2.0 ** np.ceil(np.log2(np.maximum(size, 1))))  # class upper bound
+        out["by_size"] = {}
+        for h in np.unique(hi).tolist():
+            sel = hi == h
+            out["by_size"][size_class(h)] = {"jobs": int(sel.sum()), **_stats("wait", wait[sel]),
+                                             **_stats("response", resp[sel]),
+                                             **_stats("bounded_slowdown", bsld[sel])}
+    return out

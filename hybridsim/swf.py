@@ -6,11 +6,17 @@ where unknown -- 1 job number, 2 submit time (s), 3 wait time (s), 4 run time (s
 CPU time, 7 used memory, 8 requested processors, 9 requested time (s), 10 requested memory, 11 status, 12 user,
 13 group, 14 application, 15 queue, 16 partition, 17 preceding job, 18 think time.
 
+:func:`read_swf` streams a trace into an array (numpy's C parser, a chunk at a time; ``.gz`` too) and refuses a
+damaged or hostile one by line and field: every field is -1 or within 0..its bound (:data:`MAX_TRACE_SECONDS`,
+:data:`MAX_PROCS`, :data:`MAX_ID`), whole where it counts.
+
 :func:`scenario_from_swf` turns a slice of a trace into a scenario for a given system (the ``hybridsim
 scenario-from-swf`` command): arrivals are submit times scaled to simulated time, sizes are processor counts scaled
 to the system and rounded to a rank count the job's workload template can run, the number of iterations makes the
-simulated run time about the trace's run time scaled, and the walltime is the trace's requested time scaled or, where
-the trace has none, ``walltime_factor`` x the estimated run time.
+simulated run time (iterations x the template's iteration time) the trace's run time scaled -- within a tolerance, by
+choosing the time scale (:func:`choose_time_scale`), or the job is named with why (:class:`MappedJobs`'
+``distortion``) -- and the walltime is the trace's requested time scaled or, where the trace has none, the estimated
+run time (``exact``) or ``walltime_factor`` x it. Everything is vectorised: linear in the trace.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -65,61 +72,165 @@ class SwfTrace:
         return None
 
 
-def parse_swf(text: str, source: str = "<string>", max_problems: int = 10) -> SwfTrace:
-    """Parse SWF text; every malformed job line is reported by number (the first ``max_problems`` of them)."""
+#: the largest value a field may hold (``-1``: unknown; nothing below it). Times up to 10^9 s (31.7 years), processor
+#: counts up to 10^8, numbers that only identify (job, user, ...) up to 2^53; a trace past these is damaged or hostile,
+#: and would turn into unloadable scenarios (297-digit iteration counts, ``arrival: 1e+294s``).
+MAX_TRACE_SECONDS = 1e9
+MAX_PROCS = 1e8
+MAX_ID = float(2 ** 53)
+_MAX = np.array([MAX_ID, MAX_TRACE_SECONDS, MAX_TRACE_SECONDS, MAX_TRACE_SECONDS, MAX_PROCS, MAX_TRACE_SECONDS, 1e15,
+                 MAX_PROCS, MAX_TRACE_SECONDS, 1e15, MAX_ID, MAX_ID, MAX_ID, MAX_ID, MAX_ID, MAX_ID, MAX_ID,
+                 MAX_TRACE_SECONDS])
+#: fields that count or identify: whole numbers
+_INTEGER = np.array([name in ("job", "procs", "req_procs", "status", "user", "group", "app", "queue", "partition",
+                              "prev_job") for name in FIELDS])
+_CHUNK = 65536  # job lines parsed at a time: memory stays the table plus one chunk
+
+
+class _Problems:
+    def __init__(self, source: str, limit: int):
+        self.source, self.limit, self.n, self.msgs = source, limit, 0, []
+
+    def add(self, lineno: int, why: str) -> None:
+        self.n += 1
+        if len(self.msgs) < self.limit:
+            self.msgs.append(f"{self.source}:{lineno}: {why}")
+
+
+def _why_line(line: str) -> str | None:
+    """What is wrong with one job line's tokens (None: they are 18 finite numbers)."""
+    toks = line.split()
+    if len(toks) != len(FIELDS):
+        return f"expected {len(FIELDS)} fields, got {len(toks)}"
+    for i, t in enumerate(toks):
+        if not _is_number(t):
+            return f"field {i + 1} ({FIELDS[i]}) is not a number: {t[:40]!r}"
+    return None
+
+
+def _check_values(block: np.ndarray, lines: np.ndarray, problems: _Problems) -> np.ndarray:
+    """Rows of ``block`` whose every field is finite, -1 or in 0..its maximum, whole where it counts; the others are
+    reported (first bad field of each line)."""
+    finite = np.isfinite(block)
+    safe = np.where(finite, block, 0.0)
+    bad = ~finite | (safe < -1) | ((safe < 0) & (safe != -1)) | (safe > _MAX) | (_INTEGER & (safe != np.floor(safe)))
+    rows = np.flatnonzero(bad.any(axis=1))
+    for r in rows[:problems.limit]:
+        c = int(np.flatnonzero(bad[r])[0])
+        v = block[r, c]
+        if not math.isfinite(v):
+            why = "is not finite"
+        elif _INTEGER[c] and v != math.floor(v) and -1 <= v <= _MAX[c]:
+            why = "is not a whole number"
+        else:
+            why = f"is out of range (-1 for unknown, else 0..{_MAX[c]:.4g})"
+        problems.add(int(lines[r]), f"field {c + 1} ({FIELDS[c]}) = {v:.6g} {why}")
+    problems.n += max(0, len(rows) - problems.limit)
+    ok = np.ones(len(block), dtype=bool)
+    ok[rows] = False
+    return ok
+
+
+def _parse_block(texts: list[str], lines: list[int], problems: _Problems) -> tuple[np.ndarray, np.ndarray]:
+    ln = np.asarray(lines, dtype=np.int64)
+    try:
+        block = np.loadtxt(texts, dtype=np.float64, ndmin=2, comments=None)  # numpy's C parser
+        if block.shape[1] != len(FIELDS):
+            raise ValueError("wrong number of fields")
+    except ValueError:  # find the broken lines one by one (only in a chunk that has one)
+        keep = []
+        for i, t in enumerate(texts):
+            why = _why_line(t)
+            if why is None:
+                keep.append(i)
+            else:
+                problems.add(lines[i], why)
+        block = (np.array([[float(x) for x in texts[i].split()] for i in keep], dtype=np.float64)
+                 .reshape(-1, len(FIELDS)))
+        ln = ln[keep]
+    ok = _check_values(block, ln, problems)
+    return block[ok], ln[ok]
+
+
+def _parse_lines(it, source: str, max_problems: int, capacity: int | None = None) -> SwfTrace:
+    """Parse lines from ``it``; ``capacity`` (an upper bound on the job lines, e.g. the file's line count) lets the
+    table be filled in place instead of joined from chunks at the end (half the peak memory)."""
     header: list[str] = []
     keys: dict[str, str] = {}
-    rows: list[list[float]] = []
+    problems = _Problems(source, max_problems)
+    blocks, block_lines = [], []
+    buf = np.empty((capacity, len(FIELDS))) if capacity else None  # untouched rows cost no memory
+    n_rows = 0
+    texts: list[str] = []
     lines: list[int] = []
-    problems: list[str] = []
-    n_bad = 0
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(it, 1):
         line = raw.strip()
         if not line:
             continue
-        if line.startswith(";"):
-            header.append(raw.rstrip())
+        if line[0] == ";":
+            if len(header) < 10000:  # provenance; a trace with more header lines than that keeps the first
+                header.append(raw.rstrip())
             m = re.match(r";\s*([A-Za-z]+)\s*:\s*(.*?)\s*$", line)
             if m and m.group(1) not in keys:
                 keys[m.group(1)] = m.group(2)
             continue
-        toks = line.split()
-        why = None
-        if len(toks) != len(FIELDS):
-            why = f"expected {len(FIELDS)} fields, got {len(toks)}"
-        else:
-            try:
-                vals = [float(t) for t in toks]
-            except ValueError:
-                bad = next(t for t in toks if not _is_number(t))
-                why = f"field {toks.index(bad) + 1} ({FIELDS[toks.index(bad)]}) is not a number: {bad!r}"
-            else:
-                if not all(math.isfinite(v) for v in vals):
-                    why = "a field is not finite"
-        if why is not None:
-            n_bad += 1
-            if len(problems) < max_problems:
-                problems.append(f"{source}:{lineno}: {why}")
-            continue
-        rows.append(vals)
+        texts.append(line)
         lines.append(lineno)
-    if n_bad:
-        more = f" (and {n_bad - len(problems)} more)" if n_bad > len(problems) else ""
-        raise SwfError(f"{source}: {n_bad} malformed job line(s){more}:\n  " + "\n  ".join(problems), problems)
-    if not rows:
+        if len(texts) == _CHUNK:
+            n_rows = _keep(_parse_block(texts, lines, problems), buf, n_rows, blocks, block_lines)
+            texts, lines = [], []
+    if texts:
+        n_rows = _keep(_parse_block(texts, lines, problems), buf, n_rows, blocks, block_lines)
+    if problems.n:
+        more = f" (and {problems.n - len(problems.msgs)} more)" if problems.n > len(problems.msgs) else ""
+        raise SwfError(f"{source}: {problems.n} malformed job line(s){more}:\n  " + "\n  ".join(problems.msgs),
+                       problems.msgs)
+    if buf is not None:
+        jobs = buf[:n_rows]
+    else:
+        jobs = np.concatenate(blocks) if blocks else np.empty((0, len(FIELDS)))
+    if not len(jobs):
         raise SwfError(f"{source}: no job lines (an SWF trace has one job of {len(FIELDS)} fields a line)")
-    return SwfTrace(source, header, np.asarray(rows, dtype=np.float64), np.asarray(lines, dtype=np.int64), keys)
+    return SwfTrace(source, header, jobs, np.concatenate(block_lines), keys)
+
+
+def _keep(parsed: tuple[np.ndarray, np.ndarray], buf: np.ndarray | None, n_rows: int, blocks: list,
+          block_lines: list) -> int:
+    b, ln = parsed
+    if buf is not None and n_rows + len(b) <= len(buf):
+        buf[n_rows:n_rows + len(b)] = b
+    else:
+        blocks.append(b)
+    block_lines.append(ln)
+    return n_rows + len(b)
+
+
+def parse_swf(text: str, source: str = "<string>", max_problems: int = 10) -> SwfTrace:
+    """Parse SWF text; every malformed job line (wrong field count, not a number, a value out of range) is reported
+    by line and field (the first ``max_problems`` of them)."""
+    return _parse_lines(text.splitlines(), source, max_problems)
 
 
 def read_swf(path: str | os.PathLike, max_problems: int = 10) -> SwfTrace:
+    """Read an SWF file (plain, or gzip-compressed when it ends in ``.gz``), streaming: memory is the job table
+    (18 float64 a job) plus one chunk of lines."""
+    import gzip
+
     p = Path(path)
     try:
-        text = p.read_text(errors="strict")
+        if p.is_dir():
+            raise SwfError(f"{p}: is a directory, not an SWF trace")
+        if p.suffix == ".gz":
+            with gzip.open(p, "rt", errors="strict") as fh:
+                return _parse_lines(fh, str(p), max_problems)
+        with open(p, "rb") as fh:  # an upper bound on the job lines, cheap: count the line ends
+            capacity = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b"")) + 1
+        with open(p, "r", errors="strict") as fh:
+            return _parse_lines(fh, str(p), max_problems, capacity)
     except FileNotFoundError:
         raise SwfError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise SwfError(f"{p}: cannot read: {exc}") from None
-    return parse_swf(text, str(p), max_problems)
 
 
 def _is_number(tok: str) -> bool:
@@ -144,19 +255,34 @@ ITERATION_TIME_NS = {t: _KIND_TIME_NS[k] for t, k in _KIND.items()}
 SLOWDOWN_TAU_TRACE_S = 10.0
 
 
+#: the longest simulated time a mapped stream may reach (arrival + walltime), ns: 10^6 s, 11.6 simulated days
+MAX_SIMULATED_NS = 1e15
+#: LAMMPS replicas per dimension: the PPPM grid search grows with them (10^4 never ends)
+MAX_LAMMPS_REPLICAS = 64
+#: how a job without a requested time gets its walltime: its estimated simulated run time, or a factor of it
+WALLTIME_RULES = ("exact", "factor")
+
+
 @dataclass
 class SwfMapping:
-    """How a trace slice becomes jobs (``hybridsim scenario-from-swf`` options; times in trace seconds)."""
+    """How a trace slice becomes jobs (``hybridsim scenario-from-swf`` options; times in trace seconds).
+
+    ``time_scale`` (simulated ns per trace second) ``None`` picks it (:func:`choose_time_scale`): the smallest that
+    makes every job's iteration count fit its scaled run time within ``tolerance``, unless the stream would then last
+    beyond :data:`MAX_SIMULATED_NS`."""
 
     from_job: int | None = None          # first SWF job number kept
     jobs: int | None = None              # how many jobs (after the other filters)
     window: tuple[float | None, float | None] = (None, None)   # submit time range [start, end), trace seconds
-    time_scale: float = 1e3              # simulated ns per trace second (1 us)
+    time_scale: float | None = None      # simulated ns per trace second; None: chosen (see above)
     size_scale: float | None = None      # ranks per trace processor; None = terminals / the trace's MaxProcs
     templates: tuple[str, ...] = ("milc", "lammps", "nn")
     assign: str = "random"
     iteration_time: dict[str, float] = field(default_factory=dict)   # ns, overrides ITERATION_TIME_NS
+    walltime_rule: str = "factor"        # where the trace has no requested time: see WALLTIME_RULES
     walltime_factor: float = 2.0
+    tolerance: float = 0.05              # largest relative run-time error a job may take
+    max_rank_iterations: int | None = None   # the base scenario's limits.max_rank_iterations: the output must load
     lammps_replicas: int = 2
     seed: int = 1
     queue: str = "easy"
@@ -179,17 +305,21 @@ class SwfMapping:
             raise SwfError(f"unknown queue policy {self.queue!r} (valid: {', '.join(QUEUE_POLICIES)})")
         if self.allocation not in ALLOCATION_POLICIES:
             raise SwfError(f"unknown allocation {self.allocation!r} (valid: {', '.join(ALLOCATION_POLICIES)})")
-        for name, v in (("time scale", self.time_scale), ("size scale", self.size_scale),
-                        ("walltime factor", self.walltime_factor)):
-            if v is not None and not (math.isfinite(v) and v > 0):
-                raise SwfError(f"{name} must be > 0, got {v}")
-        if self.jobs is not None and self.jobs < 1:
-            raise SwfError(f"--jobs must be >= 1, got {self.jobs}")
-        if self.lammps_replicas < 1:
-            raise SwfError(f"LAMMPS replicas must be >= 1, got {self.lammps_replicas}")
+        if self.walltime_rule not in WALLTIME_RULES:
+            raise SwfError(f"unknown walltime rule {self.walltime_rule!r} (valid: {', '.join(WALLTIME_RULES)})")
+        for name, v, lo, hi in (("time scale", self.time_scale, 0, 1e12), ("size scale", self.size_scale, 0, 1e6),
+                                ("walltime factor", self.walltime_factor, 1, 1e6),
+                                ("tolerance", self.tolerance, 0, 1)):
+            if v is not None and not (math.isfinite(v) and (lo < v if lo == 0 else lo <= v) and v <= hi):
+                raise SwfError(f"{name} must be in {'(' if lo == 0 else '['}{lo:g}, {hi:g}], got {v}")
+        if self.jobs is not None and not 1 <= self.jobs <= 10**8:
+            raise SwfError(f"--jobs must be in 1..10^8, got {self.jobs}")
+        if not 1 <= self.lammps_replicas <= MAX_LAMMPS_REPLICAS:
+            raise SwfError(f"LAMMPS replicas must be in 1..{MAX_LAMMPS_REPLICAS}, got {self.lammps_replicas}")
         for k, v in self.iteration_time.items():
-            if k not in TEMPLATES or not v > 0:
-                raise SwfError(f"iteration time {k}={v}: template must be one of {', '.join(TEMPLATES)}, time > 0")
+            if k not in TEMPLATES or not 1 <= v <= 1e12:
+                raise SwfError(f"iteration time {k}={v}: template must be one of {', '.join(TEMPLATES)}, time in "
+                               "1ns..1000s")
         lo, hi = self.window
         if lo is not None and hi is not None and hi <= lo:
             raise SwfError(f"empty time window [{lo}, {hi})")
@@ -255,13 +385,14 @@ def fit_ranks(template: str, wanted: float, n_terminals: int, lammps_replicas: i
 
 
 def format_duration(ns: float) -> str:
-    """A time in ns as a scenario duration string with the largest exact unit (``"25574us"``, ``"1.5ms"``)."""
+    """A time in ns as a scenario duration string with the largest exact unit, every digit kept to the ns/1000
+    (``"25574us"``, ``"1.5ms"``, ``"134312.345s"``)."""
     ns = round(float(ns), 3)
     for unit, f in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         v = ns / f
         if ns >= f and abs(v - round(v, 3)) < 1e-9 * max(1.0, abs(v)):
-            return f"{round(v, 3):g}{unit}"
-    return f"{ns:g}ns"
+            return f"{round(v, 3):.15g}{unit}"
+    return f"{ns:.15g}ns"
 
 
 def parse_trace_seconds(text: str) -> float:
@@ -311,25 +442,98 @@ def _procs(trace: SwfTrace) -> np.ndarray:
     return np.where(alloc > 0, alloc, req)
 
 
-def assign_templates(trace: SwfTrace, rows: np.ndarray, m: SwfMapping) -> list[str]:
+def assign_templates(trace: SwfTrace, rows: np.ndarray, m: SwfMapping) -> np.ndarray:
+    """Index into ``m.templates`` of each kept job."""
     rng = np.random.default_rng(m.seed)
     k = len(m.templates)
     drawn = rng.integers(0, k, size=len(rows))  # drawn for every job, so a rule's fallback is seed-stable
     if m.assign == "random":
-        pick = drawn
-    elif m.assign == "cycle":
-        pick = np.arange(len(rows)) % k
-    else:
-        key = trace.col("app" if m.assign == "application" else "user")[rows]
-        pick = np.where(key >= 0, np.mod(key, k).astype(np.int64), drawn)
-    return [m.templates[int(i)] for i in pick]
+        return drawn
+    if m.assign == "cycle":
+        return np.arange(len(rows)) % k
+    key = trace.col("app" if m.assign == "application" else "user")[rows]
+    return np.where(key >= 0, np.mod(key, k).astype(np.int64), drawn)
 
 
-def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping
-             ) -> tuple[list[dict], list[StreamJob], SwfSelection, dict]:
-    """Scenario job mappings (with ``arrival`` and ``walltime``) for a slice of ``trace``; the same jobs as the
-    scheduler sees them, with the estimated run time (iterations x iteration time, ns); what was selected; the
-    scales used (``size_scale``, ``slowdown_tau`` ns)."""
+def choose_time_scale(run_s: np.ndarray, it_ns: np.ndarray, span_s: float, tolerance: float) -> tuple[float, str]:
+    """The time scale (ns per trace second) for jobs of trace run times ``run_s`` mapped to iterations of ``it_ns``:
+    the smallest, rounded up to 3 significant digits, that gives every job at least ``0.5 / tolerance`` iterations
+    (rounding to whole iterations then costs at most ``tolerance``); if the stream would then last longer than
+    :data:`MAX_SIMULATED_NS` (``span_s`` trace seconds from the first submit to the last walltime), the largest that
+    stays within it. Returns the scale and why."""
+    need = float(np.max(0.5 / tolerance * it_ns / run_s))
+    scale = _round_sig(need, up=True)
+    cap = MAX_SIMULATED_NS / span_s if span_s > 0 else math.inf
+    if scale <= cap:
+        return scale, (f"chosen: the smallest that gives every job >= {0.5 / tolerance:g} iterations "
+                       f"(within {100 * tolerance:g} %)")
+    scale = _round_sig(cap, up=False)
+    return scale, (f"chosen: {format_duration(_round_sig(need, up=True))} per trace second would fit every job, but "
+                   f"the stream would last beyond {MAX_SIMULATED_NS / 1e9:g} s; capped")
+
+
+def _cap_work(work, scale: float, limit: int) -> float:
+    """The largest time scale below ``scale`` (3 significant digits) whose ``work(scale)`` (ranks x iterations, a
+    non-decreasing function) stays within ``limit``."""
+    lo, hi = scale * 1e-12, scale
+    if work(lo) > limit:
+        raise SwfError(f"even one iteration per job needs {work(lo)} ranks x iterations, over "
+                       f"limits.max_rank_iterations = {limit} of the base scenario: fewer jobs (--jobs, --window) or "
+                       "raise the limit there")
+    for _ in range(60):  # bisection in log space
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if work(mid) <= limit else (lo, mid)
+    capped = _round_sig(lo, up=False)
+    return capped if work(capped) <= limit else lo
+
+
+def _round_sig(x: float, up: bool, digits: int = 3) -> float:
+    e = math.floor(math.log10(x)) - digits + 1
+    f = 10.0 ** e
+    return (math.ceil(x / f - 1e-9) if up else max(1, math.floor(x / f + 1e-9))) * f
+
+
+@dataclass
+class MappedJobs:
+    """A trace slice as jobs: per-job arrays (kept-job order), the selection, the scales and the distortion.
+
+    ``distortion`` (:data:`DISTORTION_COLUMNS`) says, per job, how far its simulated run time (iterations x the
+    template's iteration time, the same estimate the dry run uses) is from its trace run time scaled, and how far its
+    rank count is from its processor count scaled; ``within`` whether the run-time error is within the tolerance,
+    ``why`` the reason it is not."""
+
+    selection: SwfSelection
+    time_scale: float
+    time_scale_note: str
+    size_scale: float
+    slowdown_tau: float
+    template: list[str]
+    names: list[str]
+    ranks: np.ndarray
+    iterations: np.ndarray
+    arrival: np.ndarray          # ns
+    walltime: np.ndarray         # ns
+    estimate: np.ndarray         # ns: iterations x iteration time
+    distortion: dict[str, np.ndarray | list]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def stream(self) -> list[StreamJob]:
+        """The jobs as the scheduler sees them, with their estimated run time."""
+        return [StreamJob(n, int(r), float(a), float(w), float(e)) for n, r, a, w, e in
+                zip(self.names, self.ranks.tolist(), self.arrival.tolist(), self.walltime.tolist(),
+                    self.estimate.tolist())]
+
+
+DISTORTION_COLUMNS = ("job", "line", "name", "template", "trace_run_s", "target_ns", "iteration_ns", "iterations",
+                      "estimate_ns", "run_error_pct", "within", "trace_procs", "wanted_ranks", "ranks",
+                      "size_error_pct", "why")
+
+
+def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping) -> MappedJobs:
+    """Map a slice of ``trace`` onto ``n_terminals`` (vectorised: linear in the trace). Errors name the trace line
+    and field of a job whose mapped times would pass :data:`MAX_SIMULATED_NS`."""
     m.check()
     sel = select_jobs(trace, m)
     rows = sel.rows
@@ -337,84 +541,186 @@ def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping
     if size_scale is None:
         ref = trace.max_procs or int(_procs(trace)[rows].max())
         size_scale = n_terminals / ref
-    it_ns = {**ITERATION_TIME_NS, **m.iteration_time}
-    templates = assign_templates(trace, rows, m)
+    it_by_tpl = {**ITERATION_TIME_NS, **m.iteration_time}
+    pick = assign_templates(trace, rows, m)
+    it = np.array([it_by_tpl[t] for t in m.templates])[pick]
     submit, procs, run = trace.col("submit")[rows], _procs(trace)[rows], trace.col("run")[rows]
     req, jobno, lines = trace.col("req_time")[rows], trace.col("job")[rows].astype(np.int64), trace.lines[rows]
-    fitted: dict[tuple[str, float], int] = {}
-    names: set[str] = set()
-    jobs, stream = [], []
-    for i, tpl in enumerate(templates):
-        key = (tpl, procs[i])
-        if key not in fitted:
-            fitted[key] = fit_ranks(tpl, procs[i] * size_scale, n_terminals, m.lammps_replicas)
-        ranks = fitted[key]
-        it = it_ns[tpl]
-        iterations = max(1, int(round(run[i] * m.time_scale / it)))
-        walltime = req[i] * m.time_scale if req[i] > 0 else m.walltime_factor * iterations * it
-        workload = template_workload(tpl, ranks, m.lammps_replicas, it)
-        name = f"j{jobno[i]}-{tpl}"
-        if name in names:  # a job number used twice in the trace: the line number tells them apart
-            name = f"j{jobno[i]}-line{lines[i]}-{tpl}"
-        names.add(name)
-        arrival = (submit[i] - submit[0]) * m.time_scale
-        jobs.append({"name": name, "ranks": ranks, "iterations": iterations, "arrival": format_duration(arrival),
-                     "walltime": format_duration(walltime), "workload": workload})
-        stream.append(StreamJob(name, ranks, arrival, walltime, iterations * it))
-    return jobs, stream, sel, {"size_scale": size_scale, "slowdown_tau": SLOWDOWN_TAU_TRACE_S * m.time_scale}
+    rel = submit - submit[0]
+    wall_trace = np.where(req > 0, req, run * (m.walltime_factor if m.walltime_rule == "factor" else 1.0))
+    # ranks: one fit per (template, processor count)
+    pairs, inverse = np.unique(np.stack([pick.astype(float), procs]), axis=1, return_inverse=True)
+    ranks = np.array([fit_ranks(m.templates[int(t)], p * size_scale, n_terminals, m.lammps_replicas)
+                      for t, p in pairs.T.tolist()], dtype=np.int64)[inverse.ravel()]
+    work = lambda sc: int(np.sum(ranks * np.maximum(1, np.rint(run * sc / it))))  # noqa: E731 ranks x iterations
+    limit = m.max_rank_iterations
+    if m.time_scale is None:
+        scale, note = choose_time_scale(run, it, float(np.max(rel + wall_trace * (1 + m.tolerance))), m.tolerance)
+        if limit is not None and work(scale) > limit:
+            scale, note = _cap_work(work, scale, limit), (
+                f"chosen: {format_duration(scale)} per trace second would fit every job but needs {work(scale)} "
+                f"rank-iterations, over limits.max_rank_iterations = {limit} of the base scenario; capped (raise "
+                "the limit there to fit them all)")
+    else:
+        scale, note = m.time_scale, "given"
+    if limit is not None and work(scale) > limit:
+        raise SwfError(f"the mapped jobs would need {work(scale)} ranks x iterations with "
+                       f"{format_duration(scale)} per trace second, over limits.max_rank_iterations = {limit} of the "
+                       "base scenario (a scenario that would not load): choose a smaller --time-scale (or auto), "
+                       "fewer jobs (--jobs, --window), or raise the limit in the base scenario")
+    target = run * scale
+    iterations = np.maximum(1, np.rint(target / it)).astype(np.int64)
+    estimate = iterations * it
+    walltime = np.where(req > 0, req * scale, estimate * (m.walltime_factor if m.walltime_rule == "factor" else 1.0))
+    arrival = rel * scale
+    for what, col, arr in (("arrival", "submit", arrival), ("walltime", "req_time", arrival + walltime),
+                           ("run time", "run", arrival + estimate)):
+        over = np.flatnonzero(arr > MAX_SIMULATED_NS)
+        if len(over):
+            i = over[0]
+            c = col if col != "req_time" or req[i] > 0 else "run"
+            raise SwfError(f"{trace.source}:{lines[i]}: field {COL[c] + 1} ({c}) = {trace.jobs[rows[i], COL[c]]:g}: "
+                           f"the job's {what} would end at {arr[i]:.4g} ns with {format_duration(scale)} per trace "
+                           f"second, beyond the {MAX_SIMULATED_NS:g} ns a mapped stream may last ({len(over)} such "
+                           "job(s)); choose a smaller --time-scale or a shorter --window")
+    template = [m.templates[t] for t in pick.tolist()]
+    names = [f"j{n}-{t}" for n, t in zip(jobno.tolist(), template)]
+    if len(set(names)) < len(names):  # a job number used twice in the trace: the line number tells them apart
+        seen: set[str] = set()
+        for i, nm in enumerate(names):
+            if nm in seen:
+                names[i] = f"j{jobno[i]}-line{lines[i]}-{template[i]}"
+            seen.add(names[i])
+    err = (estimate - target) / target
+    within = np.abs(err) <= m.tolerance + 1e-12
+    why = [""] * len(rows)
+    for i in np.flatnonzero(~within).tolist():
+        x = target[i] / it[i]
+        if x < 0.5:
+            why[i] = (f"{run[i]:g} s x {format_duration(scale)} = {format_duration(target[i])} is under half an "
+                      f"iteration of {template[i]} ({format_duration(it[i])}): rounded up to 1")
+        else:
+            why[i] = (f"{run[i]:g} s x {format_duration(scale)} = {x:.3g} iterations of {template[i]} "
+                      f"({format_duration(it[i])}): whole iterations miss by {100 * err[i]:+.1f} %")
+    wanted = procs * size_scale
+    distortion = {"job": jobno, "line": lines, "name": names, "template": template, "trace_run_s": run,
+                  "target_ns": target, "iteration_ns": it, "iterations": iterations, "estimate_ns": estimate,
+                  "run_error_pct": 100 * err, "within": within, "trace_procs": procs.astype(np.int64),
+                  "wanted_ranks": wanted, "ranks": ranks, "size_error_pct": 100 * (ranks - wanted) / wanted,
+                  "why": why}
+    return MappedJobs(sel, scale, note, size_scale, SLOWDOWN_TAU_TRACE_S * scale, template, names, ranks, iterations,
+                      arrival, walltime, estimate, distortion)
 
 
-def check_jobs(jobs: list[dict]) -> None:
-    """Each job mapping, less the stream fields, is a valid scenario job (workload shape, rank product)."""
+def job_mappings(mj: MappedJobs, m: SwfMapping):
+    """The scenario job mappings (with ``arrival`` and ``walltime``), one at a time (a stream may hold 10^6)."""
+    it_by_tpl = {**ITERATION_TIME_NS, **m.iteration_time}
+    workloads: dict[tuple[str, int], dict] = {}
+    for name, tpl, r, n_it, a, w in zip(mj.names, mj.template, mj.ranks.tolist(), mj.iterations.tolist(),
+                                        mj.arrival.tolist(), mj.walltime.tolist()):
+        wl = workloads.get((tpl, r))
+        if wl is None:
+            wl = workloads[(tpl, r)] = template_workload(tpl, r, m.lammps_replicas, it_by_tpl[tpl])
+        yield {"name": name, "ranks": r, "iterations": n_it, "arrival": format_duration(a),
+               "walltime": format_duration(w), "workload": wl}
+
+
+def format_durations(ns: np.ndarray) -> list[str]:
+    """:func:`format_duration` of every element (vectorised unit choice; the same strings)."""
+    ns = np.round(np.asarray(ns, dtype=float), 3)
+    units = np.full(len(ns), 3)          # index into (s, ms, us, ns)
+    vals = ns.copy()
+    for k, f in reversed(list(enumerate((1e9, 1e6, 1e3)))):  # the largest exact unit wins: try it last
+        v = ns / f
+        ok = (ns >= f) & (np.abs(v - np.round(v, 3)) < 1e-9 * np.maximum(1.0, np.abs(v)))
+        units[ok], vals[ok] = k, np.round(v[ok], 3)
+    names = ("s", "ms", "us", "ns")
+    return [f"{v:.15g}{names[u]}" for v, u in zip(vals.tolist(), units.tolist())]
+
+
+def job_lines(mj: MappedJobs, m: SwfMapping, flow) -> Iterator[str]:
+    """The ``jobs:`` items of the scenario, one YAML flow mapping a line -- the mappings :func:`job_mappings` gives,
+    written by ``flow`` (a value -> one-line YAML function), each distinct workload and name shape rendered once,
+    in chunks (a stream may hold 10^6 jobs)."""
+    it_by_tpl = {**ITERATION_TIME_NS, **m.iteration_time}
+    rendered: dict[tuple[str, int], str] = {}
+    for lo in range(0, len(mj), 65536):
+        hi = min(lo + 65536, len(mj))
+        arrival, walltime = format_durations(mj.arrival[lo:hi]), format_durations(mj.walltime[lo:hi])
+        for k, (name, tpl, r, n_it) in enumerate(zip(mj.names[lo:hi], mj.template[lo:hi],
+                                                     mj.ranks[lo:hi].tolist(), mj.iterations[lo:hi].tolist())):
+            wl = rendered.get((tpl, r))
+            if wl is None:
+                wl = rendered[(tpl, r)] = flow(template_workload(tpl, r, m.lammps_replicas, it_by_tpl[tpl]))
+            yield (f"- {{name: {flow(name)}, ranks: {r}, iterations: {n_it}, arrival: {arrival[k]}, "
+                   f"walltime: {walltime[k]}, workload: {wl}}}\n")
+
+
+def check_jobs(mj: MappedJobs, m: SwfMapping) -> None:
+    """Each distinct (template, rank count) of the mapping, less the stream fields, is a valid scenario job
+    (workload shape, rank product); iteration counts are bounded by :data:`MAX_SIMULATED_NS` already."""
     from pydantic import ValidationError
 
     from .scenario import Job
 
-    for j in jobs:
+    seen = set()
+    for tpl, r in zip(mj.template, mj.ranks.tolist()):
+        if (tpl, r) in seen:
+            continue
+        seen.add((tpl, r))
+        j = {"name": f"probe-{tpl}-{r}", "ranks": r, "iterations": 1,
+             "workload": template_workload(tpl, r, m.lammps_replicas)}
         try:
-            Job.model_validate({k: v for k, v in j.items() if k not in ("arrival", "walltime")})
+            Job.model_validate(j)
         except ValidationError as exc:  # a mapping bug, not bad input
             raise AssertionError(f"scenario-from-swf made an invalid job {j['name']}: {exc}") from None
 
 
 @dataclass
 class SwfScenario:
-    """What :func:`scenario_from_swf` makes: the scenario mapping, its provenance comment lines, and the jobs as the
-    scheduler sees them (estimated run times) with the bounded-slowdown floor (ns), for a dry run."""
+    """What :func:`scenario_from_swf` makes: the scenario sections (less ``jobs``), a generator of its job mappings,
+    its provenance comment lines, and the mapped jobs (arrays, distortion, the stream for a dry run)."""
 
     data: dict
+    jobs: object                 # iterator of job mappings
     notes: list[str]
-    stream: list[StreamJob]
-    slowdown_tau: float
+    mapped: MappedJobs
+
+    @property
+    def slowdown_tau(self) -> float:
+        return self.mapped.slowdown_tau
 
 
 def scenario_from_swf(trace: SwfTrace, base: dict, n_terminals: int, m: SwfMapping) -> SwfScenario:
     """The scenario for a slice of ``trace``: ``base``'s sections, its ``jobs`` and ``placement`` replaced by the
     trace jobs and a ``scheduler`` section."""
-    jobs, stream, sel, scales = map_jobs(trace, n_terminals, m)
-    check_jobs(jobs)
-    used = [t for t in m.templates if any(j["workload"]["kind"] == _KIND[t] for j in jobs)]
+    mj = map_jobs(trace, n_terminals, m)
+    check_jobs(mj, m)
+    sel = mj.selection
+    used = [t for t in m.templates if t in set(mj.template)]
     first, last = int(trace.col("job")[sel.rows[0]]), int(trace.col("job")[sel.rows[-1]])
     name = base.get("name") or Path(trace.source).stem
-    out: dict = {"name": f"{name}-swf-{len(jobs)}jobs",
-                 "description": f"{len(jobs)} jobs (SWF job numbers {first}..{last}) of {Path(trace.source).name} "
+    n = len(mj)
+    out: dict = {"name": f"{name}-swf-{n}jobs",
+                 "description": f"{n} jobs (SWF job numbers {first}..{last}) of {Path(trace.source).name} "
                                 f"on {n_terminals} terminals",
                  "seed": m.seed}
     for k, v in base.items():
         if k not in ("name", "description", "seed", "jobs", "placement", "scheduler"):
             out[k] = v
     out["scheduler"] = {"queue": m.queue, "allocation": m.allocation,
-                        "slowdown_tau": format_duration(scales["slowdown_tau"])}
-    out["jobs"] = jobs
-    notes = [f"source: {trace.source} ({len(trace.jobs)} jobs; kept {len(jobs)}, SWF jobs {first}..{last})",
-             f"time: 1 trace second -> {format_duration(m.time_scale)}; sizes: x{scales['size_scale']:.4g} "
-             f"processors -> ranks (2^a 3^b, valid per template); bounded-slowdown floor "
+                        "slowdown_tau": format_duration(mj.slowdown_tau)}
+    rule = (f"{m.walltime_factor:g} x the estimated run time" if m.walltime_rule == "factor"
+            else "the estimated run time (exact)")
+    notes = [f"source: {trace.source} ({len(trace.jobs)} jobs; kept {n}, SWF jobs {first}..{last})",
+             f"time: 1 trace second -> {format_duration(mj.time_scale)} ({mj.time_scale_note}); sizes: "
+             f"x{mj.size_scale:.4g} processors -> ranks (2^a 3^b, valid per template); bounded-slowdown floor "
              f"{SLOWDOWN_TAU_TRACE_S:g} trace s",
              f"templates {', '.join(m.templates)} by rule '{m.assign}' (seed {m.seed}); used: {', '.join(used)}",
-             "iterations = trace run time x time scale / iteration time ("
+             "iterations = round(trace run time x time scale / iteration time), at least 1 ("
              + ", ".join(f"{t} {format_duration(v)}" for t, v in {**ITERATION_TIME_NS, **m.iteration_time}.items()
                          if t in m.templates) + ")",
-             f"walltime = requested time x time scale, else {m.walltime_factor:g} x iterations x iteration time"]
+             f"walltime = requested time x time scale, else {rule}"]
     if sel.skipped:
         notes.append("skipped in the slice: " + ", ".join(f"{v} ({k})" for k, v in sel.skipped.items()))
-    return SwfScenario(out, notes, stream, scales["slowdown_tau"])
+    return SwfScenario(out, job_mappings(mj, m), notes, mj)

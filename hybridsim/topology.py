@@ -3,7 +3,7 @@
 ``g`` groups of ``a`` routers, ``p`` terminals and ``h`` global channels per router; all-to-all local links inside a
 group. Router ``r`` is in group ``r // a``; terminal ``t`` attaches to router ``t // p``.
 
-Router port numbering (CODES dragonfly-dally, ``../shared/data/codes/FORMATS.txt``)::
+Router port numbering (CODES dragonfly-dally, docs/workloads.md §7.1)::
 
     0 .. a-2            local ports, in intra-file order (for the all-to-all file: the other routers ascending)
     a-1 .. a-2+h        global ports, in inter-file order

@@ -3,19 +3,30 @@ machine files) and for text a client sends (the remote engine service passes its
 :class:`YamlLimits` whose ``knobs`` name its own flags).
 
 A scenario file is read as UTF-8 of at most :attr:`YamlLimits.max_bytes`, composed with a depth bound
-(:attr:`YamlLimits.max_depth`; PyYAML's composer recurses once per level) and then checked as a node tree before any
+(:attr:`YamlLimits.max_depth`; PyYAML's composers recurse once per level) and then checked as a node tree before any
 Python object is built: its alias-expanded size (``&a``/``*a`` chains, the "billion laughs") against
 :attr:`YamlLimits.max_nodes`, recursive aliases, duplicate mapping keys, non-finite floats (``.inf``, ``.nan``,
 ``1e999``) and integers beyond 64 bits. Every error is a :class:`YamlInputError` naming file:line:column and the path
 of the field. :func:`locate` maps a field path (a pydantic error location) back to its node; :func:`where` names a
-node's ``file:line:column``; a :class:`Provenance` keeps a loaded document's file and tree so any layer (the scenario,
-the machine model) can locate a field without importing the scenario module. :class:`ScenarioError` is the located
+node's ``file:line:column``; a :class:`Provenance` keeps a loaded document's file and tree (or the text it composes
+the tree from on demand, :class:`YamlText`) so any layer (the scenario, the machine model) can locate a field without
+importing the scenario module. :class:`ScenarioError` is the located
 error every layer raises for bad input (re-exported by :mod:`hybridsim.scenario`).
+
+Parsing: libyaml's C parser and composer (PyYAML's ``CSafeLoader``, some fifteen times faster than the pure-Python one
+on a stream of thousands of jobs) build the node tree; the checks, the construction and every message stay PyYAML's own.
+Whatever the C path cannot vouch for -- text that is not valid YAML, or a tree as deep as ``max_depth`` (the C
+composer does not say where it went too deep) -- is parsed again by the pure-Python parser, so each message, its
+``file:line:column`` included, is the one it has always been. Without libyaml (a PyYAML built without it) the pure
+parser does everything, and one warning line says so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -66,16 +77,54 @@ class ScenarioError(ValueError):
         self.problems = problems or [message]
 
 
+class YamlText:
+    """A checked document's text and bounds, which a :class:`Provenance` keeps in place of the node tree. The tree
+    is needed only when a message names a place, and a stream of thousands of jobs is some 400,000 nodes (over
+    100 MB, and work for the garbage collector for as long as they live): it is composed again from the text on first
+    use, once (the text passed every check already, so it composes to the same tree)."""
+
+    __slots__ = ("text", "limits", "_root")
+
+    def __init__(self, text: str, limits: "YamlLimits"):
+        self.text, self.limits, self._root = text, limits, None
+
+    def root(self, filename: str) -> yaml.Node | None:
+        if self._root is None:
+            with gc_paused():
+                self._root, loader = _compose(self.text, filename, self.limits)
+                loader.dispose()
+        return self._root
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class _TreeField:
+    """``Provenance.root``: the tree given to the constructor, else the one its ``text`` composes (on first use)."""
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return None  # the field's default
+        root = obj.__dict__.get("_root")
+        if root is None and obj.text is not None:
+            root = obj.text.root(obj.name)
+        return root
+
+    def __set__(self, obj, value):
+        obj.__dict__["_root"] = value
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where a loaded document came from: ``path`` (the resolved file, None for text or a generated scenario),
-    ``filename`` (the name error messages use) and ``root`` (the composed YAML tree, which locates fields). Immutable
-    and shared by copies (``deepcopy`` returns it as is), so a copied scenario keeps its origin without copying it
-    by hand."""
+    ``filename`` (the name error messages use) and ``root`` (the composed YAML tree, which locates fields; given, or
+    composed from ``text``, a :class:`YamlText`, when first asked for). Immutable and shared by copies (``deepcopy``
+    returns it as is), so a copied scenario keeps its origin without copying it by hand."""
 
     path: Path | None = None
     filename: str | None = None
-    root: yaml.Node | None = None
+    root: yaml.Node | None = _TreeField()
+    text: YamlText | None = field(default=None, repr=False, compare=False)
 
     def __deepcopy__(self, memo):
         return self
@@ -161,27 +210,104 @@ class _TooDeep(Exception):
         self.mark = mark
 
 
+#: nesting bound above which the C composer is not used: it recurses on the C stack (a few thousand levels are
+#: safe; a hundred thousand crash the process), so a larger ``max_depth`` reads with the pure parser
+_C_MAX_DEPTH = 1000
+
+if getattr(yaml, "__with_libyaml__", False):
+    class _CLoader(yaml.CSafeLoader):
+        """libyaml's parser and composer. The C composer calls back into Python once per node, on the way down and
+        up (``descend_resolver``/``ascend_resolver``: path resolvers, which a safe loader has none of), so the depth
+        is counted there; the composer is stopped at ``max_depth`` levels (aliases are not counted there, so a tree
+        that deep is handed to the pure parser, which knows the exact place and rule)."""
+
+        def __init__(self, stream, max_depth: int):
+            super().__init__(stream)
+            self._depth = 0
+            self._max_depth = max_depth
+
+        def descend_resolver(self, parent, index):
+            self._depth += 1
+            if self._depth >= self._max_depth:
+                raise _TooDeep(None)
+
+        def ascend_resolver(self):
+            self._depth -= 1
+else:  # pragma: no cover (PyYAML built without libyaml)
+    _CLoader = None
+
+_warned_pure = False
+
+
+def _compose(text: str, filename: str, limits: YamlLimits):
+    """The node tree of ``text`` (None for an empty document) and the loader that composed it (it constructs the
+    tree). The C path first; the pure parser for everything the C path does not accept (see the module docstring)."""
+    global _warned_pure
+    if _CLoader is not None and limits.max_depth <= _C_MAX_DEPTH:
+        loader = _CLoader(text, limits.max_depth)
+        try:
+            return loader.get_single_node(), loader
+        except (_TooDeep, yaml.YAMLError):
+            loader.dispose()  # the pure parser below says what is wrong and where, as it always has
+    elif _CLoader is None and not _warned_pure:
+        _warned_pure = True
+        print("hybridsim: warning: PyYAML has no libyaml (yaml.CSafeLoader); reading YAML with the pure-Python parser, "
+              "several times slower on large files", file=sys.stderr)
+    loader = _Loader(text, limits.max_depth)
+    try:
+        return loader.get_single_node(), loader
+    except _TooDeep as exc:
+        loader.dispose()
+        raise YamlInputError([f"{where(filename, exc.mark)}: YAML nested deeper than {limits.max_depth} levels "
+                              f"({limits.knob('max_depth')})"]) from None
+    except yaml.YAMLError as exc:
+        loader.dispose()
+        raise YamlInputError([_yaml_error(exc, filename)]) from None
+
+
+def _check_characters(text: str, filename: str) -> None:
+    """The characters YAML allows (PyYAML's reader check, for either parser: libyaml is handed UTF-8, in which a lone
+    surrogate cannot be written)."""
+    try:
+        yaml.reader.Reader(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most control characters)
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise YamlInputError([f"{filename}:{line}:{col}: character #x{exc.character:04x} is not allowed in YAML "
+                              "text"]) from None
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """For performance: Python's cyclic garbage collector paused while a document's objects are built. A stream of
+    18,000 jobs is some 400,000 nodes and as many dicts and models, none of them in a cycle, and the collector's
+    repeated passes over that growing heap cost three quarters of the time of reading it. Reference counting still
+    frees everything; a cycle (a recursive alias) is collected after the pause. The switch is process-wide: a pause
+    another thread ends early only costs that thread the speed-up."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def load(text: str, filename: str, limits: YamlLimits = YamlLimits()):
     """Compose, check and construct ``text``. Returns ``(data, root node)`` (both ``None`` for an empty file)."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > limits.max_bytes:
         raise YamlInputError([f"{filename}: {size} bytes of YAML text is more than {limits.max_bytes} bytes "
                               f"({limits.knob('max_bytes')})"])
+    _check_characters(text, filename)
+    with gc_paused():
+        return _load_checked(text, filename, limits)
+
+
+def _load_checked(text: str, filename: str, limits: YamlLimits):
+    root, loader = _compose(text, filename, limits)
     try:
-        loader = _Loader(text, limits.max_depth)
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most control characters)
-        line = text.count("\n", 0, exc.position) + 1
-        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
-        raise YamlInputError([f"{filename}:{line}:{col}: character #x{exc.character:04x} is not allowed in YAML "
-                              "text"]) from None
-    try:
-        try:
-            root = loader.get_single_node()
-        except _TooDeep as exc:
-            raise YamlInputError([f"{where(filename, exc.mark)}: YAML nested deeper than {limits.max_depth} levels "
-                                  f"({limits.knob('max_depth')})"]) from None
-        except yaml.YAMLError as exc:
-            raise YamlInputError([_yaml_error(exc, filename)]) from None
         if root is None:
             return None, None
         check_tree(root, filename, limits, loader)
@@ -221,36 +347,23 @@ def _fmt_path(path: tuple) -> str:
 
 
 def check_tree(root: yaml.Node, filename: str, limits: YamlLimits, loader: yaml.SafeLoader) -> None:
-    """Iterative walk (no recursion: depth is bounded, but stay safe) visiting each distinct node once: duplicate
-    keys, non-finite floats, 64-bit integer range, recursive aliases and the alias-expanded node count."""
+    """Iterative walk (no recursion: depth is bounded, but stay safe) visiting each distinct node once, in document
+    order: duplicate keys, non-finite floats, 64-bit integer range, recursive aliases and the alias-expanded node
+    count. Problems are listed in document order; a recursive alias or too many nodes stops the walk."""
     problems: list[str] = []
-    size: dict[int, int] = {}
-    active: set[int] = set()
-    stack: list = [(root, (), False)]
-    while stack:
-        node, path, done = stack.pop()
-        nid = id(node)
-        if done:
-            active.discard(nid)
-            n = 1 + sum(size[id(c)] for _p, c in _children(node))
-            size[nid] = n
-            if n > limits.max_nodes:
-                raise YamlInputError(problems + [
-                    f"{where(filename, node)}: {_fmt_path(path)}: YAML has more than {limits.max_nodes} nodes once "
-                    f"aliases are expanded ({limits.knob('max_nodes')})"])
-            continue
-        if nid in size:
-            continue
-        if nid in active:
-            raise YamlInputError(problems + [f"{where(filename, node)}: {_fmt_path(path)}: recursive YAML alias"])
-        if isinstance(node, yaml.ScalarNode):
+    size: dict[int, int] = {}      # id of a finished collection -> its alias-expanded node count (a scalar counts 1)
+    active: set[int] = set()       # collections on the current path (an alias to one of them is recursive)
+    reported: set[int] = set()     # scalars already reported (an aliased scalar is reported once)
+
+    def scalar(node: yaml.ScalarNode, path: tuple) -> None:
+        if (node.tag == _INT_TAG or node.tag == _FLOAT_TAG) and id(node) not in reported:
             msg = _scalar_problem(node, loader)
             if msg:
+                reported.add(id(node))
                 problems.append(f"{where(filename, node)}: {_fmt_path(path)}: {msg}")
-            size[nid] = 1
-            continue
-        active.add(nid)
-        stack.append((node, path, True))
+
+    def enter(node: yaml.Node, path: tuple) -> list:
+        active.add(id(node))
         if isinstance(node, yaml.MappingNode):
             seen: dict = {}
             for k, _v in node.value:
@@ -262,8 +375,44 @@ def check_tree(root: yaml.Node, filename: str, limits: YamlLimits, loader: yaml.
                                     f"{k.value!r} (first at line {seen[key].start_mark.line + 1})")
                 else:
                     seen[key] = k
-        for part, child in reversed(_children(node)):
-            stack.append((child, path if part is None else path + (part,), False))
+        return [node, path, iter(_children(node)), 1]   # the last item: nodes counted so far
+
+    if isinstance(root, yaml.ScalarNode):
+        scalar(root, ())
+        stack = []
+    else:
+        stack = [enter(root, ())]
+    # for performance (a stream scenario has hundreds of thousands of nodes): scalars are checked where their
+    # collection lists them, only collections go on the stack
+    while stack:
+        frame = stack[-1]
+        path = frame[1]
+        for part, child in frame[2]:
+            if isinstance(child, yaml.ScalarNode):
+                frame[3] += 1
+                if child.tag == _INT_TAG or child.tag == _FLOAT_TAG:
+                    scalar(child, path if part is None else path + (part,))
+                continue
+            cid = id(child)
+            if cid in size:
+                frame[3] += size[cid]
+                continue
+            cpath = path if part is None else path + (part,)
+            if cid in active:
+                raise YamlInputError(problems + [f"{where(filename, child)}: {_fmt_path(cpath)}: recursive YAML alias"])
+            stack.append(enter(child, cpath))
+            break
+        else:
+            stack.pop()
+            node, n = frame[0], frame[3]
+            active.discard(id(node))
+            size[id(node)] = n
+            if n > limits.max_nodes:
+                raise YamlInputError(problems + [
+                    f"{where(filename, node)}: {_fmt_path(path)}: YAML has more than {limits.max_nodes} nodes once "
+                    f"aliases are expanded ({limits.knob('max_nodes')})"])
+            if stack:
+                stack[-1][3] += n
     if problems:
         raise YamlInputError(problems)
 
@@ -273,6 +422,9 @@ def _scalar_problem(node: yaml.ScalarNode, loader: yaml.SafeLoader) -> str | Non
         if not math.isfinite(loader.construct_yaml_float(node)):
             return f"{node.value!r} is not a finite number"
     elif node.tag == _INT_TAG:
+        v = node.value
+        if v.isascii() and v.isdigit() and len(v) < 19 and (len(v) == 1 or v[0] != "0"):
+            return None  # for performance: a plain decimal of at most 18 digits (no octal, sign, '_' or ':')
         try:
             v = loader.construct_yaml_int(node)
         except ValueError:

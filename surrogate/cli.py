@@ -213,7 +213,7 @@ def cmd_pretrain(args) -> int:
 
 
 def register_pretrain(subparsers) -> None:
-    from .pretrain import PRETRAINABLE
+    from .registry import PRETRAINABLE
 
     p = subparsers.add_parser("pretrain", help="train one surrogate across the runs of a corpus (whole runs held "
                                                "out for validation and test)")

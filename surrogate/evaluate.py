@@ -6,7 +6,7 @@ if ``ft`` is finite and ``(t - t0)`` is a positive multiple of ``ft``, the model
 last ``ft`` iterations (targets ``t-ft .. t-1``); then it predicts ``y[:, t]`` from ``series.context(t - 1, ...)``
 (history = true iteration times up to ``t - 1``). ``ft = inf`` never tunes.
 
-MAPE = mean over (rank, test iteration) of ``|y_hat - y| / y * 100`` on raw times (DESIGN.md §5).
+MAPE = mean over (rank, test iteration) of ``|y_hat - y| / y * 100`` on raw times (docs/design.md §5).
 
 Volume scaling (``volume_scaling=True``, ``hybridsim evaluate --volume-scaling``; :mod:`surrogate.volumes`): as in
 the hybrid loop, every model is fitted, tuned and given histories on ``y[:, t] / v[t]`` (``v`` = the iteration's

@@ -21,10 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from .base import JobInfo, SurrogateError
+from .registry import PRETRAINABLE  # noqa: F401 (the models this module trains; declared in the registry)
 from .volumes import relative_volumes
-
-#: models ``hybridsim pretrain`` can train across runs
-PRETRAINABLE = ("pretrained",)
 
 
 def corpus_run_dirs(corpus: str | Path, left_out: list | None = None) -> list[Path]:

@@ -1,20 +1,20 @@
 """Name -> surrogate class; ``create(name, **config)``.
 
-Built-in models are listed in :data:`BUILTIN_MODELS` (``name: "module:Class"``, imported the first time a name is
-looked up; a model module does not import the registry back); any installed package adds its own through the
-entry-point group ``hybridsim.surrogates`` (``name = "module:Class"``), as hybridsim's gRPC client registers
-``remote``, or with :func:`register`: the surrogate package names no module of the layers that use it."""
+Built-in models are declared in :data:`BUILTIN`; any installed package adds its own through the entry-point group
+``hybridsim.surrogates`` (``name = "module:Class"``), as hybridsim's gRPC client registers ``remote``: the surrogate
+package names no module of the layers that use it (:func:`register` adds one by hand). A name is resolved by importing
+the one module that defines it (a model module does not import the registry back), so naming or checking ``ridge``
+(``hybridsim validate``) does not import torch or the other models."""
 
 from __future__ import annotations
 
 import importlib
 
-from .base import UnknownModelError
-
 _REGISTRY: dict[str, type] = {}
 
-#: the built-in models: name -> ``module:Class`` (the class's ``name`` is the key)
-BUILTIN_MODELS = {
+#: the built-in models, name -> ``module:Class`` (the entry-point form; the class's ``name`` is the key,
+#: tests/test_fast_cli.py checks that the two agree)
+BUILTIN = {
     "last": "surrogate.models.history:Last",
     "mean": "surrogate.models.history:Mean",
     "ewma": "surrogate.models.history:Ewma",
@@ -26,6 +26,9 @@ BUILTIN_MODELS = {
     "pretrained": "surrogate.models.pretrained:Pretrained",
 }
 
+#: the models ``hybridsim pretrain`` trains across the runs of a corpus (:mod:`surrogate.pretrain`)
+PRETRAINABLE = ("pretrained",)
+
 #: entry-point group of surrogate plug-ins (pyproject ``[project.entry-points."hybridsim.surrogates"]``)
 ENTRY_POINT_GROUP = "hybridsim.surrogates"
 
@@ -35,40 +38,32 @@ def register(cls):
     return cls
 
 
-def _load_builtin(name: str) -> None:
-    module, _, cls = BUILTIN_MODELS[name].partition(":")
-    register(getattr(importlib.import_module(module), cls))
-
-
-def _load_plugins() -> None:
+def _entry_points() -> dict:
     from importlib.metadata import entry_points
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name not in _REGISTRY:
-            register(ep.load())
-
-
-def _load_all() -> None:
-    for name in BUILTIN_MODELS:
-        if name not in _REGISTRY:
-            _load_builtin(name)
-    _load_plugins()
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def available() -> list[str]:
-    _load_all()
-    return sorted(_REGISTRY)
+    """Every model name: registered, built in or installed (nothing is imported)."""
+    return sorted(set(_REGISTRY) | set(BUILTIN) | set(_entry_points()))
 
 
 def model_class(name: str) -> type:
-    """The registered class of ``name``; :class:`~surrogate.base.SurrogateError` if there is none."""
+    """The registered class of ``name`` (importing its module on first use); :class:`~surrogate.base.SurrogateError`
+    if there is none."""
     if name not in _REGISTRY:
-        if name in BUILTIN_MODELS:
-            _load_builtin(name)
+        if name in BUILTIN:
+            mod, _, attr = BUILTIN[name].partition(":")
+            cls = getattr(importlib.import_module(mod), attr)
         else:
-            _load_plugins()
-    if name not in _REGISTRY:
-        raise UnknownModelError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
+            ep = _entry_points().get(name)
+            if ep is None:
+                from .base import UnknownModelError  # this module imports nothing (numpy neither): the CLI reads it
+
+                raise UnknownModelError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
+            cls = ep.load()
+        _REGISTRY.setdefault(name, cls)
     return _REGISTRY[name]
 
 

@@ -1,4 +1,4 @@
-"""Package boundaries (DESIGN.md §1), checked from the source (``ast``, nothing is imported; each file is parsed once).
+"""Package boundaries (docs/design.md §1), checked from the source (``ast``, nothing is imported; each file is parsed once).
 
 The layering is one rule, :data:`MAY_IMPORT`: what each package may import besides itself. ``surrogate/`` and
 ``controllers/`` stand on the ground floor only (:data:`GROUND_FLOOR`: the vocabulary every layer shares), the roof
@@ -243,10 +243,10 @@ def test_hybrid_loop_has_no_branch_on_model_kind():
     """hybridsim/hybrid.py asks models only through the Surrogate interface: no model names, no model classes."""
     from importlib.metadata import entry_points
 
-    from surrogate.registry import BUILTIN_MODELS, ENTRY_POINT_GROUP
+    from surrogate.registry import BUILTIN, ENTRY_POINT_GROUP
 
     tree = _tree(ROOT / "hybridsim" / "hybrid.py")
-    names = set(BUILTIN_MODELS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    names = set(BUILTIN) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
     bad = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):

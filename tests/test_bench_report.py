@@ -1,4 +1,4 @@
-"""hybridsim bench metrics (DESIGN.md section 5) and report plots, on the analytic stand-in backend."""
+"""hybridsim bench metrics (docs/design.md §5) and report plots, on the analytic stand-in backend."""
 
 import json
 

@@ -196,7 +196,7 @@ def test_nothing_set_debug_and_exit_replies():
 
 
 def test_leading_count_rule():
-    assert real_args(["2", "17", "60"], 2, 2) == ["17", "60"]  # DESIGN.md: count of what follows
+    assert real_args(["2", "17", "60"], 2, 2) == ["17", "60"]  # docs/design.md §6: count of what follows
     assert real_args(["3", "17", "60"], 2, 2) == ["17", "60"]  # what CODES' director sends (counts itself)
     assert real_args(["17", "60"], 2, 2) == ["17", "60"]
     assert real_args(["1", "7"], 2, 2) == ["1", "7"]  # would leave too few arguments: not a count

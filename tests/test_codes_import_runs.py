@@ -17,8 +17,7 @@ from codes_bridge.parsers.stdout import parse_model_output
 from hybridsim.cli import main as cli_main
 from hybridsim.records import PORT_FEATURES, read_iterations, read_ports, records_from_table
 from hybridsim.rundir import read_manifest
-
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
+from refdata import CODES, REFERENCE_CODES
 
 # run -> (records per job id, port samples source kind, job names)
 RUNS = {
@@ -36,30 +35,43 @@ RUNS = {
     "F-1056node-milc-lammps-syn/hf-random-opt-np2": ({0: 512 * 180, 1: 256 * 44}, "csv",
                                                      ["milc-512", "lammps-256", "synthetic1"]),
 }
+#: the long runs, whose sample tables are not in tests/data: read from HYBRIDSIM_REFERENCE_DATA
+REFERENCE_RUNS = ("C-1056node-milc-lammps-nn/hf-random-seq", "E-72node-milc-lammps-syn/hf-random-seq",
+                  "F-1056node-milc-lammps-syn/hf-random-opt-np2")
+
+
+def run_dir(name: str) -> Path:
+    return (REFERENCE_CODES if name in REFERENCE_RUNS else CODES) / name
+
+
+class _Runs(dict):
+    """Runs read on first use (a test that is skipped reads nothing)."""
+
+    def __missing__(self, name):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CodesWarning)
+            self[name] = read_codes_run(run_dir(name))
+        return self[name]
 
 
 @pytest.fixture(scope="module")
 def runs():
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CodesWarning)
-        for name in RUNS:
-            out[name] = read_codes_run(CODES / name)
-    return out
+    return _Runs()
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.reference_data) if n in REFERENCE_RUNS else n
+                                  for n in RUNS])
 def test_counts_names_and_completion(runs, name):
     per_job, source, names = RUNS[name]
     run = runs[name]
+    d = run_dir(name)
     assert not run.partial
     assert run.job_names == names
     counts = {}
     for r in run.records:
         counts[r.job_id] = counts.get(r.job_id, 0) + 1
     assert counts == per_job
-    mo = parse_model_output(CODES / name / ("model-output.txt" if (CODES / name / "model-output.txt").exists()
-                                            else "model-output.txt.gz"))
+    mo = parse_model_output(d / ("model-output.txt" if (d / "model-output.txt").exists() else "model-output.txt.gz"))
     assert run.job_end == {names[j]: t for j, t in mo.job_end.items()}
     # the last iteration mark of each iterating job is its completion time (stdout rounds to 4 decimals)
     for j in per_job:
@@ -70,17 +82,19 @@ def test_counts_names_and_completion(runs, name):
     assert run.ports.features == (PORT_FEATURES if source != "traffic" else ("bytes", "util_pct"))
 
 
+@pytest.mark.reference_data
 def test_the_1056_node_run_has_4608_records(runs):
     assert len(runs["C-1056node-milc-lammps-nn/hf-random-seq"].records) == 4608
 
 
+@pytest.mark.reference_data
 @pytest.mark.parametrize("name", ["E-72node-milc-lammps-syn/hf-random-seq",
                                   "F-1056node-milc-lammps-syn/hf-random-opt-np2"])
 def test_port_byte_totals_equal_link_stats(runs, name):
     run = runs[name]
     with pytest.warns(CodesWarning, match="local"):
-        ls = parse_link_stats(next((CODES / name / "lp-io").glob("dragonfly-link-stats*")))
-    tot = ls.router_port_totals(run.conf.topology(CODES / name))
+        ls = parse_link_stats(next((REFERENCE_CODES / name / "lp-io").glob("dragonfly-link-stats*")))
+    tot = ls.router_port_totals(run.conf.topology(REFERENCE_CODES / name))
     ok = ~np.isnan(tot["traffic"])
     sums = np.nansum(run.ports.feature("bytes").astype(np.float64), axis=0)
     assert ok.sum() > 0 and np.array_equal(sums[ok], tot["traffic"][ok])
@@ -99,6 +113,7 @@ def test_counting_windows_that_end_before_the_run_undercount(runs):
     assert (sums <= tot["traffic"][ok]).all() and (sums < tot["traffic"][ok]).any()
 
 
+@pytest.mark.reference_data
 def test_idle_tail_trimmed_and_sampling_interval(runs):
     e = runs["E-72node-milc-lammps-syn/hf-random-seq"]
     # VT samples every 250 us up to --vt-samp-end 800 ms (3,200); the all-zero ones after the end (592.2 ms) go

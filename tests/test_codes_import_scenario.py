@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,8 @@ from codes_bridge.scenario_from_codes import scenario_from_codes, write_scenario
 from hybridsim.cli import main as cli_main
 from hybridsim.placement import place_jobs
 from hybridsim.scenario import load_scenario
+from refdata import CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 E = CODES / "E-72node-milc-lammps-syn" / "hf-random-seq"
 C = CODES / "C-1056node-milc-lammps-nn" / "hf-random-seq"
 

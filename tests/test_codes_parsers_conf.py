@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from codes_bridge.conf import (ConfError, job_names_from_workloads, parse_conf, parse_conf_text,
                                parse_workloads_conf)
+from refdata import CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 
 
 def test_reference_confs():
@@ -19,7 +18,7 @@ def test_reference_confs():
     assert c.get("modelnet_order") == ["dragonfly_dally", "dragonfly_dally_router"]
     assert c.get_str("df-dally-vc") == "1"
     lay = c.lp_layout()
-    # FORMATS.txt: for 1,056 nodes lpid = 9*rep + k, k=0..3 nw-lps, 4..7 terminals, 8 router
+    # docs/codes-formats.md: for 1,056 nodes lpid = 9*rep + k, k=0..3 nw-lps, 4..7 terminals, 8 router
     assert lay["nw-lp"][:5] == [0, 1, 2, 3, 9] and lay["modelnet_dragonfly_dally"][:5] == [4, 5, 6, 7, 13]
     assert lay["modelnet_dragonfly_dally_router"][:3] == [8, 17, 26] and len(lay["nw-lp"]) == 1056
     s = parse_conf(CODES / "B-72node-milc" / "surrogate-patched-seq" / "dfdally-72-milc-surrogate.conf")

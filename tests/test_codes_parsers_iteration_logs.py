@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import gzip
 import random
-from pathlib import Path
 
 import pytest
 
 from codes_bridge.parsers.common import CodesParseError, CodesWarning, IncrementalReader
 from codes_bridge.parsers.iteration_logs import IterationLogTail, parse_iteration_logs, parse_line
+from refdata import CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 
 
 def test_counts_and_chaining_on_1056_node_run():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +11,8 @@ from codes_bridge.parsers.common import CodesParseError, CodesWarning
 from codes_bridge.parsers.lpio import (KnownCodesBug, parse_cn_stats, parse_link_stats, parse_model_net_category,
                                        parse_mpi_replay_stats, parse_router_busytime_sample,
                                        parse_router_traffic_sample, parse_snapshots)
+from refdata import CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 B = CODES / "B-72node-milc" / "hf-seq"
 
 

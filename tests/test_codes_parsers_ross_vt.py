@@ -1,11 +1,10 @@
 """ROSS VT sample decoding: the binary reader against CODES' own CSV decoding, the worked example of
-ROSS-STATS-FORMAT.md section 10, framing errors, and port samples against dragonfly-link-stats."""
+docs/codes-formats.md §4 (the worked example), framing errors, and port samples against dragonfly-link-stats."""
 
 from __future__ import annotations
 
 import gzip
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ from codes_bridge.parsers.lpio import parse_link_stats
 from codes_bridge.parsers.ross_vt import read_vt_bin, read_vt_csv, router_port_samples
 from hybridsim.records import PORT_FEATURES
 from hybridsim.topology import DragonflyShape
+from refdata import CODES, REFERENCE_CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 A = CODES / "A-72node-synthetic-uniform" / "seq"
 RAW = A / "ross-stats-raw"
 
@@ -73,7 +72,7 @@ def test_worked_example_records(bin_a):
 
 
 def test_lpid_layout_matches_model_ids(bin_a):
-    # 72-node layout (ROSS-STATS-FORMAT.md section 4): router_id = lpid div 5, terminal_id = 2*(lpid div 5) + mod - 2
+    # 72-node layout (docs/codes-formats.md §4): router_id = lpid div 5, terminal_id = 2*(lpid div 5) + mod - 2
     r, t, n = bin_a.router, bin_a.terminal, bin_a.nwlp
     assert np.array_equal(r["router_id"], r["lpid"] // 5)
     assert np.array_equal(t["terminal_id"], 2 * (t["lpid"] // 5) + t["lpid"] % 5 - 2)
@@ -135,9 +134,10 @@ def test_util_uses_the_class_bandwidth():
 
 
 @pytest.mark.parametrize("run,conf", [("B-72node-milc/hf-seq", "dfdally-72-milc.conf"),
-                                      ("C-1056node-milc-lammps-nn/hf-random-seq", "dfdally-1056.conf")])
+                                      pytest.param("C-1056node-milc-lammps-nn/hf-random-seq", "dfdally-1056.conf",
+                                                   marks=pytest.mark.reference_data)])
 def test_vt_port_byte_totals_equal_link_stats(run, conf):
-    d = CODES / run
+    d = (REFERENCE_CODES if run.startswith("C-") else CODES) / run  # run C's VT tables are not in tests/data
     c = parse_conf(d / conf)
     vt = read_vt_csv(d / "ross-stats-decoded", kinds=("router",))
     ps = router_port_samples(vt.router, c.shape(), c.bandwidths())

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from codes_bridge.parsers.common import CodesParseError
 from codes_bridge.parsers.stdout import parse_model_output, parse_ross_csv, parse_time_txt
+from refdata import CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 C = CODES / "C-1056node-milc-lammps-nn"
 
 

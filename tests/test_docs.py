@@ -19,3 +19,14 @@ def test_readme_commands_match_ci_and_docker(repo):
     docker = (repo / "docker" / "Dockerfile").read_text()
     assert f"RUN {install_run}" in docker
     assert "examples/quickstart.yaml" in docker
+
+
+def test_reference_data_command_matches_ci(repo):
+    """The README's reference-data command is the one CI runs, with the variable tests/refdata.py reads."""
+    import refdata
+
+    readme = (repo / "README.md").read_text()
+    ci = (repo / ".ci" / "run").read_text()
+    cmd = "python -m pytest -q -rs -m reference_data tests"
+    assert f"{refdata.ENV}=/path/to/data {cmd}" in readme
+    assert cmd in ci and f"{refdata.ENV}=" in ci

@@ -1,4 +1,4 @@
-"""Embedded engine, message layer and runs: MPI eager/rendezvous timing (CODES' offsets, WORKLOADS.md section 2),
+"""Embedded engine, message layer and runs: MPI eager/rendezvous timing (CODES' offsets, docs/workloads.md §2),
 director modes, determinism, invariants in debug mode, and MILC fidelity against the recorded CODES run B."""
 
 import re
@@ -13,9 +13,9 @@ from hybridsim.records import PORT_FEATURES, write_iterations, write_ports
 from hybridsim.scenario import load_scenario, parse_scenario
 from hybridsim.units import bytes_to_ns
 from hybridsim.workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
+from refdata import CODES
 
 LT = bytes_to_ns(4096, 5.25)
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 REPO = Path(__file__).resolve().parents[1]
 
 TOPO72 = """

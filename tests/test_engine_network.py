@@ -1,6 +1,6 @@
 """Embedded engine, network level: zero-load latency, bandwidth, routing hop bounds, the adversarial-traffic bound.
 
-Expectations are analytic (WORKLOADS.md section 7.6: per hop serialisation + router delay + link latency, CODES'
+Expectations are analytic (docs/workloads.md §7.6: per hop serialisation + router delay + link latency, CODES'
 smallest packet latency 1556.056 ns for 8 B on one router), not taken from the engine."""
 
 import random

@@ -22,9 +22,9 @@ import pytest
 from codes_bridge.importer import import_codes_run, read_codes_run
 from codes_bridge.parsers.common import CodesWarning
 from hybridsim.cli import main as cli_main
+from refdata import CODES
 
 REPO = Path(__file__).resolve().parents[1]
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 B_OPT = CODES / "B-72node-milc" / "hf-opt-np2"          # 2 PEs, decoded VT CSVs
 B_SEQ = CODES / "B-72node-milc" / "hf-seq"
 A_SEQ = CODES / "A-72node-synthetic-uniform" / "seq"    # raw VT binary

@@ -21,6 +21,7 @@ from hybridsim.interrupts import Terminated
 from hybridsim.rundir import RunDir, RunDirError, StagedDir
 from hybridsim.runner import RunError, run_scenario
 from hybridsim.scenario import parse_scenario
+from refdata import CODES
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
@@ -307,7 +308,7 @@ def test_interrupted_import_codes_is_marked_failed(tmp_path, monkeypatch, capsys
     folder stays behind (as for runs)."""
     import hybridsim.records
 
-    src = REPO.parent / "shared" / "data" / "codes" / "B-72node-milc" / "hf-seq"
+    src = CODES / "B-72node-milc" / "hf-seq"
     monkeypatch.setattr(hybridsim.records, "write_ports", stop)
     assert main(["import-codes", str(src), "-o", str(tmp_path / "imp")]) == rc
     said = "interrupted" if rc == 130 else reason

@@ -35,7 +35,7 @@ def test_defaults_are_codes_1056_reference():
     assert (t.vc_buffer.local, t.vc_buffer.global_, t.vc_buffer.terminal) == (16384, 16384, 32768)
     assert t.packet_size == 4096 and t.routing == "prog-adaptive" and t.num_vcs == 4
     assert t.router_delay == 100.0
-    # link latency default: one 4096-B chunk at the link bandwidth (WORKLOADS.md: 726.609 / 811.638 ns)
+    # link latency default: one 4096-B chunk at the link bandwidth (docs/workloads.md §7.2: 726.609 / 811.638 ns)
     lat = t.link_latency()
     assert lat[0] == pytest.approx(726.609, abs=1e-3) and lat[1] == pytest.approx(811.638, abs=1e-3)
     assert t.effective_credit_delay() == pytest.approx(1.419, abs=1e-3)

@@ -185,7 +185,7 @@ def test_errors():
     with pytest.raises(SchedulerError, match="not running"):
         s.release("zzz", 3)
     with pytest.raises(SchedulerError, match="unknown queue"):
-        Scheduler(S4, queue="sjf")
+        Scheduler(S4, queue="nope")
     with pytest.raises(SchedulerError, match="unknown allocation"):
         Scheduler(S4, allocation="file")
 
@@ -217,3 +217,104 @@ def test_bounded_slowdown_and_stream_metrics():
     assert out[1].row(10) == {"job": "B", "arrival": 1, "start": 10, "end": 15, "wait": 9, "run_time": 5,
                               "bounded_slowdown": 1.4, "size": 4, "terminals": [0]}
     assert math.isnan(out[3].row(10)["bounded_slowdown"])
+
+
+def test_easy_counts_every_job_ending_at_the_shadow_time_as_spare():
+    # 4 terminals. A (1) and B (2) both end at 10; C (2) heads the queue at 1: shadow 10, and at 10 all 4 terminals
+    # are free, so 4 - 2 = 2 spare. D (1 terminal, 100 s) at 2 fits the free terminal and the spare ones: backfilled,
+    # although A alone already frees enough for C at 10.
+    jobs = [_j("A", 1, 0, 10), _j("B", 2, 0, 10), _j("C", 2, 1, 5), _j("D", 1, 2, 100)]
+    assert _times(dry_run(jobs, S4, "easy")) == {"A": (0, 10), "B": (0, 10), "C": (10, 15), "D": (2, 102)}
+
+
+# ------------------------------------------------------------------------------------------------------ conservative
+def test_conservative_protects_every_reservation_not_only_the_heads():
+    # 4 terminals. A (3) until 10; B (2) and C (2) arrive at 1 and 2: both reserved at 10 (2 + 2 = 4). D (1, 20 s)
+    # at 3 fits the free terminal now, but would hold it through [10, 12) where B and C need all 4: it waits till 12.
+    # EASY protects only B: D is backfilled at 3 and C, which needs 2, waits for B to end at 12.
+    jobs = [_j("A", 3, 0, 10), _j("B", 2, 1, 2), _j("C", 2, 2, 2), _j("D", 1, 3, 20)]
+    assert _times(dry_run(jobs, S4, "conservative")) == {"A": (0, 10), "B": (10, 12), "C": (10, 12), "D": (12, 32)}
+    assert _times(dry_run(jobs, S4, "easy")) == {"A": (0, 10), "B": (10, 12), "C": (12, 14), "D": (3, 23)}
+
+
+def test_conservative_backfills_a_job_that_delays_no_reservation():
+    # as above, but D runs 5 s: 3 + 5 = 8 <= 10, before any reservation needs its terminal
+    jobs = [_j("A", 3, 0, 10), _j("B", 2, 1, 2), _j("C", 2, 2, 2), _j("D", 1, 3, 5)]
+    assert _times(dry_run(jobs, S4, "conservative"))["D"] == (3, 8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_conservative_never_starts_a_job_after_its_first_reservation(seed):
+    # With run times <= walltimes, a conservative reservation is a promise to every waiting job, not only the head:
+    # drive by hand, note each job's reservation while it waits at the head, check it against its start.
+    jobs = _random_stream(np.random.default_rng(seed + 10), 50, 72, exact=seed % 2 == 0)
+    s = Scheduler(S72, "conservative")
+    for j in jobs:
+        s.submit(j.job_id, j.size, j.arrival, j.walltime)
+    promised, start, ends = {}, {}, []
+    while True:
+        cands = [t for t in (s.next_event_time(), min(ends)[0] if ends else None) if t is not None]
+        if not cands:
+            break
+        now = min(cands)
+        for e in sorted(x for x in ends if x[0] == now):
+            s.release(e[1], now)
+            ends.remove(e)
+        for jid, _ in s.next_decisions(now):
+            start[jid] = now
+            ends.append((now + jobs[jid].run_time, jid))
+        if s.reservation is not None:
+            promised[s.reservation[0]] = min(promised.get(s.reservation[0], math.inf), s.reservation[1])
+    assert len(start) == len(jobs) and promised
+    assert all(start[j] <= t for j, t in promised.items())
+    assert sum(o.wait > 0 for o in dry_run(jobs, S72, "conservative")) > 5
+
+
+def test_sjf_serves_the_shortest_walltime_first_and_policies_are_checked():
+    from hybridsim.queues import QueuePolicy, QueuePolicyError, queue_policy
+
+    jobs = [_j("A", 4, 0, 10), _j("B", 4, 1, 5), _j("C", 4, 2, 2)]
+    assert _times(dry_run(jobs, S4, "hybridsim.queues:ShortestJobFirst")) == {"A": (0, 10), "B": (12, 17),
+                                                                              "C": (10, 12)}
+
+    class Bad(QueuePolicy):
+        backfill = "aggressive"
+
+    with pytest.raises(QueuePolicyError, match="backfill 'aggressive'"):
+        queue_policy(Bad)
+    with pytest.raises(QueuePolicyError, match="not a hybridsim.queues.QueuePolicy"):
+        queue_policy("math:pi")
+    with pytest.raises(QueuePolicyError, match="cannot load"):
+        queue_policy("no_such_module_xyz:P")
+
+
+def test_kill_at_walltime_and_plain_node_counts():
+    jobs = [_j("A", 2, 0, 8, walltime=5), _j("B", 2, 1, 3)]
+    out = dry_run(jobs, 2, "fcfs")
+    assert [(o.start, o.end, o.killed) for o in out] == [(0, 8, False), (8, 11, False)]
+    out = dry_run(jobs, 2, "fcfs", kill_at_walltime=True)
+    assert [(o.start, o.end, o.killed) for o in out] == [(0, 5, True), (5, 8, False)]
+    with pytest.raises(SchedulerError, match="needs a Dragonfly"):
+        Scheduler(8, allocation="random-router")
+
+
+def test_standard_metrics_by_hand():
+    t = np.array([0])
+    # waits 0, 2, 4, 10; runs 10, 2, 4, 20; sizes 1, 2, 3, 8 on 8 terminals
+    out = [JobOutcome("a", 1, 0, 10, 0, 10, t), JobOutcome("b", 2, 1, 2, 3, 5, t),
+           JobOutcome("c", 3, 2, 4, 6, 10, t), JobOutcome("d", 8, 5, 20, 15, 35, t, killed=True)]
+    m = stream_metrics(out, 8, tau=5)
+    assert m["jobs"] == 4 and m["killed"] == 1 and m["makespan"] == 35
+    assert (m["mean_wait"], m["median_wait"], m["max_wait"]) == (4.0, 3.0, 10.0)
+    assert m["p95_wait"] == pytest.approx(4 + 0.85 * 6)        # linear between the 3rd (4) and 4th (10) of 4
+    assert (m["mean_response"], m["max_response"]) == ((10 + 4 + 8 + 30) / 4, 30.0)
+    # bounded slowdowns: 1; (2 + 2) / 5 -> 1; (4 + 4) / 5 = 1.6; 30 / 20 = 1.5
+    assert m["mean_bounded_slowdown"] == pytest.approx((1 + 1 + 1.6 + 1.5) / 4)
+    assert m["utilisation"] == pytest.approx((10 + 4 + 12 + 160) / (8 * 35))
+    assert m["throughput"] == pytest.approx(4 / 35)
+    assert list(m["by_size"]) == ["1", "2", "3-4", "5-8"]
+    assert m["by_size"]["3-4"] == {"jobs": 1, "mean_wait": 4.0, "median_wait": 4.0, "p95_wait": 4.0, "max_wait": 4.0,
+                                   "mean_response": 8.0, "median_response": 8.0, "p95_response": 8.0,
+                                   "max_response": 8.0, "mean_bounded_slowdown": 1.6,
+                                   "median_bounded_slowdown": 1.6, "p95_bounded_slowdown": 1.6,
+                                   "max_bounded_slowdown": 1.6}

@@ -91,13 +91,15 @@ def test_easy_backfills_the_small_job_at_its_arrival():
     assert res.job_start["b"] == res.job_end["a"]
 
 
-def test_the_engine_schedule_is_the_dry_run_of_its_own_run_times():
+@pytest.mark.parametrize("queue", ["easy", "conservative"])
+def test_the_engine_schedule_is_the_dry_run_of_its_own_run_times(queue):
     # an independent check of the wiring: hybridsim.scheduler.dry_run fed with the run times the engine measured
     # gives the same starts and terminals
-    sc, res, _rec = run_engine(stream("easy", "random"))
+    sc, res, _rec = run_engine(stream(queue, "random"))
     jobs = [StreamJob(i, j.ranks, j.arrival, j.estimated_walltime(), res.job_end[j.name] - res.job_start[j.name])
             for i, j in enumerate(sc.jobs)]
-    out = dry_run(jobs, sc.topology.shape, "easy", "random", sc.scheduler_seed)
+    out = dry_run(jobs, sc.topology.shape, queue, "random", sc.scheduler_seed)
+    assert out[2].start == 2000.0  # c backfilled at its arrival: it ends (by walltime) before b's reservation
     for o, j in zip(out, sc.jobs):
         assert o.start == pytest.approx(res.job_start[j.name], abs=1e-6)
         assert o.terminals.tolist() == res.job_terminals[j.name].tolist()
@@ -326,6 +328,14 @@ jobs:
         assert r["jobs"][name]["run_time_error_pct"] == pytest.approx(abs(rh - rp) / rp * 100)
     assert r["max_run_time_error_pct"] == max(r["jobs"][n]["run_time_error_pct"] for n in ("a", "b"))
     assert "makespan error" in format_table(result)
+    # beside each run-time error, the start-time shift: where an error upstream moved the job in the queue
+    shifts = {n: hyb["jobs"][n]["start"] - pure["jobs"][n]["start"] for n in ("a", "b")}
+    assert {n: r["jobs"][n]["start_shift_ns"] for n in ("a", "b")} == pytest.approx(shifts)
+    assert r["max_abs_start_shift_ns"] == pytest.approx(max(abs(x) for x in shifts.values()))
+    assert r["jobs_start_shifted"] == sum(1 for x in shifts.values() if x != 0)
+    # the standard metrics reach the run summaries of a simulated stream
+    for key in ("median_wait", "p95_wait", "max_wait", "mean_response", "throughput", "by_size"):
+        assert key in pure["stream"] and key in hyb["stream"]
 
 
 def test_codes_bridge_and_swf_refuse_what_streams_cannot_run(tmp_path):

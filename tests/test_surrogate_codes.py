@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
-RUN_E = CODES / "E-72node-milc-lammps-syn" / "hf-random-seq"
+from refdata import CODES, REFERENCE_CODES
+
+RUN_E = REFERENCE_CODES / "E-72node-milc-lammps-syn" / "hf-random-seq"  # its VT tables are not in tests/data
 RUN_B = CODES / "B-72node-milc" / "hf-seq"
 
 
@@ -19,6 +20,7 @@ def _alloc(run_dir, name):
     return [list(map(int, line.split())) for line in (run_dir / name).read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.reference_data
 def test_dataset_from_codes_run_e(tmp_path):
     from codes_bridge.importer import import_codes_run
     from surrogate.dataset import build_dataset

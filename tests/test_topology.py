@@ -1,4 +1,4 @@
-"""Dragonfly topology against the reference facts (DESIGN.md section 4) and CODES' own connection files."""
+"""Dragonfly topology against the reference facts (docs/design.md §4) and CODES' own connection files."""
 
 import filecmp
 

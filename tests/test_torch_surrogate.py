@@ -14,7 +14,7 @@ from surrogate.base import Context, SurrogateError
 from surrogate.loading import load_surrogate
 from surrogate.models.pretrained import CLIP, LOOKBACK, SHIPPED, Pretrained, features, input_mask
 from surrogate.models.smart import LLM_OPTIONS, Smart, SmartNoLLM
-from surrogate.registry import BUILTIN_MODELS, check_config, model_class
+from surrogate.registry import BUILTIN, check_config, model_class
 from surrogate.torch_surrogate import TorchSurrogate, fit_loop
 
 
@@ -78,7 +78,7 @@ def test_smart_nollm_takes_smarts_options_but_the_llms():
 
 
 def test_every_builtin_model_is_registered_under_its_own_name():
-    for name, where in BUILTIN_MODELS.items():
+    for name, where in BUILTIN.items():
         cls = model_class(name)
         assert cls.name == name and f"{cls.__module__}:{cls.__qualname__}" == where
 

@@ -1,7 +1,7 @@
 """Workload generators against CODES: recorded op traces (message by message) and per-rank MPI totals of whole runs.
 
-Independent expectations: ``optrace/r*/mpi-op-logs.gz`` (every MPI op CODES executed, in order), ``optrace/SUMMARY.txt``
-(per-step averages), and ``lp-io/mpi-replay-stats`` of the reference runs (per-rank sends, receives, bytes, compute).
+Independent expectations: ``optrace/r*/mpi-op-logs.gz`` (every MPI op CODES executed, in order), the traces'
+per-step averages (docs/workloads.md §4), and ``lp-io/mpi-replay-stats`` of the reference runs (per-rank sends, receives, bytes, compute).
 """
 
 from collections import defaultdict
@@ -12,8 +12,8 @@ import pytest
 from hybridsim.scenario import Job
 from hybridsim.workloads import (COMPUTE, IRECV, ISEND, RECV, SEND, build_workload, from_codes_json)
 from hybridsim.workloads.optrace import read_iteration_marks, read_optrace, split_iterations, trace_form
+from refdata import CODES, REFERENCE_CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 OPT = CODES / "optrace"
 
 
@@ -22,10 +22,10 @@ def job_from_json(path: Path, ranks: int, name: str = "j") -> Job:
     return Job.model_validate(dict(name=name, ranks=ranks, iterations=iterations, workload=dict(kind=kind, **params)))
 
 
-def compare_trace(run: str, job_index: int, job: Job) -> int:
+def compare_trace(run: str, job_index: int, job: Job, opt: Path = OPT) -> int:
     """Assert every complete (rank, iteration) of the trace equals the generated ops; return how many were compared."""
-    trace = read_optrace(OPT / run / "mpi-op-logs.gz", job_index)
-    marks = read_iteration_marks(OPT / run / "iteration-logs" / "pe=0.txt", job_index)
+    trace = read_optrace(opt / run / "mpi-op-logs.gz", job_index)
+    marks = read_iteration_marks(opt / run / "iteration-logs" / "pe=0.txt", job_index)
     wl = build_workload(job, job_index, 1)
     n = 0
     for rank in range(job.ranks):
@@ -52,10 +52,12 @@ def test_lammps_32_matches_optrace_op_by_op_all_12_steps():
     assert compare_trace("r72", 1, job) == 32 * 12
 
 
+@pytest.mark.reference_data
 def test_milc_512_and_lammps_256_match_optrace():
-    assert compare_trace("r1056", 0, job_from_json(OPT / "milc-512-2it.json", 512)) == 512 * 2
+    full = REFERENCE_CODES / "optrace"  # the 1,056-node op trace (6 MB) is not in tests/data
+    assert compare_trace("r1056", 0, job_from_json(OPT / "milc-512-2it.json", 512), full) == 512 * 2
     # the run was stopped in step 2: steps 0-1 of every rank plus the ranks that finished step 2
-    n = compare_trace("r1056", 1, job_from_json(OPT / "lammps-256-12st.json", 256))
+    n = compare_trace("r1056", 1, job_from_json(OPT / "lammps-256-12st.json", 256), full)
     assert n >= 256 * 2
 
 
@@ -74,7 +76,7 @@ def _per_step_averages(wl, steps):
 
 
 def test_lammps_32_per_step_summary():
-    """optrace/SUMMARY.txt: msgs/rank, bytes/rank and collective msgs/rank per step."""
+    """The optrace per-step summary (docs/workloads.md §4): msgs/rank, bytes/rank and collective msgs/rank per step."""
     wl = build_workload(job_from_json(OPT / "lammps-32-12st.json", 32))
     avg = _per_step_averages(wl, 12)
     for it in (0, 1, 2, 3, 4, 11):

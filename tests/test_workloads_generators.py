@@ -4,7 +4,6 @@ background destinations, CODES JSON mapping."""
 import random
 import textwrap
 from collections import Counter, defaultdict, deque
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ from hybridsim.scenario import Job
 from hybridsim.workloads import (COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL, WorkloadError, build_workload,
                                  check_matching, cycles_to_ns, from_codes_json)
 from hybridsim.workloads.milc import milc_neighbors
+from refdata import CODES
 
-CODES = Path(__file__).resolve().parents[2] / "shared" / "data" / "codes"
 
 
 def make_job(workload: dict, ranks: int, iterations=2, **kw) -> Job:
@@ -174,7 +173,7 @@ def test_lammps_compute_and_exchange_schedule():
     # (6 x 0.196 = 1.18), then 1.18 - 1 + 5 x 0.196 = 1.16 at step 20
     wl = build_workload(make_job(LAMMPS32, 32, iterations=24))
     assert [wl.step_variant(i) for i in range(24)] == [0] * 5 + [1] * 5 + [2] + [0] * 5 + [1] * 4 + [2, 0, 0, 0]
-    # WORKLOADS.md: with cpu_sim_speedup 1e6 all compute is 0-20 ns; the trace's maximum is 20.25 ns
+    # docs/workloads.md §4: with cpu_sim_speedup 1e6 all compute is 0-20 ns; the trace's maximum is 20.25 ns
     delays = [op[1] for it in range(12) for op in wl.ops(0, it) if op[0] == COMPUTE]
     assert max(delays) == 20.25 and min(delays) == 0.0
 

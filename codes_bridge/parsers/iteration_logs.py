@@ -1,6 +1,6 @@
 """``iteration-logs/pe=<PE>.txt[.gz]``: per-rank iteration marks of model-net-mpi-replay -> IterationRecord.
 
-Lines (FORMATS.txt)::
+Lines (docs/codes-formats.md §2)::
 
     ITERATION <iter> node <nw_id> job <job_id> rank <local_rank> time <t_ns>
     SKIPPED TO ITERATION <iter> node <nw_id> job <job_id> rank <local_rank> time <t_ns>

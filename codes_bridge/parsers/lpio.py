@@ -1,11 +1,11 @@
-"""``lp-io/`` files of a CODES dragonfly-dally + model-net-mpi-replay run (FORMATS.txt).
+"""``lp-io/`` files of a CODES dragonfly-dally + model-net-mpi-replay run (docs/codes-formats.md §3).
 
 End-of-run totals: :func:`parse_link_stats` (``dragonfly-link-stats``), :func:`parse_cn_stats`
 (``dragonfly-cn-stats``), :func:`parse_mpi_replay_stats` (``mpi-replay-stats``). Windowed:
 :func:`parse_router_traffic_sample` (``dragonfly-router-traffic-sample`` -> PortSamples with bytes/util_pct),
 :func:`parse_snapshots` (``dragonfly-snapshots.csv``).
 
-Known CODES output bugs, handled explicitly (FORMATS.txt):
+Known CODES output bugs, handled explicitly (docs/codes-formats.md §3):
 
 * ``dragonfly-router-busytime-sample`` is corrupted (``last_buf_full`` zeroed before use, so ``tw_now()`` is added):
   :func:`parse_router_busytime_sample` refuses it (:class:`KnownCodesBug`); :func:`refuse_busytime_sample` records
@@ -110,7 +110,7 @@ def parse_link_stats(path: str | os.PathLike, warnings: list | None = None, keep
     n_local = sum(1 for r in rows if r[4] == "L")
     if n_local and not keep_local:
         warn(f"{path}: skipped {n_local} local (L) router->router lines: CODES indexes their link_traffic by the "
-             "destination's relative router id, not by port (known bug, FORMATS.txt); use the VT port samples",
+             "destination's relative router id, not by port (known bug, docs/codes-formats.md); use VT port samples",
              warnings)
         rows = [r for r in rows if r[4] != "L"]
     cols = list(zip(*rows)) if rows else [()] * 8

@@ -3,7 +3,7 @@
 Two sources, one result (a :class:`VtSamples`: per LP kind a dict of numpy columns sorted by ``(ts, lpid)``, with
 the column names of CODES' ``scripts/parse-ross-model-stats.py`` CSVs):
 
-* :func:`read_vt_bin` decodes ``ross-stats-analysis-lps.bin`` directly (layout: shared/data/codes/ROSS-STATS-FORMAT.md;
+* :func:`read_vt_bin` decodes ``ross-stats-analysis-lps.bin`` directly (layout: docs/codes-formats.md §4;
   48-byte header ``<QQQddii`` + payload; LP kind from the lpid via the .conf's LPGROUPS, cross-checked with the
   payload size and the payload's model id).
 * :func:`read_vt_csv` reads the decoded ``vt-router.csv[.gz]``, ``vt-terminal.csv[.gz]``, ``vt-nwlp.csv[.gz]``

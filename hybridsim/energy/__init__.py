@@ -9,8 +9,17 @@ Modules: :mod:`.machine` (machine files), :mod:`.roofline` (kernels, compute tim
 :mod:`.overlap` (the perfect-overlap check), :mod:`.calibrate` (NNLS fit of the coefficients), :mod:`.cli`.
 """
 
-from .machine import Machine, MachineError, load_machine, machine_for_scenario
-from .roofline import Kernel, compute_phase_ns, job_kernels, kernel_time_s
+from __future__ import annotations
 
-__all__ = ["Machine", "MachineError", "load_machine", "machine_for_scenario", "Kernel", "compute_phase_ns",
-           "job_kernels", "kernel_time_s"]
+_EXPORTS = {"Machine": "machine", "MachineError": "machine", "load_machine": "machine",
+            "machine_for_scenario": "machine", "Kernel": "roofline", "compute_phase_ns": "roofline",
+            "job_kernels": "roofline", "kernel_time_s": "roofline"}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):  # lazy: importing hybridsim.energy.cli (the CLI's command table) stays cheap
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

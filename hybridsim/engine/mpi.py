@@ -1,4 +1,4 @@
-"""The message layer: MPI ranks running per-iteration op lists, with CODES' MPI replay timing (WORKLOADS.md section 2).
+"""The message layer: MPI ranks running per-iteration op lists, with CODES' MPI replay timing (docs/workloads.md §2).
 
 * **Eager** (``nbytes < 8192``): one network message of ``nbytes`` that reaches the NIC after
   ``10 + 0.55 * nbytes + 2500 + 1000`` ns of software overhead. The receiver matches it on arrival.

@@ -1,4 +1,4 @@
-"""The Dragonfly network at packet granularity, with CODES dragonfly-dally semantics (WORKLOADS.md section 7).
+"""The Dragonfly network at packet granularity, with CODES dragonfly-dally semantics (docs/workloads.md §7).
 
 What is modelled (packet = chunk):
 

@@ -1,7 +1,7 @@
 """Collectives expanded into point-to-point ops, exactly as CODES' SWM glue does it.
 
 Source: CODES a5958cfa ``src/workload/methods/codes-online-comm-wrkld.cxx`` (GLUE), summarised in
-``../shared/data/codes/WORKLOADS.md`` §1:
+docs/workloads.md §1:
 
 * ``Sendrecv(send to a, recv from b)`` is not an op: Irecv(b) + blocking Send(a) + Wait(irecv) (GLUE 403-414).
 * ``Barrier``: dissemination; for mask = 1, 2, 4, ... < P a 0-byte Sendrecv, tag 1234, to (r+mask) mod P,

@@ -1,6 +1,6 @@
-"""SWM LAMMPS skeleton (``SWM/lammps/lammps.cpp``, ``lammps.h``, ``lammps_model.h``; ``../shared/data/codes/
-WORKLOADS.md`` §4), re-implemented in Python with C's integer/float semantics so message sizes and compute cycles come
-out bit-identical (validated message by message against CODES op traces in ``tests/test_workloads_lammps.py``).
+"""SWM LAMMPS skeleton (``SWM/lammps/lammps.cpp``, ``lammps.h``, ``lammps_model.h``; docs/workloads.md
+§4), re-implemented in Python with C's integer/float semantics so message sizes and compute cycles come
+out bit-identical (validated message by message against CODES op traces in ``tests/test_workloads_codes.py``).
 
 One time step::
 

@@ -1,4 +1,4 @@
-"""SWM MILC skeleton (``SWM/milc/milc_swm_user_code.cpp``; ``../shared/data/codes/WORKLOADS.md`` §3).
+"""SWM MILC skeleton (``SWM/milc/milc_swm_user_code.cpp``; docs/workloads.md §3).
 
 Per iteration and rank::
 

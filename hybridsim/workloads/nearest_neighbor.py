@@ -1,5 +1,5 @@
 """SWM nearest_neighbor skeleton (``SWM/nearest_neighbor/nearest_neighbor_swm_user_code.cpp``;
-``../shared/data/codes/WORKLOADS.md`` §5).
+docs/workloads.md §5).
 
 Per SWM iteration and rank: for each neighbour n in list order, ``Irecv(source=n, tag=n)`` then immediately
 ``Isend(dest=n, tag=my_rank, msg_size B)``; after ``iterations_per_sync`` iterations (or at the last one) one Waitall

@@ -4,7 +4,7 @@ A workload produces, for each rank and iteration, a list of op tuples in program
 the small-int kind constants below; peers are job-local ranks; times are ns; sizes are bytes.
 
 ====================================  ==========================================================================
-tuple                                 meaning (CODES' MPI replay semantics, ``../shared/data/codes/WORKLOADS.md`` §2)
+tuple                                 meaning (CODES' MPI replay semantics, docs/workloads.md §2)
 ====================================  ==========================================================================
 ``(COMPUTE, ns)``                     the rank is busy for ``ns`` virtual ns (CODES ``DELAY``)
 ``(ISEND, peer, nbytes, tag, req)``   non-blocking send; request ``req`` completes at local completion

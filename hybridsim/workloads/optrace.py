@@ -1,5 +1,5 @@
 """Reader of CODES' MPI op traces (``model-net-mpi-replay --enable_mpi_debug=1``, file ``mpi-op-logs``), to check a
-workload re-implementation message by message (``../shared/data/codes/optrace/SUMMARY.txt``).
+workload re-implementation message by message (docs/codes-formats.md §6, docs/workloads.md §9).
 
 Line forms (ranks are job-local)::
 

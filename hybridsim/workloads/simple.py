@@ -42,9 +42,9 @@ class AllreduceJob(JobWorkload):
 
 
 class UniformRandomJob(JobWorkload):
-    """Background traffic as CODES ``synthetic1`` (REPLAY 960-1157; WORKLOADS.md §2): every rank fires at t = 0 and
-    then every ``interval`` ns (a fixed period, all ranks in lock-step), each time one message of ``msg_size`` bytes
-    to :meth:`destination`, injected straight into the network (no MPI overheads, no eager/rendezvous protocol).
+    """Background traffic as CODES ``synthetic1`` (REPLAY 960-1157; docs/workloads.md §2): every rank fires at t = 0
+    and then every ``interval`` ns (a fixed period, all ranks in lock-step), each time one message of ``msg_size``
+    bytes to :meth:`destination`, injected straight into the network (no MPI overheads, no eager/rendezvous protocol).
     It runs until every non-background job has finished. ``ops`` is not used for it."""
 
     kind = "uniform_random"

@@ -4,7 +4,6 @@ regression on the last k (CODES' stock ML director predictor)."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ..base import Context, Surrogate, last_valid
 
@@ -121,6 +120,8 @@ class Ridge(Surrogate):
         return np.where(bad | ~np.isfinite(pred) | (pred <= 0), last, pred)
 
     def _state(self) -> dict:
+        import torch  # only to save a fitted model: naming or checking one needs no torch
+
         return {} if self.coef is None else {"coef": torch.from_numpy(self.coef.copy())}
 
     def _load_state(self, state: dict) -> None:
