@@ -97,12 +97,13 @@ def add_director_service(p) -> None:
     d.add_argument("--max-request-bytes", type=int, default=DirectorLimits.max_request_bytes, metavar="N",
                    help="larger ZeroMQ messages are dropped and their connection closed (default 16 MiB)")
     d.add_argument("--max-clients", type=int, default=DirectorLimits.max_clients, metavar="N",
-                   help="distinct client ids the server keeps records of (default %(default)s)")
+                   help="distinct client ids the server keeps records of; a new one beyond it evicts the least "
+                        "recently used (default %(default)s)")
     d.add_argument("--max-records-per-client", type=int, default=DirectorLimits.max_records_per_client,
                    metavar="N", help="iteration times kept per client, older ones dropped (default %(default)s)")
     d.add_argument("--max-total-records", type=int, default=DirectorLimits.max_total_records, metavar="N",
-                   help="iteration times kept over all clients; beyond it send-records fails (default "
-                        "%(default)s)")
+                   help="iteration times kept over all clients; beyond it the least recently used clients are "
+                        "evicted (default %(default)s)")
     add_service(p, flag, _serve_codes_director)
 
 

@@ -372,7 +372,8 @@ def find_network_conf(run_dir: str | os.PathLike) -> Path:
     name = cmd.conf_name() if cmd is not None else None
     if name is not None and (d / name).is_file():
         return d / name
-    cands = [p for p in sorted(d.glob("*.conf")) if "LPGROUPS" in p.read_text(errors="replace")]
+    cands = [p for p in sorted(d.glob("*.conf"))  # regular files only: reading a FIFO waits for a writer
+             if p.is_file() and "LPGROUPS" in p.read_text(errors="replace")]
     if len(cands) == 1:
         return cands[0]
     if not cands:

@@ -13,7 +13,9 @@ Wire protocol (ZeroMQ REQ/REP; CODES connects to ``$ZMQML_ENDPOINT``, default ``
   too; a message over :class:`DirectorLimits` ``max_request_bytes`` is dropped by ZeroMQ with its connection).
 
 Files: ``save-model`` / ``load-model`` / ``load-records-csv`` only touch paths inside the folders the operator
-allowed (``allowed_dirs``, ``hybridsim serve --allow-dir``); any other path gets one fixed refusal.
+allowed (``allowed_dirs``, ``hybridsim serve --allow-dir``); any other path gets one fixed refusal. ``save-model``
+never overwrites an existing path (as the gRPC surrogate's ``Save``). Beyond :class:`DirectorLimits`' client and
+record limits the least recently used clients are evicted, so a flood of client ids never locks others out.
 
 Requests:
 
@@ -68,7 +70,6 @@ DEFAULT_FALLBACK_NS = 1_000_000.0
 RECENT_RECORDS = 4096
 #: longest ``error`` text of a reply (errors may quote the request; a reply must not echo megabytes)
 MAX_ERROR_CHARS = 500
-
 
 
 OPERATIONS = ("send-records", "inference", "train-model", "save-model", "load-model", "load-records-csv",
@@ -260,7 +261,9 @@ class IterationTimeService:
                  fallback_ns: float | None = None):
         self.model = model if model is not None else make_model("ridge")
         self.auto_train = auto_train
-        self.clients: dict[int, ClientState] = {}
+        #: client id -> records, least recently used first (send-records and inference use a client)
+        self.clients: collections.OrderedDict[int, ClientState] = collections.OrderedDict()
+        self.evicted_clients = 0
         self.version = 0
         self.fitted_clients: set[int] = set()
         self.dirty = False
@@ -305,21 +308,40 @@ class IterationTimeService:
                                     f"(--allow-dir)")
         return p
 
+    def _touch(self, client: int) -> None:
+        """Mark ``client`` as the most recently used."""
+        if client in self.clients:
+            self.clients.move_to_end(client)
+
+    def _evict(self, keep: int) -> None:
+        """Drop the least recently used client other than ``keep`` (its records, its fitted mark)."""
+        victim = next(c for c in self.clients if c != keep)
+        st = self.clients.pop(victim)
+        self.n_records -= len(st.records)
+        self.fitted_clients.discard(victim)
+        self.evicted_clients += 1
+        if self.evicted_clients == 1 and self.log is not None:
+            self.log(f"client limit reached (--max-clients {self.limits.max_clients}, --max-total-records "
+                     f"{self.limits.max_total_records}): evicting the least recently used clients; model-status "
+                     f"counts them")
+
     def _add(self, client: int, values: list[float], op: str = "send-records") -> None:
+        keep = self.limits.max_records_per_client
         st = self.clients.get(client)
+        old = len(st.records) if st is not None else 0
+        grow = min(old + len(values), keep) - old
+        if grow + old > self.limits.max_total_records:
+            raise DirectorError(f"{op}: {old + grow} iteration times for client {client} exceed what the server "
+                                f"holds over all clients (--max-total-records {self.limits.max_total_records})")
         if st is None:
-            if len(self.clients) >= self.limits.max_clients:
-                raise DirectorError(f"{op}: the server already holds records of {len(self.clients)} clients, its "
-                                    f"limit (--max-clients); client {client} refused")
             if not values:
                 return
+            while len(self.clients) >= self.limits.max_clients:
+                self._evict(client)
             st = self.clients[client] = ClientState()
-        keep = self.limits.max_records_per_client
-        old = len(st.records)
-        grow = min(old + len(values), keep) - old
-        if self.n_records + grow > self.limits.max_total_records:
-            raise DirectorError(f"{op}: the server holds {self.n_records} iteration times, its limit "
-                                f"(--max-total-records); {len(values)} more refused")
+        self._touch(client)
+        while self.n_records + grow > self.limits.max_total_records:
+            self._evict(client)
         st.records.extend(values[-keep:])
         if len(st.records) > keep:
             del st.records[:-keep]
@@ -391,6 +413,7 @@ class IterationTimeService:
             raise DirectorError(f"{op}: the context data has no finite positive value ({ignored} ignored)")
         L = max(int(self.model.lookback or 1), 1)
         st = self.clients.get(client)
+        self._touch(client)
         n_known = (len(st.records) if st is not None else 0) + len(context)
         if n_known == 0:
             return self._no_history(client, steps)
@@ -454,8 +477,20 @@ class IterationTimeService:
                 "training_examples": str(n), "model_version": str(self.version)}
 
     def save_model(self, args: list[str], data: bytes) -> dict:
+        """Write the model to a new checkpoint folder; never over an existing path (as gRPC ``Save``)."""
         name = _arg(args, 0, "output model path", "save-model")
         path = self._confined(name, "save-model")
+        exists = DirectorError(f"save-model: {name} already exists; save-model never overwrites, choose another "
+                               f"path")
+        if path.exists() or path.is_symlink():
+            raise exists
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir()  # exclusive: of two saves to one path, one fails
+        except FileExistsError:
+            raise exists from None
+        except OSError as exc:
+            raise DirectorError(f"save-model: cannot write {name}: {exc.strerror or type(exc).__name__}") from None
         try:
             self.model.save(path)
         except OSError as exc:
@@ -491,7 +526,7 @@ class IterationTimeService:
             raise DirectorError(f"{op}: CSV path does not exist: {name}")
         rows: dict[int, list[float]] = {}
         ignored = kept = 0
-        room = self.limits.max_total_records - self.total_records()
+        room = self.limits.max_total_records  # other clients' records are evicted to make room
         try:
             with open(path, newline="", encoding="utf-8") as fh:
                 reader = csv.DictReader(fh)
@@ -509,8 +544,7 @@ class IterationTimeService:
                     if client < 0:
                         raise DirectorError(f"{op}: {name}:{line}: client must be >= 0, got {client}")
                     if math.isfinite(value) and value > 0:
-                        if client not in rows and client not in self.clients and \
-                                len(rows) + len(self.clients) >= self.limits.max_clients:
+                        if client not in rows and len(rows) >= self.limits.max_clients:
                             raise DirectorError(f"{op}: {name}:{line}: more clients than the server's limit "
                                                 f"(--max-clients {self.limits.max_clients})")
                         kept += 1
@@ -543,6 +577,7 @@ class IterationTimeService:
                 "total_clients": str(len(ids)), "total_records": str(sum(recs.values())),
                 "trained_clients": str(len(trained)), "model_version": str(self.version),
                 "auto_train": "1" if self.auto_train else "0", "fallbacks": str(self.no_history_fallbacks),
+                "evicted_clients": str(self.evicted_clients),
                 "clients": ";".join(f"{c}:records={recs[c]},trained={int(c in self.fitted_clients)}" for c in ids)}
 
     def dispatch(self, op: str, args: list[str], data: bytes) -> dict:

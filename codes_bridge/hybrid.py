@@ -114,7 +114,7 @@ def policy_plan(scenario, nominal_ns: dict[int, float] | None = None) -> list[li
     from controllers import load_policy
     from controllers.base import JobView
 
-    policy = load_policy(scenario.controller.policy, scenario.controller.params, (scenario.base_dir,))
+    policy = load_policy(scenario.controller.policy, scenario.controller.params)
     fixed = never_predicted(scenario)  # asked as usual (a policy may coordinate jobs), but simulated
     plan: list[list[Mode] | None] = [None if j.is_background else [] for j in scenario.jobs]
     lengths = {i: float((nominal_ns or {}).get(i, nominal_iteration_ns(scenario, j)))

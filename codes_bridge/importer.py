@@ -194,6 +194,15 @@ def read_codes_run(codes_run_dir: str | os.PathLike, *, ports: bool = True, vt_s
         wl = parse_workloads_conf(wl_path)
         job_names = job_names_from_workloads(wl)
         job_ranks = [w.ranks for w in wl]
+        # one MPI rank per terminal (model-net-mpi-replay's nw-lps): more ranks than terminals is a damaged file,
+        # and the checks below would size arrays by it
+        terminals = shape.groups * shape.routers_per_group * shape.terminals_per_router
+        total = 0
+        for w in wl:
+            total += w.ranks
+            if total > terminals:
+                raise CodesImportError(f"{wl_path}:{w.line}: the jobs up to this line need {total} ranks, but "
+                                       f"{conf_path} has {terminals} terminals")
     else:
         job_names, job_ranks = [], []
         warn(f"{d}: no workload file; jobs are named job<id>", warnings)

@@ -12,9 +12,11 @@ class DirectorLimits:
     """What one director server accepts, so that no client can exhaust its memory or time.
 
     ``max_request_bytes``: larger ZeroMQ messages are dropped by ZeroMQ itself (``ZMQ_MAXMSGSIZE``: the sender's
-    connection is closed, no reply); ``max_clients``: distinct client ids with records; ``max_records_per_client``:
+    connection is closed, no reply); ``max_clients``: distinct client ids with records (a new one beyond it evicts
+    the least recently used client, so a flood of ids never locks real clients out); ``max_records_per_client``:
     iteration times kept per client (older ones are dropped; the models look at the last few);
-    ``max_total_records``: iteration times kept over all clients (beyond it ``send-records`` fails)."""
+    ``max_total_records``: iteration times kept over all clients (beyond it the least recently used clients are
+    evicted; only a request that cannot fit even then fails)."""
 
     max_request_bytes: int = 16 * 1024 * 1024
     max_clients: int = 65_536

@@ -1,12 +1,12 @@
-"""Find a policy by name: built-ins, the ``hybridsim.policies`` entry-point group, or ``module:Class``."""
+"""Find a policy by name: built-ins, the ``hybridsim.policies`` entry-point group, or ``module:Class`` (imported
+by :mod:`hybridsim.plugins`' rule: never from the scenario's folder or the working directory unless allowed)."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import sys
 from importlib.metadata import entry_points
+
+import hybridsim.plugins as plugins
 
 from .base import Policy, PolicyError
 from .builtin import BUILTIN
@@ -22,25 +22,7 @@ def available_policies() -> list[str]:
     return sorted(set(BUILTIN) | set(_entry_point_policies()))
 
 
-def _import(mod: str, search_paths: tuple[str, ...]):
-    """Import ``mod``; if it is not importable as installed, also look in ``search_paths`` (the scenario's folder and
-    the working directory), so a policy file next to the scenario works without packaging."""
-    try:
-        return importlib.import_module(mod)
-    except ModuleNotFoundError as exc:
-        if not (exc.name and mod.startswith(exc.name)):
-            raise
-    added = [p for p in search_paths if p not in sys.path]
-    sys.path[:0] = added
-    try:
-        return importlib.import_module(mod)
-    finally:
-        for p in added:
-            if p in sys.path:
-                sys.path.remove(p)
-
-
-def _resolve(spec: str, search_paths: tuple[str, ...] = ()) -> type:
+def _resolve(spec: str) -> type:
     if spec in BUILTIN:
         return BUILTIN[spec]
     eps = _entry_point_policies()
@@ -52,7 +34,7 @@ def _resolve(spec: str, search_paths: tuple[str, ...] = ()) -> type:
     if ":" in spec:
         mod, _, attr = spec.partition(":")
         try:
-            module = _import(mod, search_paths + (os.getcwd(),))
+            module = plugins.import_module(mod)
         except ImportError as exc:
             raise PolicyError(f"policy {spec!r}: cannot import module {mod!r}: {exc}") from exc
         except Exception as exc:  # a plug-in's own code failed at import
@@ -65,9 +47,10 @@ def _resolve(spec: str, search_paths: tuple[str, ...] = ()) -> type:
                       "or give 'module:Class'")
 
 
-def policy_class(spec: str, search_paths: tuple[str, ...] = ()) -> type:
-    """The class the policy name ``spec`` stands for (imports a plug-in, instantiates nothing)."""
-    cls = _resolve(spec, tuple(str(p) for p in search_paths))
+def policy_class(spec: str) -> type:
+    """The class the policy name ``spec`` stands for (imports a plug-in under :mod:`hybridsim.plugins`' rule:
+    installed or ``--plugin-path`` folders only; instantiates nothing)."""
+    cls = _resolve(spec)
     if not (isinstance(cls, type) and issubclass(cls, Policy)):
         # duck typing is allowed: any class with decide(view)
         if not callable(getattr(cls, "decide", None)):
@@ -87,10 +70,10 @@ def unknown_params(cls: type, params: dict) -> list[str]:
     return [k for k in params if k not in ok]
 
 
-def load_policy(spec: str, params: dict | None = None, search_paths: tuple[str, ...] = ()) -> Policy:
+def load_policy(spec: str, params: dict | None = None) -> Policy:
     """Instantiate the policy named ``spec`` with keyword ``params``. Any failure, including an exception a
     plug-in's import or constructor raises, is a :class:`PolicyError`."""
-    cls = policy_class(spec, search_paths)
+    cls = policy_class(spec)
     params = params or {}
     bad = unknown_params(cls, params)
     if bad:

@@ -164,9 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check scenario files without running them")
     p.add_argument("files", nargs="+", metavar="FILE")
-    from .cli_run import add_limit_argument
+    from .cli_run import add_limit_argument, add_plugin_argument
 
     add_limit_argument(p)
+    add_plugin_argument(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("topology", help="describe a scenario's Dragonfly (counts, radix, diameter)")
@@ -188,10 +189,12 @@ def main(argv: list[str] | None = None) -> int:
         _err(str(exc))
         return EXIT_FAIL
     args = parser.parse_args(argv)
+    from .cli_run import apply_plugin_paths
     from .interrupts import Terminated, terminate_like_ctrl_c
 
     try:
         with terminate_like_ctrl_c():
+            apply_plugin_paths(args)
             code = int(args.func(args) or 0)
             sys.stdout.flush()
         return code

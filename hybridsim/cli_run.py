@@ -16,6 +16,24 @@ def add_limit_argument(p: argparse.ArgumentParser) -> None:
                         "max_samples, deadline (wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
 
 
+def add_plugin_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugin-path", action="append", metavar="DIR", default=[],
+                   help="a folder to import the scenario's plug-ins (controller.policy / workload.function "
+                        "'module:name') from (repeatable); without it they come only from installed packages, "
+                        "never from the scenario's folder or the working directory")
+
+
+def apply_plugin_paths(args) -> None:
+    """Allow the ``--plugin-path`` folders (:mod:`hybridsim.plugins`); a missing folder is a :class:`CliError`."""
+    from . import plugins
+
+    for d in getattr(args, "plugin_path", None) or ():
+        try:
+            plugins.add_path(d)
+        except NotADirectoryError as exc:
+            raise CliError(str(exc)) from None
+
+
 def cmd_run(args) -> int:
     from .rundir import RunDirError
     from .runner import RunError, run_scenario_file
@@ -64,6 +82,7 @@ def register(sub) -> None:
                    help="simulate: pure simulation; hybrid: controller loop with the surrogate")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_limit_argument(p)
+    add_plugin_argument(p)
     p.set_defaults(func=cmd_run)
     _register_more(sub)
 
@@ -169,6 +188,7 @@ def _register_more(sub) -> None:
                         "ablation to compare it with its own); added to the surrogates")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
     p.add_argument("--no-progress", action="store_true")
+    add_plugin_argument(p)
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("describe-run", help="write description.json of an engine run directory written before runs "

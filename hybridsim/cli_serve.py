@@ -74,6 +74,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "folder written by save-model / surrogate training")
     p.add_argument("--model-option", metavar="KEY=VALUE", action="append",
                    help="constructor option of a named model, e.g. k=8 (repeatable)")
+    from .cli_run import add_plugin_argument
+
+    add_plugin_argument(p)  # where an allowed custom workload module (--allow-module) may be imported from
     from .service.cli import add_serve_options
 
     p.set_defaults(func=cmd_serve, **{SERVICES_DEFAULT: {}})

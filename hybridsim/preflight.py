@@ -1,14 +1,14 @@
-"""Checks of a scenario's hybrid-loop sections (``controller``, ``surrogate``) that ``hybridsim validate`` and
-``hybridsim run --mode hybrid`` make before a run directory exists: the policy resolves (a plug-in imports), takes
-the given parameters and constructs; the surrogate model is registered (or a checkpoint folder exists) and its
-``config`` is accepted by its constructor. Errors are :class:`~hybridsim.scenario.ScenarioError` located at the
-section's field."""
+"""Checks of a scenario's plug-ins and hybrid-loop sections (``controller``, ``surrogate``) that ``hybridsim validate``
+and ``hybridsim run`` make before a run directory exists: the policy resolves (a plug-in imports), takes the given
+parameters and constructs; the surrogate model is registered and its ``config`` is accepted by its constructor, or
+its checkpoint folder loads (config, constructor, weights); custom workload functions resolve. Plug-in modules are
+imported by :mod:`hybridsim.plugins`' rule only. Errors are :class:`~hybridsim.scenario.ScenarioError` located at
+the section's field."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
-from pathlib import Path
 
 from .scenario import Scenario, ScenarioError
 
@@ -18,7 +18,7 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
     from controllers import PolicyError, load_policy, policy_class
     from controllers.loader import unknown_params
     from surrogate.base import SurrogateError
-    from surrogate.loading import is_checkpoint_spec, split_spec
+    from surrogate.loading import checkpoint_folder, load, split_spec
     from surrogate.registry import model_class
 
     out: list[str] = []
@@ -27,9 +27,8 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
         out.append(f"{scenario.where(loc)}: {'.'.join(loc)}: {msg}")
 
     ctl = scenario.controller
-    search = (str(scenario.base_dir),)
     try:
-        cls = policy_class(ctl.policy, search)
+        cls = policy_class(ctl.policy)
     except PolicyError as exc:
         problem(("controller", "policy"), str(exc))
     else:
@@ -42,15 +41,21 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
                                                    f"(it takes: {', '.join(valid) or 'none'})")
         if not bad:
             try:
-                load_policy(ctl.policy, ctl.params, search)
+                load_policy(ctl.policy, ctl.params)
             except PolicyError as exc:
                 problem(("controller", "params") if ctl.params else ("controller", "policy"), str(exc))
 
     sec = scenario.surrogate
-    if is_checkpoint_spec(sec.model, scenario.base_dir):
-        path = scenario.resolve(Path(sec.model).expanduser())
+    ckpt = checkpoint_folder(sec.model, scenario.base_dir)
+    if ckpt is not None:
+        path = ckpt[1]
         if not path.is_dir():
             problem(("surrogate", "model"), f"no checkpoint folder {path} (and {sec.model!r} is not a model name)")
+            return out
+        try:  # loaded, not only found: config, constructor and weights (safetensors only), as the run will
+            load(sec.model, base_dir=scenario.base_dir)
+        except SurrogateError as exc:
+            problem(("surrogate", "model"), f"checkpoint {path}: {exc}")
         return out
     try:
         name, options = split_spec(sec.model)
@@ -65,8 +70,36 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
     return out
 
 
+def plugin_problems(scenario: Scenario) -> list[str]:
+    """Located messages for custom workloads (``workload.function``) that do not resolve under
+    :mod:`hybridsim.plugins`' rule or cannot take the job's ``params``. A remote engine imports them itself (under
+    its operator's allow-list), so its scenarios are not checked here."""
+    if scenario.backend.kind == "remote":
+        return []
+    out = []
+    for i, job in enumerate(scenario.jobs):
+        if job.workload.kind == "custom":
+            from .workloads.base import WorkloadError
+            from .workloads.custom import CustomJob
+
+            try:
+                CustomJob(job.name, job.ranks, job.iterations, job.workload, validate=False)
+            except WorkloadError as exc:
+                loc = ("jobs", i, "workload", "function")
+                out.append(f"{scenario.where(loc)}: jobs.{i}.workload.function: {exc}")
+    return out
+
+
+def check_plugins(scenario: Scenario) -> None:
+    """Raise a :class:`ScenarioError` listing every problem :func:`plugin_problems` finds (any run mode)."""
+    problems = plugin_problems(scenario)
+    if problems:
+        raise ScenarioError("\n".join(problems), problems)
+
+
 def check_hybrid(scenario: Scenario) -> None:
-    """Raise a :class:`ScenarioError` listing every problem :func:`hybrid_problems` finds."""
-    problems = hybrid_problems(scenario)
+    """Raise a :class:`ScenarioError` listing every problem :func:`plugin_problems` and :func:`hybrid_problems`
+    find (what ``validate`` checks beyond the file, and ``run --mode hybrid`` before a run directory exists)."""
+    problems = plugin_problems(scenario) + hybrid_problems(scenario)
     if problems:
         raise ScenarioError("\n".join(problems), problems)

@@ -48,7 +48,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     import surrogate
     from controllers import load_policy
     from surrogate.base import SurrogateError
-    from surrogate.loading import is_checkpoint_spec
+    from surrogate.loading import checkpoint_folder
     from surrogate.online import feed_class
 
     from .hybrid import HybridController
@@ -56,9 +56,9 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
 
     sec = scenario.surrogate
     spec = sec.model
-    policy = load_policy(scenario.controller.policy, scenario.controller.params, (scenario.base_dir,))
+    policy = load_policy(scenario.controller.policy, scenario.controller.params)
     # surrogate.config configures a named model; a checkpoint's own config.json holds its options
-    config = {} if is_checkpoint_spec(spec, scenario.base_dir) else sec.config
+    config = {} if checkpoint_folder(spec, scenario.base_dir) is not None else sec.config
     source = surrogate.load(spec, config, base_dir=scenario.base_dir)
     from surrogate.base import JobInfo
 
@@ -185,6 +185,8 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
     from .scenario import scenario_to_dict
 
     cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
+    from .preflight import check_hybrid, check_plugins
+
     if mode == "floor" and not cls.runs_policy:  # see Backend.runs_policy
         raise RunError(f"mode 'floor' (the hybrid machinery with nothing predicted) is for a backend that runs the "
                        f"policy itself; backend {scenario.backend.kind!r} does not")
@@ -192,10 +194,10 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         refusal = cls.hybrid_refusal(scenario)
         if refusal is not None:  # before any run directory exists
             raise scenario.error(("backend",), f"hybrid mode refused: {refusal}")
-        if controller is None:
-            from .preflight import check_hybrid
-
-            check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
+    if mode == "hybrid" and controller is None:
+        check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
+    else:
+        check_plugins(scenario)  # custom workload modules (hybridsim.plugins' rule), before any run directory
     topology = scenario.build_topology()
     # a job stream's terminals are allocated by its scheduler as jobs start
     placement = None if scenario.is_stream else place_jobs(scenario, topology)

@@ -8,10 +8,11 @@ A spec is one of
   :meth:`~surrogate.base.Surrogate.save` a single-model folder with ``config.json``);
 * ``NAME=FOLDER``: a checkpoint folder that must hold model ``NAME``.
 
-The one "is it a path" rule (:func:`is_checkpoint_spec`): ``NAME:options`` (a bare name before the colon) is a model
-name whatever its options hold (``oracle:run=results/x/pure``); otherwise a spec is a folder if it has a path
-separator, starts with ``.`` or ``~``, or names an existing directory (relative to ``base_dir``); anything else is a
-model name.
+The one "is it a path" rule (:func:`is_checkpoint_spec`): ``NAME:options`` (a plain name before the first ``:``) is
+a model name whatever its options hold (``pretrained:weights=/path/model.safetensors``, ``oracle:run=results/x/pure``); otherwise a spec is a folder
+if it has a path separator, starts with ``.`` or ``~``, or names an existing directory (relative to ``base_dir``);
+anything else is a model name. A checkpoint folder is loaded in full (config, constructor, weights) by
+:func:`load`, which ``hybridsim validate`` calls too; weights are read with safetensors only, never pickle.
 """
 
 from __future__ import annotations
@@ -29,27 +30,71 @@ from .registry import check_config, create
 CKPT_FORMAT = "hybridsim-surrogate-checkpoints"
 
 
+#: largest ``config.json`` / ``train.json`` read (a checkpoint's are a few hundred bytes)
+MAX_JSON_BYTES = 1 << 20
+
+
+def _read_json(path: Path, what: str):
+    """The JSON in ``path``; :class:`SurrogateError` naming it for anything but a small, readable, UTF-8 JSON file
+    (too big, not a regular file, not UTF-8, malformed, nested too deep)."""
+    try:
+        if not path.is_file():
+            raise SurrogateError(f"{path}: corrupt {what}: not a regular file")
+        if path.stat().st_size > MAX_JSON_BYTES:
+            raise SurrogateError(f"{path}: corrupt {what}: {path.stat().st_size} bytes, more than {MAX_JSON_BYTES}")
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SurrogateError(f"{path}: corrupt {what}: not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise SurrogateError(f"{path}: corrupt {what}: {exc}") from None
+    except RecursionError:
+        raise SurrogateError(f"{path}: corrupt {what}: nested too deep") from None
+    except OSError as exc:
+        raise SurrogateError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+
+
 def load_surrogate(path: str | Path) -> Surrogate:
-    """Load a single-model checkpoint folder written by :meth:`Surrogate.save`."""
+    """Load a single-model checkpoint folder written by :meth:`Surrogate.save`: ``config.json`` (model name and
+    constructor options) and optional ``model.safetensors`` (read with safetensors only: no pickle, no code).
+    Anything unusable is a :class:`SurrogateError` naming the file."""
+    from .base import check_kwargs
+    from .registry import model_class
+
     path = Path(path)
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise SurrogateError(f"{path}: not a surrogate checkpoint (no config.json)")
+    cfg = _read_json(cfg_path, "checkpoint config")
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), str) \
+            or not isinstance(cfg.get("config", {}), dict):
+        raise SurrogateError(f"{cfg_path}: corrupt checkpoint config: expected {{\"model\": NAME, \"config\": "
+                             f"{{...}}}}")
+    name, config = cfg["model"], cfg.get("config", {})
     try:
-        cfg = json.loads(cfg_path.read_text())
-        name, config = cfg["model"], cfg.get("config", {})
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise SurrogateError(f"{cfg_path}: corrupt checkpoint config: {exc}") from None
-    model = create(name, **config)
+        cls = model_class(name)
+        check_kwargs(cls, config)
+        model = cls(**config)
+    except SurrogateError as exc:
+        raise SurrogateError(f"{cfg_path}: {exc}") from None
+    except Exception as exc:  # a constructor's TypeError / ValueError on a bad option value
+        raise SurrogateError(f"{cfg_path}: bad options for model {name!r}: {type(exc).__name__}: {exc}") from None
     st = path / "model.safetensors"
-    if st.exists():
+    if st.exists() or st.is_symlink():
         from safetensors.torch import load_file
 
+        if not st.is_file():
+            raise SurrogateError(f"{st}: corrupt weights: not a regular file")
         try:
             state = load_file(str(st))
         except Exception as exc:  # safetensors raises its own error types
             raise SurrogateError(f"{st}: corrupt weights: {exc}") from None
-        model._load_state(state)
+        try:
+            model._load_state(state)
+        except SurrogateError as exc:
+            raise SurrogateError(f"{st}: {exc}") from None
+        except Exception as exc:  # a state dict that does not fit the model
+            raise SurrogateError(f"{st}: weights do not fit model {name!r}: {type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
     return model
 
 
@@ -64,13 +109,18 @@ def load_checkpoints(path: str | Path, dataset=None, expect_model: str | None = 
         raise SurrogateError(f"{path}: checkpoint not found")
     tj = path / "train.json"
     if tj.is_file():
+        meta = _read_json(tj, "checkpoint index")
         try:
-            meta = json.loads(tj.read_text())
             name, jobs = meta["model"], dict(meta["jobs"])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise SurrogateError(f"{tj}: corrupt checkpoint index: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SurrogateError(f"{tj}: corrupt checkpoint index: {type(exc).__name__}: {exc}") from None
         if meta.get("format") != CKPT_FORMAT:
             raise SurrogateError(f"{tj}: not a {CKPT_FORMAT} file")
+        inside = path.resolve()
+        for job, sub in jobs.items():
+            if not isinstance(sub, str) or not (path / sub).resolve().is_relative_to(inside) \
+                    or (path / sub).resolve() == inside:
+                raise SurrogateError(f"{tj}: job {job!r}: {sub!r} is not a sub-folder of the checkpoint")
         if expect_model and name != expect_model:
             raise SurrogateError(f"{path}: checkpoint is of model {name!r}, not {expect_model!r}")
         if dataset is not None and meta.get("topology") != shape_dict(dataset.shape):
@@ -118,15 +168,36 @@ def parse_options(items, what: str = "option") -> dict:
     return out
 
 
+def _pathlike(text: str) -> bool:
+    return "/" in text or os.sep in text or text.startswith((".", "~"))
+
+
 def is_checkpoint_spec(spec: str, base_dir: str | Path | None = None) -> bool:
     """The one rule for "is this spec a checkpoint folder" (see the module docstring)."""
-    head, colon, _ = spec.partition(":")
-    if colon and len(head) > 1 and head.replace("-", "").replace("_", "").isalnum():
-        return False  # NAME:options (an option may be a path: oracle:run=DIR)
-    if "/" in spec or os.sep in spec or spec.startswith((".", "~")):
+    name, colon, _ = spec.partition(":")
+    if colon and name.strip() and not _pathlike(name):
+        return False  # NAME:options, whatever the options hold (pretrained:weights=/some/file)
+    if _pathlike(spec):
         return True
     p = Path(spec)
     return (Path(base_dir) / p if base_dir is not None else p).is_dir()
+
+
+def checkpoint_folder(spec: str, base_dir: str | Path | None = None) -> tuple[str | None, Path] | None:
+    """``(model name the folder must hold or None, folder)`` for a checkpoint spec (``FOLDER`` or ``NAME=FOLDER``,
+    relative to ``base_dir``), None for a model name (see the module docstring)."""
+    spec = str(spec).strip()
+    head, eq, tail = spec.partition("=")
+    if eq and ":" not in head and not _pathlike(head):
+        expect, folder = head.strip(), tail.strip()
+    elif is_checkpoint_spec(spec, base_dir):
+        expect, folder = None, spec
+    else:
+        return None
+    p = Path(folder).expanduser()
+    if base_dir is not None and not p.is_absolute():
+        p = Path(base_dir) / p
+    return expect, p
 
 
 @dataclass
@@ -189,13 +260,8 @@ def load(spec: str, config: dict | None = None, *, base_dir: str | Path | None =
     checked (:meth:`Surrogate.check_config`) here. Raises :class:`SurrogateError`."""
     spec = str(spec).strip()
     config = dict(config or {})
-    expect = None
-    head, eq, tail = spec.partition("=")
-    if eq and ":" not in head and "/" not in head and os.sep not in head:
-        expect, folder = head.strip(), tail.strip()
-    elif is_checkpoint_spec(spec, base_dir):
-        folder = spec
-    else:
+    ckpt = checkpoint_folder(spec, base_dir)
+    if ckpt is None:
         name, opts = split_spec(spec)
         opts.update(config)
         if check:
@@ -208,8 +274,6 @@ def load(spec: str, config: dict | None = None, *, base_dir: str | Path | None =
     if config:
         raise SurrogateError(f"{spec}: model options {config} cannot be applied to a checkpoint (its config.json "
                              "holds them)")
-    p = Path(folder).expanduser()
-    if base_dir is not None and not p.is_absolute():
-        p = Path(base_dir) / p
+    expect, p = ckpt
     name, trained = load_checkpoints(p, dataset, expect_model=expect)
     return ModelSource(spec, name, {}, p, trained)

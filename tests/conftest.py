@@ -10,8 +10,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # examples/ (plug-in policy) importable wherever pytest is started
+if str(REPO) not in sys.path:  # hybridsim importable wherever pytest is started
     sys.path.insert(0, str(REPO))
+from hybridsim import plugins  # noqa: E402
+
+plugins.add_path(REPO)  # examples/ (the plug-in policy) importable as --plugin-path would make it
 
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:  # refdata and fakes importable whatever the import mode

@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("hybridsim", "surrogate", "codes_bridge", "controllers")
 
 #: the shared vocabulary (backend/director protocol, records, run-directory format, topology, units, YAML reader,
-#: interrupts, CLI errors); module prefixes: one entry (the ground-floor package) once it has a package of its own
-GROUND_FLOOR = ("hybridsim.backend", "hybridsim.errors", "hybridsim.interrupts", "hybridsim.records",
-                "hybridsim.rundir", "hybridsim.topology", "hybridsim.units", "hybridsim.yamlio")
+#: interrupts, CLI errors, where plug-in modules are imported from); module prefixes: one entry (the ground-floor
+#: package) once it has a package of its own
+GROUND_FLOOR = ("hybridsim.backend", "hybridsim.errors", "hybridsim.interrupts", "hybridsim.plugins",
+                "hybridsim.records", "hybridsim.rundir", "hybridsim.topology", "hybridsim.units", "hybridsim.yamlio")
 
 #: THE layering rule: what the modules of each floor may import (module prefixes), wherever and however they do
 MAY_IMPORT = {

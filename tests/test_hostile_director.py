@@ -142,26 +142,74 @@ def test_undecodable_requests_fail_with_short_errors(serve_with, raw, needle):
 
 def test_client_ids_and_records_are_bounded(serve_with):
     s = serve_with(limits=DirectorLimits(max_clients=100, max_records_per_client=50, max_total_records=4_000))
+    svc = s.server.service
     c = s.client()
     for i in range(100):
         assert c(dreq("send-records", ["3", 10_000_000 + i, 1], b"1000"))["status"] == "done"
+    # a new client beyond the limit evicts the least recently used one (the first), not itself
     r = c(dreq("send-records", ["3", 5, 1], b"1000"))
-    assert r["status"] == "failed" and "limit" in r["error"] and "--max-clients" in r["error"]
-    assert 5 not in s.server.service.clients and len(s.server.service.clients) == 100
+    assert r["status"] == "done"
+    assert 5 in svc.clients and 10_000_000 not in svc.clients and len(svc.clients) == 100
+    assert svc.evicted_clients == 1 and svc.total_records() == 100
     # known clients still get records; each keeps only its last 50
-    r = c(dreq("send-records", ["3", 10_000_000, 80], " ".join(str(1000 + i) for i in range(80)).encode()))
+    r = c(dreq("send-records", ["3", 10_000_001, 80], " ".join(str(1000 + i) for i in range(80)).encode()))
     assert r["status"] == "done" and r["total_records"] == "50"
-    assert list(s.server.service.clients[10_000_000].records)[-1] == 1079.0
-    # and the total over all clients is capped
-    for i in range(1, 100):
-        r = c(dreq("send-records", ["3", 10_000_000 + i, 50], b"1000 " * 50))
-        if r["status"] == "failed":
-            break
+    assert list(svc.clients[10_000_001].records)[-1] == 1079.0
+    # the total over all clients is capped by evicting the least recently used clients
+    for i in range(2, 100):
+        assert c(dreq("send-records", ["3", 10_000_000 + i, 50], b"1000 " * 50))["status"] == "done"
+    assert svc.total_records() <= 4_000
+    assert svc.total_records() == sum(len(st.records) for st in svc.clients.values())
+    assert c(dreq("inference", ["3", 10_000_099, 2]))["status"] == "done"
+    # a request that cannot fit even alone still fails
+    tiny = serve_with(limits=DirectorLimits(max_clients=10, max_records_per_client=50, max_total_records=20))
+    r = tiny.client()(dreq("send-records", ["3", 1, 30], b"1000 " * 30))
     assert r["status"] == "failed" and "--max-total-records" in r["error"]
-    assert s.server.service.total_records() <= 4_000
-    assert c(dreq("inference", ["3", 10_000_000, 2]))["status"] == "done"
     # a huge client id is just another id, never an allocation
     assert c(dreq("model-status", ["2", 10 ** 18]))["status"] == "done"
+
+
+def test_a_flood_of_client_ids_does_not_lock_real_clients_out(serve_with):
+    # on main 70,000 ids filled --max-clients for the server's lifetime; now the flood evicts itself
+    s = serve_with(limits=DirectorLimits(max_clients=64))
+    svc = s.server.service
+    c = s.client()
+    real = [0, 1, 2]
+    for r in real:
+        assert c(dreq("send-records", ["3", r, 5], b"1000 1100 1200 1300 1400"))["status"] == "done"
+    for i in range(1_000):
+        assert c(dreq("send-records", ["3", 1_000_000 + i, 1], b"5"))["status"] == "done"
+        if i % 50 == 0:  # the real clients keep working between the flood's requests, so they stay
+            for r in real:
+                assert c(dreq("inference", ["3", r, 1]))["status"] == "done"
+    assert len(svc.clients) == 64 and svc.evicted_clients == 1_000 + 3 - 64
+    assert all(len(svc.clients[r].records) == 5 for r in real)
+    # a new real client after the flood gets in and is answered from its own records (last = 1500)
+    assert c(dreq("send-records", ["3", 7, 1], b"1500"))["status"] == "done"
+    status = c(dreq("model-status", ["1", "all"]))
+    assert status["evicted_clients"] == str(svc.evicted_clients) and status["total_clients"] == "64"
+    # least recently used: the flood's oldest ids are gone, its newest are still there
+    assert 1_000_000 not in svc.clients and 1_000_999 in svc.clients
+
+
+def test_save_model_never_overwrites(serve_with, tmp_path):
+    s = serve_with(allowed_dirs=[tmp_path])
+    c = s.client()
+    assert c(dreq("save-model", ["1", "ckpt"]))["status"] == "done"
+    before = (tmp_path / "ckpt" / "config.json").read_bytes()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    (tmp_path / "file.txt").write_text("keep me too")
+    for name in ("ckpt", "mine", "file.txt", str(tmp_path / "ckpt")):
+        r = c(dreq("save-model", ["1", name]))
+        assert r["status"] == "failed" and "already exists" in r["error"] and "never overwrites" in r["error"], r
+    assert (tmp_path / "ckpt" / "config.json").read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["config.json"]
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+    assert (tmp_path / "file.txt").read_text() == "keep me too"
+    assert c(dreq("save-model", ["1", "sub/ckpt2"]))["status"] == "done"
+    assert (tmp_path / "sub" / "ckpt2" / "config.json").is_file()
 
 
 @pytest.fixture

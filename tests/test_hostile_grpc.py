@@ -443,6 +443,51 @@ def test_all_nan_history_is_invalid_argument(served):
     assert list(reply.durations) == [2e5, 4e5]          # mean of what is known
 
 
+def test_all_nan_tune_window_is_invalid_argument_and_keeps_the_version(served):
+    assert call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(job="nanfit", workload="milc", ranks=2))[0] == \
+        grpc.StatusCode.OK
+    v0 = served.s.Status(surrogate_pb2.StatusRequest(), timeout=10).model_version
+    for fit in (True, False):
+        code, msg = call(served.s.Tune, surrogate_pb2.TuneRequest(job="nanfit", window=3, durations=[np.nan] * 6,
+                                                                  fit=fit))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("durations: every value is NaN"), msg
+    st = served.s.Status(surrogate_pb2.StatusRequest(), timeout=10)
+    assert st.model_version == v0
+    # nothing was stored either: a Predict from the server's truth has none to use
+    code, _ = call(served.s.Predict, surrogate_pb2.PredictRequest(job="nanfit"))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    # one measured value is enough to fit, and that bumps the version once
+    reply = served.s.Tune(surrogate_pb2.TuneRequest(job="nanfit", window=3, durations=[np.nan] * 5 + [2e5], fit=True),
+                          timeout=10)
+    assert reply.model_version == v0 + 1 and reply.truth_values == 1
+
+
+@pytest.mark.parametrize("method", ["Predict", "Tune", "OpenJob", "Save"])
+def test_random_bytes_as_a_request_are_invalid_argument(served, method):
+    import random
+
+    rng = random.Random(7)
+    # raw bytes on the wire (no client-side serialisation): what a broken or hostile client sends
+    raw = served.s_channel.unary_unary(f"/hybridsim.v1.Surrogate/{method}", request_serializer=None,
+                                       response_deserializer=None)
+    codes = set()
+    for n in (1, 7, 64, 1000):
+        for _ in range(5):
+            blob = bytes(rng.getrandbits(8) for _ in range(n))
+            try:
+                raw(blob, timeout=10)
+                codes.add(grpc.StatusCode.OK)
+            except grpc.RpcError as exc:
+                codes.add(exc.code())
+                assert exc.code() != grpc.StatusCode.INTERNAL, exc.details()
+    # bytes that parse (unknown fields) reach the field checks; the rest are refused as undecodable
+    assert codes <= {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                     grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS}, codes
+    code, msg = call(raw, b"\xff" * 16)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("request: not a valid hybridsim.v1."), msg
+    assert served.s.Status(surrogate_pb2.StatusRequest(), timeout=10).model == "mean"
+
+
 def test_overflowing_tensor_shape_is_invalid_argument(served):
     assert call(served.s.OpenJob, surrogate_pb2.OpenJobRequest(job="g", workload="milc", ranks=2))[0] == \
         grpc.StatusCode.OK

@@ -218,6 +218,23 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
 }
 
 
+#: cases whose plug-in module lies next to the scenario: it is imported only with --plugin-path (hybridsim.plugins)
+PLUGIN_CASES = ("plugin_constructor_raises", "plugin_import_raises")
+
+
+@pytest.fixture(autouse=True)
+def _restore_plugin_paths(monkeypatch):
+    """--plugin-path given in-process changes sys.path and the allowed folders: undo it after each test."""
+    from hybridsim import plugins
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(plugins, "_ALLOWED", list(plugins._ALLOWED))
+
+
+def plugin_args(tmp_path: Path, name: str) -> list[str]:
+    return ["--plugin-path", str(tmp_path)] if name in PLUGIN_CASES else []
+
+
 def write_case(tmp_path: Path, name: str) -> Path:
     files = CASES[name][0]
     for fname, content in files.items():
@@ -244,7 +261,7 @@ def test_validate_rejects(tmp_path, capsys, monkeypatch, name):
         rc, err = r.returncode, r.stderr
     else:
         t0 = time.perf_counter()
-        rc = main(["validate", str(path)])
+        rc = main(["validate", str(path), *plugin_args(tmp_path, name)])
         assert time.perf_counter() - t0 < 30
         err = capsys.readouterr().err
     assert rc == 2, err
@@ -259,7 +276,7 @@ def test_run_writes_nothing(tmp_path, capsys, monkeypatch, name):
     path = write_case(tmp_path, name)
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    rc = main(["run", str(path), "--mode", "hybrid", "--no-progress"])
+    rc = main(["run", str(path), "--mode", "hybrid", "--no-progress", *plugin_args(tmp_path, name)])
     err = capsys.readouterr().err
     assert rc == 2, err
     check_message(err, name, path)
@@ -452,3 +469,190 @@ def test_estimated_cost_matches_the_generated_ops(kind, ranks):
         assert len(ops) / 2 <= cost.ops <= 2 * len(ops)
     else:
         assert cost.ops == len(ops)
+
+
+# ------------------------------------------------------------------------------------------------------ plug-ins
+#: a module that leaves a marker file when imported, i.e. when its code runs
+MARKING = ("import pathlib\npathlib.Path({marker!r}).write_text('imported')\n"
+           "from controllers import Policy\n"
+           "class P(Policy):\n    def decide(self, view):\n        return 'simulate'\n"
+           "def ring(rank, iteration, n_ranks):\n"
+           "    from hybridsim.workloads import compute\n    return [compute(1.0)]\n")
+
+
+def _clean_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m hybridsim ARGS`` in ``cwd`` with nothing on sys.path but the repository (PYTHONPATH) and what
+    the interpreter adds itself: ``-m`` puts the working directory first."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    return subprocess.run([sys.executable, "-m", "hybridsim", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, env={**env, "PYTHONPATH": str(REPO)})
+
+
+@pytest.fixture
+def marking_scenarios(tmp_path):
+    """A folder with a policy scenario, a custom-workload scenario and their module ``evilmod.py`` beside them."""
+    d = tmp_path / "scen"
+    d.mkdir()
+    marker = tmp_path / "imported"
+    (d / "evilmod.py").write_text(MARKING.format(marker=str(marker)))
+    (d / "pol.yaml").write_text(BASE + "controller: {policy: 'evilmod:P'}\n")
+    (d / "wl.yaml").write_text(BASE.replace("kind: milc, dimension_sizes: [2, 2], msg_size: 4096",
+                                            "kind: custom, function: 'evilmod:ring'"))
+    return d, marker
+
+
+@pytest.mark.parametrize("scenario", ["pol.yaml", "wl.yaml"])
+@pytest.mark.parametrize("where", ["scenario folder", "elsewhere"])
+def test_validate_imports_nothing_from_the_scenario_folder(marking_scenarios, tmp_path, scenario, where):
+    d, marker = marking_scenarios
+    cwd = d if where == "scenario folder" else tmp_path
+    r = _clean_run(["validate", str(d / scenario)], cwd)
+    assert r.returncode == 2, r.stderr
+    assert not marker.exists(), "validate ran the module next to the scenario"
+    field = "controller.policy" if scenario == "pol.yaml" else "jobs.0.workload.function"
+    assert f"{d / scenario}:7:" in r.stderr or f"{d / scenario}:6:" in r.stderr, r.stderr
+    assert field in r.stderr and "evilmod" in r.stderr and "--plugin-path" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("scenario,mode", [("pol.yaml", "hybrid"), ("wl.yaml", "simulate"), ("wl.yaml", "hybrid")])
+def test_run_imports_nothing_from_the_working_directory(marking_scenarios, scenario, mode):
+    d, marker = marking_scenarios
+    before = sorted(p.name for p in d.iterdir())
+    r = _clean_run(["run", scenario, "-o", "out", "--mode", mode, "--no-progress"], d)
+    assert r.returncode == 2, r.stderr
+    assert not marker.exists()
+    assert "--plugin-path" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(p.name for p in d.iterdir()) == before  # no run directory
+
+
+def test_plugin_path_is_the_explicit_way_in(marking_scenarios, tmp_path):
+    d, marker = marking_scenarios
+    r = _clean_run(["validate", str(d / "pol.yaml"), "--plugin-path", str(d)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert marker.read_text() == "imported"
+    marker.unlink()
+    r = _clean_run(["run", "wl.yaml", "-o", "out", "--no-progress", "--plugin-path", "."], d)
+    assert r.returncode == 0, r.stderr
+    assert marker.exists() and json.loads((d / "out" / "manifest.json").read_text())["status"] == "completed"
+    r = _clean_run(["validate", "pol.yaml", "--plugin-path", "nosuch"], d)
+    assert r.returncode == 2 and "--plugin-path nosuch: not a folder" in r.stderr
+
+
+def test_pythonpath_counts_as_saying_so(marking_scenarios):
+    # the working directory named in PYTHONPATH (as this project's own instructions do) is the user's choice
+    d, marker = marking_scenarios
+    r = subprocess.run([sys.executable, "-m", "hybridsim", "validate", "pol.yaml"], capture_output=True, text=True,
+                       timeout=120, cwd=d, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(d)])})
+    assert r.returncode == 0, r.stderr
+    assert marker.exists()
+
+
+def test_shipped_example_policy_runs_through_plugin_path(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE + "controller: {policy: 'examples.policies.every_other:EveryOther', params: {warmup: 1}}\n")
+    r = _clean_run(["run", str(p), "-o", str(tmp_path / "out"), "--mode", "hybrid", "--no-progress",
+                    "--plugin-path", "."], REPO)  # as the README says, from the repository root
+    assert r.returncode == 0, r.stderr
+    hybrid = json.loads((tmp_path / "out" / "summary.json").read_text())["hybrid"]
+    # EveryOther(warmup=1) on 2 iterations: iteration 0 simulated (warm-up), iteration 1 predicted
+    assert hybrid["policy"] == "examples.policies.every_other:EveryOther"
+    assert (hybrid["jobs"]["a"]["simulated_iterations"], hybrid["jobs"]["a"]["predicted_iterations"]) == (1, 1)
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def _safetensors(tensors: dict) -> bytes:
+    """A safetensors file by hand (8-byte header length, JSON header, data), so the test needs no torch."""
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    return len(h).to_bytes(8, "little") + h + data
+
+
+RIDGE = '{"model": "ridge", "config": {"k": 4}}'
+PRETRAINED = '{"model": "pretrained", "config": {"weights": "none"}}'
+#: id -> (checkpoint files, fragment of the message); every one passed validate on main (folder found) and then
+#: failed the hybrid run, or ran a checkpoint that was not one
+CHECKPOINTS: dict[str, tuple[dict, str]] = {
+    "garbage_config": ({"config.json": bytes(range(256))}, "not UTF-8"),
+    "deep_config": ({"config.json": "[" * 100_000 + "]" * 100_000}, "nested too deep"),
+    "config_a_list": ({"config.json": "[1, 2]"}, "expected {\"model\""),
+    "model_not_a_name": ({"config.json": '{"model": [1], "config": {}}'}, "expected {\"model\""),
+    "unknown_model": ({"config.json": '{"model": "nosuch"}'}, "unknown surrogate model 'nosuch'"),
+    "bad_option_value": ({"config.json": '{"model": "ridge", "config": {"k": "many"}}'}, "bad options for model"),
+    "unknown_option": ({"config.json": '{"model": "ridge", "config": {"kk": 3}}'}, "unknown config key 'kk'"),
+    "pickle_as_weights": ({"config.json": PRETRAINED, "model.safetensors": b"\x80\x04\x95" + b"cos\nsystem\n" * 20},
+                          "model.safetensors: corrupt weights"),
+    "weights_of_another_net": ({"config.json": PRETRAINED,
+                                "model.safetensors": _safetensors({"x": ("F32", [2], bytes(8))})},
+                               "weights do not fit"),
+    "huge_config": ({"config.json": '{"model": "ridge", "x": "' + "x" * (2 << 20) + '"}'}, "more than"),
+    "index_escapes": ({"train.json": json.dumps({"format": "hybridsim-surrogate-checkpoints", "model": "ridge",
+                                                 "jobs": {"a": "/etc"}})}, "not a sub-folder of the checkpoint"),
+    "empty_folder": ({}, "not a surrogate checkpoint"),
+}
+
+
+def _checkpoint(tmp_path: Path, name: str) -> Path:
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    for fname, content in CHECKPOINTS[name][0].items():
+        (ck / fname).write_bytes(content if isinstance(content, bytes) else content.encode())
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE + "surrogate: {model: ./ck}\n")
+    return p
+
+
+@pytest.mark.parametrize("name", sorted(CHECKPOINTS))
+def test_validate_loads_the_checkpoint(tmp_path, capsys, name):
+    p = _checkpoint(tmp_path, name)
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}:7:" in err and "surrogate.model" in err and str(tmp_path / "ck") in err, err
+    assert CHECKPOINTS[name][1] in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["pickle_as_weights", "bad_option_value", "index_escapes"])
+def test_hybrid_run_refuses_a_broken_checkpoint_before_any_run_directory(tmp_path, capsys, name):
+    p = _checkpoint(tmp_path, name)
+    assert main(["run", str(p), "-o", str(tmp_path / "out"), "--mode", "hybrid", "--no-progress"]) == 2
+    assert CHECKPOINTS[name][1] in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_etc_as_checkpoint(tmp_path, capsys):
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE + "surrogate: {model: /etc}\n")
+    assert main(["validate", str(p)]) == 2
+    assert "/etc: not a surrogate checkpoint" in capsys.readouterr().err
+
+
+def test_a_saved_checkpoint_still_validates(tmp_path, capsys):
+    from surrogate.registry import create
+
+    create("ridge", k=4).save(tmp_path / "ck")
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE + "surrogate: {model: ./ck}\n")
+    assert main(["validate", str(p)]) == 0, capsys.readouterr().err
+
+
+def test_pretrained_weights_take_a_path(tmp_path, capsys):
+    import surrogate
+    from surrogate.models.pretrained import SHIPPED
+
+    for weights in (SHIPPED / "model.safetensors", SHIPPED):
+        p = tmp_path / "s.yaml"
+        p.write_text(BASE + f"surrogate: {{model: 'pretrained:weights={weights}'}}\n")
+        assert main(["validate", str(p)]) == 0, capsys.readouterr().err
+        src = surrogate.load(f"pretrained:weights={weights}")
+        assert src.path is None and src.name == "pretrained"
+        # the same network as the shipped one: identical first-layer weights
+        m, shipped = src.new(), surrogate.load("pretrained").new()
+        assert all((a[0] == b[0]).all() for a, b in zip(m._w, shipped._w))
+    p.write_text(BASE + "surrogate: {model: 'pretrained:weights=/etc/passwd'}\n")
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "surrogate.model" in err and "/etc/passwd: corrupt weights" in err

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
 import warnings
 import zlib
 from pathlib import Path
@@ -51,12 +52,36 @@ def find_file(path: str | os.PathLike) -> Path | None:
     return None
 
 
-def open_text(path: str | os.PathLike):
-    """Open a text file, transparently gunzipping ``*.gz``."""
+def open_regular(path: str | os.PathLike):
+    """``path`` opened for binary reading if it is a regular file (symbolic links followed); a FIFO, device, socket
+    or folder raises :class:`CodesParseError` without blocking (opening a FIFO for reading waits for a writer)."""
     p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _unreadable(p, exc) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else
+                    "a socket" if stat.S_ISSOCK(mode) else "a device")
+            raise CodesParseError(p, None, f"not a regular file ({kind}); only regular files are read")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_text(path: str | os.PathLike):
+    """Open a regular text file (:func:`open_regular`), transparently gunzipping ``*.gz``."""
+    p = Path(path)
+    raw = open_regular(p)
     if p.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8", errors="replace", newline="")
-    return open(p, "r", encoding="utf-8", errors="replace", newline="")
+        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw, mode="rb"), encoding="utf-8", errors="replace",
+                                newline="")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
 
 
 #: what reading a damaged file raises: I/O errors, a truncated (EOFError) or corrupt (zlib.error) gzip stream
@@ -79,10 +104,11 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     """The whole file (gunzipped if ``*.gz``); a damaged file raises :class:`CodesParseError` naming it."""
     p = Path(path)
     try:
-        if p.suffix == ".gz":
-            with gzip.open(p, "rb") as fh:
-                return fh.read()
-        return p.read_bytes()
+        with open_regular(p) as raw:
+            if p.suffix == ".gz":
+                with gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+                    return fh.read()
+            return raw.read()
     except READ_ERRORS as exc:
         raise _unreadable(p, exc) from None
 

@@ -219,6 +219,8 @@ def decode_vt_bytes(buf: bytes, p, lpid_kind: dict[int, str] | None = None, radi
             raise CodesParseError(p, None, f"record {sel[0]}: {kind} payload size {sz} != expected "
                                            f"{dt.itemsize - HEADER_SIZE}")
         rec = _gather(buf, offs_a[sel], dt)
+        if lpid_kind is not None:
+            _check_ids(rec, kind, lpid_kind, p, first_record + sel, base_offset + offs_a[sel])
         cols = _flatten(rec, kind)
         cols = _sorted_cols(cols)
         if kind == ROUTER_LP:
@@ -228,6 +230,32 @@ def decode_vt_bytes(buf: bytes, p, lpid_kind: dict[int, str] | None = None, radi
         else:
             out.nwlp = cols
     return out, pos
+
+
+#: the id field each LP kind's payload repeats (its index among the LPs of its kind, in lpid order)
+_ID_FIELD = {ROUTER_LP: "router_id", TERMINAL_LP: "terminal_id", NWLP_LP: "nw_id"}
+
+
+def _check_ids(rec: np.ndarray, kind: str, lpid_kind: dict[int, str], p, records: np.ndarray,
+               offsets: np.ndarray) -> None:
+    """What a record says twice must agree, else it is damaged: its payload id is its LP's index among the .conf's
+    LPs of that kind (the header's lpid says which LP wrote it), and a router's or terminal's ``end_time`` is the
+    header's sample time."""
+    same = np.array(sorted(lp for lp, k in lpid_kind.items() if k == kind), dtype=np.int64)
+    lpid = rec["lpid"].astype(np.int64)
+    expect = np.searchsorted(same, lpid)
+    bad = np.flatnonzero(rec[_ID_FIELD[kind]].astype(np.int64) != expect)
+    where = lambda i: f"record {int(records[i])} at byte offset {int(offsets[i])}"  # noqa: E731
+    if len(bad):
+        i = int(bad[0])
+        raise CodesParseError(p, None, f"{where(i)}: {_ID_FIELD[kind]} {int(rec[_ID_FIELD[kind]][i])}, but lpid "
+                                       f"{int(lpid[i])} is {kind} {int(expect[i])} (damaged record)")
+    if "end_time" in rec.dtype.names:
+        bad = np.flatnonzero(rec["end_time"] != rec["ts"])
+        if len(bad):
+            i = int(bad[0])
+            raise CodesParseError(p, None, f"{where(i)}: end_time {float(rec['end_time'][i])!r} differs from the "
+                                           f"sample time {float(rec['ts'][i])!r} (damaged record)")
 
 
 def _gather(buf: bytes, offsets: np.ndarray, dt: np.dtype, chunk: int = 8192) -> np.ndarray:
@@ -441,6 +469,16 @@ def router_port_samples(router: dict, shape: DragonflyShape, bandwidth_gib: tupl
         raise CodesParseError(source, None, f"router samples have more than {radix} ports (radix from the .conf)")
     if rid.min() < 0 or rid.max() >= n_routers:
         raise CodesParseError(source, None, f"router_id {rid.max()} outside 0..{n_routers - 1}")
+    if not np.isfinite(ts).all() or (ts <= 0).any():
+        i = int(np.flatnonzero(~np.isfinite(ts) | (ts <= 0))[0])
+        raise CodesParseError(source, None, f"router {rid[i]}: sample time {float(ts[i])!r} (damaged record)")
+    if interval is not None:  # ROSS samples at multiples of --vt-interval
+        k = ts / float(interval)
+        off = np.flatnonzero(np.abs(k - np.round(k)) > 1e-6 * np.maximum(1.0, k))
+        if len(off):
+            i = int(off[0])
+            raise CodesParseError(source, None, f"router {rid[i]}: sample time {float(ts[i])!r} is not a multiple of "
+                                                f"--vt-interval {interval:g} (damaged record)")
     times, t_idx = np.unique(ts, return_inverse=True)
     if interval is None:
         d = np.diff(times)
@@ -458,6 +496,8 @@ def router_port_samples(router: dict, shape: DragonflyShape, bandwidth_gib: tupl
     stalled = np.stack([np.asarray(router[f"stalled_chunks_p{k}"], np.float64) for k in range(radix)], axis=1)
     vcocc = np.stack([np.asarray(router[f"vc_occupancy_sum_p{k}"], np.float64) for k in range(radix)], axis=1)
     queued = np.stack([np.asarray(router[f"queued_count_p{k}"], np.float64) for k in range(radix)], axis=1)
+    _check_port_values(source, ts, rid, float(interval), bw_bytes_per_ns, traffic=traffic, busy=busy,
+                       stalled=stalled, vcocc=vcocc, queued=queued)
     util = traffic / (bw_bytes_per_ns[None, :] * interval) * 100.0
     block = np.stack([traffic, busy, util, stalled, vcocc, queued], axis=2)  # (rows, radix, F)
     values[t_idx, rid] = block.astype(np.float32)
@@ -467,3 +507,32 @@ def router_port_samples(router: dict, shape: DragonflyShape, bandwidth_gib: tupl
              f"per-PE stats buffer in parallel runs, or routers never sampled); they are NaN in ports", warnings)
     return PortSamples(times, float(interval), radix, PORT_FEATURES, values.reshape(S, n_routers * radix, F),
                        meta={"source": source, "missing_rows": int(missing)})
+
+
+#: most bytes a port may report in one sample window, in windows' worth of its bandwidth (the reference runs reach
+#: 1.01: CODES counts a packet in the window it starts in)
+MAX_UTILISATION = 2.0
+
+
+def _check_port_values(source, ts, rid, interval: float, bw_bytes_per_ns, **fields) -> None:
+    """Refuse router samples no simulation can produce -- what a damaged file (a flipped byte in a counter's high
+    bytes, a sign, an exponent) gives, while the reference runs all pass: counts and times must be finite and
+    >= 0; a port's bytes at most :data:`MAX_UTILISATION` windows of its bandwidth; its busy time at most the
+    simulated time so far (optimistic runs report more than one window); stalled chunks at most one per ns."""
+    limits = {"traffic": (bw_bytes_per_ns[None, :] * interval * MAX_UTILISATION, "bytes, more than the port can "
+                                                                                 "carry in a window"),
+              "busy": (np.asarray(ts, np.float64)[:, None] * (1 + 1e-9), "ns, longer than the simulation so far"),
+              "stalled": (np.full((1, 1), interval), "stalled chunks, more than one per ns of the window")}
+    names = {"traffic": "link_traffic", "busy": "busy_time", "stalled": "stalled_chunks",
+             "vcocc": "vc_occupancy_sum", "queued": "queued_count"}
+    for key, a in fields.items():
+        bad = ~np.isfinite(a) | (a < 0)
+        why = "not a finite count >= 0"
+        if key in limits:
+            over = a > limits[key][0]
+            if over.any() and not bad.any():
+                bad, why = over, limits[key][1]
+        if bad.any():
+            r, k = (int(x[0]) for x in np.nonzero(bad))
+            raise CodesParseError(source, None, f"router {rid[r]} at ts {ts[r]:g}, port {k}: {names[key]} "
+                                                f"{a[r, k]:g} is impossible ({why}; damaged record)")

@@ -173,7 +173,7 @@ _RSS = re.compile(r"Maximum resident set size \(kbytes\):\s*(\d+)")
 
 def parse_time_txt(path: str | os.PathLike) -> dict:
     """``/usr/bin/time -v`` (or bash ``time``) output -> ``{"wall_s", "max_rss_kb", "exit_status"}`` (keys present
-    when found)."""
+    when found; a non-empty file with none of them raises: it is not time's output)."""
     p = Path(path)
     out: dict = {}
     for n, line in numbered_lines(p):
@@ -205,4 +205,7 @@ def parse_time_txt(path: str | os.PathLike) -> dict:
                 out["exit_status"] = int(line.split(":")[-1])
             except ValueError:
                 raise CodesParseError(p, n, f"bad exit status line {line.strip()!r}") from None
+    if not out and p.stat().st_size:  # text, but none of it time's: a damaged or foreign file says nothing true
+        raise CodesParseError(p, None, "not the output of /usr/bin/time -v or bash time (no elapsed time, exit "
+                                       "status or memory line)")
     return out

@@ -4,6 +4,9 @@ Use it from a scenario with::
 
     controller: {policy: "examples.policies.every_other:EveryOther", params: {warmup: 4}}
 
+and allow the checkout's folder as a plug-in folder (``hybridsim run S.yaml --mode hybrid --plugin-path .`` from the
+repository root; plug-ins are never imported from the working directory unasked),
+
 or register it for ``policy: every-other`` in your package's ``pyproject.toml``::
 
     [project.entry-points."hybridsim.policies"]

@@ -263,3 +263,40 @@ def wait_for_termination(stoppers: list, grace: float = 5.0) -> int:
         for stop in stoppers:
             stop(grace)
     return which["sig"]
+
+
+class Undecodable:
+    """What a request that does not parse as its message type becomes (instead of grpc answering INTERNAL): the
+    servicer sees it and answers INVALID_ARGUMENT naming the expected message."""
+
+    def __init__(self, message_type: str, error: Exception):
+        self.message_type = message_type
+        self.error = error
+
+    def refusal(self) -> ServiceError:
+        return invalid("request", f"not a valid {self.message_type} message ({type(self.error).__name__})")
+
+
+def _tolerant(message_class):
+    def deserialize(raw: bytes):
+        try:
+            return message_class.FromString(raw)
+        except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError, or anything a broken message raises
+            return Undecodable(message_class.DESCRIPTOR.full_name, exc)
+
+    return deserialize
+
+
+def add_unary_servicer(server: grpc.Server, servicer, service, pb2) -> None:
+    """Register the unary-unary methods of ``service`` (a protobuf ServiceDescriptor; message classes from module
+    ``pb2``) on ``server``, as the generated ``add_*Servicer_to_server`` does, but with deserializers that never raise:
+    an undecodable request reaches the method as :class:`Undecodable`."""
+    handlers = {}
+    for m in service.methods:
+        req, rep = getattr(pb2, m.input_type.name), getattr(pb2, m.output_type.name)
+        handlers[m.name] = grpc.unary_unary_rpc_method_handler(getattr(servicer, m.name),
+                                                               request_deserializer=_tolerant(req),
+                                                               response_serializer=rep.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    if hasattr(server, "add_registered_method_handlers"):
+        server.add_registered_method_handlers(service.full_name, handlers)

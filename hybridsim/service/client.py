@@ -229,6 +229,8 @@ class RemoteSurrogate(Surrogate):
         report: dict = {}
         for run in np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1):
             win = y[:, run]                           # NaN (predicted / not run) = unknown on the server too
+            if np.isnan(win).all():                   # no truth in it: the server refuses such a window
+                continue
             g = np.asarray(x)[run] if x is not None and np.asarray(x).shape[0] == y.shape[1] else None
             req = surrogate_pb2.TuneRequest(job=job, first_iteration=int(iters[run[0]]), window=len(run), fit=fit)
             req.durations.extend(win.ravel().tolist())

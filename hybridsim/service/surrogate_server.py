@@ -9,7 +9,8 @@ model while ``Tune`` and ``Save`` have it alone).
 Hostile or broken clients: every field is checked (``INVALID_ARGUMENT`` names it, also for a request over a limit
 such as ``max_ranks``), unknown jobs are ``NOT_FOUND``, requests beyond ``max_in_flight`` get ``RESOURCE_EXHAUSTED``
 at once, as do jobs beyond ``max_jobs`` and truth beyond ``max_state_bytes``; messages are limited to
-``max_message_bytes``; an all-NaN history is refused rather than answered with NaN; Save never overwrites
+``max_message_bytes``; an all-NaN history is refused rather than answered with NaN, an all-NaN Tune window rather
+than counted as a new model version; a request that does not decode is INVALID_ARGUMENT; Save never overwrites
 (``ALREADY_EXISTS``). The server listens on 127.0.0.1 unless told otherwise.
 
 Tuning: ``Tune`` appends the window to the job's truth and calls ``model.tune(dataset, window_idx)`` with a
@@ -37,8 +38,8 @@ import numpy as np
 
 from surrogate.base import SeriesView, TailGraphs
 
-from ._common import (DEFAULT_MAX_MESSAGE_BYTES, InFlightLimiter, ServiceError, add_health_and_reflection, bind,
-                      from_tensor, invalid, over_limit, server_options)
+from ._common import (DEFAULT_MAX_MESSAGE_BYTES, InFlightLimiter, ServiceError, Undecodable, add_health_and_reflection,
+                      add_unary_servicer, bind, from_tensor, invalid, over_limit, server_options)
 from ._gen import surrogate_pb2, surrogate_pb2_grpc
 from .limits import DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_RANKS, DEFAULT_MAX_STATE_BYTES
 
@@ -162,6 +163,8 @@ def _servicer_method(fn):
 
     def wrapper(self, request, context):
         try:
+            if isinstance(request, Undecodable):
+                raise request.refusal()
             return fn(self, request, context)
         except ServiceError as exc:
             context.abort(exc.code, str(exc))
@@ -403,6 +406,9 @@ class SurrogateServicer(surrogate_pb2_grpc.SurrogateServicer):
         if len(bad):
             i = int(bad[0])
             raise invalid(f"durations[{i}]", f"{y.ravel()[i]!r}: ground truth must be finite and > 0 (NaN = unknown)")
+        if np.isnan(y).all():  # nothing to learn: the model and its version stay as they are
+            raise invalid("durations", f"every value is NaN (unknown): a {'fit' if request.fit else 'tune'} needs "
+                                       f"at least one measured iteration time")
         graphs = self._graphs(request, job, "graphs", n=W)
         first = int(request.first_iteration)
         self._check_state_budget(job, first, W, graphs)
@@ -524,7 +530,9 @@ class SurrogateServer:
         self.server = grpc.server(self._pool, interceptors=[self.limiter],
                                   options=server_options(max_message_bytes),
                                   maximum_concurrent_rpcs=max_in_flight + 4)
-        surrogate_pb2_grpc.add_SurrogateServicer_to_server(self.servicer, self.server)
+        # undecodable requests: INVALID_ARGUMENT, not grpc's INTERNAL
+        add_unary_servicer(self.server, self.servicer, surrogate_pb2.DESCRIPTOR.services_by_name["Surrogate"],
+                           surrogate_pb2)
         self.health = add_health_and_reflection(self.server, [SERVICE_NAME])
         self.address = bind(self.server, address)
 

@@ -150,22 +150,25 @@ class PretrainedNet(torch.nn.Module):
 
 class Pretrained(TorchSurrogate):
     """See the module docstring. ``weights``: ``shipped`` (the packaged checkpoint, with its own ``inputs`` and
-    ``hidden``), ``none`` (untrained: the geometric-mean look-back, the base-only ablation) or a
-    ``model.safetensors`` path; ``tune``: learn the per-job bias online; ``tune_prior``: pseudo-observations of bias 0
-    the online bias is shrunk with; ``hidden``: width; ``inputs``: the feature groups used (:data:`INPUT_GROUPS`).
-    Its online update is the bias (:meth:`tune`), not a gradient step; its checkpoint state is the network's."""
+    ``hidden``), ``none`` (untrained: the geometric-mean look-back, the base-only ablation), a checkpoint folder
+    (``hybridsim pretrain -o CKPT``; its ``inputs`` and ``hidden`` too) or a ``model.safetensors`` file, paths
+    relative to the working directory (``pretrained:weights=ckpt/model.safetensors``); ``tune``: learn the per-job
+    bias online; ``tune_prior``: pseudo-observations of bias 0 the online bias is shrunk with; ``hidden``: width;
+    ``inputs``: the feature groups used (:data:`INPUT_GROUPS`). Its online update is the bias (:meth:`tune`), not a
+    gradient step; its checkpoint state is the network's."""
 
     name = "pretrained"
     lookback = LOOKBACK
 
     def __init__(self, weights: str = "shipped", tune: bool = True, tune_prior: float = 2.0, hidden: int | None = None,
                  inputs: str | None = None):
-        if str(weights) == "shipped":  # the shipped network's shape and inputs are its checkpoint's
-            shipped = _shipped_config()
+        folder = SHIPPED if str(weights) == "shipped" else Path(str(weights)).expanduser()
+        if str(weights) == "shipped" or folder.is_dir():  # a checkpoint's network shape and inputs are its own
+            shipped = _folder_config(folder)
             for key, given in (("hidden", hidden), ("inputs", inputs)):
                 if given is not None and key in shipped and given != shipped[key]:
-                    raise SurrogateError(f"pretrained: the shipped weights have {key}={shipped[key]!r}; "
-                                         f"{key}={given!r} needs weights=none or weights=PATH")
+                    raise SurrogateError(f"pretrained: the weights in {weights} have {key}={shipped[key]!r}; "
+                                         f"{key}={given!r} needs weights=none or a weights file")
             hidden, inputs = shipped.get("hidden", hidden), shipped.get("inputs", inputs)
         hidden = 64 if hidden is None else hidden
         inputs = DEFAULT_INPUTS if inputs is None else inputs
@@ -190,6 +193,8 @@ class Pretrained(TorchSurrogate):
         self._seen: set[int] = set()
 
     def _load_file(self, path: Path) -> None:
+        if path.is_dir():  # a checkpoint folder (``hybridsim pretrain -o CKPT``): its weights file
+            path = path / "model.safetensors"
         if not path.is_file():
             hint = " (the package ships them; rebuild with scripts/build-pretrained.sh)" if path.parent == SHIPPED else ""
             raise SurrogateError(f"pretrained: no weights at {path}{hint}")
@@ -276,11 +281,15 @@ class Pretrained(TorchSurrogate):
         self._numpy()
 
 
-def _shipped_config() -> dict:
-    """The shipped checkpoint's ``config.json`` options ({} when absent: the weights file check reports it)."""
+def _folder_config(folder: Path) -> dict:
+    """The ``config.json`` options of a checkpoint folder ({} when absent or unreadable: the weights check then
+    reports what is wrong)."""
     import json
 
     try:
-        return dict(json.loads((SHIPPED / "config.json").read_text()).get("config", {}))
-    except (OSError, ValueError, AttributeError):
+        cfg = (folder / "config.json")
+        if cfg.stat().st_size > 1 << 20:
+            return {}
+        return dict(json.loads(cfg.read_text()).get("config", {}))
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
         return {}
