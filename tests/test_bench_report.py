@@ -426,3 +426,42 @@ def test_seeds_refuse_one_pure_run(tmp_path):
     sc = parse_scenario(SC)
     with pytest.raises(ValueError, match="--seeds needs a pure run per seed"):
         run_bench(sc, tmp_path / "b", seeds=2, pure_dir=tmp_path / "pure", backend_factory=lambda s: FakeBackend(s))
+
+
+def test_predictions_read_from_a_hybrid_runs_records_are_judged_like_a_controllers():
+    """A backend that runs the policy itself (CODES' director) leaves its predictions only in its records: a
+    predicted iteration lasts its prediction. Hand case: a 2-rank, 4-iteration job; iterations 2 and 3 predicted
+    (rank times 110/130 and 90/90 against pure 100/120 and 100/100); the job time is the mean over ranks."""
+    from hybridsim.bench import compare, predictions_from_records
+    from hybridsim.records import IterationRecord
+
+    sc = parse_scenario("""
+topology: {groups: 3, routers_per_group: 2, terminals_per_router: 2, global_channels_per_router: 1}
+jobs: [{name: a, ranks: 2, iterations: 4, workload: {kind: nearest_neighbor, dimension_sizes: [2], msg_size: 64}}]
+""")
+    pure_t = [[100, 100, 100, 100], [100, 100, 120, 100]]
+    hyb_t = [[100, 100, 110, 90], [100, 100, 130, 90]]
+    sim = [True, True, False, False]
+
+    def records(times):
+        out = []
+        for r, row in enumerate(times):
+            t = 0.0
+            for i, d in enumerate(row):
+                out.append(IterationRecord("a", 0, r, i, t, t + d))
+                t += d
+        return out
+
+    pure, hyb = records(pure_t), records(hyb_t)
+    preds = predictions_from_records(sc, hyb, sim * 2)
+    model, pred, its = preds[0]
+    assert its == [2, 3] and np.isnan(model[:, :2]).all() and model[1, 2] == 130
+    psum = {"wall_s": 2.0, "events": 100, "jobs": {"a": {"completion_time_ns": 420.0}}}
+    hsum = {"wall_s": 1.0, "events": 50, "jobs": {"a": {"completion_time_ns": 420.0}}}
+    m = compare(sc, pure, psum, hsum, preds)
+    j = m["jobs"]["a"]
+    # job times: iteration 2 predicted 120 vs pure 110 (+9.09 %), iteration 3 predicted 90 vs 100 (-10 %)
+    assert j["job_iteration_mape_pct"] == pytest.approx((10 / 110 + 10 / 100) / 2 * 100)
+    # per rank: |110-100|/100, |130-120|/120, |90-100|/100 twice
+    assert j["iteration_mape_pct"] == pytest.approx((0.1 + 10 / 120 + 0.1 + 0.1) / 4 * 100)
+    assert j["surrogate_fraction"] == 0.5 and m["surrogate_fraction"] == 0.5 and j["completion_error_pct"] == 0

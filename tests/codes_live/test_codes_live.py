@@ -398,3 +398,30 @@ def test_hybrid_run_on_codes_through_its_director(codes_seq_run, live_dir):
     assert max(r[4] for r in milc) == pytest.approx(summary["jobs"]["milc"]["completion_time_ns"], rel=1e-6)
     assert summary["jobs"]["milc"]["iterations_recorded"] == 36 * 20
     assert {r[2] for r in rows if r[0] == "lammps"} == set(range(10))
+
+
+def test_bench_on_codes_judges_the_director_run_against_pure_codes(codes_seq_run, live_dir):
+    """``hybridsim bench`` on ``backend: codes``: one pure CODES run, one floor run (director LPs, nothing
+    predicted) and the hybrid run through CODES' director; the predictions come from the hybrid run's records and
+    each job's perturbation floor is reported. Pure CODES is deterministic: the bench's own pure run gives the
+    fixture's completion times."""
+    doc = _scenario_dict(_codes_backend("sequential"))
+    doc["controller"], doc["surrogate"] = HYBRID_CONTROLLER, HYBRID_SURROGATE
+    scen = live_dir / "bench.yaml"
+    scen.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = live_dir / "bench"
+    proc = _hybridsim("bench", str(scen), "-o", str(out), "--force", "--no-progress", timeout=3 * DIRECTOR_TIMEOUT_S)
+    bench = json.loads((out / "bench.json").read_text())
+    (run,) = bench["runs"]
+    assert set(run["perturbation_floor_pct"]) == {"milc", "lammps"}
+    pure = {name: j["completion_time_ns"] for name, j in codes_seq_run["jobs"].items()}
+    floor = json.loads((out / "floor" / "summary.json").read_text())
+    assert floor["mode"] == "floor" and floor["backend_stats"]["director"]["windows"] == []
+    for name, err in run["perturbation_floor_pct"].items():
+        assert err == pytest.approx((floor["jobs"][name]["completion_time_ns"] / pure[name] - 1) * 100)
+    milc = run["jobs"]["milc"]
+    assert milc["completion_pure_ns"] == pure["milc"]
+    assert milc["surrogate_fraction"] == pytest.approx(3 / 20)       # MILC 17-19 predicted
+    assert milc["job_iteration_mape_pct"] is not None and run["jobs"]["lammps"]["surrogate_fraction"] == 0
+    assert abs(milc["completion_error_pct"]) <= HYBRID_TOL * 100
+    assert "(floor " in proc.stdout
