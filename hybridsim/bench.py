@@ -368,7 +368,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
     cases = [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])]
     # a backend that runs the policy itself (CODES' director) is run as a user runs it; the hybrid machinery alone
     # may move its simulation (the perturbation floor: a run with it and nothing predicted), measured once
-    runs_policy = (type(mk(scenario)) if backend_factory else backend_class(scenario.backend.kind)).runs_policy
+    runs_policy = backend_class(scenario.backend.kind).runs_policy
     floor = None
     if runs_policy:
         _, _, fsum = run_scenario(scenario, rd.file(prefix + "floor"), mode="floor", progress=progress, argv=argv,
