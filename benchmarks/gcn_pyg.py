@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from hybridsim.topology import Dragonfly, DragonflyShape
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 from surrogate.graphs import normalized_adjacency
 from surrogate.models.gcn import GCNEncoder, scipy_csr
 

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hybridsim.bench import compare, predictions_of  # noqa: E402
-from hybridsim.records import read_iterations, records_from_table  # noqa: E402
-from hybridsim.rundir import ITERATIONS  # noqa: E402
+from hybridsim_common.records import read_iterations, records_from_table  # noqa: E402
+from hybridsim_common.rundir import ITERATIONS  # noqa: E402
 from hybridsim.runner import build_controller, run_scenario  # noqa: E402
 from hybridsim.scenario import load_scenario  # noqa: E402
 

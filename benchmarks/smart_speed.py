@@ -25,7 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hybridsim.topology import Dragonfly, DragonflyShape  # noqa: E402
+from hybridsim_common.topology import Dragonfly, DragonflyShape  # noqa: E402
 from surrogate.dataset import JobSeries  # noqa: E402
 from surrogate.graphs import shape_dict  # noqa: E402
 from surrogate.registry import create  # noqa: E402

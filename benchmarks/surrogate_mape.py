@@ -77,7 +77,7 @@ def main(argv=None) -> int:
 
     from surrogate.dataset import build_dataset, load_dataset
     from surrogate.evaluate import evaluate, format_table
-    from hybridsim.rundir import git_revision
+    from hybridsim_common.rundir import git_revision
     from surrogate.registry import available
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

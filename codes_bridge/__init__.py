@@ -1,6 +1,6 @@
 """codes_bridge: CODES/ROSS as a hybridsim backend.
 
-* :mod:`codes_bridge.parsers` -- streaming parsers of CODES outputs into :mod:`hybridsim.records`
+* :mod:`codes_bridge.parsers` -- streaming parsers of CODES outputs into :mod:`hybridsim_common.records`
 * :mod:`codes_bridge.importer` -- :func:`read_codes_run` (a CODES run directory -> :class:`CodesRun`) and
   :func:`import_codes_run` (-> a hybridsim run directory)
 * :mod:`codes_bridge.conf` -- CODES ``.conf`` / workload-list parsing

@@ -1,6 +1,6 @@
 """The CODES backend: scenario -> CODES inputs -> ``model-net-mpi-replay`` -> :class:`SimulationResult`.
 
-:class:`CodesBackend` (its ``run()`` is :func:`run_codes`) is the :class:`~hybridsim.backend.Backend` the runner builds
+:class:`CodesBackend` (its ``run()`` is :func:`run_codes`) is the :class:`~hybridsim_common.backend.Backend` the runner builds
 for ``backend.kind: codes`` (found through the ``hybridsim.backends`` entry point ``codes``)::
 
     run_dir/codes/            CODES' working folder
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from hybridsim.backend import Backend, SimulationResult
+from hybridsim_common.backend import Backend, SimulationResult
 from hybridsim.scenario import CODES_NO_STREAMS
 
 from .launcher import CodesRunError, run_inputs
@@ -34,7 +34,7 @@ CODES_SUBDIR = "codes"
 
 
 class CodesBackend(Backend):
-    """CODES as a :class:`~hybridsim.backend.Backend`: ``run()`` is :func:`run_codes` into ``run_dir``."""
+    """CODES as a :class:`~hybridsim_common.backend.Backend`: ``run()`` is :func:`run_codes` into ``run_dir``."""
 
     runs_policy = True          # hybrid mode: the scenario's policy becomes CODES' director window(s)
     streams_samples = False     # CODES writes its port samples to files, read after the run

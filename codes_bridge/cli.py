@@ -10,11 +10,11 @@ from __future__ import annotations
 import sys
 import warnings as _warnings
 
-from hybridsim.errors import EXIT_BAD_INPUT, EXIT_OK, CliError
+from hybridsim_common.errors import EXIT_BAD_INPUT, EXIT_OK, CliError
 
 
 def cmd_import_codes(args) -> int:
-    from hybridsim.rundir import RunDirError
+    from hybridsim_common.rundir import RunDirError
 
     from .importer import import_codes_run
     from .parsers.common import CodesWarning

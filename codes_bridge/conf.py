@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hybridsim.topology import DragonflyShape
+from hybridsim_common.topology import DragonflyShape
 
 
 #: sanity bounds on a .conf read from disk (a corrupt file must not make the importer allocate terabytes)
@@ -181,9 +181,9 @@ class CodesConf:
         return out[0], out[1]
 
     def topology(self, run_dir: str | os.PathLike | None = None):
-        """The :class:`hybridsim.topology.Dragonfly` of this config: from its connection files when they can be
+        """The :class:`hybridsim_common.topology.Dragonfly` of this config: from its connection files when they can be
         found, else CODES' generator arrangement."""
-        from hybridsim.topology import Dragonfly
+        from hybridsim_common.topology import Dragonfly
 
         files = self.connection_files(run_dir)
         if files is None:

@@ -41,6 +41,9 @@ is refused. With ``auto_train`` (default for a model created by name, like the s
 on all records received so far before an inference when new records have arrived: always if it was never fitted,
 then once the records have grown by 2 % since the last fit (so a thousand ranks each flushing a few records before
 their inference do not cost a thousand refits).
+
+Why one module of this size: it is one wire protocol -- request parsing, the per-client service state and the server
+loop -- that CODES' director client speaks end to end.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 
 #: CODES switches a rank only once it can send iteration times (6 timestamps: the marks of iterations 0-4 and the
 #: start): mark 5 at the earliest, so iteration 6 is the first one CODES can predict

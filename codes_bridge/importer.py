@@ -2,14 +2,17 @@
 
 :func:`read_codes_run` parses everything the surrogate pipeline and the comparisons need into a :class:`CodesRun`;
 :func:`import_codes_run` writes it as a hybridsim run directory (``manifest.json`` kind ``codes-import``,
-``iterations.parquet``, ``ports.parquet``, ``summary.json``) through :mod:`hybridsim.rundir` and
-:mod:`hybridsim.records`, so training on CODES data is the same as training on embedded-engine data.
+``iterations.parquet``, ``ports.parquet``, ``summary.json``) through :mod:`hybridsim_common.rundir` and
+:mod:`hybridsim_common.records`, so training on CODES data is the same as training on embedded-engine data.
 
 Port samples come from, in order of preference: the raw ROSS VT binary (``<stats-path>/ross-stats-analysis-lps.bin``
 as CODES writes it, or ``ross-stats-raw/...bin.gz``), the decoded CSVs (``ross-stats-decoded/vt-router.csv.gz``),
 then ``lp-io/dragonfly-router-traffic-sample`` (bytes only; its busy-time sibling is corrupted by a CODES bug and is
 refused). Samples after the end of the simulation (ROSS keeps sampling until ``--vt-samp-end``; they are all zero)
 are trimmed.
+
+Why one module of this size: it is the one place that assembles a CODES run from its parsers and checks their outputs
+against each other (lost marks, director windows, predicted iterations, partial runs).
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hybridsim.records import IterationRecord, PortSamples
-from hybridsim.topology import DragonflyShape
-from hybridsim.units import GIB
+from hybridsim_common.records import IterationRecord, PortSamples
+from hybridsim_common.topology import DragonflyShape
+from hybridsim_common.units import GIB
 
 from .conf import (CodesConf, ConfError, find_network_conf, find_workloads_conf, job_names_from_workloads,
                    parse_conf, parse_workloads_conf, read_command)
@@ -121,12 +124,12 @@ class CodesRun:
         return self._vt_kind("nwlp")
 
     def to_simulation_result(self, scenario=None, wall_s: float | None = None):
-        """The same data as a :class:`hybridsim.backend.SimulationResult` (what every backend returns) -- the one
+        """The same data as a :class:`hybridsim_common.backend.SimulationResult` (what every backend returns) -- the one
         ``CodesRun`` -> result conversion. With ``scenario``, job names (records and ``job_end``) are the scenario's
         (CODES numbers jobs by their line in the workload file, which is scenario order); a job id the scenario does
         not have is a :class:`~codes_bridge.launcher.CodesRunError`. ``wall_s``: the measured wall time of the run
         (default: ROSS' running time)."""
-        from hybridsim.backend import SimulationResult
+        from hybridsim_common.backend import SimulationResult
 
         records, job_end = self.records, dict(self.job_end)
         if scenario is not None:
@@ -652,10 +655,10 @@ def import_codes_run(codes_run_dir: str | os.PathLike, outdir: str | os.PathLike
     """Read ``codes_run_dir`` and write the hybridsim run directory ``outdir``. Returns the :class:`CodesRun`.
 
     Errors in the input are raised before ``outdir`` is created; a failure or interrupt (Ctrl-C, SIGTERM) while
-    writing marks the manifest ``failed`` with the reason, like a run (:mod:`hybridsim.rundir`)."""
-    from hybridsim.interrupts import failure_reason
-    from hybridsim.records import write_iterations, write_ports
-    from hybridsim.rundir import ITERATIONS, PORTS, SUMMARY, RunDir, write_description, write_json_atomic
+    writing marks the manifest ``failed`` with the reason, like a run (:mod:`hybridsim_common.rundir`)."""
+    from hybridsim_common.interrupts import failure_reason
+    from hybridsim_common.records import write_iterations, write_ports
+    from hybridsim_common.rundir import ITERATIONS, PORTS, SUMMARY, RunDir, write_description, write_json_atomic
 
     t0 = time.perf_counter()
     run = read_codes_run(codes_run_dir, **read_kw)
@@ -693,10 +696,11 @@ def import_codes_run(codes_run_dir: str | os.PathLike, outdir: str | os.PathLike
 
 
 def describe_codes_run(run: CodesRun, scenario=None):
-    """The :class:`hybridsim.rundir.RunDescription` of an import: from the equivalent ``scenario`` when there is one
+    """The :class:`hybridsim_common.rundir.RunDescription` of an import: from the equivalent ``scenario`` when there is one
     (terminals from its placement, workload parameters and volumes from its jobs), else from the CODES inputs alone
     (the .conf shape, the ``--alloc_file`` rows, workload kinds guessed from the job names; no volumes)."""
-    from hybridsim.rundir import JobDescription, RunDescription, describe_scenario
+    from hybridsim_common.rundir import JobDescription, RunDescription
+    from hybridsim.description import describe_scenario
 
     ports = run.ports
     if scenario is not None:

@@ -33,8 +33,8 @@ from typing import Sequence
 import numpy as np
 
 from hybridsim.placement import place_jobs, write_alloc_file
-from hybridsim.topology import Dragonfly
-from hybridsim.units import bytes_to_ns
+from hybridsim_common.topology import Dragonfly
+from hybridsim_common.units import bytes_to_ns
 
 #: CODES' model-net-wide message size setting used by every reference .conf
 MESSAGE_SIZE = 840

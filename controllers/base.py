@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 
 
 class PolicyError(RuntimeError):

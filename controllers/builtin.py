@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 
 from .base import JobView, Policy
 

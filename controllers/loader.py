@@ -1,12 +1,12 @@
 """Find a policy by name: built-ins, the ``hybridsim.policies`` entry-point group, or ``module:Class`` (imported
-by :mod:`hybridsim.plugins`' rule: never from the scenario's folder or the working directory unless allowed)."""
+by :mod:`hybridsim_common.plugins`' rule: never from the scenario's folder or the working directory unless allowed)."""
 
 from __future__ import annotations
 
 import inspect
 from importlib.metadata import entry_points
 
-import hybridsim.plugins as plugins
+import hybridsim_common.plugins as plugins
 
 from .base import Policy, PolicyError
 from .builtin import BUILTIN
@@ -48,7 +48,7 @@ def _resolve(spec: str) -> type:
 
 
 def policy_class(spec: str) -> type:
-    """The class the policy name ``spec`` stands for (imports a plug-in under :mod:`hybridsim.plugins`' rule:
+    """The class the policy name ``spec`` stands for (imports a plug-in under :mod:`hybridsim_common.plugins`' rule:
     installed or ``--plugin-path`` folders only; instantiates nothing)."""
     cls = _resolve(spec)
     if not (isinstance(cls, type) and issubclass(cls, Policy)):

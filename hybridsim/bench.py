@@ -47,11 +47,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .interrupts import failure_reason
+from hybridsim_common.interrupts import failure_reason
 from .pure_run import check_not_input, read_pure_run
-from .records import IterationRecord
+from hybridsim_common.records import IterationRecord
 from .report import SWEEPABLE
-from .rundir import RunDir, write_json_atomic
+from hybridsim_common.rundir import RunDir, write_json_atomic
 
 
 def _durations(records: list[IterationRecord]) -> dict[tuple[int, int, int], float]:

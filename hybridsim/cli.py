@@ -4,10 +4,10 @@ The core commands (``validate``, ``topology``) live here; every other layer adds
 package through a ``register(subparsers)`` function: hybridsim's own modules are listed in :data:`COMMAND_MODULES`,
 and any installed package adds its commands through the entry-point group ``hybridsim.commands`` (``name =
 "module:register"``, as the CODES bridge does), so the CLI grows without one file owning every layer and names no
-plug-in. Command modules raise :class:`~hybridsim.errors.CliError` from :mod:`hybridsim.errors`, which they import
+plug-in. Command modules raise :class:`~hybridsim_common.errors.CliError` from :mod:`hybridsim_common.errors`, which they import
 without importing this module. Exit status: 0 success, 1 run failure, 2 bad input (scenario, files, arguments, an
 output that cannot be written), 130 Ctrl-C, 128 + N signal N (SIGTERM 143, SIGHUP 129; see
-:mod:`hybridsim.interrupts`). A closed stdout (``| head``) ends the command quietly with 0.
+:mod:`hybridsim_common.interrupts`). A closed stdout (``| head``) ends the command quietly with 0.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import select
 import sys
 from pathlib import Path
 
-from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError  # noqa: F401  (re-exported)
+from hybridsim_common.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError  # noqa: F401  (re-exported)
 
 #: hybridsim's modules that contribute subcommands (each defines ``register(subparsers)``); one that cannot be
 #: imported is an error (:class:`CommandModuleError`), never silently skipped. Every command imports all of them, so
@@ -137,7 +137,7 @@ def cmd_topology(args) -> int:
 
 def write_port_graph(topo, out: Path) -> None:
     """``ports.csv`` (port id, router, group, port, class, peer) and ``edges.csv`` (SMART's port graph)."""
-    from .topology import LINK_CLASS_NAMES
+    from hybridsim_common.topology import LINK_CLASS_NAMES
 
     with open(out / "ports.csv", "w") as fh:
         fh.write("port_id,router,group,port,class,peer_router,peer_port\n")
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAIL
     args = parser.parse_args(argv)
     from .cli_run import apply_plugin_paths
-    from .interrupts import Terminated, terminate_like_ctrl_c
+    from hybridsim_common.interrupts import Terminated, terminate_like_ctrl_c
 
     try:
         with terminate_like_ctrl_c():

@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
+from hybridsim_common.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
 
 
 def cmd_corpus(args) -> int:
     from .corpus import CORPUS_FILE, CorpusError, build_corpus
-    from .rundir import RunDirError
+    from hybridsim_common.rundir import RunDirError
 
     if args.workers < 1:
         raise CliError(f"--workers must be >= 1, got {args.workers}")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
+from hybridsim_common.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
 
 
 def add_limit_argument(p: argparse.ArgumentParser) -> None:
@@ -24,9 +24,8 @@ def add_plugin_argument(p: argparse.ArgumentParser) -> None:
 
 
 def apply_plugin_paths(args) -> None:
-    """Allow the ``--plugin-path`` folders (:mod:`hybridsim.plugins`); a missing folder is a :class:`CliError`."""
-    from . import plugins
-
+    """Allow the ``--plugin-path`` folders (:mod:`hybridsim_common.plugins`); a missing folder is a :class:`CliError`."""
+    from hybridsim_common import plugins
     for d in getattr(args, "plugin_path", None) or ():
         try:
             plugins.add_path(d)
@@ -35,7 +34,7 @@ def apply_plugin_paths(args) -> None:
 
 
 def cmd_run(args) -> int:
-    from .rundir import RunDirError
+    from hybridsim_common.rundir import RunDirError
     from .runner import RunError, run_scenario_file
     from .scenario import ScenarioError, parse_limit_args
 
@@ -105,7 +104,7 @@ def _parse_policy(spec: str) -> tuple[str, dict]:
 
 def cmd_bench(args) -> int:
     from .bench import format_table, run_bench
-    from .rundir import RunDirError
+    from hybridsim_common.rundir import RunDirError
     from .runner import RunError
     from .scenario import ScenarioError, load_scenario
     from surrogate.base import SurrogateError
@@ -133,7 +132,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_describe_run(args) -> int:
-    from .rundir import RunDirError, describe_existing_run
+    from hybridsim_common.rundir import RunDirError
+    from hybridsim.description import describe_existing_run
 
     try:
         print(describe_existing_run(args.run_dir, force=args.force))
@@ -144,7 +144,7 @@ def cmd_describe_run(args) -> int:
 
 def cmd_report(args) -> int:
     from .report import report, status_warnings
-    from .rundir import RunDirError
+    from hybridsim_common.rundir import RunDirError
 
     for w in status_warnings(args.run_dir):
         print(f"hybridsim: warning: {w}", file=sys.stderr)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from .errors import CliError
+from hybridsim_common.errors import CliError
 
 
 def parse_model_options(items: list[str] | None) -> dict:

@@ -12,10 +12,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import EXIT_OK, CliError
+from hybridsim_common.errors import EXIT_OK, CliError
 
 if TYPE_CHECKING:  # the CLI lists this module's command without importing numpy
-    from .topology import DragonflyShape
+    from hybridsim_common.topology import DragonflyShape
 
 
 def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape, object]:
@@ -25,7 +25,7 @@ def load_system(path: str | os.PathLike) -> tuple[dict, DragonflyShape, object]:
     from pydantic import ValidationError
 
     from .scenario import Scenario, format_validation_error
-    from .yamlio import YamlInputError, load, read_text
+    from hybridsim_common.yamlio import YamlInputError, load, read_text
 
     p = Path(path)
     try:  # the scenario loader's safe reader: size, depth, aliases, duplicate keys, UTF-8 -- located
@@ -86,7 +86,7 @@ def _human(ns: float) -> str:
 
 
 def _iteration_times(text: str | None) -> dict[str, float]:
-    from .units import parse_time_ns
+    from hybridsim_common.units import parse_time_ns
 
     out: dict[str, float] = {}
     for item in filter(None, (text or "").split(",")):
@@ -148,7 +148,7 @@ def cmd_scenario_from_swf(args) -> int:
 
     from .scheduler import dry_run_times, metrics_of
     from .swf import SwfError, SwfMapping, job_lines, read_swf, scenario_from_swf
-    from .units import parse_time_ns
+    from hybridsim_common.units import parse_time_ns
 
     out = Path(args.output)
     table = distortion_path(out)
@@ -232,7 +232,7 @@ def cmd_schedule(args) -> int:
     import time
 
     from .queues import QueuePolicyError, queue_policy
-    from .rundir import RunDir, RunDirError
+    from hybridsim_common.rundir import RunDir, RunDirError
     from .scenario import ScenarioError, load_scenario
     from .schedule import from_scenario, from_trace, run_schedule, summarise, write_schedule
     from .scheduler import SchedulerError

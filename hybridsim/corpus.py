@@ -33,8 +33,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
-from . import yamlio
-from .rundir import RunDirError, locked, now_iso, read_manifest, signals_deferred, write_json_atomic
+from hybridsim_common import yamlio
+from hybridsim_common.rundir import RunDirError, locked, now_iso, read_manifest, signals_deferred, write_json_atomic
 
 CORPUS_FILE = "corpus.json"
 RUNS_DIR = "runs"
@@ -135,7 +135,7 @@ class CorpusSpec(_Spec):
 
 # ------------------------------------------------------------------------------------------------------ loading
 class LoadedSpec:
-    """A validated spec and its :class:`~hybridsim.yamlio.Provenance` (which locates its fields)."""
+    """A validated spec and its :class:`~hybridsim_common.yamlio.Provenance` (which locates its fields)."""
 
     def __init__(self, spec: CorpusSpec, data: dict, prov: yamlio.Provenance):
         self.spec, self.data, self.prov = spec, data, prov
@@ -353,7 +353,7 @@ def _worker(conn, scenario_data: dict, source: str, outdir: str) -> None:
 def _run_one(scenario_data: dict, source: str, outdir: str, in_worker: bool = False) -> dict:
     """One pure simulation into ``outdir``. Returns status, wall seconds, events, error. In a worker process
     (``in_worker``) SIGTERM or SIGHUP marks the run failed, then ends the process."""
-    from .interrupts import failure_reason, terminate_like_ctrl_c
+    from hybridsim_common.interrupts import failure_reason, terminate_like_ctrl_c
     from .runner import run_scenario
     from .scenario import Scenario
 
@@ -390,7 +390,7 @@ def _existing(run_dir: Path, scenario_data: dict) -> str | None:
 
 def _run_costs(run_dir: Path) -> dict:
     """Wall seconds and events of a completed run, from its summary.json (empty if unreadable)."""
-    from .rundir import load_json
+    from hybridsim_common.rundir import load_json
 
     try:
         summary = load_json(run_dir / "summary.json")
@@ -482,7 +482,7 @@ def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1,
                  progress: bool = True, out=None) -> dict:
     """Run every not-yet-completed run of the spec into ``outdir``; returns the corpus manifest (also written to
     ``outdir/corpus.json`` after every finished run, and from the run directories when interrupted). Raises
-    :class:`CorpusError` for a bad spec or folder, :class:`~hybridsim.rundir.RunDirError` when another process is
+    :class:`CorpusError` for a bad spec or folder, :class:`~hybridsim_common.rundir.RunDirError` when another process is
     writing the corpus."""
     out = out or sys.stdout
     ls = load_spec(spec_path)
@@ -564,8 +564,8 @@ def _build_locked(ls: LoadedSpec, spec_path, outdir: Path, workers: int, force: 
 
 
 def load_corpus(outdir: str | Path) -> dict:
-    """The corpus manifest ``outdir/corpus.json`` (:class:`~hybridsim.rundir.RunDirError` for a corrupt one)."""
-    from .rundir import load_json
+    """The corpus manifest ``outdir/corpus.json`` (:class:`~hybridsim_common.rundir.RunDirError` for a corrupt one)."""
+    from hybridsim_common.rundir import load_json
 
     return load_json(Path(outdir) / CORPUS_FILE, CORPUS_FILE)
 

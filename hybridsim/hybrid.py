@@ -1,4 +1,4 @@
-"""The hybrid controller: the :class:`~hybridsim.backend.Director` that joins a policy and a surrogate.
+"""The hybrid controller: the :class:`~hybridsim_common.backend.Director` that joins a policy and a surrogate.
 
 Per job it keeps the (ranks x iterations) tables of truth (simulated iteration times), predictions and modes. At each
 iteration boundary it builds a :class:`~controllers.base.JobView`, asks the policy for the mode, and validates the
@@ -56,8 +56,8 @@ from surrogate.base import Context, JobInfo, Surrogate
 from surrogate.online import Feeds, JobFeed, OnlineSeries
 from surrogate.volumes import relative_volumes
 
-from .backend import Director, Mode
-from .records import IterationRecord
+from hybridsim_common.backend import Director, Mode
+from hybridsim_common.records import IterationRecord
 from .timeline import JobState, Lazy
 
 

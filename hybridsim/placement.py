@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .topology import Dragonfly, DragonflyShape
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 
 class PlacementError(ValueError):

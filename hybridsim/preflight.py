@@ -2,7 +2,7 @@
 and ``hybridsim run`` make before a run directory exists: the policy resolves (a plug-in imports), takes the given
 parameters and constructs; the surrogate model is registered and its ``config`` is accepted by its constructor, or
 its checkpoint folder loads (config, constructor, weights); custom workload functions resolve. Plug-in modules are
-imported by :mod:`hybridsim.plugins`' rule only. Errors are :class:`~hybridsim.scenario.ScenarioError` located at
+imported by :mod:`hybridsim_common.plugins`' rule only. Errors are :class:`~hybridsim.scenario.ScenarioError` located at
 the section's field."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
 
 def plugin_problems(scenario: Scenario) -> list[str]:
     """Located messages for custom workloads (``workload.function``) that do not resolve under
-    :mod:`hybridsim.plugins`' rule or cannot take the job's ``params``. A remote engine imports them itself (under
+    :mod:`hybridsim_common.plugins`' rule or cannot take the job's ``params``. A remote engine imports them itself (under
     its operator's allow-list), so its scenarios are not checked here."""
     if scenario.backend.kind == "remote":
         return []

@@ -1,11 +1,11 @@
 """The pure run a bench judges against (``hybridsim bench --pure RUN_DIR``), read only once it is shown to be a
 completed, untouched pure simulation of the bench's scenario.
 
-:func:`read_pure_run` checks, in order, and raises :class:`~hybridsim.rundir.RunDirError` (exit 2) naming the file
+:func:`read_pure_run` checks, in order, and raises :class:`~hybridsim_common.rundir.RunDirError` (exit 2) naming the file
 and what is wrong at the first failure:
 
 1. the manifest: a completed, not partial, simulate-mode run whose recorded digests still match its tables and its
-   identity (:func:`hybridsim.rundir.verify_digests`; a run written before digests existed is refused, with how to
+   identity (:func:`hybridsim_common.rundir.verify_digests`; a run written before digests existed is refused, with how to
    make it again);
 2. the scenario: the manifest's, read through today's schema, equals the bench's; and the run's own
    ``description.json`` agrees with it (topology, each job's name, workload, ranks, iterations and, for a placed
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .records import IterationRecord
-from .rundir import DESCRIPTION, ITERATIONS, SUMMARY, RunDirError, load_json, read_manifest, verify_digests
+from hybridsim_common.records import IterationRecord
+from hybridsim_common.rundir import DESCRIPTION, ITERATIONS, SUMMARY, RunDirError, load_json, read_manifest, verify_digests
 
 #: relative tolerance of "the last end is the completion time" (the summary holds the same float64)
 _TOL = 1e-9
@@ -49,8 +49,8 @@ def check_not_input(outdir: str | os.PathLike, pure_dir: str | os.PathLike) -> N
 def read_pure_run(scenario, path) -> tuple[list[IterationRecord], dict]:
     """Records and summary of a completed pure simulation of ``scenario`` in run directory ``path`` (a bench reuses
     it instead of simulating again: the engine is deterministic for a fixed seed), checked as the module docstring
-    says. Raises :class:`~hybridsim.rundir.RunDirError` for anything else."""
-    from .records import read_iterations, records_from_table
+    says. Raises :class:`~hybridsim_common.rundir.RunDirError` for anything else."""
+    from hybridsim_common.records import read_iterations, records_from_table
 
     p = Path(path)
     m = read_manifest(p)
@@ -81,7 +81,7 @@ def _check_scenario(scenario, p: Path, m: dict) -> None:
     if theirs != scenario_to_dict(scenario):
         raise RunDirError(f"{p}: holds a pure run of another scenario: its manifest's scenario differs from "
                           f"{scenario.name!r}'s; run the bench without --pure")
-    from .rundir import read_description
+    from hybridsim_common.rundir import read_description
 
     desc = read_description(p)
     other = f"{p / DESCRIPTION}: the run is not of scenario {scenario.name!r} (its manifest says it is): "

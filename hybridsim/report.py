@@ -42,8 +42,8 @@ def _save(fig, path: Path) -> Path:
 
 def _own_dir(d: Path) -> Path:
     """Create the report folder ``d`` inside a run directory; a symbolic link there (which could lead out of the run
-    directory) is refused with :class:`~hybridsim.rundir.RunDirError`."""
-    from .rundir import RunDirError
+    directory) is refused with :class:`~hybridsim_common.rundir.RunDirError`."""
+    from hybridsim_common.rundir import RunDirError
 
     if d.is_symlink():
         raise RunDirError(f"{d}: a symbolic link; `hybridsim report` writes only into a folder of its own inside the "
@@ -107,7 +107,7 @@ def plot_iterations(run_dir: Path, out_dir: Path) -> list[Path]:
 
 
 def plot_ports(run_dir: Path, out_dir: Path) -> Path | None:
-    from .records import read_ports
+    from hybridsim_common.records import read_ports
 
     if not (run_dir / "ports.parquet").exists():
         return None
@@ -146,7 +146,7 @@ def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
     """``jobs-gantt.png``: terminals x time, one colour per job, then utilisation and waiting jobs over time."""
     from matplotlib.collections import PolyCollection
 
-    from .records import read_jobs
+    from hybridsim_common.records import read_jobs
 
     if not (run_dir / "jobs.parquet").exists():
         return None
@@ -379,7 +379,7 @@ def plot_curves(result: dict, path: Path) -> Path | None:
 def status_warnings(path: str | Path) -> list[str]:
     """One line for each manifest of the run (or of the bench and its runs) at ``path`` whose status is not
     ``completed``: plots of a run that is still going, was killed or failed show only part of it."""
-    from .rundir import MANIFEST, RunDirError, read_manifest
+    from hybridsim_common.rundir import MANIFEST, RunDirError, read_manifest
 
     path = Path(path)
     if not path.is_dir():

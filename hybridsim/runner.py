@@ -4,7 +4,7 @@
 backend runs the whole scenario packet by packet; in ``hybrid`` mode a :class:`~hybridsim.hybrid.HybridController`
 (policy + surrogate) decides per job and iteration. The run directory is created before the run (manifest
 ``running``), tables are written only once complete, and any failure or Ctrl-C marks the manifest ``failed`` with the
-reason (SIGTERM and SIGHUP too, see :mod:`hybridsim.interrupts`). ``limits.deadline`` counts from the run's start: a
+reason (SIGTERM and SIGHUP too, see :mod:`hybridsim_common.interrupts`). ``limits.deadline`` counts from the run's start: a
 :class:`~hybridsim.engine.core.RunStop` made active on the thread is checked between the run's phases and, by the
 engine, while it builds the workloads and every few events.
 """
@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import Backend, SimulationResult
-from .interrupts import failure_reason
-from .records import IterationRecord
-from .rundir import ITERATIONS, JOBS, PORTS, SUMMARY, RunDir, describe_scenario, write_description, write_json_atomic
+from hybridsim_common.backend import Backend, SimulationResult
+from hybridsim_common.interrupts import failure_reason
+from hybridsim_common.records import IterationRecord
+from hybridsim_common.rundir import ITERATIONS, JOBS, PORTS, SUMMARY, RunDir, write_description, write_json_atomic
+from hybridsim.description import describe_scenario
 from .workloads import workload_volumes  # noqa: F401  (re-exported; its home is hybridsim.workloads)
 
 
@@ -104,7 +105,7 @@ BACKEND_ENTRY_POINT_GROUP = "hybridsim.backends"
 
 
 def backend_class(kind: str) -> type[Backend]:
-    """The :class:`~hybridsim.backend.Backend` implementation of ``backend.kind`` (imported on demand): a built-in
+    """The :class:`~hybridsim_common.backend.Backend` implementation of ``backend.kind`` (imported on demand): a built-in
     (:data:`BUILTIN_BACKENDS`) or a ``hybridsim.backends`` entry point."""
     import importlib
     from importlib.metadata import entry_points
@@ -166,7 +167,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
                  write_ports: bool | None = None, backend=None) -> tuple[RunDir, SimulationResult, dict]:
     """Run ``scenario`` into ``outdir``. Returns (run dir, backend result, summary dict).
 
-    One path for every backend: :func:`make_backend` builds the scenario's :class:`~hybridsim.backend.Backend`
+    One path for every backend: :func:`make_backend` builds the scenario's :class:`~hybridsim_common.backend.Backend`
     (``backend`` overrides it, e.g. tests' stand-ins); its declared abilities decide whether hybrid mode can run
     (``no_director``) and whose job completion times count (``reports_job_end``)."""
     from .engine.core import RunStop
@@ -181,7 +182,7 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
 
 def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, write_ports, backend):
     from .placement import place_jobs
-    from .records import write_iterations, write_ports as _write_ports
+    from hybridsim_common.records import write_iterations, write_ports as _write_ports
     from .scenario import scenario_to_dict
 
     cls = type(backend) if backend is not None else backend_class(scenario.backend.kind)
@@ -197,7 +198,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
     if mode == "hybrid" and controller is None:
         check_hybrid(scenario)  # bad policy / surrogate settings: a ScenarioError before any run directory exists
     else:
-        check_plugins(scenario)  # custom workload modules (hybridsim.plugins' rule), before any run directory
+        check_plugins(scenario)  # custom workload modules (hybridsim_common.plugins' rule), before any run directory
     topology = scenario.build_topology()
     # a job stream's terminals are allocated by its scheduler as jobs start
     placement = None if scenario.is_stream else place_jobs(scenario, topology)
@@ -231,7 +232,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         write_iterations(result.records, rd.file(ITERATIONS), extra=extra)
         outcomes = stream_outcomes(scenario, result) if scenario.is_stream else None
         if outcomes is not None:
-            from .records import write_jobs
+            from hybridsim_common.records import write_jobs
 
             write_jobs([j.name for j in scenario.jobs], outcomes, scenario.scheduler.slowdown_tau, rd.file(JOBS))
         ports_on = (scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports

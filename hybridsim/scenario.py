@@ -6,6 +6,9 @@ reference system (docs/design.md §4). Every model forbids unknown keys; :func:`
 any YAML or schema error into a :class:`ScenarioError` that names the file, line, column and field path.
 
 Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in GiB/s; sizes in bytes.
+
+Why one module of this size: the schema is one pydantic tree whose cross-field checks (limits, ranks against
+terminals, workload bounds, streams) need all of it.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, ValidationError,
                       field_validator, model_validator)
 
-from . import yamlio
-from .topology import Dragonfly, DragonflyShape, TopologyError
-from .units import Duration, bytes_to_ns
-from .yamlio import Provenance, ScenarioError, YamlInputError, YamlLimits  # noqa: F401 (re-exported)
-from .yamlio import where as _where
+from hybridsim_common import yamlio
+from hybridsim_common.topology import Dragonfly, DragonflyShape, TopologyError
+from hybridsim_common.units import Duration, bytes_to_ns
+from hybridsim_common.yamlio import Provenance, ScenarioError, YamlInputError, YamlLimits  # noqa: F401 (re-exported)
+from hybridsim_common.yamlio import where as _where
 
 
 class _Model(BaseModel):
@@ -431,7 +434,7 @@ class ControllerSection(_Model):
 class Limits(_Model):
     """Bounds on what a scenario asks for, checked before anything is built or written; raise them here or with
     ``--limit NAME=VALUE`` (which wins). The YAML text itself is bounded by ``yaml_bytes``/``yaml_depth``/
-    ``yaml_nodes`` (:class:`hybridsim.yamlio.YamlLimits`), settable only with ``--limit``."""
+    ``yaml_nodes`` (:class:`hybridsim_common.yamlio.YamlLimits`), settable only with ``--limit``."""
 
     max_nodes: StrictInt = Field(100_000, ge=1, description="terminals of the topology")
     max_ports: StrictInt = Field(2_000_000, ge=1, description="router ports of the topology")
@@ -702,7 +705,7 @@ class Scenario(_Model):
 
 # ---------------------------------------------------------------------------------------------------------- loading
 def format_validation_error(exc: ValidationError, root: yaml.Node | None, filename: str) -> list[str]:
-    """Located messages of a scenario's validation error (:func:`hybridsim.yamlio.format_validation_error`)."""
+    """Located messages of a scenario's validation error (:func:`hybridsim_common.yamlio.format_validation_error`)."""
     return yamlio.format_validation_error(exc, root, filename, Scenario)
 
 
@@ -710,9 +713,9 @@ def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = 
                    yaml_limits: YamlLimits | None = None, *, path: Path | None = None) -> Scenario:
     """Parse and validate scenario YAML text, then check it against its limits (``limits``: ``--limit`` overrides,
     which win over the file's ``limits:`` section; ``yaml_limits``: bounds on the text, default
-    :class:`~hybridsim.yamlio.YamlLimits`, e.g. a server's own; ``path``: the file it was read from, for
+    :class:`~hybridsim_common.yamlio.YamlLimits`, e.g. a server's own; ``path``: the file it was read from, for
     :attr:`Scenario.provenance`). Raises :class:`ScenarioError`. The provenance keeps the text, not the YAML tree
-    (:class:`~hybridsim.yamlio.YamlText`): a stream's tree is composed again only if a message needs a place."""
+    (:class:`~hybridsim_common.yamlio.YamlText`): a stream's tree is composed again only if a message needs a place."""
     limits = limits or {}
     yl = (yaml_limits or YamlLimits()).updated(limits)
     # for performance (see yamlio.gc_paused): the YAML tree, the data and a stream's thousands of job models are built

@@ -12,7 +12,7 @@ start time from :func:`hybridsim.scheduler.dry_run` on ``nodes`` nodes (one rank
 Times stay in the input's unit for the scheduler and are written in seconds. A trace job of unknown size or run time
 (-1) is not scheduled; it is still written to ``schedule.swf`` unchanged (wait -1), and counted in the summary.
 
-Output folder (a run directory: manifest, staged, ``--force`` rules of :mod:`hybridsim.rundir`)::
+Output folder (a run directory: manifest, staged, ``--force`` rules of :mod:`hybridsim_common.rundir`)::
 
     DIR/manifest.json   kind "schedule", command line, status
     DIR/schedule.swf    every input job, original fields, wait (field 3) filled in; killed jobs: run time as run,
@@ -212,7 +212,7 @@ def write_schedule(rd, inp: ScheduleInput, out: Schedule, summary: dict, header:
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from .rundir import write_json_atomic
+    from hybridsim_common.rundir import write_json_atomic
 
     table = jobs_table(inp, out, summary["slowdown_tau_s"])
 

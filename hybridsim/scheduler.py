@@ -36,6 +36,9 @@ convention: 10 s of trace time, scaled with the trace, see :mod:`hybridsim.swf`)
 utilisation = sum(size x run time) / (terminals x makespan); throughput = jobs / makespan; mean, median, 95th
 percentile and maximum of wait, response time (end - arrival) and bounded slowdown, overall and per power-of-two size
 class. Jobs that never end are left out of the metrics. :func:`dry_run` can kill a job at its walltime.
+
+Why one module of this size: the queue disciplines (FCFS, EASY, conservative) and the dry run share one free-node
+profile and one reservation walk; split, that state would cross files.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import numpy as np
 
 from .placement import ORDER_POLICIES, terminal_order
 from .queues import QueuePolicy, QueuePolicyError, queue_policy
-from .topology import DragonflyShape
+from hybridsim_common.topology import DragonflyShape
 
 #: the built-in queue policies (more through the ``hybridsim.queues`` entry-point group, see :mod:`hybridsim.queues`)
 QUEUE_POLICIES = ("fcfs", "easy", "conservative")
@@ -162,7 +165,7 @@ class Scheduler:
     """Queue + allocation over the terminals of a Dragonfly of ``shape``.
 
     Args:
-        shape: the Dragonfly (:class:`~hybridsim.topology.DragonflyShape`; a ``Dragonfly`` passes ``.shape``), or a
+        shape: the Dragonfly (:class:`~hybridsim_common.topology.DragonflyShape`; a ``Dragonfly`` passes ``.shape``), or a
             plain number of nodes (no topology: ``contiguous`` or ``random`` allocation only).
         queue: a queue policy name (``fcfs``, ``easy``, ``conservative``, or one of the ``hybridsim.queues`` entry
             points), ``module:Class``, or a :class:`~hybridsim.queues.QueuePolicy`.

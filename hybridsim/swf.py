@@ -17,6 +17,9 @@ simulated run time (iterations x the template's iteration time) the trace's run 
 choosing the time scale (:func:`choose_time_scale`), or the job is named with why (:class:`MappedJobs`'
 ``distortion``) -- and the walltime is the trace's requested time scaled or, where the trace has none, the estimated
 run time (``exact``) or ``walltime_factor`` x it. Everything is vectorised: linear in the trace.
+
+Why one module of this size: reading a trace, checking its fields and mapping it to a stream scenario (time scale,
+iterations, distortion table) are one pipeline over the same columns.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .backend import Mode
+from hybridsim_common.backend import Mode
 
 
 class Lazy(Sequence):

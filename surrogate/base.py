@@ -126,7 +126,7 @@ class SeriesView:
     Fields (R ranks, T iterations, P ports, F features): ``job``, ``workload``, ``y`` float64 (R, T) iteration times
     (NaN where unknown), ``x`` (T, P, F) node-feature graphs (an array or a lazy array-like indexed like one; row t
     belongs to column t of ``y``) or None, ``mask`` (P,), ``rank_port`` (R,), ``shape`` the topology
-    :class:`~hybridsim.topology.DragonflyShape` (None: the series does not say; a graph model must already be built
+    :class:`~hybridsim_common.topology.DragonflyShape` (None: the series does not say; a graph model must already be built
     for one). Every implementation has all of these fields. The target indices given with a series are columns of
     ``y``. Optional (class defaults None): ``info`` the job's :class:`JobInfo`, ``load`` float64 (T,) the co-runner
     load when each iteration started."""

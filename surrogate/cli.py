@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def _cli_error(msg: str):
-    from hybridsim.errors import CliError
+    from hybridsim_common.errors import CliError
 
     return CliError(msg)
 
@@ -53,8 +53,8 @@ def _is_checkpoint(path: Path) -> bool:
 
 def _write_staged(out, force: bool, what: str, recognise, write) -> None:
     """``write(folder)`` into a staging folder beside ``out`` that replaces ``out`` only once complete (see
-    :class:`hybridsim.rundir.StagedDir`): an interrupted or failed write leaves ``out`` as it was."""
-    from hybridsim.rundir import RunDirError, StagedDir
+    :class:`hybridsim_common.rundir.StagedDir`): an interrupted or failed write leaves ``out`` as it was."""
+    from hybridsim_common.rundir import RunDirError, StagedDir
 
     try:
         staged = StagedDir(out, force=force, what=what, recognise=recognise)
@@ -167,7 +167,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_pretrain(args) -> int:
-    from hybridsim.rundir import finite_json
+    from hybridsim_common.rundir import finite_json
 
     from .base import SurrogateError
     from .pretrain import check_options, pretrain

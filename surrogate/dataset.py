@@ -1,9 +1,9 @@
 """Temporal graph datasets: one port graph per iteration per job, built from a hybridsim run directory.
 
-Input (a run directory of either backend, see :mod:`hybridsim.rundir`):
+Input (a run directory of either backend, see :mod:`hybridsim_common.rundir`):
     ``iterations.parquet``  per (job, rank, iteration) start/end times (ns)
-    ``ports.parquet``       port samples every ``interval`` ns (:class:`hybridsim.records.PortSamples`)
-    ``description.json``    what the run was (:class:`hybridsim.rundir.RunDescription`, written by the engine's runner
+    ``ports.parquet``       port samples every ``interval`` ns (:class:`hybridsim_common.records.PortSamples`)
+    ``description.json``    what the run was (:class:`hybridsim_common.rundir.RunDescription`, written by the engine's runner
                             and the CODES importer): topology shape (the ports table's radix, sampling interval and
                             features must agree; the graph uses CODES' global arrangement, ``Dragonfly(shape)``),
                             each job's workload kind and terminals (rank r attaches to the port of ``terminals[r]``).
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hybridsim.topology import Dragonfly, DragonflyShape
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 from .base import SeriesView, SurrogateError
 from .graphs import (feature_names, fit_normaliser, node_features, normalise, shape_dict, shape_from_dict,
@@ -227,7 +227,7 @@ def make_splits(T: int, train_frac: float = 0.3, val_frac: float = 0.1) -> dict[
 
 def _job_terminals(run_dir: Path, desc, name: str, R: int, topo: Dragonfly) -> np.ndarray:
     """Terminal ids of ranks 0..R-1 of job ``name`` from the run description, checked against the topology."""
-    from hybridsim.rundir import DESCRIPTION
+    from hybridsim_common.rundir import DESCRIPTION
 
     where = f"{run_dir}/{DESCRIPTION}"
     i = next((k for k, j in enumerate(desc.jobs) if j.name == name), None)
@@ -279,8 +279,8 @@ def build_dataset(run_dir: str | Path, out: str | Path | None = None, *, train_f
                   val_frac: float = 0.1, jobs: list[str] | None = None, min_iterations: int = 10,
                   progress: bool = False) -> SurrogateDataset:
     """Build (and with ``out`` save) the dataset of a run directory. Deterministic: same run -> same arrays."""
-    from hybridsim.records import read_iterations, read_ports
-    from hybridsim.rundir import DESCRIPTION, ITERATIONS, PORTS, RunDirError, read_description, read_manifest
+    from hybridsim_common.records import read_iterations, read_ports
+    from hybridsim_common.rundir import DESCRIPTION, ITERATIONS, PORTS, RunDirError, read_description, read_manifest
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

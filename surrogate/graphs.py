@@ -1,7 +1,7 @@
 """Port graphs of a Dragonfly and the per-iteration node features built on them.
 
 The graph (SMART's rule): nodes are router ports (global port id ``router * radix + port``); all ports of a router are
-fully connected, plus both directions of every local and global link (:meth:`hybridsim.topology.Dragonfly.port_graph_edges`).
+fully connected, plus both directions of every local and global link (:meth:`hybridsim_common.topology.Dragonfly.port_graph_edges`).
 
 Node features of one iteration: for every port feature, the min, max, mean, 25 % and 75 % quantiles (linear
 interpolation, as ``numpy.quantile``) and the last value of the port samples whose sampling window overlaps the
@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from hybridsim.topology import Dragonfly, DragonflyShape
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 
 def _csr(crow, col, val, n) -> torch.Tensor:
@@ -239,7 +239,7 @@ def node_features(t_end: np.ndarray, interval: float, values: np.ndarray, wrank:
     """Raw (un-normalised) node features of T iterations of one job.
 
     Args:
-        t_end, interval, values: port samples (``(S,)``, ns, ``(S, P, F)``), as :class:`hybridsim.records.PortSamples`.
+        t_end, interval, values: port samples (``(S,)``, ns, ``(S, P, F)``), as :class:`hybridsim_common.records.PortSamples`.
         wrank: ``(P,)`` rank whose window each port uses (:func:`window_ranks`, all ``>= 0``).
         start, end: ``(R, T)`` iteration windows of each rank.
     Returns:

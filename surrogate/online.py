@@ -260,7 +260,7 @@ class Feeds:
 
     Args:
         models: every model of the run (whether any needs port graphs decides :attr:`wants_samples` before the run).
-        shape: the topology's :class:`~hybridsim.topology.DragonflyShape` (None: no port graphs can be built).
+        shape: the topology's :class:`~hybridsim_common.topology.DragonflyShape` (None: no port graphs can be built).
         placement: job id -> terminal id of each rank, for jobs placed before the run (a stream job's terminals
             come with its start).
     """
@@ -270,7 +270,7 @@ class Feeds:
         self.placement = placement
         self.graphs: OnlineGraphs | None = None
         if self.wants_samples and shape is not None:
-            from hybridsim.topology import Dragonfly
+            from hybridsim_common.topology import Dragonfly
 
             self.graphs = OnlineGraphs(Dragonfly(shape), {})
 

@@ -57,7 +57,7 @@ class OnlineGraphs:
     """Per-job node-feature graphs of the simulated iterations, from streamed port samples.
 
     Args:
-        topology: the :class:`~hybridsim.topology.Dragonfly` of the graph (``Dragonfly(shape)``, as offline).
+        topology: the :class:`~hybridsim_common.topology.Dragonfly` of the graph (``Dragonfly(shape)``, as offline).
         jobs: ``{job id: (name, terminal id of each rank, n_iterations)}`` for the jobs that need graphs.
     """
 
@@ -84,7 +84,7 @@ class OnlineGraphs:
 
     # ------------------------------------------------------------------------------------------------ input
     def on_samples(self, block) -> None:
-        """Append a :class:`~hybridsim.records.PortSamples` block (one or more sampling windows, in time order)."""
+        """Append a :class:`~hybridsim_common.records.PortSamples` block (one or more sampling windows, in time order)."""
         v = np.asarray(block.values, dtype=np.float32)
         S, P, F = v.shape
         if self._v is None:

@@ -28,7 +28,7 @@ from .volumes import relative_volumes
 def corpus_run_dirs(corpus: str | Path, left_out: list | None = None) -> list[Path]:
     """The completed runs of a corpus folder (its ``corpus.json``), in run order; each must lie inside the corpus.
     ``left_out``, when given, receives the ``dir`` of every run that is not completed (failed or pending)."""
-    from hybridsim.rundir import RunDirError, load_json
+    from hybridsim_common.rundir import RunDirError, load_json
 
     corpus = Path(corpus)
     cj = corpus / "corpus.json"
@@ -61,8 +61,8 @@ def job_tables(run_dir: Path) -> list[dict]:
     each iteration's start, ``info`` its :class:`JobInfo`, ``name``. Raises :class:`SurrogateError` naming the file
     for a table that does not fit its description (a job, rank or iteration it does not have, a time that is not
     finite, an end before its start)."""
-    from hybridsim.records import read_iterations
-    from hybridsim.rundir import RunDirError, read_description
+    from hybridsim_common.records import read_iterations
+    from hybridsim_common.rundir import RunDirError, read_description
 
     try:
         desc = read_description(run_dir)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hybridsim.records import PORT_FEATURES, IterationRecord, PortSamples, write_iterations, write_ports
-from hybridsim.rundir import JobDescription, RunDescription, RunDir, write_description
-from hybridsim.topology import Dragonfly, DragonflyShape
+from hybridsim_common.records import PORT_FEATURES, IterationRecord, PortSamples, write_iterations, write_ports
+from hybridsim_common.rundir import JobDescription, RunDescription, RunDir, write_description
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 SMALL_SHAPE = DragonflyShape(groups=3, routers_per_group=2, terminals_per_router=2, global_channels_per_router=1)
 

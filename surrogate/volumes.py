@@ -3,7 +3,7 @@
 
 Each job's relative message volume per iteration ``v[t]`` (bytes sent in iteration ``t`` over the job's mean, so
 ``mean(v) = 1``) comes from the job's workload definition, known before anything is simulated: the run directory's
-description lists every job's bytes per iteration (``volumes`` of :class:`hybridsim.rundir.JobDescription`). With it
+description lists every job's bytes per iteration (``volumes`` of :class:`hybridsim_common.rundir.JobDescription`). With it
 the models see ``y[:, t] / v[t]`` (history, fit and tuning targets) and their prediction of iteration ``t`` is
 multiplied by ``v[t]``; the MAPE stays on raw times. Jobs whose volume never changes (MILC, nearest neighbour) get no
 scaling, so their results are identical.
@@ -32,9 +32,9 @@ def relative_volumes(v) -> np.ndarray | None:
 
 
 def description_of_dataset(dataset):
-    """The :class:`hybridsim.rundir.RunDescription` of the run a dataset was built from (``meta["source"]
+    """The :class:`hybridsim_common.rundir.RunDescription` of the run a dataset was built from (``meta["source"]
     ["run_dir"]``)."""
-    from hybridsim.rundir import RunDirError, read_description
+    from hybridsim_common.rundir import RunDirError, read_description
 
     run_dir = ((dataset.meta or {}).get("source") or {}).get("run_dir")
     if not run_dir or not Path(run_dir).is_dir():
@@ -50,7 +50,7 @@ def dataset_volumes(dataset, description=None) -> dict[str, np.ndarray]:
     """``{job: relative volume (T,)}`` for every dataset job whose volume varies (others left out). Jobs are matched
     to the run description's by name (``description``: default that of the dataset's source run); iteration ``t`` of
     the dataset is iteration ``t`` of the workload."""
-    from hybridsim.rundir import DESCRIPTION
+    from hybridsim_common.rundir import DESCRIPTION
 
     desc = description if description is not None else description_of_dataset(dataset)
     run_dir = ((dataset.meta or {}).get("source") or {}).get("run_dir")

@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # hybridsim importable wherever pytest is started
     sys.path.insert(0, str(REPO))
-from hybridsim import plugins  # noqa: E402
+from hybridsim_common import plugins  # noqa: E402
 
 plugins.add_path(REPO)  # examples/ (the plug-in policy) importable as --plugin-path would make it
 

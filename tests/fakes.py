@@ -1,4 +1,4 @@
-"""A stand-in backend with analytic iteration times, honouring the Director protocol (hybridsim/backend.py).
+"""A stand-in backend with analytic iteration times, honouring the Director protocol (hybridsim_common/backend.py).
 
 Rank r of job j runs iteration i in d(j, r, i) = base_j * (1 + 0.05 * sin(i / 3)) * (1 + 0.01 * r) ns, so a history
 model can learn it and the expected numbers are known in closed form. Each simulated iteration costs
@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from hybridsim.backend import AlwaysSimulate, Backend, Mode, SimulationResult
-from hybridsim.records import IterationRecord
+from hybridsim_common.backend import AlwaysSimulate, Backend, Mode, SimulationResult
+from hybridsim_common.records import IterationRecord
 
 
 def duration(job_id: int, rank: int, it: int, base=(1000.0, 5000.0, 300.0)) -> float:

@@ -284,7 +284,7 @@ def _bench_against(sc, pure, out):
 
 
 def test_an_untouched_pure_run_is_judged_against(pure_runs, tmp_path):
-    from hybridsim.rundir import verify_digests
+    from hybridsim_common.rundir import verify_digests
 
     sc, pure, _ = pure_runs
     verify_digests(pure)
@@ -298,7 +298,7 @@ def test_a_tampered_pure_run_is_refused(pure_runs, tmp_path, name, tamper, _why)
     """Each edit changes a table, the summary or the manifest's identity: the recorded digests no longer match."""
     import shutil
 
-    from hybridsim.rundir import RunDirError
+    from hybridsim_common.rundir import RunDirError
 
     sc, pure, other = pure_runs
     d = tmp_path / "pure"
@@ -315,7 +315,7 @@ def test_pure_run_checks_hold_when_the_digests_are_rewritten(pure_runs, tmp_path
     the scenario, the summary and the tables refuse each one, naming what is wrong."""
     import shutil
 
-    from hybridsim.rundir import RunDirError, digests
+    from hybridsim_common.rundir import RunDirError, digests
 
     sc, pure, other = pure_runs
     d = tmp_path / "pure"
@@ -348,7 +348,7 @@ def test_a_pure_run_without_digests_is_refused_with_how_to_redo_it(pure_runs, tm
 def test_bench_never_writes_over_its_input(pure_runs, tmp_path, where):
     import shutil
 
-    from hybridsim.rundir import RunDirError, verify_digests
+    from hybridsim_common.rundir import RunDirError, verify_digests
 
     sc, pure, _ = pure_runs
     parent = tmp_path / "b1"
@@ -365,7 +365,7 @@ def test_bench_never_writes_over_its_input(pure_runs, tmp_path, where):
 def test_json_files_are_strict_json(tmp_path):
     """NaN and infinities (a speedup over a zero wall time, an empty mean) are written as null, never as the
     non-JSON NaN / Infinity."""
-    from hybridsim.rundir import write_json_atomic
+    from hybridsim_common.rundir import write_json_atomic
 
     p = tmp_path / "x.json"
     write_json_atomic(p, {"speedup": float("inf"), "mape": np.float64("nan"), "ok": np.float32(1.5),
@@ -433,7 +433,7 @@ def test_predictions_read_from_a_hybrid_runs_records_are_judged_like_a_controlle
     predicted iteration lasts its prediction. Hand case: a 2-rank, 4-iteration job; iterations 2 and 3 predicted
     (rank times 110/130 and 90/90 against pure 100/120 and 100/100); the job time is the mean over ranks."""
     from hybridsim.bench import compare, predictions_from_records
-    from hybridsim.records import IterationRecord
+    from hybridsim_common.records import IterationRecord
 
     sc = parse_scenario("""
 topology: {groups: 3, routers_per_group: 2, terminals_per_router: 2, global_channels_per_router: 1}

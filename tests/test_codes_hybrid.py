@@ -13,7 +13,7 @@ import pytest
 
 from codes_bridge.hybrid import choose_windows, director_section, plan_director, policy_plan
 from codes_bridge.writers import parse_conf
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 from hybridsim.scenario import Scenario
 
 from test_codes_launcher_standins import FAIL_EXIT, REPLAY, _script, bins  # noqa: F401  (fixture)
@@ -281,7 +281,7 @@ def test_director_answers_become_one_record_per_predicted_iteration(tmp_path):
     prediction ended."""
     from codes_bridge.importer import (_expand_director_predictions, read_director_answers,
                                        write_director_answers)
-    from hybridsim.records import IterationRecord
+    from hybridsim_common.records import IterationRecord
 
     def R(job, *rest):
         return IterationRecord("ml"[job], job, *rest)

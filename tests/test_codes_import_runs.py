@@ -15,8 +15,8 @@ from codes_bridge.parsers.common import CodesWarning
 from codes_bridge.parsers.lpio import parse_link_stats
 from codes_bridge.parsers.stdout import parse_model_output
 from hybridsim.cli import main as cli_main
-from hybridsim.records import PORT_FEATURES, read_iterations, read_ports, records_from_table
-from hybridsim.rundir import read_manifest
+from hybridsim_common.records import PORT_FEATURES, read_iterations, read_ports, records_from_table
+from hybridsim_common.rundir import read_manifest
 from refdata import CODES, REFERENCE_CODES
 
 # run -> (records per job id, port samples source kind, job names)

@@ -13,8 +13,8 @@ from codes_bridge.conf import parse_conf
 from codes_bridge.parsers.common import CodesParseError, CodesWarning
 from codes_bridge.parsers.lpio import parse_link_stats
 from codes_bridge.parsers.ross_vt import read_vt_bin, read_vt_csv, router_port_samples
-from hybridsim.records import PORT_FEATURES
-from hybridsim.topology import DragonflyShape
+from hybridsim_common.records import PORT_FEATURES
+from hybridsim_common.topology import DragonflyShape
 from refdata import CODES, REFERENCE_CODES
 
 A = CODES / "A-72node-synthetic-uniform" / "seq"

@@ -12,7 +12,7 @@ from codes_bridge.writers import (CodesInputError, conf_params, merge_extra_args
                                   write_codes_inputs)
 from hybridsim.placement import read_alloc_file
 from hybridsim.scenario import Scenario
-from hybridsim.topology import Dragonfly, DragonflyShape
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 SMALL = dict(groups=9, routers_per_group=4, terminals_per_router=2, global_channels_per_router=2)
 

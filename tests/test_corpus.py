@@ -12,7 +12,7 @@ import pytest
 
 from hybridsim.cli import main
 from hybridsim.corpus import CorpusError, build_corpus, load_corpus, load_spec, scenario_of
-from hybridsim.rundir import read_manifest
+from hybridsim_common.rundir import read_manifest
 
 SPEC = """\
 name: tiny
@@ -198,7 +198,7 @@ def test_a_signal_stops_a_parallel_corpus_within_seconds(tmp_path, how, rc):
 
 def test_one_writer_per_corpus(tmp_path, capsys):
     """While one ``corpus`` holds the folder's lock, a second is refused at once and changes nothing."""
-    from hybridsim.rundir import locked
+    from hybridsim_common.rundir import locked
 
     spec, out = _spec(tmp_path), tmp_path / "c"
     assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0

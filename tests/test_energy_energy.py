@@ -3,7 +3,7 @@
 import pytest
 
 from hybridsim.energy.energy import energy_report, format_energy_table
-from hybridsim.records import IterationRecord
+from hybridsim_common.records import IterationRecord
 from hybridsim.scenario import parse_scenario
 
 SCEN = """\

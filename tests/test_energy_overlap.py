@@ -7,7 +7,7 @@ import pytest
 
 from hybridsim.cli import main
 from hybridsim.energy.overlap import comm_only_scenario, fit_alpha, overlap_prediction, overlap_report
-from hybridsim.records import IterationRecord
+from hybridsim_common.records import IterationRecord
 from hybridsim.scenario import parse_scenario
 
 

@@ -8,7 +8,7 @@ import pytest
 from hybridsim.engine.core import EventLoop
 from hybridsim.engine.network import Network
 from hybridsim.scenario import parse_scenario
-from hybridsim.units import bytes_to_ns
+from hybridsim_common.units import bytes_to_ns
 
 
 def test_background_stretches_serialisation_and_adds_md1_wait():

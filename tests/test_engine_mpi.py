@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 from hybridsim.engine import Engine
-from hybridsim.records import PORT_FEATURES, write_iterations, write_ports
+from hybridsim_common.records import PORT_FEATURES, write_iterations, write_ports
 from hybridsim.scenario import load_scenario, parse_scenario
-from hybridsim.units import bytes_to_ns
+from hybridsim_common.units import bytes_to_ns
 from hybridsim.workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
 from refdata import CODES
 
@@ -256,7 +256,7 @@ def test_job_compute_delay_adds_to_every_iteration():
 
 
 def test_progress_shows_each_jobs_mode():
-    from hybridsim.backend import Mode
+    from hybridsim_common.backend import Mode
     from hybridsim.engine.engine import jobs_progress
 
     txt = jobs_progress(["milc", "lammps", "nn"], [3, 24, 0], [100, 24, 10], [Mode.PREDICT, Mode.SIMULATE, None])

@@ -10,7 +10,7 @@ import pytest
 from hybridsim.engine.core import EventLoop
 from hybridsim.engine.network import Network
 from hybridsim.scenario import Topology
-from hybridsim.units import bytes_to_ns
+from hybridsim_common.units import bytes_to_ns
 
 LT = bytes_to_ns(4096, 5.25)   # 726.609 ns: local/terminal link latency and 4-KiB serialisation
 GL = bytes_to_ns(4096, 4.7)    # 811.638 ns: global

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hybridsim import yamlio
+from hybridsim_common import yamlio
 
 REPO = Path(__file__).resolve().parents[1]
 

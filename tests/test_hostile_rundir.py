@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from hybridsim.backend import Backend
+from hybridsim_common.backend import Backend
 from hybridsim.cli import main
-from hybridsim.interrupts import Terminated
-from hybridsim.rundir import RunDir, RunDirError, StagedDir
+from hybridsim_common.interrupts import Terminated
+from hybridsim_common.rundir import RunDir, RunDirError, StagedDir
 from hybridsim.runner import RunError, run_scenario
 from hybridsim.scenario import parse_scenario
 from refdata import CODES
@@ -162,7 +162,7 @@ def test_force_replaces_a_run_only_when_the_new_one_completes(tmp_path, capsys):
 
 
 def test_memory_error_in_the_failure_handler_still_marks_failed(tmp_path, monkeypatch):
-    import hybridsim.rundir as rundir
+    import hybridsim_common.rundir as rundir
 
     full_write = rundir.write_json_atomic
 
@@ -306,10 +306,10 @@ def _ctrl_c(*_a, **_k):
 def test_interrupted_import_codes_is_marked_failed(tmp_path, monkeypatch, capsys, stop, rc, reason):
     """SIGTERM or Ctrl-C while import-codes writes: the manifest ends failed with the reason, no hidden staging
     folder stays behind (as for runs)."""
-    import hybridsim.records
+    import hybridsim_common.records
 
     src = CODES / "B-72node-milc" / "hf-seq"
-    monkeypatch.setattr(hybridsim.records, "write_ports", stop)
+    monkeypatch.setattr(hybridsim_common.records, "write_ports", stop)
     assert main(["import-codes", str(src), "-o", str(tmp_path / "imp")]) == rc
     said = "interrupted" if rc == 130 else reason
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"hybridsim: error: {said}"
@@ -406,7 +406,7 @@ def test_report_of_a_missing_folder_creates_nothing(tmp_path, capsys):
 def test_a_completed_run_records_its_files_and_their_digests(tmp_path):
     import hashlib
 
-    from hybridsim.rundir import verify_digests
+    from hybridsim_common.rundir import verify_digests
 
     run = tmp_path / "r"
     assert _run(_scenario(tmp_path), run) == 0
@@ -528,7 +528,7 @@ def test_describe_run_imports_no_workload_a_manifest_names(tmp_path, monkeypatch
 
 
 def test_describe_run_force_keeps_the_digests_true(tmp_path):
-    from hybridsim.rundir import verify_digests
+    from hybridsim_common.rundir import verify_digests
 
     run = tmp_path / "r"
     assert _run(_scenario(tmp_path), run) == 0

@@ -218,14 +218,14 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
 }
 
 
-#: cases whose plug-in module lies next to the scenario: it is imported only with --plugin-path (hybridsim.plugins)
+#: cases whose plug-in module lies next to the scenario: it is imported only with --plugin-path (hybridsim_common.plugins)
 PLUGIN_CASES = ("plugin_constructor_raises", "plugin_import_raises")
 
 
 @pytest.fixture(autouse=True)
 def _restore_plugin_paths(monkeypatch):
     """--plugin-path given in-process changes sys.path and the allowed folders: undo it after each test."""
-    from hybridsim import plugins
+    from hybridsim_common import plugins
 
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setattr(plugins, "_ALLOWED", list(plugins._ALLOWED))

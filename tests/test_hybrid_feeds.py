@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from controllers.builtin import Budget
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 from hybridsim.runner import build_controller, run_scenario
 from hybridsim.scenario import parse_scenario
 from surrogate.base import Context
@@ -88,7 +88,7 @@ def test_feeds_own_the_port_graph_wiring():
     """The graph feed's port graphs are set up by surrogate.online.Feeds, not by the controller: none for history
     models (no samples wanted), one OnlineGraphs for graph models, each graph job on its placement or, for a stream
     job, on the terminals it starts on; a graph job without terminals is refused."""
-    from hybridsim.topology import DragonflyShape
+    from hybridsim_common.topology import DragonflyShape
     from surrogate.base import SurrogateError
     from surrogate.online import Feeds
     from surrogate.registry import create

@@ -4,7 +4,7 @@ sample stream, checked against the offline dataset builder on the same run's por
 import numpy as np
 import pytest
 
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 from hybridsim.runner import build_controller, run_scenario
 from hybridsim.scenario import parse_scenario
 from surrogate.base import SurrogateError

@@ -8,7 +8,7 @@ import pytest
 
 from controllers import PolicyError, load_policy
 from controllers.base import JobView
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 from hybridsim.runner import RunError, build_controller, run_scenario
 from hybridsim.scenario import parse_scenario
 
@@ -416,7 +416,7 @@ def test_edge_iteration_is_replaced_by_its_prediction():
     2 on the clean history predicts iteration 3 as 115, so the first predicted iteration, also 115, is lengthened
     by 115 - 200 = -85 ns; job 0's completion then equals what it would be had iteration 3 taken 115."""
     from hybridsim.hybrid import HybridController
-    from hybridsim.records import IterationRecord
+    from hybridsim_common.records import IterationRecord
     from surrogate.registry import create
 
     def run(correct):
@@ -462,7 +462,7 @@ def test_job_advances_by_the_mean_of_right_skewed_rank_predictions():
     it together at the latest start plus the mean, 500 + 200 = 700 (the median would give 600): durations 600, 600,
     600, 200."""
     from hybridsim.hybrid import HybridController
-    from hybridsim.records import IterationRecord
+    from hybridsim_common.records import IterationRecord
     from surrogate.registry import create
 
     ctl = HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, sync="job")

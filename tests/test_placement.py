@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from hybridsim.placement import PlacementError, place, read_alloc_file, write_alloc_file
-from hybridsim.topology import Dragonfly, DragonflyShape
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 T72 = Dragonfly(DragonflyShape(9, 4, 2, 2))
 

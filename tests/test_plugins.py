@@ -16,7 +16,7 @@ from hybridsim import cli
 from hybridsim.runner import RunError, backend_class
 
 #: every command ``hybridsim --help`` lists: hybridsim's own and the CODES bridge's
-COMMANDS = {"validate", "topology", "run", "bench", "describe-run", "report", "serve", "scenario-from-swf", "corpus",
+COMMANDS = {"validate", "topology", "run", "bench", "describe-run", "report", "serve", "scenario-from-swf", "schedule", "corpus",
             "dataset", "train", "evaluate", "pretrain", "calibrate", "overlap", "machine", "import-codes",
             "scenario-from-codes"}
 
@@ -63,7 +63,7 @@ def test_help_lists_every_command_and_serve_offers_the_directors_flag():
 
 def test_a_package_adds_a_command_and_a_backend_through_entry_points(monkeypatch, tmp_path):
     (tmp_path / "demo_plugin.py").write_text(
-        "from hybridsim.backend import Backend\n"
+        "from hybridsim_common.backend import Backend\n"
         "class DemoBackend(Backend):\n"
         "    def run(self, director=None, on_record=None, on_samples=None):\n"
         "        raise NotImplementedError\n"
@@ -104,8 +104,8 @@ def test_a_broken_backend_plugin_is_a_run_error(monkeypatch):
 
 
 def test_command_modules_reach_the_error_types_without_the_cli():
-    """hybridsim.errors is what command modules import; the CLI re-exports the same objects."""
-    from hybridsim import errors
+    """hybridsim_common.errors is what command modules import; the CLI re-exports the same objects."""
+    from hybridsim_common import errors
 
     assert cli.CliError is errors.CliError and (cli.EXIT_OK, cli.EXIT_FAIL, cli.EXIT_BAD_INPUT) == (0, 1, 2)
     assert errors.CliError("x").code == errors.EXIT_BAD_INPUT

@@ -266,7 +266,7 @@ def test_co_runner_load_counts_what_an_iteration_meets():
     (6 ranks) on 72 terminals. A predicted iteration of a meets what the pure run has (b, d); a simulated one meets b
     only if predicted jobs leave their load behind (keep_background)."""
     from controllers.builtin import Periodic
-    from hybridsim.backend import Mode
+    from hybridsim_common.backend import Mode
     from hybridsim.hybrid import HybridController
     from surrogate.models.history import Last
 

@@ -8,7 +8,7 @@ import pytest
 from hybridsim.placement import place
 from hybridsim.scheduler import (JobOutcome, Scheduler, SchedulerError, StreamJob, bounded_slowdown, dry_run,
                                  stream_metrics)
-from hybridsim.topology import Dragonfly, DragonflyShape
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 S72 = DragonflyShape(9, 4, 2, 2)          # 72 terminals
 S4 = DragonflyShape(1, 2, 2, 1)           # 4 terminals: 2 routers x 2

@@ -8,8 +8,8 @@ import grpc
 import numpy as np
 import pytest
 
-from hybridsim.backend import Mode, SimulationResult
-from hybridsim.records import IterationRecord, PortSamples
+from hybridsim_common.backend import Mode, SimulationResult
+from hybridsim_common.records import IterationRecord, PortSamples
 from hybridsim.scenario import parse_scenario
 from hybridsim.service._gen import engine_pb2, engine_pb2_grpc
 from hybridsim.service.engine_server import EngineServer

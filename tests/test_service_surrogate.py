@@ -418,7 +418,7 @@ def test_remote_fit_and_tune_of_smart_beyond_the_held_graphs():
     graphs of the last 32 iterations only, so the dataset it builds gives x[t] for column t (NaN before the held ones)
     and a fit or tune uses the targets whose graph look-back is held (t - Lg >= first held column). The result equals a
     local SMART fitted on the full series with exactly those targets, then tuned on the same window."""
-    from hybridsim.topology import Dragonfly, DragonflyShape
+    from hybridsim_common.topology import Dragonfly, DragonflyShape
     from surrogate.graphs import shape_dict
     from surrogate.online import OnlineSeries
 

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from hybridsim.backend import AlwaysSimulate
+from hybridsim_common.backend import AlwaysSimulate
 from hybridsim.engine import Engine
-from hybridsim.records import JOB_COLUMNS, read_jobs, read_iterations
+from hybridsim_common.records import JOB_COLUMNS, read_jobs, read_iterations
 from hybridsim.runner import run_scenario
 from hybridsim.scenario import ScenarioError, load_scenario, parse_scenario
 from hybridsim.scheduler import JobOutcome, StreamJob, bounded_slowdown, dry_run, stream_metrics

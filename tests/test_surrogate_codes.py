@@ -45,7 +45,7 @@ def test_dataset_from_codes_run_e(tmp_path):
 
     # the import's description: terminals from the allocation file, volumes from the equivalent scenario's workloads
     from codes_bridge.scenario_from_codes import scenario_from_codes
-    from hybridsim.rundir import read_description
+    from hybridsim_common.rundir import read_description
     from hybridsim.runner import workload_volumes
     from surrogate.volumes import dataset_volumes, relative_volumes
 
@@ -67,7 +67,7 @@ def test_import_without_an_equivalent_scenario(tmp_path, monkeypatch):
     the allocation file, the workload kind the job name says; no volumes, which volume scaling then names."""
     import codes_bridge.scenario_from_codes as sfc
     from codes_bridge.importer import import_codes_run
-    from hybridsim.rundir import read_description
+    from hybridsim_common.rundir import read_description
     from surrogate.base import SurrogateError
     from surrogate.dataset import build_dataset
     from surrogate.volumes import dataset_volumes

@@ -10,9 +10,9 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
-from hybridsim.records import PORT_FEATURES, IterationRecord, PortSamples, read_ports, write_iterations, write_ports
-from hybridsim.rundir import JobDescription, RunDescription, RunDir, read_description, write_description
-from hybridsim.topology import Dragonfly
+from hybridsim_common.records import PORT_FEATURES, IterationRecord, PortSamples, read_ports, write_iterations, write_ports
+from hybridsim_common.rundir import JobDescription, RunDescription, RunDir, read_description, write_description
+from hybridsim_common.topology import Dragonfly
 from surrogate.dataset import DatasetError, build_dataset, load_dataset, make_splits
 from surrogate.graphs import (STATS, nearest_active_port, normalized_adjacency, random_walk_matrix, window_bounds,
                               window_stats)

@@ -4,8 +4,8 @@ graph that helps predict iteration t+1 never sees t+1's time (offline builder an
 import numpy as np
 import pytest
 
-from hybridsim.records import PortSamples
-from hybridsim.topology import Dragonfly, DragonflyShape
+from hybridsim_common.records import PortSamples
+from hybridsim_common.topology import Dragonfly, DragonflyShape
 from surrogate.graphs import STATS, node_features, window_bounds
 from surrogate.online_graphs import OnlineGraphs
 

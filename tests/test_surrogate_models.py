@@ -141,7 +141,7 @@ def test_bad_checkpoints(periodic, tmp_path):
 
 
 def test_topology_mismatch(periodic, tmp_path):
-    from hybridsim.topology import DragonflyShape
+    from hybridsim_common.topology import DragonflyShape
 
     other = DragonflyShape(groups=5, routers_per_group=2, terminals_per_router=1, global_channels_per_router=2)
     make_synthetic_run(tmp_path / "run", shape=other, jobs=(("A", "milc", 3, 30),))

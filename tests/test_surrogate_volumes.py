@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from hybridsim.topology import DragonflyShape
+from hybridsim_common.topology import DragonflyShape
 from surrogate.dataset import JobSeries, SurrogateDataset
 from surrogate.evaluate import evaluate, run_online
 from surrogate.models.history import Last
@@ -65,7 +65,7 @@ def test_evaluate_volume_scaling_option():
 
 
 def test_dataset_volumes_from_scenario(repo):
-    from hybridsim.rundir import describe_scenario
+    from hybridsim.description import describe_scenario
     from hybridsim.scenario import load_scenario
 
     scen = load_scenario(repo / "examples" / "hybrid-72-long.yaml")

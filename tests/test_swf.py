@@ -226,7 +226,7 @@ def test_flow_yaml_round_trips():
 
 
 def test_system_file_is_read_with_the_scenario_loaders_checks(nasa, tmp_path, capsys):
-    """``--system`` goes through hybridsim.yamlio like any scenario: a duplicate key is an error at its line and
+    """``--system`` goes through hybridsim_common.yamlio like any scenario: a duplicate key is an error at its line and
     nothing is written."""
     base = tmp_path / "dup.yaml"
     base.write_text("seed: 1\nseed: 2\n")

@@ -5,7 +5,7 @@ import filecmp
 import numpy as np
 import pytest
 
-from hybridsim.topology import GLOBAL, LOCAL, TERMINAL, Dragonfly, DragonflyShape, TopologyError
+from hybridsim_common.topology import GLOBAL, LOCAL, TERMINAL, Dragonfly, DragonflyShape, TopologyError
 
 SYS1056 = DragonflyShape(33, 8, 4, 4)
 SYS72 = DragonflyShape(9, 4, 2, 2)

@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from hybridsim.records import IterationRecord
+from hybridsim_common.records import IterationRecord
 
 from .common import CodesParseError, IncrementalReader, read_text, warn
 

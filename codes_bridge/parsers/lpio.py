@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hybridsim.records import PortSamples
-from hybridsim.topology import DragonflyShape
-from hybridsim.units import GIB
+from hybridsim_common.records import PortSamples
+from hybridsim_common.topology import DragonflyShape
+from hybridsim_common.units import GIB
 
 from .common import CodesParseError, numbered_lines, warn
 
@@ -70,7 +70,7 @@ class LinkStats:
 
     def router_port_totals(self, topology) -> dict[str, np.ndarray]:
         """Per router port (``router*radix + port``) totals from the CORRECT lines only: global ports from the G
-        lines (matched to ports by destination router through ``topology``, a :class:`hybridsim.topology.Dragonfly`
+        lines (matched to ports by destination router through ``topology``, a :class:`hybridsim_common.topology.Dragonfly`
         -- CODES prints them in its own order) and terminal ports from the router->terminal CN lines. Local ports
         are NaN (their lines are buggy)."""
         a, h, p = topology.a, topology.h, topology.p

@@ -9,7 +9,7 @@ the column names of CODES' ``scripts/parse-ross-model-stats.py`` CSVs):
 * :func:`read_vt_csv` reads the decoded ``vt-router.csv[.gz]``, ``vt-terminal.csv[.gz]``, ``vt-nwlp.csv[.gz]``
   (both nw-lp layouts found in the reference data are accepted and renamed to the struct's C names).
 
-:func:`router_port_samples` turns the router table into the dense :class:`hybridsim.records.PortSamples` block
+:func:`router_port_samples` turns the router table into the dense :class:`hybridsim_common.records.PortSamples` block
 (``PORT_FEATURES``: bytes = link_traffic, busy_ns = busy_time, util_pct from the port class bandwidth, stalled =
 stalled_chunks, vc_occ = vc_occupancy_sum, queued = queued_count).
 
@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from hybridsim.records import PORT_FEATURES, PortSamples
-from hybridsim.topology import GLOBAL, LOCAL, TERMINAL, DragonflyShape
-from hybridsim.units import GIB
+from hybridsim_common.records import PORT_FEATURES, PortSamples
+from hybridsim_common.topology import GLOBAL, LOCAL, TERMINAL, DragonflyShape
+from hybridsim_common.units import GIB
 
 from .common import CodesParseError, find_file, read_bytes, warn
 

@@ -14,7 +14,7 @@ or register it for ``policy: every-other`` in your package's ``pyproject.toml``:
 """
 
 from controllers.base import JobView, Policy
-from hybridsim.backend import Mode
+from hybridsim_common.backend import Mode
 
 
 class EveryOther(Policy):

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
+from hybridsim_common.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CliError
 
 
 def cmd_machine_show(args) -> int:

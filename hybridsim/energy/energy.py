@@ -65,7 +65,7 @@ def _byte_hops(link_bytes: Any) -> tuple[dict[str, float], float]:
 def energy_report(scenario, records, link_bytes=None, machine: Machine | None = None) -> dict:
     """Time-to-solution, energy-to-solution and energy-delay product per job and in total.
 
-    ``records``: the run's :class:`~hybridsim.records.IterationRecord` s (simulated and predicted alike).
+    ``records``: the run's :class:`~hybridsim_common.records.IterationRecord` s (simulated and predicted alike).
     ``link_bytes``: optional network traffic (see :func:`_byte_hops`). Times in s, energies in J, EDP in J*s.
     Without a ``machine:`` section energies are ``None`` and only times are reported."""
     if machine is None:

@@ -24,9 +24,9 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .. import yamlio
-from ..yamlio import Provenance, ScenarioError
-from ..yamlio import locate as _node_for
+from hybridsim_common import yamlio
+from hybridsim_common.yamlio import Provenance, ScenarioError
+from hybridsim_common.yamlio import locate as _node_for
 
 PRECISIONS = ("DP", "SP", "HP")
 Precision = Literal["DP", "SP", "HP"]

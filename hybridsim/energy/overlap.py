@@ -136,7 +136,7 @@ def modelled_compute_scenario(scenario):
 def run_overlap(scenario, engine_factory: Callable | None = None) -> dict:
     """Simulate ``scenario`` with and without its compute phases and compare (see :func:`overlap_report`).
 
-    ``engine_factory(scenario)`` returns an object with ``run()`` -> :class:`~hybridsim.backend.SimulationResult`;
+    ``engine_factory(scenario)`` returns an object with ``run()`` -> :class:`~hybridsim_common.backend.SimulationResult`;
     default: the embedded engine."""
     if engine_factory is None:
         from ..engine import Engine as engine_factory  # noqa: N813

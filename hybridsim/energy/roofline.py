@@ -25,7 +25,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, ValidationError, model_validator
 
-from ..yamlio import format_validation_error
+from hybridsim_common.yamlio import format_validation_error
 from .machine import LEVEL_SYNONYMS, Machine, MachineError, Precision, _M, _node_for, _scenario_text, \
     machine_for_scenario
 

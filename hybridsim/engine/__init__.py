@@ -4,7 +4,7 @@
 
     from hybridsim.engine import Engine
     eng = Engine(scenario, topology=None, placement=None, progress=False, debug=None)
-    result = eng.run(director=None, on_record=None, on_samples=None)   # -> hybridsim.backend.SimulationResult
+    result = eng.run(director=None, on_record=None, on_samples=None)   # -> hybridsim_common.backend.SimulationResult
 
 Modules, smallest first: :mod:`.core` (the event loop), :mod:`.network` (terminals, routers, credits, routing),
 :mod:`.mpi` (ranks and MPI protocol), :mod:`.sampling` (port samples), :mod:`.engine` (wiring, director, records).

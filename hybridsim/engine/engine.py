@@ -3,8 +3,8 @@
 :class:`Engine` wires the pieces around one :class:`~.core.EventLoop`: the :class:`~.network.Network` (terminals,
 routers, routing, credits), the :class:`~.mpi.MpiLayer` (ranks, MPI protocol), the workloads of
 :mod:`hybridsim.workloads` (per-rank, per-iteration op lists), a :class:`~.sampling.PortSampler` and the
-:class:`~hybridsim.backend.Director` that chooses, per job and iteration, SIMULATE or PREDICT (see
-:mod:`hybridsim.backend` for the protocol).
+:class:`~hybridsim_common.backend.Director` that chooses, per job and iteration, SIMULATE or PREDICT (see
+:mod:`hybridsim_common.backend` for the protocol).
 
 Job streams (a scenario with a ``scheduler`` section): a :class:`~hybridsim.scheduler.Scheduler` decides at each
 arrival and after each job end which waiting jobs start and on which terminals. A job's ranks are created when it
@@ -23,8 +23,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult
-from ..records import IterationRecord
+from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult
+from hybridsim_common.records import IterationRecord
 from .core import EventLoop, LimitExceeded, RunStop, current_stop
 from .mpi import MpiLayer, Rank
 from .network import Network
@@ -56,7 +56,7 @@ class Engine(Backend):
 
     Args:
         scenario: a :class:`hybridsim.scenario.Scenario`.
-        topology: a prebuilt :class:`~hybridsim.topology.Dragonfly` (default: built from the scenario).
+        topology: a prebuilt :class:`~hybridsim_common.topology.Dragonfly` (default: built from the scenario).
         placement: list of per-job terminal arrays (default: :func:`hybridsim.placement.place_jobs`).
         progress: show a tqdm bar on stderr (virtual time, iterations done per job, events/s).
         debug: check invariants as it runs (default: ``scenario.backend.embedded.debug``).

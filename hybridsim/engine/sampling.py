@@ -1,6 +1,6 @@
 """Port sampling: every ``sampling.interval`` of virtual time, one row of features per router port.
 
-Features (see :data:`hybridsim.records.PORT_FEATURES` for the core six), per window ``[t0, t1)``:
+Features (see :data:`hybridsim_common.records.PORT_FEATURES` for the core six), per window ``[t0, t1)``:
 
 * ``bytes``: bytes sent out of the port; ``util_pct`` = bytes / (nominal bandwidth x window) x 100;
 * ``busy_ns``: time blocked on credits, as CODES' ``busy_time``: an interval opens when a packet finds its downstream
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import PORT_FEATURES, PortSamples
+from hybridsim_common.records import PORT_FEATURES, PortSamples
 
 
 class PortSampler:

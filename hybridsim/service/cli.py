@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from hybridsim.errors import EXIT_OK, CliError
+from hybridsim_common.errors import EXIT_OK, CliError
 
 from .limits import (DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_PENDING, DEFAULT_MAX_RANKS, DEFAULT_MAX_STATE_BYTES,
                      DEFAULT_START_TIMEOUT, ScenarioLimits)

@@ -40,7 +40,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from ..backend import Director
+from hybridsim_common.backend import Director
 from ..engine.core import LimitExceeded, RunStop
 from ._common import (DEFAULT_MAX_MESSAGE_BYTES, Access, ServiceError, add_health_and_reflection, bind, server_options,
                       to_tensor)
@@ -289,7 +289,7 @@ class _ProxyDirector(Director):
         self.keep_background = bool(session.start.keep_background)
 
     def mode_for(self, job_id: int, iteration: int):
-        from hybridsim.backend import Mode
+        from hybridsim_common.backend import Mode
 
         ans = self.session.call(engine_pb2.EngineEvent(mode_call=engine_pb2.ModeCall(
             job_id=int(job_id), iteration=int(iteration))), "mode_answer")
@@ -514,7 +514,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                         and np.array_equal(np.concatenate([b.values for b in sb]), ports.values))
         if ports is not None and not ports_ok:
             per = max(1, FINAL_CHUNK_BYTES // max(1, ports.values[:1].nbytes))
-            from hybridsim.records import PortSamples
+            from hybridsim_common.records import PortSamples
 
             for i in range(0, max(1, len(ports.t_end)), per):
                 part = PortSamples(ports.t_end[i:i + per], ports.interval, ports.radix, ports.features,

@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from ..backend import Backend
+from hybridsim_common.backend import Backend
 from ._common import DEFAULT_MAX_MESSAGE_BYTES, channel_options, from_tensor, parse_address
 from ._gen import engine_pb2, engine_pb2_grpc
 
@@ -58,7 +58,7 @@ def scenario_payload(scenario) -> tuple[str, str]:
 
 
 def _block(msg):
-    from hybridsim.records import PortSamples
+    from hybridsim_common.records import PortSamples
 
     values = from_tensor(msg.values, "values", np.float32, ndim=3).copy()
     return PortSamples(np.array(msg.t_end, dtype=np.float64), msg.interval, msg.radix, tuple(msg.features), values,
@@ -66,7 +66,7 @@ def _block(msg):
 
 
 def _concat(blocks):
-    from hybridsim.records import PortSamples
+    from hybridsim_common.records import PortSamples
 
     if not blocks:
         return None
@@ -104,8 +104,8 @@ class RemoteBackend(Backend):
         return engine_pb2.EngineRequest(start=start)
 
     def run(self, director=None, on_record=None, on_samples=None):
-        from hybridsim.backend import Mode, SimulationResult
-        from hybridsim.records import IterationRecord
+        from hybridsim_common.backend import Mode, SimulationResult
+        from hybridsim_common.records import IterationRecord
 
         t0 = time.perf_counter()
         channel = grpc.insecure_channel(self.address, options=channel_options(self.max_message_bytes))

@@ -1,5 +1,5 @@
 """What the remote engine checks in a client's scenario before it builds anything: the text's size and YAML shape
-(through :mod:`hybridsim.yamlio` with the operator's bounds, :func:`yaml_limits`), the run's size (ranks, terminals,
+(through :mod:`hybridsim_common.yamlio` with the operator's bounds, :func:`yaml_limits`), the run's size (ranks, terminals,
 ports, iterations, events), and the modules and files it names.
 
 The checks are plain functions of the :class:`~hybridsim.scenario.Scenario`; each raises
@@ -19,9 +19,9 @@ CLIENT_CAPPED = ("max_ops", "max_packets", "max_packets_per_message", "max_sampl
 
 
 def yaml_limits(limits: ScenarioLimits):
-    """The operator's bounds on a client's scenario text as :class:`hybridsim.yamlio.YamlLimits` (one home for the
+    """The operator's bounds on a client's scenario text as :class:`hybridsim_common.yamlio.YamlLimits` (one home for the
     size / depth / alias-expansion checks, shared with scenario files), messages naming this server's flags."""
-    from hybridsim.yamlio import YamlLimits
+    from hybridsim_common.yamlio import YamlLimits
 
     return YamlLimits(max_bytes=limits.max_scenario_bytes, max_depth=limits.max_yaml_depth,
                       max_nodes=limits.max_yaml_nodes,

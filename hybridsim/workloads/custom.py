@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 
-from .. import plugins
+from hybridsim_common import plugins
 from .base import JobWorkload, WorkloadError
 from .ops import OpError, validate_ops
 
@@ -38,7 +38,7 @@ def resolve_function(spec: str, job_name: str = "?"):
         raise WorkloadError(f"job {job_name!r}: workload.function must be 'module:function', got {spec!r}")
     mod_name, fn_name = spec.split(":", 1)
     try:
-        mod = plugins.import_module(mod_name)  # installed or --plugin-path folders only (hybridsim.plugins)
+        mod = plugins.import_module(mod_name)  # installed or --plugin-path folders only (hybridsim_common.plugins)
     except Exception as exc:  # ImportError, or an error raised while importing the user's module
         raise WorkloadError(f"job {job_name!r}: cannot import module {mod_name!r} of workload.function {spec!r}: "
                             f"{type(exc).__name__}: {exc}") from exc

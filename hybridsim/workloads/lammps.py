@@ -17,6 +17,9 @@ Waitall(recvs); Waitall(sends). ``neigh_check``: nothing for the first 5 calls a
 Allreduce(4) per call, accumulating ``neigh_check_avg``; past 1.0 it returns true (first at step 10).
 Compute cycles: ``max(0, (long)((a*V + b) * CPI * router_freq / cpu_freq / cpu_sim_speedup + 0.5))``; the glue turns
 cycles into ns with cpu_freq.
+
+Why one module of this size: it follows SWM's LAMMPS skeleton step by step (decomposition, PPPM grid, the exchange
+phases of a step), so a reader checks it against the C++ side by side.
 """
 
 from __future__ import annotations

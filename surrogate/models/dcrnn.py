@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hybridsim.topology import Dragonfly
+from hybridsim_common.topology import Dragonfly
 
 from ..base import Context, SurrogateError, last_valid
 from ..graphs import random_walk_matrix, shape_dict, shape_from_dict

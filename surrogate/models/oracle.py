@@ -35,8 +35,8 @@ class Oracle(Surrogate):
     lookback = 1
 
     def __init__(self, run: str):
-        from hybridsim.records import read_iterations
-        from hybridsim.rundir import RunDirError, read_manifest
+        from hybridsim_common.records import read_iterations
+        from hybridsim_common.rundir import RunDirError, read_manifest
 
         self.run = str(run)
         path = Path(self.run).expanduser()

@@ -249,7 +249,7 @@ class Smart(TorchSurrogate):
         return cfg
 
     def _build(self) -> None:
-        from hybridsim.topology import Dragonfly
+        from hybridsim_common.topology import Dragonfly
 
         from ..graphs import normalized_adjacency, shape_from_dict
 

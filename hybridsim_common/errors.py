@@ -5,7 +5,7 @@ group) raises :class:`CliError` for bad input; :func:`hybridsim.cli.main` prints
 module imports nothing, so a command module reaches it without importing the CLI that loads it.
 
 Exit status: 0 success, 1 run failure, 2 bad input (scenario, files, arguments, an output that cannot be written);
-130 Ctrl-C and 128 + N for signal N come from :mod:`hybridsim.interrupts`.
+130 Ctrl-C and 128 + N for signal N come from :mod:`hybridsim_common.interrupts`.
 """
 
 from __future__ import annotations

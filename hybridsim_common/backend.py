@@ -6,8 +6,8 @@ declares what it can do (``no_director``, ``runs_policy``, ``streams_samples``, 
 ``no_streams``), so the runner
 has one path.
 
-A backend simulates a scenario and reports, as the simulation runs, :class:`~hybridsim.records.IterationRecord`\\ s
-and :class:`~hybridsim.records.PortSamples` blocks. The embedded engine also takes a :class:`Director` that decides,
+A backend simulates a scenario and reports, as the simulation runs, :class:`~hybridsim_common.records.IterationRecord`\\ s
+and :class:`~hybridsim_common.records.PortSamples` blocks. The embedded engine also takes a :class:`Director` that decides,
 per job and iteration, whether the job is simulated packet by packet (``SIMULATE``) or advanced by predicted
 iteration times (``PREDICT``). Backends know nothing of surrogates; the director knows nothing of packets.
 

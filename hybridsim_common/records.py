@@ -8,7 +8,7 @@ Two kinds of record flow from a backend (embedded engine or CODES import) to the
   :data:`PORT_FEATURES` (and optionally per-VC extras). They are held as a dense block :class:`PortSamples`
   (``values[sample, port, feature]``) because the surrogate consumes them as tensors.
 
-On disk (a run directory, see :mod:`hybridsim.rundir`) they are ``iterations.parquet`` and ``ports.parquet`` (long
+On disk (a run directory, see :mod:`hybridsim_common.rundir`) they are ``iterations.parquet`` and ``ports.parquet`` (long
 format: one row per (sample, port)). Both are written by the functions here and nowhere else, so the two backends
 cannot drift apart. Job streams (a ``scheduler`` section) add ``jobs.parquet``: one row per job with its arrival,
 start, end, wait, run time, bounded slowdown and allocated terminals (:func:`write_jobs`).
