@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from hybridsim_common.records import IterationRecord
-from hybridsim_common.rundir import DESCRIPTION, ITERATIONS, SUMMARY, RunDirError, load_json, read_manifest, verify_digests
+from hybridsim_common.rundir import DESCRIPTION, ITERATIONS, SUMMARY, RunDirError, load_json_object, read_manifest, verify_digests
 
 #: relative tolerance of "the last end is the completion time" (the summary holds the same float64)
 _TOL = 1e-9
@@ -124,12 +124,7 @@ def _elapsed_s(m: dict) -> float | None:
 
 def _check_summary(scenario, p: Path, m: dict) -> dict:
     f = p / SUMMARY
-    try:
-        summary = load_json(f, SUMMARY)
-    except FileNotFoundError:
-        raise RunDirError(f"{f}: missing") from None
-    if not isinstance(summary, dict):
-        raise RunDirError(f"{f}: a JSON object expected, not {type(summary).__name__}")
+    summary = load_json_object(f, SUMMARY, "missing")
     if summary.get("mode") != "simulate" or "hybrid" in summary or summary.get("partial"):
         raise RunDirError(f"{f}: a hybrid run's or a partial run's summary (mode {summary.get('mode')!r}), not a "
                           "completed pure simulation's")

@@ -518,19 +518,24 @@ class RunDir:
             return self.staged.keep_failed(target)
 
 
+def load_json_object(p: Path, name: str, missing: str) -> dict:
+    """The JSON object in file ``p`` (read by :func:`load_json`, within its limits); :class:`RunDirError` naming
+    ``p`` when it is missing (``missing``: what that means) or holds anything but an object."""
+    try:
+        data = load_json(p, name)
+    except FileNotFoundError:
+        raise RunDirError(f"{p}: {missing}") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{p}: corrupt {name}: a JSON object expected, not {type(data).__name__}")
+    return data
+
+
 def read_manifest(path: str | os.PathLike) -> dict:
     """The manifest of run directory ``path`` (or the file itself); :class:`RunDirError` for one that is missing,
     corrupt or not a JSON object."""
     p = Path(path)
-    if p.is_dir():
-        p = p / MANIFEST
-    try:
-        data = load_json(p, MANIFEST)
-    except FileNotFoundError:
-        raise RunDirError(f"{p}: no manifest.json (is this a hybridsim run directory?)") from None
-    if not isinstance(data, dict):
-        raise RunDirError(f"{p}: corrupt manifest.json: a JSON object expected, not {type(data).__name__}")
-    return data
+    return load_json_object(p / MANIFEST if p.is_dir() else p, MANIFEST,
+                            "no manifest.json (is this a hybridsim run directory?)")
 
 
 # ------------------------------------------------------------------------------------------- what a run wrote
@@ -754,14 +759,11 @@ def read_description(path: str | os.PathLike) -> RunDescription:
     p = Path(path)
     if p.is_dir():
         p = p / DESCRIPTION
-    try:
-        data = load_json(p, DESCRIPTION)
-    except FileNotFoundError:
-        raise RunDirError(f"{p}: missing (run directories written before hybridsim described its runs have no "
-                          f"{DESCRIPTION}: write it with `hybridsim describe-run RUN_DIR`, or import the CODES run "
-                          "again with `hybridsim import-codes`)") from None
+    data = load_json_object(p, DESCRIPTION, f"missing (run directories written before hybridsim described its runs "
+                                            f"have no {DESCRIPTION}: write it with `hybridsim describe-run RUN_DIR`, "
+                                            "or import the CODES run again with `hybridsim import-codes`)")
     f = _Fields(p)
-    if not isinstance(data, dict) or data.get("format") != DESCRIPTION_FORMAT:
+    if data.get("format") != DESCRIPTION_FORMAT:
         raise RunDirError(f"{p}: not a {DESCRIPTION_FORMAT} file")
     if data.get("version") != DESCRIPTION_VERSION:
         raise RunDirError(f"{p}: description version {data.get('version')!r} not supported "
