@@ -545,6 +545,11 @@ def test_flood_of_500_calls_leaves_both_services_serving(served):
     (["--engine", "127.0.0.1:0", "--allow-module", "os;rm"], "--allow-module 'os;rm'"),
     (["--engine", "127.0.0.1:0", "--max-terminals", "0"], "--max-terminals: must be >= 1"),
     (["--grpc", "127.0.0.1:0", "--model", "mean", "--max-ranks", "-1"], "--max-ranks: must be >= 1"),
+    # model options over their bounds (issue 21): refused before the model is built
+    (["--grpc", "127.0.0.1:0", "--model", "lstm", "--model-option", "hidden=100000000"],
+     "--model lstm: lstm: option hidden=100000000 must be a number at most 4096"),
+    (["--grpc", "127.0.0.1:0", "--model", "lstm:epochs=1000000000"], "option epochs=1000000000 must be a number at "
+                                                                       "most 100000"),
 ])
 def test_bad_serve_options_exit_2_with_a_message(args, msg):
     from hybridsim.cli import main
