@@ -365,7 +365,7 @@ def test_a_backend_that_declares_no_streams_refuses_one_before_any_run_directory
     assert not (tmp_path / "out").exists()
 
 
-# ---------------------------------------------------------------------------------------------------------- kill at walltime
+# ------------------------------------------------------------------------------------------------ kill at walltime
 def killing(kill: bool, extra: str = "") -> str:
     # a (8 ranks, 4 iterations of ~28 us) asks for 70 us: killed after 2 whole iterations when kill_at_walltime; b (8)
     # arrives at 1 us and waits for a's terminals (4 free): it starts when a ends -- or is killed

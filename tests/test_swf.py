@@ -119,7 +119,8 @@ def test_map_jobs_by_hand(tmp_path):
                        "workload": {"kind": "milc", "dimension_sizes": [2, 3, 3, 4], "msg_size": 49152}}
     # job 11: 4 x 4.5 = 18 ranks, nn; 20 us / 4 us = 5 iterations; arrival 30 us; walltime = requested 40 s -> 40 us
     assert jobs[1] == {"name": "j11-nn", "ranks": 18, "iterations": 5, "arrival": "30us", "walltime": "40us",
-                       "swf_id": 11, "workload": {"kind": "nearest_neighbor", "dimension_sizes": [2, 3, 3], "msg_size": 32768}}
+                       "swf_id": 11,
+                       "workload": {"kind": "nearest_neighbor", "dimension_sizes": [2, 3, 3], "msg_size": 32768}}
     # job 13: 2 requested processors -> 9 ranks; 9 us / 10 us -> 1 iteration (at least one)
     assert (jobs[2]["name"], jobs[2]["ranks"], jobs[2]["iterations"], jobs[2]["arrival"]) == ("j13-milc", 9, 1,
                                                                                              "100us")
