@@ -33,10 +33,25 @@ from .base import JobView, Policy
 SIM, PRED = Mode.SIMULATE, Mode.PREDICT
 
 
-def _check_int(name: str, v, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+#: the bound of every integer parameter (iteration counts and intervals): more iterations than any job can have
+MAX_PARAM = 2**31 - 1
+
+
+def _check_int(name: str, v, lo: int, hi: int = MAX_PARAM) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        shown = repr(v) if len(repr(v)) <= 40 else f"{repr(v)[:37]}..."
+        raise ValueError(f"{name} must be an integer >= {lo} and <= {hi}, got {shown}")
     return v
+
+
+def _check_float(name: str, v) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        x = math.nan
+    if isinstance(v, bool) or not math.isfinite(x):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
+    return x
 
 
 class Pdes(Policy):
@@ -100,7 +115,7 @@ class ErrorAdaptive(_Cyclic):
     def __init__(self, warmup: int = 8, truth: int = 1, threshold: float = 2.0, min_interval: int = 2,
                  max_interval: int = 64, start_interval: int = 8):
         super().__init__(warmup, truth)
-        self.threshold = float(threshold)
+        self.threshold = _check_float("threshold", threshold)
         self.min_interval = _check_int("min_interval", min_interval, 1)
         self.max_interval = _check_int("max_interval", max_interval, self.min_interval)
         self.start_interval = min(max(_check_int("start_interval", start_interval, 1), self.min_interval),
@@ -133,10 +148,10 @@ class Budget(_Cyclic):
     def __init__(self, target_speedup: float = 10.0, warmup: int = 8, truth: int = 1, assumed_ratio: float = 100.0,
                  max_interval: int = 1024):
         super().__init__(warmup, truth)
-        if not target_speedup > 1:
+        if not _check_float("target_speedup", target_speedup) > 1:
             raise ValueError(f"target_speedup must be > 1, got {target_speedup}")
         self.target = float(target_speedup)
-        self.assumed_ratio = float(assumed_ratio)
+        self.assumed_ratio = _check_float("assumed_ratio", assumed_ratio)
         self.max_interval = _check_int("max_interval", max_interval, 1)
 
     def surrogate_fraction(self, s: float) -> float:
@@ -196,7 +211,7 @@ class Aligned(Policy):
         self.warmup = _check_int("warmup", warmup, 1)
         self.truth = _check_int("truth", truth, 1)
         self.ft = _check_int("ft", ft, 2)
-        self.threshold = None if threshold is None else float(threshold)
+        self.threshold = None if threshold is None else _check_float("threshold", threshold)
         self.min_ft = _check_int("min_ft", min_ft, 2)
         self.max_ft = _check_int("max_ft", max_ft, self.min_ft)
         self.jobs: dict[int, _JobSlot] = {}

@@ -65,8 +65,11 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
         return out
     try:
         mcls.check_config({**options, **sec.config})
-    except SurrogateError as exc:
-        problem(("surrogate", "config") if sec.config else ("surrogate", "model"), str(exc))
+    except SurrogateError as exc:  # an option over its bound is located at its own key (nothing was built)
+        key = getattr(exc, "key", None)
+        loc = ("surrogate", "config", key) if key in sec.config else \
+            ("surrogate", "config") if sec.config and key is None else ("surrogate", "model")
+        problem(loc, str(exc))
     return out
 
 

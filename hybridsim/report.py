@@ -5,6 +5,9 @@
 * ``port-utilisation.png``: heat map of port utilisation (%) over time, ports grouped by link class;
 * ``jobs-gantt.png`` (job streams): a Gantt chart of the allocated terminals over time, one colour per job, above
   the machine's utilisation and the number of waiting jobs over time;
+* ``jobs-schedule.png`` and ``jobs-queue.png`` (job streams): the scheduling Gantt chart of :func:`plot_gantt_chart`
+  (a row per job: wait, run, arrival marker, label, size-class legend, killed jobs hatched) and the utilisation and
+  queue length of :func:`plot_queue_over_time`, as ``hybridsim schedule --plot`` draws them;
 * ``energy.txt``: time-to-solution, energy-to-solution and energy-delay product per job (runs with a ``machine``);
 * for ``hybridsim bench`` directories, ``bench-policies.png`` (speedup and completion-time error per run) and, with a
   sweep (``--sweep-ft``), ``tradeoff-ft.png`` and the error-versus-speedup curves of every surrogate:
@@ -186,15 +189,17 @@ def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
 
 def _stream_table(jobs) -> dict[str, np.ndarray]:
     """Columns of a jobs table (a path to a ``jobs.parquet`` of a run or of ``hybridsim schedule``, or a pyarrow
-    table): name, size, arrival, start, end."""
+    table): name, size, arrival, start, end, killed (all False in a table without the column)."""
     import pyarrow.parquet as pq
 
     t = pq.read_table(jobs) if isinstance(jobs, (str, Path)) else jobs
     cols = t.column_names
     arrival = "submit" if "submit" in cols else "arrival"
     name = "name" if "name" in cols else "job"
+    killed = (np.asarray(t.column("killed").to_pylist(), dtype=bool) if "killed" in cols
+              else np.zeros(t.num_rows, dtype=bool))
     return {"name": np.array([str(x) for x in t.column(name).to_pylist()]),
-            "size": t.column("size").to_numpy().astype(float),
+            "size": t.column("size").to_numpy().astype(float), "killed": killed,
             **{k: t.column(c).to_numpy().astype(float) for k, c in (("arrival", arrival), ("start", "start"),
                                                                    ("end", "end"))}}
 
@@ -202,7 +207,8 @@ def _stream_table(jobs) -> dict[str, np.ndarray]:
 def plot_gantt_chart(jobs, path: str | Path, *, nodes: int | None = None, first: int = 120,
                      time_unit: tuple[str, float] = ("s", 1.0)) -> Path:
     """A scheduling Gantt chart of the ``first`` jobs by arrival: one row per job, its wait (light) and its run
-    (solid, colour = size class), an arrival marker, the job's name as a label, a legend of the size classes.
+    (solid, colour = size class; hatched and labelled "killed" when it was killed at its walltime), an arrival marker,
+    the job's name as a label, a legend of the size classes.
     ``jobs``: see :func:`_stream_table`; ``time_unit``: (name, units per time unit of the table), e.g. ("ms", 1e6)
     for a run's ns."""
     from matplotlib.patches import Patch
@@ -223,8 +229,10 @@ def plot_gantt_chart(jobs, path: str | Path, *, nodes: int | None = None, first:
         e = e if np.isfinite(e) else s
         if s > a:
             ax.barh(row, s - a, left=a, height=0.6, color="0.85", edgecolor="none")
-        ax.barh(row, e - s, left=s, height=0.6, color=colour[size_class(t["size"][i])], edgecolor="none")
-        ax.text(e, row, f" {t['name'][i]} ({int(t['size'][i])})", va="center", fontsize=6)
+        k = bool(t["killed"][i])
+        ax.barh(row, e - s, left=s, height=0.6, color=colour[size_class(t["size"][i])],
+                edgecolor="black" if k else "none", hatch="//" if k else None, lw=0.5)
+        ax.text(e, row, f" {t['name'][i]} ({int(t['size'][i])}){' killed' if k else ''}", va="center", fontsize=6)
     ax.plot(t["arrival"][order] / per, np.arange(n), "|", color="black", ms=7, label="arrival")
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_yticks([])
@@ -233,6 +241,8 @@ def plot_gantt_chart(jobs, path: str | Path, *, nodes: int | None = None, first:
     ax.set_title(f"schedule: {n} jobs{more}" + (f" on {nodes} nodes" if nodes else "") + "; label: name (size)")
     handles = [Patch(color=colour[c], label=f"run, {c} nodes") for c in classes]
     handles += [Patch(color="0.85", label="waiting"), ax.lines[-1]]
+    if t["killed"][order].any():
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="killed at its walltime"))
     ax.legend(handles=handles, loc="upper right", fontsize=7)  # jobs run down and to the right
     return _save(fig, Path(path))
 
@@ -255,6 +265,23 @@ def plot_queue_over_time(jobs, path: str | Path, *, nodes: int, time_unit: tuple
     ax2.set_ylabel("jobs waiting")
     ax2.set_xlabel(f"time ({unit})")
     return _save(fig, Path(path))
+
+
+def plot_stream_schedule(run_dir: Path, out_dir: Path) -> list[Path]:
+    """A stream run's ``jobs-schedule.png`` (:func:`plot_gantt_chart`) and ``jobs-queue.png``
+    (:func:`plot_queue_over_time`), in us or ms of virtual time; nothing for a run without ``jobs.parquet``."""
+    from hybridsim_common.records import read_jobs
+
+    if not (run_dir / "jobs.parquet").exists():
+        return []
+    table = read_jobs(run_dir / "jobs.parquet")
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    terms = table.column("terminals").to_pylist()
+    nodes = summary.get("stream", {}).get("terminals") or 1 + max((max(x) for x in terms if x), default=0)
+    ends = [e for e in table.column("end").to_pylist() if np.isfinite(e)]
+    unit = ("ms", 1e6) if ends and max(ends) >= 1e6 else ("us", 1e3)
+    return [plot_gantt_chart(table, out_dir / "jobs-schedule.png", nodes=nodes, time_unit=unit),
+            plot_queue_over_time(table, out_dir / "jobs-queue.png", nodes=nodes, time_unit=unit)]
 
 
 def plot_bench(result: dict, out_dir: Path) -> Path:
@@ -437,6 +464,7 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
     for p in (plot_ports(path, out_dir), plot_gantt(path, out_dir)):
         if p:
             made.append(p)
+    made += plot_stream_schedule(path, out_dir)
     summary = path / "summary.json"
     if summary.exists():
         energy = json.loads(summary.read_text()).get("energy")

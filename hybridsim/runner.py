@@ -234,7 +234,8 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if outcomes is not None:
             from hybridsim_common.records import write_jobs
 
-            write_jobs([j.name for j in scenario.jobs], outcomes, scenario.scheduler.slowdown_tau, rd.file(JOBS))
+            write_jobs([j.name for j in scenario.jobs], outcomes, scenario.scheduler.slowdown_tau, rd.file(JOBS),
+                       [j.swf_id for j in scenario.jobs])
         ports_on = (scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports
         if ports_on and result.ports is not None:
             _write_ports(result.ports, rd.file(PORTS))
@@ -270,9 +271,11 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
             tau = scenario.scheduler.slowdown_tau
             for o in outcomes:
                 row = o.row(tau)
-                summary["jobs"].setdefault(scenario.jobs[o.job_id].name, {}).update(
+                job = scenario.jobs[o.job_id]
+                summary["jobs"].setdefault(job.name, {}).update(
                     {k: (row[k] if math.isfinite(row[k]) else None)
-                     for k in ("arrival", "start", "end", "wait", "run_time", "bounded_slowdown")})
+                     for k in ("arrival", "start", "end", "wait", "run_time", "bounded_slowdown")},
+                    killed=bool(o.killed), **({"swf_id": job.swf_id} if job.swf_id is not None else {}))
         energy = _energy_summary(scenario, result)
         if energy is not None:
             summary["energy"] = energy
@@ -292,16 +295,17 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
 
 def stream_outcomes(scenario, result: SimulationResult) -> list:
     """A job stream's :class:`~hybridsim.scheduler.JobOutcome` per started job (scenario order); ``end`` is ``inf``
-    for a job that did not end (background, or a partial run)."""
+    for a job that did not end (background, or a partial run); ``killed`` for a job killed at its walltime."""
     from .scheduler import JobOutcome
 
     out = []
+    killed = set(result.job_killed)
     for i, job in enumerate(scenario.jobs):
         if job.name not in result.job_start:
             continue
         end = result.job_end.get(job.name, math.inf)
         out.append(JobOutcome(i, job.ranks, job.arrival, job.estimated_walltime(), result.job_start[job.name], end,
-                              np.asarray(result.job_terminals[job.name], dtype=np.int64)))
+                              np.asarray(result.job_terminals[job.name], dtype=np.int64), job.name in killed))
     return out
 
 
@@ -311,6 +315,8 @@ def stream_summary(scenario, outcomes: list) -> dict:
 
     sec = scenario.scheduler
     return {"queue": sec.queue, "allocation": sec.allocation, "seed": scenario.scheduler_seed,
+            "kill_at_walltime": sec.kill_at_walltime, "killed_jobs": [scenario.jobs[o.job_id].name
+                                                                      for o in outcomes if o.killed],
             "slowdown_tau_ns": sec.slowdown_tau, "terminals": scenario.topology.n_terminals,
             "jobs_started": len(outcomes),
             **stream_metrics(outcomes, scenario.topology.n_terminals, sec.slowdown_tau)}

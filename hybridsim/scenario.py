@@ -263,6 +263,9 @@ class Job(_Model):
                               description="submit time, ns (needs a scheduler section when > 0)")
     walltime: Optional[Duration] = Field(None, le=MAX_VIRTUAL_TIME, description="run-time estimate for backfilling, "
                                                                                "ns; default: estimated_walltime()")
+    swf_id: Optional[StrictInt] = Field(None, ge=0, le=2**62, description="the job's number in the SWF trace it was "
+                                                                         "mapped from (scenario-from-swf); kept in "
+                                                                         "jobs.parquet")
 
     @field_validator("walltime")
     @classmethod
@@ -328,12 +331,15 @@ class SchedulerSection(_Model):
     """A job stream: jobs are submitted at their ``arrival``, wait in the ``queue`` (``fcfs``, or ``easy`` or
     ``conservative`` backfilling on walltimes) and get terminals by ``allocation`` (the placement policies; ``seed`` defaults to the
     scenario seed) when they start; their terminals are freed when they end (:mod:`hybridsim.scheduler`).
-    ``slowdown_tau`` is the bounded-slowdown floor of the stream metrics."""
+    ``slowdown_tau`` is the bounded-slowdown floor of the stream metrics. With ``kill_at_walltime`` a job still running
+    at ``start + walltime`` is killed then, as a batch system does (its terminals freed, its outcome marked killed).
+    """
 
     queue: Literal["fcfs", "easy", "conservative"] = "fcfs"
     allocation: Literal["contiguous", "random", "random-router", "random-group"] = "contiguous"
     seed: Optional[StrictInt] = Field(None, ge=0)
     slowdown_tau: Duration = Field(10_000.0, gt=0, le=MAX_VIRTUAL_TIME, description="bounded-slowdown floor, ns (default 10 us)")
+    kill_at_walltime: StrictBool = Field(False, description="kill a job still running at start + walltime")
 
 
 # ---------------------------------------------------------------------------------------------------------- backend

@@ -616,16 +616,18 @@ def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping) -> MappedJobs:
 
 
 def job_mappings(mj: MappedJobs, m: SwfMapping):
-    """The scenario job mappings (with ``arrival`` and ``walltime``), one at a time (a stream may hold 10^6)."""
+    """The scenario job mappings (with ``arrival``, ``walltime`` and ``swf_id``, the job's SWF number, unless the
+    trace says -1, unknown), one at a time (a stream may hold 10^6)."""
     it_by_tpl = {**ITERATION_TIME_NS, **m.iteration_time}
     workloads: dict[tuple[str, int], dict] = {}
-    for name, tpl, r, n_it, a, w in zip(mj.names, mj.template, mj.ranks.tolist(), mj.iterations.tolist(),
-                                        mj.arrival.tolist(), mj.walltime.tolist()):
+    for name, tpl, r, n_it, a, w, jobno in zip(mj.names, mj.template, mj.ranks.tolist(), mj.iterations.tolist(),
+                                               mj.arrival.tolist(), mj.walltime.tolist(),
+                                               np.asarray(mj.distortion["job"]).tolist()):
         wl = workloads.get((tpl, r))
         if wl is None:
             wl = workloads[(tpl, r)] = template_workload(tpl, r, m.lammps_replicas, it_by_tpl[tpl])
         yield {"name": name, "ranks": r, "iterations": n_it, "arrival": format_duration(a),
-               "walltime": format_duration(w), "workload": wl}
+               "walltime": format_duration(w), **({"swf_id": int(jobno)} if jobno >= 0 else {}), "workload": wl}
 
 
 def format_durations(ns: np.ndarray) -> list[str]:
@@ -650,13 +652,14 @@ def job_lines(mj: MappedJobs, m: SwfMapping, flow) -> Iterator[str]:
     for lo in range(0, len(mj), 65536):
         hi = min(lo + 65536, len(mj))
         arrival, walltime = format_durations(mj.arrival[lo:hi]), format_durations(mj.walltime[lo:hi])
+        swf_id = [f"swf_id: {int(n)}, " if n >= 0 else "" for n in np.asarray(mj.distortion["job"][lo:hi]).tolist()]
         for k, (name, tpl, r, n_it) in enumerate(zip(mj.names[lo:hi], mj.template[lo:hi],
                                                      mj.ranks[lo:hi].tolist(), mj.iterations[lo:hi].tolist())):
             wl = rendered.get((tpl, r))
             if wl is None:
                 wl = rendered[(tpl, r)] = flow(template_workload(tpl, r, m.lammps_replicas, it_by_tpl[tpl]))
             yield (f"- {{name: {flow(name)}, ranks: {r}, iterations: {n_it}, arrival: {arrival[k]}, "
-                   f"walltime: {walltime[k]}, workload: {wl}}}\n")
+                   f"walltime: {walltime[k]}, {swf_id[k]}workload: {wl}}}\n")
 
 
 def check_jobs(mj: MappedJobs, m: SwfMapping) -> None:

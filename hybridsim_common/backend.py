@@ -99,6 +99,8 @@ class SimulationResult:
     #: job streams: start time and allocated terminals per job name (jobs that started)
     job_start: dict[str, float] = field(default_factory=dict)
     job_terminals: dict[str, np.ndarray] = field(default_factory=dict)
+    #: job streams with ``scheduler.kill_at_walltime``: the jobs killed at their walltime (``job_end`` is the kill)
+    job_killed: list[str] = field(default_factory=list)
 
 
 class Backend(abc.ABC):

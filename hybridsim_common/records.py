@@ -11,7 +11,8 @@ Two kinds of record flow from a backend (embedded engine or CODES import) to the
 On disk (a run directory, see :mod:`hybridsim_common.rundir`) they are ``iterations.parquet`` and ``ports.parquet`` (long
 format: one row per (sample, port)). Both are written by the functions here and nowhere else, so the two backends
 cannot drift apart. Job streams (a ``scheduler`` section) add ``jobs.parquet``: one row per job with its arrival,
-start, end, wait, run time, bounded slowdown and allocated terminals (:func:`write_jobs`).
+start, end, wait, run time, bounded slowdown, allocated terminals, whether it was killed at its walltime and its SWF
+job number (:func:`write_jobs`).
 
 Port ids: the global port id of router ``r``, port ``k`` is ``r * radix + k`` (CODES dragonfly-dally numbering of
 ``k``: local ports, then global, then terminal).
@@ -166,11 +167,15 @@ def records_from_table(table: pa.Table) -> list[IterationRecord]:
 
 JOB_COLUMNS = ("job", "job_id", "size", "arrival", "walltime", "start", "end", "wait", "run_time",
                "bounded_slowdown", "terminals")
+#: columns added later (a run written before them still reads): ``killed`` (ended at its walltime) and ``swf_id``
+#: (the job's number in the SWF trace its scenario was mapped from; null for other jobs)
+JOB_COLUMNS_LATER = ("killed", "swf_id")
 
 
-def jobs_to_table(names: Sequence[str], outcomes, tau: float) -> pa.Table:
+def jobs_to_table(names: Sequence[str], outcomes, tau: float, swf_ids: Sequence[int | None] | None = None
+                  ) -> pa.Table:
     """One row per :class:`hybridsim.scheduler.JobOutcome` (``job_id`` = scenario job index, ``names[job_id]`` its
-    name), bounded slowdown with floor ``tau``; times in ns."""
+    name, ``swf_ids[job_id]`` its SWF job number or None), bounded slowdown with floor ``tau``; times in ns."""
     rows = [o.row(tau) for o in outcomes]
     cols = {
         "job": pa.array([names[r["job"]] for r in rows], pa.string()),
@@ -182,11 +187,14 @@ def jobs_to_table(names: Sequence[str], outcomes, tau: float) -> pa.Table:
     for c in ("start", "end", "wait", "run_time", "bounded_slowdown"):
         cols[c] = pa.array([float(r[c]) for r in rows], pa.float64())
     cols["terminals"] = pa.array([r["terminals"] for r in rows], pa.list_(pa.int64()))
+    cols["killed"] = pa.array([bool(getattr(o, "killed", False)) for o in outcomes], pa.bool_())
+    cols["swf_id"] = pa.array([None if swf_ids is None else swf_ids[r["job"]] for r in rows], pa.int64())
     return pa.table(cols).sort_by([("job_id", "ascending")])
 
 
-def write_jobs(names: Sequence[str], outcomes, tau: float, path: str | os.PathLike) -> None:
-    write_table_atomic(jobs_to_table(names, outcomes, tau), path)
+def write_jobs(names: Sequence[str], outcomes, tau: float, path: str | os.PathLike,
+               swf_ids: Sequence[int | None] | None = None) -> None:
+    write_table_atomic(jobs_to_table(names, outcomes, tau, swf_ids), path)
 
 
 def read_jobs(path: str | os.PathLike) -> pa.Table:

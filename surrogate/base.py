@@ -38,6 +38,23 @@ class UnknownModelError(SurrogateError):
     """No registered model has this name."""
 
 
+class OptionBoundError(SurrogateError):
+    """A numeric model option over its declared bound (:attr:`Surrogate.bounds`); ``key`` names the option."""
+
+    def __init__(self, message: str, key: str):
+        super().__init__(message)
+        self.key = key
+
+
+#: the bounds models declare (:attr:`Surrogate.bounds`): generous for any model this project trains, small enough
+#: that one option alone cannot ask for more than a few GiB, nor a training loop for more than 10^5 passes
+MAX_LOOKBACK = 4096        # iterations of history (k, lookback, graph_lookback); the gRPC service's own limit
+MAX_WIDTH = 4096           # hidden sizes, feature counts, attention widths
+MAX_LAYERS = 64            # stacked layers, diffusion steps, attention heads
+MAX_EPOCHS = 100_000       # training epochs, early-stopping patience, online tuning passes
+MAX_BATCH = 65_536         # mini-batch sizes
+
+
 #: workload kinds a :class:`JobInfo` one-hot encodes (anything else is "other")
 KNOWN_WORKLOADS = ("milc", "lammps", "nearest_neighbor", "allreduce")
 
@@ -102,8 +119,28 @@ class Context:
     ranks: np.ndarray | None = None
 
 
+def check_bounds(cls, config: dict) -> None:
+    """:class:`OptionBoundError` naming the first option of ``config`` over its bound in ``cls.bounds`` (NaN and
+    integers too large for a float included); nothing is built. What is not a number (``None``, the option's "unset",
+    or a string the constructor refuses) is left to the constructor."""
+    for key, hi in getattr(cls, "bounds", {}).items():
+        v = config.get(key)
+        if v is None or isinstance(v, bool):
+            continue
+        try:
+            x = float(v)
+        except OverflowError:  # an int beyond float range
+            x = float("inf")
+        except (TypeError, ValueError):
+            continue
+        if not x <= hi:
+            shown = repr(v) if len(repr(v)) <= 40 else f"{repr(v)[:37]}..."
+            raise OptionBoundError(f"{cls.name}: option {key}={shown} must be a number at most {hi} (its bound)", key)
+
+
 def check_kwargs(cls, config: dict) -> None:
-    """:class:`SurrogateError` naming the first key of ``config`` that ``cls``'s constructor does not take."""
+    """:class:`SurrogateError` naming the first key of ``config`` that ``cls``'s constructor does not take, or the
+    first option over its declared bound (:func:`check_bounds`)."""
     import inspect
 
     params = inspect.signature(cls).parameters
@@ -117,6 +154,7 @@ def check_kwargs(cls, config: dict) -> None:
                and n not in config]
     if missing:
         raise SurrogateError(f"{cls.name}: config needs {', '.join(missing)}")
+    check_bounds(cls, config)
 
 
 class SeriesView:
@@ -215,6 +253,10 @@ class Surrogate(abc.ABC):
     graph_lookback: int = 0
     #: whether :meth:`fit_series` fits the model from bare iteration-time series (CODES' director uses it)
     fits_series: ClassVar[bool] = False
+    #: upper bounds of the numeric constructor options that size an allocation or a loop, option -> largest value
+    #: (e.g. ``{"hidden": MAX_WIDTH, "epochs": MAX_EPOCHS}``): checked by :func:`check_kwargs` and
+    #: :func:`surrogate.registry.create`, before anything is built
+    bounds: ClassVar[dict[str, float]] = {}
 
     def config(self) -> dict:
         return {}
@@ -222,8 +264,9 @@ class Surrogate(abc.ABC):
     @classmethod
     def check_config(cls, config: dict) -> None:
         """Raise :class:`SurrogateError` if ``cls(**config)`` would fail, before a run starts. The default builds one:
-        the built-in constructors are cheap (no data, no fitting); a model whose constructor reaches outside the
-        process (a service) overrides this with :func:`check_kwargs` and its own argument checks."""
+        the built-in constructors are cheap (no data, no fitting) once :func:`check_kwargs` has checked the options'
+        bounds; a model whose constructor reaches outside the process (a service) overrides this with
+        :func:`check_kwargs` and its own argument checks."""
         check_kwargs(cls, config)
         try:
             cls(**config)

@@ -76,4 +76,9 @@ def check_config(name: str, config: dict) -> type:
 
 
 def create(name: str, **config):
-    return model_class(name)(**config)
+    """A new ``name`` model built with ``config``, its options' bounds (``Surrogate.bounds``) checked first."""
+    from .base import check_bounds
+
+    cls = model_class(name)
+    check_bounds(cls, config)
+    return cls(**config)

@@ -26,7 +26,7 @@ from typing import Callable, ClassVar
 import numpy as np
 import torch
 
-from .base import Surrogate, SurrogateError
+from .base import MAX_BATCH, MAX_EPOCHS, MAX_LAYERS, MAX_LOOKBACK, MAX_WIDTH, Surrogate, SurrogateError
 
 
 def fit_loop(module: torch.nn.Module, loss_fn: Callable[[np.ndarray], torch.Tensor], train_items: np.ndarray,
@@ -106,6 +106,11 @@ class TorchSurrogate(Surrogate):
     it is built for). See the module docstring for what a subclass provides."""
 
     net = None
+    #: the options most torch models share (each model adds its own, ``{**TorchSurrogate.bounds, ...}``)
+    bounds: ClassVar[dict[str, float]] = {
+        "k": MAX_LOOKBACK, "lookback": MAX_LOOKBACK, "graph_lookback": MAX_LOOKBACK, "hidden": MAX_WIDTH,
+        "layers": MAX_LAYERS, "epochs": MAX_EPOCHS, "patience": MAX_EPOCHS, "tune_epochs": MAX_EPOCHS,
+        "batch_size": MAX_BATCH}
     #: attributes a copy shares with the original instead of copying (frozen or read-only objects)
     shared: ClassVar[tuple[str, ...]] = ()
     #: why :meth:`_load_state` cannot take weights while ``net`` is None (the config lacks what it is built for)

@@ -298,6 +298,27 @@ def test_two_thousand_mixed_requests_in_bounded_time(serve_with):
     assert s.alive() and s.server.requests >= 2_000
 
 
+def test_model_options_over_their_bounds_are_refused_before_building(serve_with, tmp_path, monkeypatch):
+    """make_model (the CLI's --model/--model-option, codes_bridge.hybrid) and load-model (a checkpoint's
+    config.json) refuse an option over its bound before any network is built (issue 21)."""
+    import torch
+
+    from surrogate.base import OptionBoundError
+
+    built = []
+    init = torch.nn.Module.__init__
+    monkeypatch.setattr(torch.nn.Module, "__init__", lambda self, *a, **kw: (built.append(1), init(self, *a, **kw)))
+    for spec, opts in (("lstm", {"hidden": 10**8}), ("lstm:epochs=1000000000", {}), ("mean", {"k": 10**12})):
+        with pytest.raises(OptionBoundError, match="must be a number at most"):
+            make_model(spec, **opts)
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "config.json").write_text('{"model": "lstm", "config": {"hidden": 100000000}}')
+    s = serve_with(allowed_dirs=[tmp_path])
+    r = s.client()(dreq("load-model", ["1", "ck"]))
+    assert r["status"] == "failed" and "not a usable checkpoint" in r["error"], r
+    assert s.server.service.model.name == "ridge" and not built
+
+
 def test_cli_rejects_bad_model_options_and_allow_dirs(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     for extra, needle in ((["--model-option", "k=abc"], "bad options for model 'ridge' (k=abc)"),

@@ -545,6 +545,11 @@ def test_flood_of_500_calls_leaves_both_services_serving(served):
     (["--engine", "127.0.0.1:0", "--allow-module", "os;rm"], "--allow-module 'os;rm'"),
     (["--engine", "127.0.0.1:0", "--max-terminals", "0"], "--max-terminals: must be >= 1"),
     (["--grpc", "127.0.0.1:0", "--model", "mean", "--max-ranks", "-1"], "--max-ranks: must be >= 1"),
+    # model options over their bounds (issue 21): refused before the model is built
+    (["--grpc", "127.0.0.1:0", "--model", "lstm", "--model-option", "hidden=100000000"],
+     "--model lstm: lstm: option hidden=100000000 must be a number at most 4096"),
+    (["--grpc", "127.0.0.1:0", "--model", "lstm:epochs=1000000000"], "option epochs=1000000000 must be a number at "
+                                                                       "most 100000"),
 ])
 def test_bad_serve_options_exit_2_with_a_message(args, msg):
     from hybridsim.cli import main
@@ -570,3 +575,17 @@ def test_stop_with_a_run_thread_that_never_started():
     srv.start()
     srv.servicer.threads.append(threading.Thread(target=lambda: None))
     srv.stop(0)
+
+
+def test_remote_model_options_over_their_bounds_are_refused_without_connecting():
+    """``surrogate: {model: remote, config: {...}}`` (issue 21): the client's retry loop and waits are bounded too,
+    checked by validate without a service to connect to."""
+    import hybridsim.service.client  # noqa: F401 - registers ``remote``
+    from surrogate.base import OptionBoundError
+    from surrogate.registry import check_config
+
+    for key, v, hi in (("retries", 10**9, 30), ("wait_ready", 1e12, 86_400), ("timeout", float("nan"), 86_400)):
+        with pytest.raises(OptionBoundError, match=f"option {key}=.* must be a number at most {hi}") as exc:
+            check_config("remote", {"address": "127.0.0.1:1", key: v})
+        assert exc.value.key == key
+    check_config("remote", {"address": "127.0.0.1:1", "retries": 30})

@@ -191,6 +191,21 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
                       ("s.yaml:7:", "surrogate.model", "unknown surrogate model 'nosuch'"), False),
     "model_config_unknown_key": ({"s.yaml": BASE + "surrogate: {model: ridge, config: {kk: 3}}\n"},
                                  ("s.yaml:7:", "surrogate.config", "unknown config key 'kk'"), False),
+    # -- model options and policy parameters over their bounds (issue 21): refused by validate, nothing built
+    "lstm_hidden_1e8": ({"s.yaml": BASE + "surrogate: {model: lstm, config: {hidden: 100000000}}\n"},
+                        ("s.yaml:7:43", "surrogate.config.hidden", "hidden=100000000", "at most 4096"), False),
+    "lstm_epochs_1e9": ({"s.yaml": BASE + "surrogate: {model: lstm, config: {epochs: 1000000000}}\n"},
+                        ("s.yaml:7:43", "surrogate.config.epochs", "at most 100000"), False),
+    "dcrnn_spec_K_1000": ({"s.yaml": BASE + "surrogate: {model: 'dcrnn:K=1000'}\n"},
+                          ("s.yaml:7:", "surrogate.model", "K=1000", "at most 64"), False),
+    "smart_ff_1e300": ({"s.yaml": BASE + "surrogate: {model: smart, config: {tf_ff: 1e300}}\n"},
+                       ("s.yaml:7:", "surrogate.config.tf_ff", "at most 4096"), False),
+    "ridge_spec_k_2e400": ({"s.yaml": BASE + "surrogate: {model: 'ridge:k=" + "2" * 400 + "'}\n"},
+                           ("s.yaml:7:", "surrogate.model", "option k=222", "at most 4096"), False),
+    "policy_warmup_1e12": ({"s.yaml": BASE + "controller: {policy: periodic, params: {warmup: 1000000000000}}\n"},
+                           ("s.yaml:7:", "controller.params", "warmup must be an integer", "<= 2147483647"), False),
+    "policy_threshold_list": ({"s.yaml": BASE + "controller: {policy: error-adaptive, params: {threshold: [1]}}\n"},
+                             ("s.yaml:7:", "controller.params", "threshold must be a finite number"), False),
     "model_config_bad_value": ({"s.yaml": BASE + "surrogate: {model: lstm, config: {hidden: many}}\n"},
                                ("s.yaml:7:", "surrogate.config", "hidden", "many"), False),
     "remote_model_bad_address": ({"s.yaml": BASE + "surrogate: {model: remote, config: {address: nohost}}\n"},
@@ -271,7 +286,8 @@ def test_validate_rejects(tmp_path, capsys, monkeypatch, name):
 @pytest.mark.parametrize("name", ["unknown_policy", "policy_ft_0", "unknown_model", "model_config_unknown_key",
                                   "plugin_constructor_raises", "duplicate_key", "laughs_controller_params",
                                   "iterations_1e12", "topology_1e9_nodes", "alloc_non_utf8", "msg_size_1e15",
-                                  "lammps_replicas_1e6", "milc_allreduce_count_1e12", "stream_arrival_1e294s"])
+                                  "lammps_replicas_1e6", "milc_allreduce_count_1e12", "stream_arrival_1e294s",
+                                  "lstm_hidden_1e8", "policy_warmup_1e12"])
 def test_run_writes_nothing(tmp_path, capsys, monkeypatch, name):
     path = write_case(tmp_path, name)
     monkeypatch.chdir(tmp_path)
@@ -656,3 +672,87 @@ def test_pretrained_weights_take_a_path(tmp_path, capsys):
     assert main(["validate", str(p)]) == 2
     err = capsys.readouterr().err
     assert "surrogate.model" in err and "/etc/passwd: corrupt weights" in err
+
+
+# ------------------------------------------------------------------------------------------------ model option bounds
+def _int_options(cls) -> list[str]:
+    """The integer constructor options of a model (by annotation): the ones that size a network, a history or a
+    loop, ``seed`` aside."""
+    import inspect
+
+    return [n for n, p in inspect.signature(cls).parameters.items()
+            if "int" in str(p.annotation) and n != "seed"]
+
+
+def test_every_integer_option_of_a_builtin_model_has_a_bound():
+    from surrogate.registry import BUILTIN, model_class
+
+    for name in BUILTIN:
+        cls = model_class(name)
+        missing = [n for n in _int_options(cls) if n not in cls.bounds]
+        assert not missing, f"{name}: no bound for {missing}"
+
+
+@pytest.fixture
+def built_modules(monkeypatch):
+    """How many torch modules get constructed while the test runs."""
+    import torch
+
+    count = [0]
+    init = torch.nn.Module.__init__
+
+    def counting(self, *a, **kw):
+        count[0] += 1
+        init(self, *a, **kw)
+
+    monkeypatch.setattr(torch.nn.Module, "__init__", counting)
+    return count
+
+
+@pytest.mark.parametrize("name", ["lstm", "dcrnn", "smart", "smart-nollm", "pretrained", "ridge", "mean", "ewma"])
+def test_each_bounded_option_is_refused_before_anything_is_built(name, built_modules):
+    """Every declared bound, one over it (and 10^8 times over it), through every door that builds a model from
+    options: check_config (validate, the preflight), surrogate.load(check=True), ModelSource.new / registry.create
+    (the gRPC service, the CODES director). Nothing is built: no torch module, a small allocation peak."""
+    import tracemalloc
+
+    import surrogate
+    from surrogate.base import OptionBoundError
+    from surrogate.registry import check_config, create, model_class
+
+    cls = model_class(name)
+    assert cls.bounds
+    for key, hi in cls.bounds.items():
+        if key not in _int_options(cls) and key not in ("tune_prior",):
+            continue  # a shared bound of an option this model does not take
+        for v in (int(hi) + 1, int(hi) * 10**8):
+            doors = (lambda: check_config(name, {key: v}), lambda: surrogate.load(name, {key: v}, check=True),
+                     lambda: surrogate.load(f"{name}:{key}={v}").new(), lambda: create(name, **{key: v}))
+            for door in doors:
+                tracemalloc.start()
+                with pytest.raises(OptionBoundError) as exc:
+                    door()
+                peak = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+                assert exc.value.key == key and f"{key}={v}" in str(exc.value) and f"at most {hi}" in str(exc.value)
+                assert peak < 1 << 20, (name, key, peak)
+    assert built_modules[0] == 0
+
+
+def test_a_checkpoint_over_a_bound_is_refused_before_its_network_is_built(tmp_path, capsys, built_modules):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "config.json").write_text('{"model": "lstm", "config": {"hidden": 100000000, "epochs": 5}}')
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE + "surrogate: {model: ./ck}\n")
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "surrogate.model" in err and "config.json: lstm: option hidden=100000000 must be a number at most" in err
+    assert built_modules[0] == 0
+
+
+def test_options_at_their_bound_are_accepted():
+    from surrogate.registry import check_config
+
+    check_config("ridge", {"k": 4096})
+    check_config("lstm", {"epochs": 100_000, "patience": 100_000, "k": 4096})

@@ -10,7 +10,7 @@ import pytest
 
 from hybridsim_common.backend import AlwaysSimulate
 from hybridsim.engine import Engine
-from hybridsim_common.records import JOB_COLUMNS, read_jobs, read_iterations
+from hybridsim_common.records import JOB_COLUMNS, JOB_COLUMNS_LATER, read_jobs, read_iterations
 from hybridsim.runner import run_scenario
 from hybridsim.scenario import ScenarioError, load_scenario, parse_scenario
 from hybridsim.scheduler import JobOutcome, StreamJob, bounded_slowdown, dry_run, stream_metrics
@@ -155,7 +155,8 @@ def test_jobs_table_and_summary_match_the_scheduler_metrics(tmp_path):
     sc = parse_scenario(stream("easy", "random-router"), str(tmp_path / "s.yaml"))
     rd, res, summary = run_scenario(sc, tmp_path / "run", progress=False)
     table = read_jobs(rd.path / "jobs.parquet").to_pydict()
-    assert tuple(table) == JOB_COLUMNS and table["job"] == ["a", "b", "c"]
+    assert tuple(table) == JOB_COLUMNS + JOB_COLUMNS_LATER and table["job"] == ["a", "b", "c"]
+    assert table["killed"] == [False] * 3 and table["swf_id"] == [None] * 3
     tau = sc.scheduler.slowdown_tau
     outcomes = []
     for i, name in enumerate(table["job"]):
@@ -362,3 +363,71 @@ def test_a_backend_that_declares_no_streams_refuses_one_before_any_run_directory
         run_scenario(sc, tmp_path / "out", progress=False)
     assert str(ei.value) == RemoteBackend.no_streams
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------------ kill at walltime
+def killing(kill: bool, extra: str = "") -> str:
+    # a (8 ranks, 4 iterations of ~28 us) asks for 70 us: killed after 2 whole iterations when kill_at_walltime; b (8)
+    # arrives at 1 us and waits for a's terminals (4 free): it starts when a ends -- or is killed
+    return HEAD + f"""\
+scheduler: {{queue: fcfs, kill_at_walltime: {str(kill).lower()}}}
+jobs:
+  - {{name: a, ranks: 8, iterations: 4, walltime: 70us, workload: {{kind: allreduce, size: 64}},
+     compute: {{delay: 10us}}{extra}}}
+  - {{name: b, ranks: 8, iterations: 2, arrival: 1us, walltime: 100us, workload: {{kind: allreduce, size: 64}},
+     compute: {{delay: 5us}}}}
+"""
+
+
+def test_a_job_over_its_walltime_is_killed_at_it_and_the_next_starts_then():
+    _sc, full, _ = run_engine(killing(False))
+    sc, res, rec = run_engine(killing(True))
+    assert full.job_end["a"] > 70_000 and not full.job_killed   # off by default: a overruns its walltime
+    assert res.job_killed == ["a"] and res.job_end["a"] == 70_000.0 == res.job_start["a"] + 70_000
+    assert ("end", 0, 70_000.0) in rec.log and not rec.held
+    # b starts at the kill, on a's terminals, instead of at a's natural end
+    assert res.job_start["b"] == 70_000.0 < full.job_start["b"] == full.job_end["a"]
+    assert res.job_terminals["b"].tolist() == list(range(8))
+    # a's records up to the kill are the full run's (the runs are the same until then); none after it
+    key = lambda r: (r.rank, r.iteration, r.start, r.end)  # noqa: E731
+    before = sorted(key(r) for r in full.records if r.job == "a" and r.end <= 70_000)
+    assert sorted(key(r) for r in res.records if r.job == "a") == before and 0 < len(before) < 32
+    assert min(r.start for r in res.records if r.job == "b") == 70_000.0
+    # b (within its walltime) runs to its end, alone as in the full run: about the same run time
+    assert res.job_end["b"] - res.job_start["b"] == pytest.approx(full.job_end["b"] - full.job_start["b"], rel=0.02)
+    # the dry run with the full run's run times and the kill gives the same schedule
+    jobs = [StreamJob(i, j.ranks, j.arrival, j.estimated_walltime(), full.job_end[j.name] - full.job_start[j.name])
+            for i, j in enumerate(sc.jobs)]
+    out = dry_run(jobs, sc.topology.shape, "fcfs", kill_at_walltime=True)
+    assert (out[0].end, out[0].killed, out[1].start, out[1].killed) == (70_000.0, True, 70_000.0, False)
+    eng = Engine(sc)
+    eng.run()
+    assert eng.ranks == {} and eng.job_ranks == {} and eng.parked == {}
+
+
+def test_killed_jobs_and_swf_ids_in_the_jobs_table_summary_and_report(tmp_path):
+    from hybridsim.report import report
+
+    text = killing(True, ", swf_id: 57").replace("compute: {delay: 5us}}", "compute: {delay: 5us}, swf_id: 58}")
+    sc = parse_scenario(text, str(tmp_path / "s.yaml"))
+    rd, res, summary = run_scenario(sc, tmp_path / "run", progress=False)
+    t = read_jobs(rd.path / "jobs.parquet").to_pydict()
+    assert t["killed"] == [True, False] and t["swf_id"] == [57, 58]
+    assert (t["start"][0], t["end"][0], t["run_time"][0]) == (0.0, 70_000.0, 70_000.0)
+    assert t["start"][1] == 70_000.0 and t["wait"][1] == 69_000.0
+    on_disk = json.loads((rd.path / "summary.json").read_text())
+    assert on_disk["stream"]["kill_at_walltime"] is True and on_disk["stream"]["killed"] == 1
+    assert on_disk["stream"]["killed_jobs"] == ["a"]
+    assert (on_disk["jobs"]["a"]["killed"], on_disk["jobs"]["a"]["swf_id"], on_disk["jobs"]["b"]["killed"]) == \
+        (True, 57, False)
+    made = report(rd.path)
+    for name in ("jobs-gantt.png", "jobs-schedule.png", "jobs-queue.png"):
+        assert rd.path / "report" / name in made and (rd.path / "report" / name).stat().st_size > 1000
+
+
+def test_a_killed_stream_job_in_a_hybrid_run(tmp_path):
+    sc = parse_scenario(killing(True) + "controller: {policy: periodic, params: {warmup: 1, ft: 2}}\n"
+                        "surrogate: {model: last}\n", str(tmp_path / "s.yaml"))
+    rd, res, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False)
+    assert res.job_killed == ["a"] and res.job_end["a"] == 70_000.0 and res.job_start["b"] == 70_000.0
+    assert summary["jobs"]["b"]["iterations_recorded"] == 16

@@ -115,9 +115,11 @@ def test_map_jobs_by_hand(tmp_path):
     assert mj.size_scale == 72 / 16 and mj.slowdown_tau == 10e3
     # job 10: 16 procs x 4.5 = 72 ranks, milc; 50 s -> 50 us / 10 us = 5 iterations; walltime 2 x 5 x 10 us
     assert jobs[0] == {"name": "j10-milc", "ranks": 72, "iterations": 5, "arrival": "0ns", "walltime": "100us",
+                       "swf_id": 10,
                        "workload": {"kind": "milc", "dimension_sizes": [2, 3, 3, 4], "msg_size": 49152}}
     # job 11: 4 x 4.5 = 18 ranks, nn; 20 us / 4 us = 5 iterations; arrival 30 us; walltime = requested 40 s -> 40 us
     assert jobs[1] == {"name": "j11-nn", "ranks": 18, "iterations": 5, "arrival": "30us", "walltime": "40us",
+                       "swf_id": 11,
                        "workload": {"kind": "nearest_neighbor", "dimension_sizes": [2, 3, 3], "msg_size": 32768}}
     # job 13: 2 requested processors -> 9 ranks; 9 us / 10 us -> 1 iteration (at least one)
     assert (jobs[2]["name"], jobs[2]["ranks"], jobs[2]["iterations"], jobs[2]["arrival"]) == ("j13-milc", 9, 1,
@@ -334,6 +336,7 @@ def test_cli_writes_the_distortion_table_beside_the_scenario(tmp_path, capsys):
     assert float(rows[0]["run_error_pct"]) == pytest.approx((2 * 430 - 1000) / 1000 * 100)
     data = yaml.safe_load(out.read_text())
     assert [j["iterations"] for j in data["jobs"]] == [2, 1] and data["jobs"][1]["arrival"] == "400us"
+    assert [j["swf_id"] for j in data["jobs"]] == [1, 2]  # the trace's job numbers (field 1), for jobs.parquet
     assert "# run times: 0 of 2 jobs within 5 %" in out.read_text()
     # the default picks a scale that fits both: 10 x 430 us / 3 s = 1.433 ms -> 1.44 ms
     assert main(["scenario-from-swf", str(f), "--system", str(SYS72), "-o", str(out), "--templates", "milc",

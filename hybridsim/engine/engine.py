@@ -9,8 +9,11 @@ routers, routing, credits), the :class:`~.mpi.MpiLayer` (ranks, MPI protocol), t
 Job streams (a scenario with a ``scheduler`` section): a :class:`~hybridsim.scheduler.Scheduler` decides at each
 arrival and after each job end which waiting jobs start and on which terminals. A job's ranks are created when it
 starts (consecutive global ids) and dropped with its per-job state when it ends, so the engine's memory follows the
-jobs running at once; only the results (records, per-job start/end/terminals) grow with the stream. Without a
-``scheduler`` section every job starts at t = 0 on ``placement``, as before.
+jobs running at once; only the results (records, per-job start/end/terminals) grow with the stream. With
+``scheduler.kill_at_walltime`` a job still running at its start plus its walltime is killed then (:meth:`Engine._kill`):
+its ranks stop where they are, its messages still in the network are dropped on arrival, and it ends (terminals freed,
+the scheduler asked again) at that instant. Without a ``scheduler`` section every job starts at t = 0 on
+``placement``, as before.
 """
 
 from __future__ import annotations
@@ -153,10 +156,15 @@ class Engine(Backend):
             raise EngineError("only background jobs: set backend.embedded.end_time (or max_events) to end the run")
 
         self.sched = None
+        self.killed: list[int] = []
+        self.kill_after = [float("inf")] * self.n_jobs   # a stream job's walltime when it is killed at it
         if self.stream:
             from ..scheduler import Scheduler
 
             sec = sc.scheduler
+            if sec.kill_at_walltime:
+                self.kill_after = [float("inf") if self.is_bg[j] else job.estimated_walltime()
+                                   for j, job in enumerate(jobs)]
             self.sched = Scheduler(self.topo.shape, sec.queue, sec.allocation, sc.scheduler_seed)
             for j, job in enumerate(jobs):
                 self.sched.submit(j, job.ranks, job.arrival, job.estimated_walltime())
@@ -242,7 +250,8 @@ class Engine(Backend):
             events=loop.events, end_time=t_end, job_end=dict(self.job_end), wall_s=wall,
             partial=bool(partial), link_totals=self.sampler.link_totals(t_end),
             stats=stats, job_start={self.job_names[j]: t for j, t in self.job_start.items()},
-            job_terminals={self.job_names[j]: self.placement[j] for j in self.job_start})
+            job_terminals={self.job_names[j]: self.placement[j] for j in self.job_start},
+            job_killed=[self.job_names[j] for j in self.killed])
 
     # ------------------------------------------------------------------------------------------------ jobs
     def _start_job(self, t, j, terminals):
@@ -259,6 +268,8 @@ class Engine(Backend):
             self.job_bytes[j] = [0] * self.net.n_ports
         if self.stream:
             self.director.on_job_start(j, t, terminals)
+            if self.kill_after[j] < float("inf"):
+                self.loop.at(t + self.kill_after[j], self._kill, j)
         handler = self._bg_gen if self.is_bg[j] else self._iter_start
         for rs in job_ranks:
             self.loop.at(t, handler, rs)
@@ -277,6 +288,20 @@ class Engine(Backend):
             if self._decide_at != t:  # decide once every job ending at t has released its terminals
                 self._decide_at = t
                 self.loop.at(t, self._decide)
+
+    def _kill(self, t, j, _=None):
+        """Job ``j`` reached its walltime (event handler): if it still runs, its ranks stop (``done``: the MPI layer
+        and the iteration handlers drop whatever of them is still scheduled), its partial iterations are not
+        recorded, and it ends now."""
+        if j not in self.job_ranks or self.ranks_done[j] == self.n_ranks[j]:
+            return  # it ended first
+        for rs in self.job_ranks[j]:
+            rs.done = True
+        for key in [k for k in self.parked if k[0] == j]:
+            del self.parked[key]
+        self.killed.append(j)
+        self.ranks_done[j] = self.n_ranks[j] - 1
+        self._rank_done(t, self.job_ranks[j][0])  # the job's end, as when its last rank finishes
 
     def _arrival(self, t, _a=None, _b=None):
         """The next job(s) of the stream arrive (event handler)."""
@@ -304,6 +329,8 @@ class Engine(Backend):
     def _iter_start(self, t, rs, _=None):
         """Rank ``rs`` is ready for its next iteration (event handler)."""
         j, it = rs.job, rs.it
+        if rs.done:  # its job was killed at its walltime
+            return
         if it >= self.iters[j]:
             self._rank_done(t, rs)
             return
@@ -332,6 +359,8 @@ class Engine(Backend):
             self.loop.at(t0 + d, self._pred_end, rs, t0)
 
     def _pred_end(self, t, rs, t0):
+        if rs.done:  # its job was killed at its walltime
+            return
         self._record(rs, t0, t, False)
         rs.it += 1
         self._iter_start(t, rs)

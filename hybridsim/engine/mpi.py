@@ -156,7 +156,9 @@ class MpiLayer:
         if k == DATA:
             self.complete(t, msg.rreq)
         elif k == EAGER or k == RTS:
-            rd = self.ranks[msg.dst]
+            rd = self.ranks.get(msg.dst)
+            if rd is None:  # its job was killed at its walltime (the engine's job streams): dropped
+                return
             rq = _match(rd.posted, rd.unexpected, (msg.src, msg.tag), msg)
             if rq is not None:
                 if k == EAGER:
@@ -164,6 +166,8 @@ class MpiLayer:
                 else:
                     self._ack(t, msg, rq)
         elif k == ACK:
+            if msg.dst not in self.ranks:  # the sender's job was killed at its walltime
+                return
             # back at the sender: send the data
             data = Message(DATA, msg.dst, msg.src, msg.tag, msg.size, msg.size, msg.dst_term, msg.src_term,
                            msg.sreq, msg.rreq, msg.jb)
@@ -198,7 +202,10 @@ class MpiLayer:
         self.advance(t, rs)
 
     def advance(self, t, rs: Rank):
-        """Issue ``rs``'s ops from its program counter until one blocks; report the iteration end if none is left."""
+        """Issue ``rs``'s ops from its program counter until one blocks; report the iteration end if none is left.
+        Nothing for a rank that is done (its job was killed at its walltime while a request or compute was pending)."""
+        if rs.done:
+            return
         ops = rs.ops
         i = rs.pc
         n = len(ops)

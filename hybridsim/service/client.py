@@ -72,6 +72,8 @@ class RemoteSurrogate(Surrogate):
     ``{"address": "HOST:PORT"}``) once ``hybridsim.service.client`` is imported."""
 
     name = "remote"
+    #: retries back off exponentially; waits are seconds (a day at most); messages a gRPC limit
+    bounds = {"retries": 30, "timeout": 86_400, "wait_ready": 86_400, "max_message_bytes": 2**31 - 1}
 
     @classmethod
     def check_config(cls, config: dict) -> None:

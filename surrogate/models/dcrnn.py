@@ -16,7 +16,7 @@ from torch import nn
 
 from hybridsim_common.topology import Dragonfly
 
-from ..base import Context, SurrogateError, last_valid
+from ..base import MAX_LAYERS, MAX_WIDTH, Context, SurrogateError, last_valid
 from ..graphs import random_walk_matrix, shape_dict, shape_from_dict
 from ..torch_surrogate import TorchSurrogate, fit_loop
 from .lstm import history_windows, relative_inputs
@@ -77,6 +77,7 @@ class DCRNNSurrogate(TorchSurrogate):
     needs_graphs = True
     shared = ("_P",)  # the sparse random-walk operator: read-only
     unbuilt = "checkpoint config lacks topology/n_features; cannot rebuild the network"
+    bounds = {**TorchSurrogate.bounds, "K": MAX_LAYERS, "n_features": MAX_WIDTH}
 
     def __init__(self, graph_lookback: int = 4, k: int = 8, hidden: int = 16, K: int = 2, layers: int = 1,
                  epochs: int = 60, lr: float = 3e-3, batch_size: int = 4, patience: int = 10, tune_epochs: int = 2,

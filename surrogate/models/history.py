@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import Context, Surrogate, last_valid
+from ..base import MAX_LOOKBACK, Context, Surrogate, last_valid
 
 
 class Last(Surrogate):
@@ -22,6 +22,7 @@ class Mean(Surrogate):
     """ŷ(t+1) = mean of the last k values."""
 
     name = "mean"
+    bounds = {"k": MAX_LOOKBACK}
 
     def __init__(self, k: int = 8):
         self.k = self.lookback = int(k)
@@ -39,6 +40,7 @@ class Ewma(Surrogate):
     """Exponentially weighted moving average with smoothing ``alpha`` over the last ``k`` values."""
 
     name = "ewma"
+    bounds = {"k": MAX_LOOKBACK}
 
     def __init__(self, alpha: float = 0.3, k: int = 16):
         self.alpha = float(alpha)
@@ -70,6 +72,7 @@ class Ridge(Surrogate):
 
     name = "ridge"
     fits_series = True
+    bounds = {"k": MAX_LOOKBACK}
 
     def __init__(self, k: int = 4, alpha: float = 0.1):
         self.k = self.lookback = int(k)

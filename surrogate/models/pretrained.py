@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from scipy.special import erf as _erf
 
-from ..base import KNOWN_WORKLOADS, Context, JobInfo, SeriesView, SurrogateError
+from ..base import KNOWN_WORKLOADS, MAX_WIDTH, Context, JobInfo, SeriesView, SurrogateError
 from ..torch_surrogate import TorchSurrogate
 
 #: the shipped checkpoint (``scripts/build-pretrained.sh`` rebuilds it)
@@ -159,6 +159,7 @@ class Pretrained(TorchSurrogate):
 
     name = "pretrained"
     lookback = LOOKBACK
+    bounds = {"hidden": MAX_WIDTH, "tune_prior": 1e12}
 
     def __init__(self, weights: str = "shipped", tune: bool = True, tune_prior: float = 2.0, hidden: int | None = None,
                  inputs: str | None = None):

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..base import Context, SurrogateError
+from ..base import MAX_BATCH, MAX_EPOCHS, MAX_LAYERS, MAX_WIDTH, Context, SurrogateError
 from ..torch_surrogate import TorchSurrogate, evaluate_loss, fit_loop
 from .gcn import GCNEncoder
 from .timellm import RevIN, TimeLLM, make_head, reset_head
@@ -203,6 +203,11 @@ class Smart(TorchSurrogate):
     use_llm = True
     shared = ("lm",)  # the frozen language model: one for all copies
     unbuilt = "checkpoint has weights but no topology/in_features in its config"
+    bounds = {**TorchSurrogate.bounds, "gcn_layers": MAX_LAYERS, "tf_heads": MAX_LAYERS, "tf_layers": MAX_LAYERS,
+              "tf_ff": MAX_WIDTH, "head_hidden": MAX_WIDTH, "llm_layers": MAX_LAYERS, "patch_len": MAX_WIDTH,
+              "stride": MAX_WIDTH, "d_model": MAX_WIDTH, "n_heads": MAX_LAYERS, "d_keys": MAX_WIDTH,
+              "n_prototypes": MAX_WIDTH, "top_k_lags": MAX_WIDTH, "prompt_decimals": 16, "batch_windows": MAX_BATCH,
+              "ranks_per_window": MAX_BATCH, "tune_steps": MAX_EPOCHS, "in_features": MAX_WIDTH}
 
     def __init__(self, lookback: int = 8, graph_lookback: int = 2, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0,
