@@ -48,7 +48,7 @@ class OptionBoundError(SurrogateError):
 
 #: the bounds models declare (:attr:`Surrogate.bounds`): generous for any model this project trains, small enough
 #: that one option alone cannot ask for more than a few GiB, nor a training loop for more than 10^5 passes
-MAX_LOOKBACK = 4096        # iterations of history (k, lookback, graph_lookback); the gRPC service's own limit
+MAX_LOOKBACK = 4096        # iterations of history (k, lookback, graph_lookback); the gRPC service uses it too
 MAX_WIDTH = 4096           # hidden sizes, feature counts, attention widths
 MAX_LAYERS = 64            # stacked layers, diffusion steps, attention heads
 MAX_EPOCHS = 100_000       # training epochs, early-stopping patience, online tuning passes

@@ -36,7 +36,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from surrogate.base import SeriesView, TailGraphs
+from surrogate.base import MAX_LOOKBACK, SeriesView, TailGraphs  # one look-back bound for every path
 
 from ._common import (DEFAULT_MAX_MESSAGE_BYTES, InFlightLimiter, ServiceError, Undecodable, add_health_and_reflection,
                       add_unary_servicer, bind, from_tensor, invalid, over_limit, server_options)
@@ -46,7 +46,6 @@ from .limits import DEFAULT_MAX_HISTORY, DEFAULT_MAX_JOBS, DEFAULT_MAX_RANKS, DE
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = surrogate_pb2.DESCRIPTOR.services_by_name["Surrogate"].full_name
-MAX_LOOKBACK = 4096
 MAX_NAME = 256
 MAX_ITERATION = 2**31 - 1
 
