@@ -281,11 +281,12 @@ jobs:
     assert read_jobs(rd.path / "jobs.parquet").num_rows == 3
 
 
-@pytest.mark.parametrize("policy", ["pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned"])
+@pytest.mark.parametrize("policy", ["pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned",
+                                    "confident"])
 def test_every_builtin_policy_runs_a_stream(tmp_path, policy):
     from controllers.builtin import BUILTIN
 
-    assert set(BUILTIN) == {"pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned"}
+    assert set(BUILTIN) == {"pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned", "confident"}
     text = HEAD + f"""\
 scheduler: {{queue: fcfs, allocation: random}}
 controller: {{policy: {policy}, params: {{warmup: 2}}}}
