@@ -18,13 +18,12 @@
                     mid-run has no history: its first ``warmup`` iterations are simulated whatever the phase (beside
                     the others' predicted load), and jobs that left (``JobView.running``) are forgotten.
 ``confident``       ``aligned``'s shared windows, spent where the model is unsure: one knob, ``target_error`` (% of each
-                    job's completion time). Each job keeps a split-conformal bound on the error of a predicted
-                    stretch (from the signed job-level errors of its earlier windows' shadow predictions,
-                    :func:`conformal_bound`) and the gap to the next window is the longest whose predicted share of
-                    the time keeps every job's completion error within the budget (:meth:`Confident.gap_ft`). The
-                    warm-up ends when every job's iteration times pass a stationarity test (:func:`stationary`), not
-                    after a fixed count; a co-runner's start or end opens a window unless every job's bound is already
-                    within the budget.
+                    job's completion time). Each job keeps a split-conformal bound on its completion error from the
+                    signed job-level errors of its earlier windows' shadow predictions (:func:`completion_bound`),
+                    and the gap to the next window is the longest that keeps every job within the budget
+                    (:meth:`Confident.largest_ft`). The warm-up ends when every job's iteration times pass a
+                    stationarity test (:func:`stationary`), not after a fixed count; a co-runner's start or end opens
+                    a window unless every other job's bound on one predicted stretch is already within the budget.
 ``budget``          picks the predicted stretch that meets a ``target_speedup`` by Amdahl's law,
                     speedup = 1 / ((1 - f) + f / s), with ``s`` the measured cost ratio of a simulated to a predicted
                     iteration (``assumed_ratio`` until measured).
@@ -331,6 +330,26 @@ def stationary(series, tol: float, z: float = 1.0) -> bool:
     return abs(b) <= z * se
 
 
+def completion_bound(scores, m: float, coverage: float = 0.8) -> float:
+    """Bound (%) on the mean error of ``m`` predicted stretches of a job from the signed errors ``scores`` of earlier
+    ones: bias plus spread, |mean| + c (1 / sqrt(n) + 1 / sqrt(m)), with c the split-conformal bound
+    (:func:`conformal_bound`) on the scores' deviations from their mean. The bias is known to c / sqrt(n); the
+    spread of the stretches' own errors averages over the m of them (they enter the completion time summed). ``inf``
+    with fewer than 2 scores or too few for the conformal rank."""
+    bias, c = _bias_spread(scores, coverage)
+    return bias + c / math.sqrt(max(m, 1.0))
+
+
+def _bias_spread(scores, coverage: float) -> tuple[float, float]:
+    """(|mean| + c / sqrt(n), c) of :func:`completion_bound`; (inf, inf) with fewer than 2 scores."""
+    n = len(scores)
+    if n < 2:
+        return math.inf, math.inf
+    mu = sum(scores) / n
+    c = conformal_bound([e - mu for e in scores], coverage)
+    return abs(mu) + c / math.sqrt(n), c
+
+
 class _ConfSlot(_JobSlot):
     __slots__ = ("warmed", "warm_from", "seen", "scores", "group_it", "group_sum", "group_n")
 
@@ -348,26 +367,28 @@ class _ConfSlot(_JobSlot):
 class Confident(Aligned):
     """Shared truth windows (``aligned``) whose spacing follows a calibrated bound on each job's completion error.
 
-    A predicted stretch of a job is off by some relative error e of its iteration time, which carries into the
-    job's completion time in proportion to the stretch's share of the job's time. The windows' shadow predictions
-    measure e: a window's score is the mean of its signed job-level shadow errors (``JobView.signed_errors``), and the
-    bound q on |e| is the split-conformal quantile (``coverage``) of the job's latest ``memory`` scores. With
-    windows of length W every (ft - 1) W, the predicted share is f = (ft - 1) / ft and the completion error is at
-    most f q; f q <= ``target_error`` gives ft = q / (q - target) (any ft when q <= target). The next gap takes the
-    smallest such ft over the running jobs, grows at most 2x per window (a bound from few windows is young) and stays
-    within [``min_ft``, ``max_ft``]; a job with too few windows for a conformal bound (q = inf) holds it at
-    ``min_ft``.
+    A predicted stretch of a job is off by some relative error e of its iteration time; the job's completion time is
+    off by the stretches' errors weighted by their shares of its time: with windows of length W every ft W, a
+    predicted share f = (ft - 1) / ft times the mean error of its m stretches. The windows' shadow predictions
+    measure e: a window's score is the mean of its signed job-level shadow errors (``JobView.signed_errors``: the
+    error of the state the model predicted the stretch before it from). :func:`completion_bound` turns the job's latest
+    ``memory`` scores into a bound B(m) on the mean error of m stretches (bias plus a split-conformal spread at
+    ``coverage``, the spread averaging over the stretches). The next gap is the largest ft in [``min_ft``,
+    ``max_ft``] with f B(m) <= ``target_error`` for every running job, m being the stretches of that length left in
+    the job (its remaining iterations at its latest iteration length); it grows at most 2x per window (a bound from
+    few windows is young), and a job with too few windows for a bound holds it at ``min_ft``.
 
     The warm-up (every job simulated) lasts until every job's mean-over-ranks iteration times since its start (the
     latest ``probe`` completed ones) pass :func:`stationary` with tolerance ``target_error``, or ``max_warmup``
     iterations. A stream job starting mid-run is simulated until it passes the same test, and its start, like a
-    co-runner's end, opens a window at once unless every other running job's bound is within the budget (the model
-    is trusted to predict the new times).
+    co-runner's end, opens a window at once unless every other running job's bound on one stretch, B(1), is within
+    the budget (the model is trusted to predict the new times). A change of co-runners is what the scores have not
+    seen, so this trust is only as good as the model's knowledge of its co-runners.
     """
 
     name = "confident"
 
-    def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 12,
+    def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
                  probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256):
         if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
                 or not 0 < float(target_error) < 100:
@@ -382,21 +403,24 @@ class Confident(Aligned):
         self.max_warmup = _check_int("max_warmup", max_warmup, 1)
 
     # ------------------------------------------------------------------------------------------------ the bound
-    def bound(self, js: _ConfSlot) -> float:
-        """Conformal bound (%) on the error of a predicted stretch of this job."""
-        return conformal_bound(js.scores, self.coverage)
+    def bound(self, scores, m: float = 1.0) -> float:
+        """Bound (%) on the mean error of ``m`` predicted stretches of a job with window scores ``scores``."""
+        return completion_bound(scores, m, self.coverage)
 
-    def gap_ft(self, q: float) -> float:
-        """The largest ft (window every ft window lengths) whose predicted share keeps a job with stretch-error
-        bound ``q`` within the budget: (ft - 1) / ft * q <= target."""
-        if q <= self.target:
-            return math.inf
-        return 1.0 if math.isinf(q) else q / (q - self.target)
+    def largest_ft(self, scores, windows_left: float) -> int:
+        """The largest ft in [min_ft, max_ft] whose predicted share keeps the completion error of a job with window
+        scores ``scores`` within the budget, ``windows_left`` window lengths of the job's time being left:
+        (ft - 1) / ft * B(windows_left / ft) <= target (``min_ft`` when none does)."""
+        bias, c = _bias_spread(scores, self.coverage)
+        for ft in range(self.max_ft, self.min_ft - 1, -1):
+            if (ft - 1) / ft * (bias + c / math.sqrt(max(windows_left / ft, 1.0))) <= self.target:
+                return ft
+        return self.min_ft
 
     def _confident(self, skip: int | None = None) -> bool:
-        """Every running (not finishing) job but ``skip`` has its bound within the budget."""
+        """Every running (not finishing) job but ``skip`` has its bound on one stretch within the budget."""
         live = [s for k, s in self.jobs.items() if k != skip and not self._finishing(s)]
-        return bool(live) and all(s.warmed and self.bound(s) <= self.target for s in live)
+        return bool(live) and all(s.warmed and self.bound(s.scores) <= self.target for s in live)
 
     def _fold(self, view: JobView, js: _ConfSlot) -> None:
         """Fold the job's new signed shadow errors into its window scores (contiguous iterations are one window)."""
@@ -474,8 +498,11 @@ class Confident(Aligned):
             length = self.truth * max((s.length for s in live), default=0.0)   # one leader iteration per window
         else:
             length = now - self.opened
-        ft = min((self.gap_ft(self.bound(s)) for s in live), default=math.inf)
-        self.ft = int(max(self.min_ft, min(self.max_ft, 2 * self.ft, ft)))
+        ft = self.max_ft
+        for s in live:
+            left = math.inf if s.n_iterations is None else (s.n_iterations - s.iteration) * s.length
+            ft = min(ft, self.largest_ft(s.scores, left / length if length > 0 else math.inf))
+        self.ft = max(self.min_ft, min(2 * self.ft, ft))
         self.phase = "forward"
         self.next_open = now + (self.ft - 1) * max(length, 0.0)
         for s in self.jobs.values():

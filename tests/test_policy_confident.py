@@ -10,7 +10,7 @@ import pytest
 
 from controllers import load_policy
 from controllers.base import JobView
-from controllers.builtin import conformal_bound, stationary
+from controllers.builtin import completion_bound, conformal_bound, stationary
 from hybridsim.cli import main
 from hybridsim_common.backend import Mode
 
@@ -25,6 +25,28 @@ def test_conformal_bound_hand_list():
     # n = 3 at 0.8: rank ceil(3.2) = 4 > 3: too few errors to bound
     assert conformal_bound([1.0, 2.0, 3.0], 0.8) == math.inf
     assert conformal_bound([], 0.5) == math.inf
+
+
+def test_completion_bound_hand_list():
+    """Scores 1 3 -1 1: bias 1, deviations 0 2 2 0, their conformal bound at 0.8 (rank ceil(5 * 0.8) = 4) is 2; the
+    bias is known to 2 / sqrt(4) = 1; m stretches add 2 / sqrt(m)."""
+    s = [1.0, 3.0, -1.0, 1.0]
+    assert completion_bound(s, 1) == pytest.approx(1 + 1 + 2)
+    assert completion_bound(s, 4) == pytest.approx(1 + 1 + 1)
+    assert completion_bound(s, math.inf) == pytest.approx(2.0)
+    assert completion_bound([5.0], 1) == math.inf          # one window: no spread yet
+    assert completion_bound([1.0, 2.0, 3.0], 1) == math.inf  # rank ceil(4 * 0.8) = 4 > 3
+
+
+def test_largest_ft_hand_computed():
+    """Scores 1 -1 at coverage 0.5: bias 0 + 1 / sqrt(2), spread 1. Budget 1 %, 100 window lengths left: ft must
+    satisfy (ft - 1) / ft * (0.7071 + sqrt(ft / 100)) <= 1: ft 13 gives 0.986, ft 14 1.004. With no end in sight
+    every ft passes; with 4 window lengths left ft 3 gives 2/3 * (0.7071 + 0.866) = 1.05 and ft 2 gives 0.71."""
+    p = load_policy("confident", {"target_error": 1, "coverage": 0.5})
+    assert p.largest_ft([1.0, -1.0], 100.0) == 13
+    assert p.largest_ft([1.0, -1.0], math.inf) == 256
+    assert p.largest_ft([1.0, -1.0], 4.0) == 2
+    assert p.largest_ft([3.0], 100.0) == 2                 # no bound yet: min_ft
 
 
 def test_stationarity_constant_trending_noisy():
@@ -66,52 +88,57 @@ def test_warmup_ends_when_every_job_is_stationary():
     assert q.decide(cview(0, 4, 40.0)) == P            # alone and constant: 3 complete iterations suffice
 
 
-def prefix(p, e_a, e_b):
-    """Two constant jobs (10 ns iterations, deciding at 10 * it): warm-up closes at t=40 (gap ft 2: no bound yet),
-    a one-iteration window runs at t=50 and closes at t=60 with shadow errors ``e_a``, ``e_b`` of iteration 5."""
+def prefix(p, sa, sb):
+    """Two constant jobs (10 ns iterations, deciding at 10 * it): the warm-up closes at t=40, with no bound yet
+    windows (one iteration) run at t=50 and t=70 and the second closes at t=80; ``sa``, ``sb``: each job's signed
+    shadow errors of iterations 5 and 7 (two windows)."""
     for it in range(4):
         assert p.decide(cview(0, it, 10.0 * it)) == S and p.decide(cview(1, it, 10.0 * it)) == S
     assert p.decide(cview(0, 4, 40.0)) == S           # A stationary, B not checked yet
     assert p.decide(cview(1, 4, 40.0)) == P           # B stationary: warm-up over
     assert p.ft == 2 and p.next_open == pytest.approx(50.0)
-    assert p.decide(cview(0, 5, 50.0)) == S and p.decide(cview(1, 5, 50.0)) == S   # the window
-    assert p.decide(cview(0, 6, 60.0, signed=[(5, e_a)])) == S   # A's quota done, B's not yet
-    assert p.decide(cview(1, 6, 60.0, signed=[(5, e_b)])) == P   # window closes
+    assert p.decide(cview(0, 5, 50.0)) == S and p.decide(cview(1, 5, 50.0)) == S   # first window
+    assert p.decide(cview(0, 6, 60.0, signed=[(5, sa[0])])) == S   # A's quota done, B's not yet
+    assert p.decide(cview(1, 6, 60.0, signed=[(5, sb[0])])) == P   # closes: one score each, no bound: ft 2
+    assert p.ft == 2 and p.next_open == pytest.approx(70.0)
+    assert p.decide(cview(0, 7, 70.0, signed=[(5, sa[0])])) == S and p.decide(cview(1, 7, 70.0)) == S
+    assert p.decide(cview(0, 8, 80.0, signed=[(5, sa[0]), (7, sa[1])])) == S
+    assert p.decide(cview(1, 8, 80.0, signed=[(5, sb[0]), (7, sb[1])])) == P
 
 
 def test_gap_follows_the_bound():
-    """coverage 0.5: one window gives a bound = its |error|. Bound 1 % <= 2 %: the gap may grow (2x: ft 4, next
-    window at 60 + 3 * 10). Bound 4 % > 2 %: ft = 4 / (4 - 2) = 2 (predicted share 1/2 x 4 % = 2 %)."""
+    """coverage 0.5. Scores 1 1: bias 1, spread 0: within 2 % at any ft; growth 2x: ft 4, next window at
+    80 + 3 * 10. A's scores 3 5: bias 4 + 1 / sqrt(2) > 4: even ft 2 (half predicted) misses 2 %: min_ft 2."""
     p = load_policy("confident", {"target_error": 2, "coverage": 0.5})
-    prefix(p, 1.0, -1.0)
-    assert p.ft == 4 and p.next_open == pytest.approx(90.0)
-    assert [p.decide(cview(0, 7, 70.0, signed=[(5, 1.0)])), p.decide(cview(0, 8, 80.0, signed=[(5, 1.0)]))] == [P, P]
-    assert p.decide(cview(0, 9, 90.0, signed=[(5, 1.0)])) == S
+    prefix(p, (1.0, 1.0), (1.0, 1.0))
+    assert p.ft == 4 and p.next_open == pytest.approx(110.0)
+    assert [p.decide(cview(0, it, 10.0 * it)) for it in (9, 10)] == [P, P]
+    assert p.decide(cview(0, 11, 110.0)) == S
     q = load_policy("confident", {"target_error": 2, "coverage": 0.5})
-    prefix(q, 4.0, -1.0)
-    assert q.ft == 2 and q.next_open == pytest.approx(70.0)
-    assert q.decide(cview(0, 7, 70.0, signed=[(5, 4.0)])) == S
+    prefix(q, (3.0, 5.0), (1.0, 1.0))
+    assert q.ft == 2 and q.next_open == pytest.approx(90.0)
+    assert q.decide(cview(0, 9, 90.0)) == S
 
 
 @pytest.mark.parametrize("target,want", [(2.0, P), (0.9, S)])
 def test_corunner_end_opens_a_window_only_when_unsure(target, want):
-    """After the prefix both jobs' bound is 1 %, next window at t=90 either way (ft 4; at target 0.9 the bound gives
-    ft 1 / 0.1 = 10, the 2x growth cap 4). A leaves at t=70: within budget 2 % no window; over budget 0.9 % B opens
-    one at once."""
+    """After the prefix both jobs' bound on one stretch is 1 %; the next window is at t=110 either way (ft 4; at
+    budget 0.9 the bound allows ft 10, growth caps it at 4). A leaves at t=90: within budget 2 % no window; over
+    budget 0.9 % B opens one at once."""
     p = load_policy("confident", {"target_error": target, "coverage": 0.5})
-    prefix(p, 1.0, 1.0)
-    assert p.next_open == pytest.approx(90.0)
-    assert p.decide(cview(1, 7, 70.0, signed=[(5, 1.0)], running=(1,))) == want
+    prefix(p, (1.0, 1.0), (1.0, 1.0))
+    assert p.next_open == pytest.approx(110.0)
+    assert p.decide(cview(1, 9, 90.0, running=(1,))) == want
 
 
 @pytest.mark.parametrize("target,want", [(2.0, P), (0.9, S)])
 def test_corunner_start_opens_a_window_only_when_unsure(target, want):
-    """Job C arrives at t=70 (its own warm-up is simulated either way); A, the leader, opens a window beside it
+    """Job C arrives at t=90 (its own warm-up is simulated either way); A, the leader, opens a window beside it
     only when the bounds of the jobs already running exceed the budget."""
     p = load_policy("confident", {"target_error": target, "coverage": 0.5})
-    prefix(p, 1.0, 1.0)
-    assert p.decide(cview(2, 0, 70.0, running=(0, 1, 2))) == S
-    assert p.decide(cview(0, 7, 70.0, signed=[(5, 1.0)], running=(0, 1, 2))) == want
+    prefix(p, (1.0, 1.0), (1.0, 1.0))
+    assert p.decide(cview(2, 0, 90.0, running=(0, 1, 2))) == S
+    assert p.decide(cview(0, 9, 90.0, running=(0, 1, 2))) == want
 
 
 def test_validate_accepts_target_error_and_refuses_a_bad_one(tmp_path, capsys):
