@@ -374,8 +374,9 @@ class Confident(Aligned):
     error of the state the model predicted the stretch before it from). :func:`completion_bound` turns the job's latest
     ``memory`` scores into a bound B(m) on the mean error of m stretches (bias plus a split-conformal spread at
     ``coverage``, the spread averaging over the stretches). The next gap is the largest ft in [``min_ft``,
-    ``max_ft``] with f B(m) <= ``target_error`` for every running job, m being the stretches of that length left in
-    the job (its remaining iterations at its latest iteration length); it grows at most 2x per window (a bound from
+    ``max_ft``] with f B(m) <= ``target_error`` for every running job, m being the job's stretches at that gap (its
+    iterations at its latest iteration length, over ft W: the schedule taken as steady over the job, so the gap does
+    not shrink as the job nears its end); it grows at most 2x per window (a bound from
     few windows is young), and a job with too few windows for a bound holds it at ``min_ft``.
 
     The warm-up (every job simulated) lasts until every job's mean-over-ranks iteration times since its start (the
@@ -407,13 +408,14 @@ class Confident(Aligned):
         """Bound (%) on the mean error of ``m`` predicted stretches of a job with window scores ``scores``."""
         return completion_bound(scores, m, self.coverage)
 
-    def largest_ft(self, scores, windows_left: float) -> int:
+    def largest_ft(self, scores, windows: float) -> int:
         """The largest ft in [min_ft, max_ft] whose predicted share keeps the completion error of a job with window
-        scores ``scores`` within the budget, ``windows_left`` window lengths of the job's time being left:
-        (ft - 1) / ft * B(windows_left / ft) <= target (``min_ft`` when none does)."""
+        scores ``scores`` within the budget, the job being ``windows`` window lengths long (so it has
+        ``windows / ft`` stretches at this gap): (ft - 1) / ft * B(windows / ft) <= target (``min_ft`` when none
+        does)."""
         bias, c = _bias_spread(scores, self.coverage)
         for ft in range(self.max_ft, self.min_ft - 1, -1):
-            if (ft - 1) / ft * (bias + c / math.sqrt(max(windows_left / ft, 1.0))) <= self.target:
+            if (ft - 1) / ft * (bias + c / math.sqrt(max(windows / ft, 1.0))) <= self.target:
                 return ft
         return self.min_ft
 
@@ -500,8 +502,8 @@ class Confident(Aligned):
             length = now - self.opened
         ft = self.max_ft
         for s in live:
-            left = math.inf if s.n_iterations is None else (s.n_iterations - s.iteration) * s.length
-            ft = min(ft, self.largest_ft(s.scores, left / length if length > 0 else math.inf))
+            whole = math.inf if s.n_iterations is None else s.n_iterations * s.length
+            ft = min(ft, self.largest_ft(s.scores, whole / length if length > 0 else math.inf))
         self.ft = max(self.min_ft, min(2 * self.ft, ft))
         self.phase = "forward"
         self.next_open = now + (self.ft - 1) * max(length, 0.0)

@@ -39,9 +39,9 @@ def test_completion_bound_hand_list():
 
 
 def test_largest_ft_hand_computed():
-    """Scores 1 -1 at coverage 0.5: bias 0 + 1 / sqrt(2), spread 1. Budget 1 %, 100 window lengths left: ft must
+    """Scores 1 -1 at coverage 0.5: bias 0 + 1 / sqrt(2), spread 1. Budget 1 %, a job 100 window lengths long: ft must
     satisfy (ft - 1) / ft * (0.7071 + sqrt(ft / 100)) <= 1: ft 13 gives 0.986, ft 14 1.004. With no end in sight
-    every ft passes; with 4 window lengths left ft 3 gives 2/3 * (0.7071 + 0.866) = 1.05 and ft 2 gives 0.71."""
+    every ft passes; a job 4 window lengths long: ft 3 gives 2/3 * (0.7071 + 0.866) = 1.05 and ft 2 gives 0.71."""
     p = load_policy("confident", {"target_error": 1, "coverage": 0.5})
     assert p.largest_ft([1.0, -1.0], 100.0) == 13
     assert p.largest_ft([1.0, -1.0], math.inf) == 256
