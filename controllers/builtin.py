@@ -399,7 +399,7 @@ class Confident(Aligned):
         super().__init__(warmup=1, ft=_check_int("min_ft", min_ft, 2), truth=truth, min_ft=min_ft, max_ft=max_ft)
         self.target = float(target_error)
         self.coverage = float(coverage)
-        self.memory = _check_int("memory", memory, 1)
+        self.memory = _check_int("memory", memory, 2)   # a bias and a spread need two windows
         self.probe = _check_int("probe", probe, 3)
         self.max_warmup = _check_int("max_warmup", max_warmup, 1)
 
