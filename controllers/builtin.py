@@ -376,8 +376,9 @@ class Confident(Aligned):
     ``coverage``, the spread averaging over the stretches). The next gap is the largest ft in [``min_ft``,
     ``max_ft``] with f B(m) <= ``target_error`` for every running job, m being the job's stretches at that gap (its
     iterations at its latest iteration length, over ft W: the schedule taken as steady over the job, so the gap does
-    not shrink as the job nears its end); it grows at most 2x per window (a bound from
-    few windows is young), and a job with too few windows for a bound holds it at ``min_ft``.
+    not shrink as the job nears its end). A bound from few windows carries its own uncertainty (the conformal rank
+    and the bias's c / sqrt(n)), so the gap jumps to what it allows; a job with too few windows for a bound (fewer
+    than 2, or than the conformal rank needs: 4 at ``coverage`` 0.8) holds it at ``min_ft``.
 
     The warm-up (every job simulated) lasts until every job's mean-over-ranks iteration times since its start (the
     latest ``probe`` completed ones) pass :func:`stationary` with tolerance ``target_error``, or ``max_warmup``
@@ -504,7 +505,7 @@ class Confident(Aligned):
         for s in live:
             whole = math.inf if s.n_iterations is None else s.n_iterations * s.length
             ft = min(ft, self.largest_ft(s.scores, whole / length if length > 0 else math.inf))
-        self.ft = max(self.min_ft, min(2 * self.ft, ft))
+        self.ft = max(self.min_ft, ft)
         self.phase = "forward"
         self.next_open = now + (self.ft - 1) * max(length, 0.0)
         for s in self.jobs.values():

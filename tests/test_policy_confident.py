@@ -107,13 +107,17 @@ def prefix(p, sa, sb):
 
 
 def test_gap_follows_the_bound():
-    """coverage 0.5. Scores 1 1: bias 1, spread 0: within 2 % at any ft; growth 2x: ft 4, next window at
-    80 + 3 * 10. A's scores 3 5: bias 4 + 1 / sqrt(2) > 4: even ft 2 (half predicted) misses 2 %: min_ft 2."""
-    p = load_policy("confident", {"target_error": 2, "coverage": 0.5})
+    """coverage 0.5. Scores 1 1: bias 1, spread 0: within 2 % at any ft: max_ft 32, next window at 80 + 31 * 10.
+    Budget 1.5 %: (ft - 1) / ft * 1 <= 1.5 at any ft too; budget 0.9: ft <= 10. A's scores 3 5: bias
+    4 + 1 / sqrt(2) > 4: even ft 2 (half predicted) misses 2 %: min_ft 2."""
+    p = load_policy("confident", {"target_error": 2, "coverage": 0.5, "max_ft": 32})
     prefix(p, (1.0, 1.0), (1.0, 1.0))
-    assert p.ft == 4 and p.next_open == pytest.approx(110.0)
-    assert [p.decide(cview(0, it, 10.0 * it)) for it in (9, 10)] == [P, P]
-    assert p.decide(cview(0, 11, 110.0)) == S
+    assert p.ft == 32 and p.next_open == pytest.approx(390.0)
+    assert [p.decide(cview(0, it, 10.0 * it)) for it in (9, 20, 38)] == [P, P, P]
+    assert p.decide(cview(0, 39, 390.0)) == S
+    r = load_policy("confident", {"target_error": 0.9, "coverage": 0.5})
+    prefix(r, (1.0, 1.0), (1.0, 1.0))
+    assert r.ft == 10 and r.next_open == pytest.approx(80.0 + 9 * 10.0)
     q = load_policy("confident", {"target_error": 2, "coverage": 0.5})
     prefix(q, (3.0, 5.0), (1.0, 1.0))
     assert q.ft == 2 and q.next_open == pytest.approx(90.0)
@@ -122,12 +126,11 @@ def test_gap_follows_the_bound():
 
 @pytest.mark.parametrize("target,want", [(2.0, P), (0.9, S)])
 def test_corunner_end_opens_a_window_only_when_unsure(target, want):
-    """After the prefix both jobs' bound on one stretch is 1 %; the next window is at t=110 either way (ft 4; at
-    budget 0.9 the bound allows ft 10, growth caps it at 4). A leaves at t=90: within budget 2 % no window; over
-    budget 0.9 % B opens one at once."""
+    """After the prefix both jobs' bound on one stretch is 1 %; the next window is at t=170 or later (ft 10 at
+    budget 0.9). A leaves at t=90: within budget 2 % no window; over budget 0.9 % B opens one at once."""
     p = load_policy("confident", {"target_error": target, "coverage": 0.5})
     prefix(p, (1.0, 1.0), (1.0, 1.0))
-    assert p.next_open == pytest.approx(110.0)
+    assert p.next_open >= 170.0
     assert p.decide(cview(1, 9, 90.0, running=(1,))) == want
 
 
