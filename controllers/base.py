@@ -34,6 +34,9 @@ class JobView:
         predicted: mean-over-ranks predicted time (ns) of every earlier iteration; ``None`` where not predicted.
         errors: list of ``(iteration, mape_percent)`` measured where a prediction was checked against truth (the
             shadow predictions made inside truth windows).
+        signed_errors: list of ``(iteration, signed_percent)`` for the same shadow predictions at job level: the
+            job's predicted iteration time (the mean over ranks, what its completion follows) minus its true one, in
+            % of the true one. What a predicted stretch does to the job's completion time.
         costs: cumulative wall seconds: ``{"simulate": s, "inference": s, "tuning": s}`` and the event count.
         now: virtual time (ns) at which the decision is asked: the end of the latest iteration the controller has
             seen, of any job (0 before the first). Lets a policy coordinate the jobs in virtual time.
@@ -56,6 +59,7 @@ class JobView:
     now: float = 0.0
     start: float = 0.0
     running: tuple[int, ...] = ()
+    signed_errors: Sequence[tuple[int, float]] = ()
 
     def run_length(self, mode: Mode) -> int:
         """How many iterations in a row, ending with the previous one, ran in ``mode``."""

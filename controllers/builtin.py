@@ -17,6 +17,13 @@
                     changes) opens a window at once (``on_job_end``, default on). In a job stream a job that starts
                     mid-run has no history: its first ``warmup`` iterations are simulated whatever the phase (beside
                     the others' predicted load), and jobs that left (``JobView.running``) are forgotten.
+``confident``       ``aligned``'s shared windows, spent where the model is unsure: one knob, ``target_error`` (% of each
+                    job's completion time). Each job keeps a split-conformal bound on its completion error from the
+                    signed job-level errors of its earlier windows' shadow predictions (:func:`completion_bound`),
+                    and the gap to the next window is the longest that keeps every job within the budget
+                    (:meth:`Confident.largest_ft`). The warm-up ends when every job's iteration times pass a
+                    stationarity test (:func:`stationary`), not after a fixed count; a co-runner's start or end opens
+                    a window unless every other job's bound on one predicted stretch is already within the budget.
 ``budget``          picks the predicted stretch that meets a ``target_speedup`` by Amdahl's law,
                     speedup = 1 / ((1 - f) + f / s), with ``s`` the measured cost ratio of a simulated to a predicted
                     iteration (``assumed_ratio`` until measured).
@@ -310,4 +317,219 @@ class Aligned(Policy):
                 "threshold": self.threshold, "on_job_end": self.on_job_end}
 
 
-BUILTIN = {cls.name: cls for cls in (Pdes, SurrogateOnly, Periodic, ErrorAdaptive, Budget, Aligned)}
+def conformal_bound(errors, coverage: float = 0.8) -> float:
+    """Split-conformal bound on the size of the next error from earlier ones (any sign): the
+    ``ceil((n + 1) * coverage)``-th smallest of the ``n`` absolute errors, so that a new error exchangeable with them
+    is within it with probability >= ``coverage``; ``inf`` when that rank exceeds ``n`` (too few errors to bound)."""
+    scores = sorted(abs(float(e)) for e in errors)
+    k = math.ceil((len(scores) + 1) * coverage)
+    return scores[k - 1] if 1 <= k <= len(scores) else math.inf
+
+
+def stationary(series, tol: float, z: float = 1.0) -> bool:
+    """Whether iteration times ``series`` (at least 3) have settled: the least-squares trend across them moves the
+    level by at most ``tol`` % of the mean, or is lost in the noise (|slope| <= ``z`` standard errors: a flat level
+    with noise; ``z`` = 1 leans to calling a trend real, which costs a warm-up iteration more rather than a model
+    taught a start transient). A constant series is stationary; a clean trend is not until it flattens."""
+    y = [float(v) for v in series]
+    n = len(y)
+    if n < 3:
+        return False
+    tm, ym = (n - 1) / 2.0, sum(y) / n
+    sxx = sum((t - tm) ** 2 for t in range(n))
+    b = sum((t - tm) * (v - ym) for t, v in enumerate(y)) / sxx
+    if ym > 0 and abs(b) * (n - 1) / ym * 100.0 <= tol:
+        return True
+    resid = sum((v - ym - b * (t - tm)) ** 2 for t, v in enumerate(y))
+    se = math.sqrt(resid / (n - 2) / sxx)
+    return abs(b) <= z * se
+
+
+def completion_bound(scores, m: float, coverage: float = 0.8) -> float:
+    """Bound (%) on the mean error of ``m`` predicted stretches of a job from the signed errors ``scores`` of earlier
+    ones: bias plus spread, |mean| + c (1 / sqrt(n) + 1 / sqrt(m)), with c the split-conformal bound
+    (:func:`conformal_bound`) on the scores' deviations from their mean. The bias is known to c / sqrt(n); the
+    spread of the stretches' own errors averages over the m of them (they enter the completion time summed). ``inf``
+    with fewer than 2 scores or too few for the conformal rank."""
+    bias, c = _bias_spread(scores, coverage)
+    return bias + c / math.sqrt(max(m, 1.0))
+
+
+def _bias_spread(scores, coverage: float) -> tuple[float, float]:
+    """(|mean| + c / sqrt(n), c) of :func:`completion_bound`; (inf, inf) with fewer than 2 scores."""
+    n = len(scores)
+    if n < 2:
+        return math.inf, math.inf
+    mu = sum(scores) / n
+    c = conformal_bound([e - mu for e in scores], coverage)
+    return abs(mu) + c / math.sqrt(n), c
+
+
+class _ConfSlot(_JobSlot):
+    __slots__ = ("warmed", "warm_from", "seen", "scores", "group_it", "group_sum", "group_n")
+
+    def __init__(self, warm_from: int):
+        super().__init__()
+        self.warmed = False       # its own warm-up has ended (stationary iteration times)
+        self.warm_from = warm_from
+        self.seen = 0             # signed shadow errors folded in so far
+        self.scores: list[float] = []   # signed mean error of each of its latest windows (%)
+        self.group_it = -2        # last iteration of the window being folded
+        self.group_sum = 0.0
+        self.group_n = 0
+
+
+class Confident(Aligned):
+    """Shared truth windows (``aligned``) whose spacing follows a calibrated bound on each job's completion error.
+
+    A predicted stretch of a job is off by some relative error e of its iteration time; the job's completion time is
+    off by the stretches' errors weighted by their shares of its time: with windows of length W every ft W, a
+    predicted share f = (ft - 1) / ft times the mean error of its m stretches. The windows' shadow predictions
+    measure e: a window's score is the mean of its signed job-level shadow errors (``JobView.signed_errors``: the
+    error of the state the model predicted the stretch before it from). :func:`completion_bound` turns the job's latest
+    ``memory`` scores into a bound B(m) on the mean error of m stretches (bias plus a split-conformal spread at
+    ``coverage``, the spread averaging over the stretches). The next gap is the largest ft in [``min_ft``,
+    ``max_ft``] with f B(m) <= ``target_error`` for every running job, m being the job's stretches at that gap (its
+    iterations at its latest iteration length, over ft W: the schedule taken as steady over the job, so the gap does
+    not shrink as the job nears its end). A bound from few windows carries its own uncertainty (the conformal rank
+    and the bias's c / sqrt(n)), so the gap jumps to what it allows; a job with too few windows for a bound (fewer
+    than 2, or than the conformal rank needs: 4 at ``coverage`` 0.8) holds it at ``min_ft``.
+
+    The warm-up (every job simulated) lasts until every job's mean-over-ranks iteration times since its start (the
+    latest ``probe`` completed ones) pass :func:`stationary` with tolerance ``target_error``, or ``max_warmup``
+    iterations. A stream job starting mid-run is simulated until it passes the same test, and its start, like a
+    co-runner's end, opens a window at once unless every other running job's bound on one stretch, B(1), is within
+    the budget (the model is trusted to predict the new times). A change of co-runners is what the scores have not
+    seen, so this trust is only as good as the model's knowledge of its co-runners.
+    """
+
+    name = "confident"
+
+    def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
+                 probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256):
+        if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
+                or not 0 < float(target_error) < 100:
+            raise ValueError(f"target_error must be a number of percent in (0, 100), got {target_error!r}")
+        if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) or not 0 < coverage < 1:
+            raise ValueError(f"coverage must be in (0, 1), got {coverage!r}")
+        super().__init__(warmup=1, ft=_check_int("min_ft", min_ft, 2), truth=truth, min_ft=min_ft, max_ft=max_ft)
+        self.target = float(target_error)
+        self.coverage = float(coverage)
+        self.memory = _check_int("memory", memory, 2)   # a bias and a spread need two windows
+        self.probe = _check_int("probe", probe, 3)
+        self.max_warmup = _check_int("max_warmup", max_warmup, 1)
+
+    # ------------------------------------------------------------------------------------------------ the bound
+    def bound(self, scores, m: float = 1.0) -> float:
+        """Bound (%) on the mean error of ``m`` predicted stretches of a job with window scores ``scores``."""
+        return completion_bound(scores, m, self.coverage)
+
+    def largest_ft(self, scores, windows: float) -> int:
+        """The largest ft in [min_ft, max_ft] whose predicted share keeps the completion error of a job with window
+        scores ``scores`` within the budget, the job being ``windows`` window lengths long (so it has
+        ``windows / ft`` stretches at this gap): (ft - 1) / ft * B(windows / ft) <= target (``min_ft`` when none
+        does)."""
+        bias, c = _bias_spread(scores, self.coverage)
+        for ft in range(self.max_ft, self.min_ft - 1, -1):
+            if (ft - 1) / ft * (bias + c / math.sqrt(max(windows / ft, 1.0))) <= self.target:
+                return ft
+        return self.min_ft
+
+    def _confident(self, skip: int | None = None) -> bool:
+        """Every running (not finishing) job but ``skip`` has its bound on one stretch within the budget."""
+        live = [s for k, s in self.jobs.items() if k != skip and not self._finishing(s)]
+        return bool(live) and all(s.warmed and self.bound(s.scores) <= self.target for s in live)
+
+    def _fold(self, view: JobView, js: _ConfSlot) -> None:
+        """Fold the job's new signed shadow errors into its window scores (contiguous iterations are one window)."""
+        errs = view.signed_errors
+        for k in range(js.seen, len(errs)):
+            it, e = errs[k]
+            if it != js.group_it + 1 or not js.scores:
+                js.scores.append(float(e))
+                js.group_sum, js.group_n = float(e), 1
+                del js.scores[:-self.memory]
+            else:
+                js.group_sum += float(e)
+                js.group_n += 1
+                js.scores[-1] = js.group_sum / js.group_n
+            js.group_it = it
+        js.seen = len(errs)
+
+    def _warm_check(self, view: JobView, js: _ConfSlot) -> bool:
+        """The job's own warm-up is over: its latest ``probe`` completed iterations (the one just run may still be
+        completing on some ranks, so it is left out) are stationary, or it has run ``max_warmup``."""
+        if not js.warmed:
+            done = view.iteration - js.warm_from
+            hi = view.iteration - 1
+            vals = [view.truth[i] for i in range(max(js.warm_from, hi - self.probe), hi)]
+            if done >= self.max_warmup or stationary([v for v in vals if v is not None], self.target):
+                js.warmed = True
+        return js.warmed
+
+    # ------------------------------------------------------------------------------------------------ decide
+    def decide(self, view: JobView) -> Mode:
+        mode = self._decide(view)
+        js = self.jobs.get(view.job_id)
+        return SIM if view.iteration == 0 or js is None or not js.warmed else mode
+
+    def _decide(self, view: JobView) -> Mode:
+        now = float(view.now)
+        change = False
+        if view.running:
+            for jid in [k for k in self.jobs if k not in view.running]:
+                left = self.jobs.pop(jid)   # a stream job that ended: the others' traffic changed
+                change = change or not left.ended
+        js = self.jobs.get(view.job_id)
+        if js is None:
+            js = self.jobs[view.job_id] = _ConfSlot(view.iteration)
+            if len(self.jobs) > 1 and self.phase == "forward" and not self._confident(skip=view.job_id):
+                self.next_open = min(self.next_open, now)   # a co-runner starts: its warm-up runs in a window
+        if js.asked is not None and view.iteration == js.iteration + 1:
+            js.length = now - js.asked
+        js.asked = now
+        js.n_iterations, js.iteration = view.n_iterations, view.iteration
+        self._fold(view, js)
+        if self.phase != "window":
+            self._warm_check(view, js)
+        change = self._job_ended(now) or change
+        if self.phase == "forward":
+            if change and not self._confident():
+                self.next_open = min(self.next_open, now)
+            if now < self.next_open or js is not self._leader():
+                return PRED
+            self._open(now)
+        if js.first is None:
+            js.first = view.iteration
+        if self.phase == "warmup" or not js.warmed:
+            js.done = self._warm_check(view, js)
+        else:
+            js.done = view.iteration - js.first >= self.truth
+        if all(s.done or self._finishing(s) for s in self.jobs.values()):
+            self._close(now)
+            return PRED
+        return SIM
+
+    def _close(self, now: float) -> None:
+        live = [s for s in self.jobs.values() if not self._finishing(s)]
+        if self.phase == "warmup":
+            length = self.truth * max((s.length for s in live), default=0.0)   # one leader iteration per window
+        else:
+            length = now - self.opened
+        ft = self.max_ft
+        for s in live:
+            whole = math.inf if s.n_iterations is None else s.n_iterations * s.length
+            ft = min(ft, self.largest_ft(s.scores, whole / length if length > 0 else math.inf))
+        self.ft = max(self.min_ft, ft)
+        self.phase = "forward"
+        self.next_open = now + (self.ft - 1) * max(length, 0.0)
+        for s in self.jobs.values():
+            s.first, s.done = None, False
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "target_error": self.target, "truth": self.truth, "coverage": self.coverage,
+                "memory": self.memory, "probe": self.probe, "max_warmup": self.max_warmup, "min_ft": self.min_ft,
+                "max_ft": self.max_ft}
+
+
+BUILTIN = {cls.name: cls for cls in (Pdes, SurrogateOnly, Periodic, ErrorAdaptive, Budget, Aligned, Confident)}

@@ -231,7 +231,7 @@ class HybridController(Director):
             job=st.job, job_id=st.job_id, iteration=iteration, n_iterations=st.n_iterations,
             mode=modes[n - 1] if n else None, modes=Lazy(modes.__getitem__, n),
             truth=st.truth_means(n), predicted=st.predicted_means(n),
-            errors=Lazy(errors.__getitem__, len(errors)),
+            errors=Lazy(errors.__getitem__, len(errors)), signed_errors=Lazy(st.signed.__getitem__, len(st.signed)),
             costs={**self.wall_split(), "simulated_iterations": st.n_simulated,
                    "predicted_iterations": st.n_predicted, "simulate": self.simulate_wall()},
             now=self.now, start=self.started.get(st.job_id, 0.0), running=tuple(self.running),
@@ -445,6 +445,8 @@ class HybridController(Director):
             truth = st.truth[:, it]
             st.pred[:, it] = shadow
             st.errors.append((it, float(np.mean(np.abs(shadow - truth) / truth) * 100.0)))
+            jt = job_time(truth)
+            st.signed.append((it, (job_time(shadow) - jt) / jt * 100.0))
         st.settle(it)
         # end of the truth window: the next iteration is not simulated or this is the last one
         nxt = it + 1

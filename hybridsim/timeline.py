@@ -68,6 +68,8 @@ class JobState:
     modes: list = field(default_factory=list)
     done_count: np.ndarray | None = None
     errors: list = field(default_factory=list)
+    #: (iteration, signed %) of each shadow prediction at job level: (job time predicted - job time true) / true
+    signed: list = field(default_factory=list)
     fitted: bool = False
     #: the fit found nothing to learn from yet (feed.can_fit); retried at the end of each truth window
     fit_deferred: bool = False

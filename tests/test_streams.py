@@ -282,11 +282,12 @@ jobs:
     assert read_jobs(rd.path / "jobs.parquet").num_rows == 3
 
 
-@pytest.mark.parametrize("policy", ["pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned"])
+@pytest.mark.parametrize("policy", ["pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned",
+                                    "confident"])
 def test_every_builtin_policy_runs_a_stream(tmp_path, policy):
     from controllers.builtin import BUILTIN
 
-    assert set(BUILTIN) == {"pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned"}
+    assert set(BUILTIN) == {"pdes", "surrogate", "periodic", "error-adaptive", "budget", "aligned", "confident"}
     text = HEAD + f"""\
 scheduler: {{queue: fcfs, allocation: random}}
 controller: {{policy: {policy}, params: {{warmup: 2}}}}
@@ -297,6 +298,8 @@ jobs:
 """
     if policy == "pdes":
         text = text.replace(", params: {warmup: 2}", "")
+    if policy == "confident":   # its warm-up ends on a stationarity test (max_warmup caps it)
+        text = text.replace("params: {warmup: 2}", "params: {max_warmup: 2}")
     sc = parse_scenario(text, str(tmp_path / "s.yaml"))
     rd, res, summary = run_scenario(sc, tmp_path / "h", mode="hybrid", progress=False)
     assert res.job_start["b"] == res.job_end["a"]      # b waited for a's terminals

@@ -1,0 +1,161 @@
+"""The ``confident`` policy (issue 22, item 4): a conformal bound per job on the error of a predicted stretch, a
+warm-up that ends on a stationarity test, windows spaced by the bound, and a co-runner's start or end that opens a
+window only when the model is not confident. Schedules are hand-traced on hand-built views."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from controllers import load_policy
+from controllers.base import JobView
+from controllers.builtin import completion_bound, conformal_bound, stationary
+from hybridsim.cli import main
+from hybridsim_common.backend import Mode
+
+S, P = Mode.SIMULATE, Mode.PREDICT
+
+
+def test_conformal_bound_hand_list():
+    # |errors| sorted: 0.5 1 2 3 4; n = 5, rank ceil(6 * 0.8) = 5: the largest; at 0.5: rank ceil(3) = 3: 2.0
+    errs = [1.0, -3.0, 2.0, 0.5, -4.0]
+    assert conformal_bound(errs, 0.8) == 4.0
+    assert conformal_bound(errs, 0.5) == 2.0
+    # n = 3 at 0.8: rank ceil(3.2) = 4 > 3: too few errors to bound
+    assert conformal_bound([1.0, 2.0, 3.0], 0.8) == math.inf
+    assert conformal_bound([], 0.5) == math.inf
+
+
+def test_completion_bound_hand_list():
+    """Scores 1 3 -1 1: bias 1, deviations 0 2 2 0, their conformal bound at 0.8 (rank ceil(5 * 0.8) = 4) is 2; the
+    bias is known to 2 / sqrt(4) = 1; m stretches add 2 / sqrt(m)."""
+    s = [1.0, 3.0, -1.0, 1.0]
+    assert completion_bound(s, 1) == pytest.approx(1 + 1 + 2)
+    assert completion_bound(s, 4) == pytest.approx(1 + 1 + 1)
+    assert completion_bound(s, math.inf) == pytest.approx(2.0)
+    assert completion_bound([5.0], 1) == math.inf          # one window: no spread yet
+    assert completion_bound([1.0, 2.0, 3.0], 1) == math.inf  # rank ceil(4 * 0.8) = 4 > 3
+
+
+def test_largest_ft_hand_computed():
+    """Scores 1 -1 at coverage 0.5: bias 0 + 1 / sqrt(2), spread 1. Budget 1 %, a job 100 window lengths long: ft must
+    satisfy (ft - 1) / ft * (0.7071 + sqrt(ft / 100)) <= 1: ft 13 gives 0.986, ft 14 1.004. With no end in sight
+    every ft passes; a job 4 window lengths long: ft 3 gives 2/3 * (0.7071 + 0.866) = 1.05 and ft 2 gives 0.71."""
+    p = load_policy("confident", {"target_error": 1, "coverage": 0.5})
+    assert p.largest_ft([1.0, -1.0], 100.0) == 13
+    assert p.largest_ft([1.0, -1.0], math.inf) == 256
+    assert p.largest_ft([1.0, -1.0], 4.0) == 2
+    assert p.largest_ft([3.0], 100.0) == 2                 # no bound yet: min_ft
+
+
+def test_stationarity_constant_trending_noisy():
+    assert stationary([100.0] * 5, 2.0)
+    assert not stationary([100.0, 100.0], 2.0)                       # fewer than 3: no verdict yet
+    # slope 2 over 4 steps = 8 % of the mean 104, no noise: a trend
+    assert not stationary([100.0, 102.0, 104.0, 106.0, 108.0], 2.0)
+    # slope 0.1 over 4 steps = 0.4 % of 100.2: within 2 %
+    assert stationary([100.0, 100.1, 100.2, 100.3, 100.4], 2.0)
+    # y - 100 = 0 4 -4 4 -4 0: slope -8 / 17.5 = -0.457 (2.29 % over 5 steps, over 2 %), but its standard error is
+    # sqrt(60.3 / 4 / 17.5) = 0.93: noise around a flat level
+    assert stationary([100.0, 104.0, 96.0, 104.0, 96.0, 100.0], 2.0)
+    # a start transient: 85 then flat: slope 4.5 (14 %), standard error sqrt(67.5 / 2 / 5) = 2.6 < 4.5
+    assert not stationary([85.0, 100.0, 100.0, 100.0], 2.0)
+
+
+def cview(jid, it, now, truth=10.0, signed=(), running=(), n=100):
+    """Job ``jid`` before iteration ``it`` at virtual time ``now``; every earlier iteration took ``truth`` ns (a
+    callable: ``truth(i)``); ``signed``: its job-level shadow errors ``(iteration, %)``."""
+    f = truth if callable(truth) else (lambda i: truth)
+    tr = tuple(f(i) for i in range(it))
+    return JobView(f"j{jid}", jid, it, n, None, (), tr, (None,) * it, (), {}, now=now, running=running,
+                   signed_errors=tuple(signed))
+
+
+def test_warmup_ends_when_every_job_is_stationary():
+    """A (constant 10 ns) is stationary at iteration 4 (iterations 0-2 complete: the one just run is left out); B
+    (trending) never is, so both are simulated until B's ``max_warmup`` (6) is reached."""
+    p = load_policy("confident", {"target_error": 2, "max_warmup": 6})
+    trend = lambda i: 10.0 + i   # noqa: E731
+    for it in range(6):
+        assert p.decide(cview(0, it, 10.0 * it)) == S, it
+        assert p.decide(cview(1, it, 10.0 * it, truth=trend)) == S, it
+    assert p.decide(cview(0, 6, 60.0)) == S            # A waits for B ...
+    assert p.decide(cview(1, 6, 60.0, truth=trend)) == P   # ... whose max_warmup closes the warm-up
+    assert p.phase == "forward"
+    q = load_policy("confident", {"target_error": 2})
+    assert [q.decide(cview(0, it, 10.0 * it)) for it in range(4)] == [S] * 4
+    assert q.decide(cview(0, 4, 40.0)) == P            # alone and constant: 3 complete iterations suffice
+
+
+def prefix(p, sa, sb):
+    """Two constant jobs (10 ns iterations, deciding at 10 * it): the warm-up closes at t=40, with no bound yet
+    windows (one iteration) run at t=50 and t=70 and the second closes at t=80; ``sa``, ``sb``: each job's signed
+    shadow errors of iterations 5 and 7 (two windows)."""
+    for it in range(4):
+        assert p.decide(cview(0, it, 10.0 * it)) == S and p.decide(cview(1, it, 10.0 * it)) == S
+    assert p.decide(cview(0, 4, 40.0)) == S           # A stationary, B not checked yet
+    assert p.decide(cview(1, 4, 40.0)) == P           # B stationary: warm-up over
+    assert p.ft == 2 and p.next_open == pytest.approx(50.0)
+    assert p.decide(cview(0, 5, 50.0)) == S and p.decide(cview(1, 5, 50.0)) == S   # first window
+    assert p.decide(cview(0, 6, 60.0, signed=[(5, sa[0])])) == S   # A's quota done, B's not yet
+    assert p.decide(cview(1, 6, 60.0, signed=[(5, sb[0])])) == P   # closes: one score each, no bound: ft 2
+    assert p.ft == 2 and p.next_open == pytest.approx(70.0)
+    assert p.decide(cview(0, 7, 70.0, signed=[(5, sa[0])])) == S and p.decide(cview(1, 7, 70.0)) == S
+    assert p.decide(cview(0, 8, 80.0, signed=[(5, sa[0]), (7, sa[1])])) == S
+    assert p.decide(cview(1, 8, 80.0, signed=[(5, sb[0]), (7, sb[1])])) == P
+
+
+def test_gap_follows_the_bound():
+    """coverage 0.5. Scores 1 1: bias 1, spread 0: within 2 % at any ft: max_ft 32, next window at 80 + 31 * 10.
+    Budget 1.5 %: (ft - 1) / ft * 1 <= 1.5 at any ft too; budget 0.9: ft <= 10. A's scores 3 5: bias
+    4 + 1 / sqrt(2) > 4: even ft 2 (half predicted) misses 2 %: min_ft 2."""
+    p = load_policy("confident", {"target_error": 2, "coverage": 0.5, "max_ft": 32})
+    prefix(p, (1.0, 1.0), (1.0, 1.0))
+    assert p.ft == 32 and p.next_open == pytest.approx(390.0)
+    assert [p.decide(cview(0, it, 10.0 * it)) for it in (9, 20, 38)] == [P, P, P]
+    assert p.decide(cview(0, 39, 390.0)) == S
+    r = load_policy("confident", {"target_error": 0.9, "coverage": 0.5})
+    prefix(r, (1.0, 1.0), (1.0, 1.0))
+    assert r.ft == 10 and r.next_open == pytest.approx(80.0 + 9 * 10.0)
+    q = load_policy("confident", {"target_error": 2, "coverage": 0.5})
+    prefix(q, (3.0, 5.0), (1.0, 1.0))
+    assert q.ft == 2 and q.next_open == pytest.approx(90.0)
+    assert q.decide(cview(0, 9, 90.0)) == S
+
+
+@pytest.mark.parametrize("target,want", [(2.0, P), (0.9, S)])
+def test_corunner_end_opens_a_window_only_when_unsure(target, want):
+    """After the prefix both jobs' bound on one stretch is 1 %; the next window is at t=170 or later (ft 10 at
+    budget 0.9). A leaves at t=90: within budget 2 % no window; over budget 0.9 % B opens one at once."""
+    p = load_policy("confident", {"target_error": target, "coverage": 0.5})
+    prefix(p, (1.0, 1.0), (1.0, 1.0))
+    assert p.next_open >= 170.0
+    assert p.decide(cview(1, 9, 90.0, running=(1,))) == want
+
+
+@pytest.mark.parametrize("target,want", [(2.0, P), (0.9, S)])
+def test_corunner_start_opens_a_window_only_when_unsure(target, want):
+    """Job C arrives at t=90 (its own warm-up is simulated either way); A, the leader, opens a window beside it
+    only when the bounds of the jobs already running exceed the budget."""
+    p = load_policy("confident", {"target_error": target, "coverage": 0.5})
+    prefix(p, (1.0, 1.0), (1.0, 1.0))
+    assert p.decide(cview(2, 0, 90.0, running=(0, 1, 2))) == S
+    assert p.decide(cview(0, 9, 90.0, running=(0, 1, 2))) == want
+
+
+def test_validate_accepts_target_error_and_refuses_a_bad_one(tmp_path, capsys):
+    base = ("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+            "jobs:\n  - {name: a, ranks: 4, iterations: 2, workload: {kind: milc, dimension_sizes: [2, 2], "
+            "msg_size: 4096}}\n")
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(base + "controller: {policy: confident, params: {target_error: 2}}\n")
+    assert main(["validate", str(ok)]) == 0, capsys.readouterr().err
+    for bad, msg in (("-1", "target_error must be"), ("150", "target_error must be"), ("true", "target_error must be"),
+                     ("'2%'", "target_error must be")):
+        f = tmp_path / "bad.yaml"
+        f.write_text(base + f"controller: {{policy: confident, params: {{target_error: {bad}}}}}\n")
+        capsys.readouterr()
+        assert main(["validate", str(f)]) == 2, bad
+        err = capsys.readouterr().err
+        assert "bad.yaml:4:" in err and "controller.params" in err and msg in err, err
