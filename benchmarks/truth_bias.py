@@ -1,0 +1,64 @@
+"""Truth that is true (issue 22, item 5): the bias of a hybrid run's own simulated iterations against the pure run's
+same iterations, for each ``controller.keep_background`` stand-in, on one scenario.
+
+One pure run, then one hybrid run per stand-in (false: a predicted co-runner is silent; true: its last measured
+mean per-port load; profile: its phase-resolved per-port load replayed at the predicted pace), each with the
+scenario's policy and its defaults and the surrogate given (default LAST), judged with ``hybridsim bench``'s
+figures (:func:`hybridsim.bench.compare`, :func:`hybridsim.bench.truth_bias`)::
+
+    nice -n 5 python benchmarks/truth_bias.py examples/quickstart.yaml [--surrogate last] [--modes false,true,profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from pathlib import Path
+
+from hybridsim.bench import compare, predictions_of, truth_bias, truth_bias_summary, with_surrogate
+from hybridsim.runner import build_controller, run_scenario
+from hybridsim.scenario import load_scenario
+
+MODES = {"false": False, "true": True, "profile": "profile"}
+
+
+def _f(x, fmt):
+    return format(x, fmt) if isinstance(x, (int, float)) and x is not None and math.isfinite(x) else "-"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--surrogate", default="last")
+    ap.add_argument("--modes", default="false,true,profile")
+    ap.add_argument("-o", "--output", default=None, help="folder for the runs (default: a temporary one)")
+    args = ap.parse_args(argv)
+    base = with_surrogate(load_scenario(args.scenario), args.surrogate)
+    out = Path(args.output or tempfile.mkdtemp(prefix="truth-bias-"))
+    _, pres, psum = run_scenario(base, out / "pure", mode="simulate", progress=False, force=True)
+    rows = []
+    for mode in args.modes.split(","):
+        sc = base.model_copy(deep=True)
+        sc.controller.keep_background = MODES[mode]
+        ctl = build_controller(sc)
+        _, hres, hsum = run_scenario(sc, out / f"hybrid-{mode}", mode="hybrid", progress=False, force=True,
+                                     controller=ctl)
+        m = compare(sc, pres.records, psum, hsum, predictions_of(ctl))
+        bias = truth_bias(sc, pres.records, hres.records, hres.simulated)
+        m.update(truth_bias_summary(bias))
+        rows.append((mode, m, bias, hsum.get("events_per_s") or hres.stats.get("events_per_s")))
+    print(f"scenario {base.name} ({args.scenario}), surrogate {args.surrogate}, policy {base.controller.policy} "
+          f"{base.controller.params}; pure {psum['events']:,} events")
+    print("| keep_background | worst truth bias % | mean abs truth bias % | per-job truth bias % | max completion "
+          "error % | max run-time error % | events x | events/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for mode, m, bias, eps in rows:
+        per_job = ", ".join(f"{k} {_f(v, '+.2f')}" for k, v in bias.items())
+        print(f"| {mode} | {_f(m['worst_truth_bias_pct'], '+.2f')} | {_f(m['mean_abs_truth_bias_pct'], '.2f')} | "
+              f"{per_job} | {_f(m['max_completion_error_pct'], '.2f')} | {_f(m.get('max_run_time_error_pct'), '.2f')}"
+              f" | {_f(m['theoretical_speedup'], '.1f')} | {_f(eps, ',.0f')} |")
+
+
+if __name__ == "__main__":
+    main()
