@@ -56,6 +56,12 @@ PROFILE_PHASES = 8
 PROFILE_MERGE = 0.02
 
 
+#: the most of a port one predicted job's profile phase takes from the simulated traffic beside it: the port's
+#: round-robin arbitration gives a competing flow at least its fair share, so a burst that filled a port alone (the
+#: 1 / (1 - u) stretch diverging as u -> 1) slows a simulated flow meeting it by about 2x, not 1 / (1 - u)
+PROFILE_MAX_LOAD = float(__import__("os").environ.get("HYBRIDSIM_PROFILE_MAX_LOAD", "0.5"))
+
+
 def background_mode(keep_background) -> str | None:
     """A director's ``keep_background`` as the engine's stand-in for a predicted job: None (false: silent),
     ``"mean"`` (true: its last measured mean per-port load) or ``"profile"`` (its phase-resolved per-port load)."""
@@ -464,7 +470,8 @@ class Engine(Backend):
                 cum = [prev if prev is not None else [0] * len(jb)] + [c for _, c in snaps] + [jb]
                 prof = load_profile(times, cum, self.net.bw_bpns, PROFILE_PHASES if self.bg_mode == "profile" else 1)
                 if prof is not None:
-                    self.profile[j] = (prof[0], prof[1], list(prof[2]))  # one array object per phase
+                    loads = prof[2] if self.bg_mode == "mean" else np.minimum(prof[2], PROFILE_MAX_LOAD)
+                    self.profile[j] = (prof[0], prof[1], list(loads))  # one array object per phase
             if j in self.profile:
                 self.replay_t0[j] = t
                 self._set_load(j, 0)
