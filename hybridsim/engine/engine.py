@@ -59,7 +59,7 @@ PROFILE_MERGE = 0.02
 #: the most of a port one predicted job's profile phase takes from the simulated traffic beside it: the port's
 #: round-robin arbitration gives a competing flow at least its fair share, so a burst that filled a port alone (the
 #: 1 / (1 - u) stretch diverging as u -> 1) slows a simulated flow meeting it by about 2x, not 1 / (1 - u)
-PROFILE_MAX_LOAD = float(__import__("os").environ.get("HYBRIDSIM_PROFILE_MAX_LOAD", "0.5"))
+PROFILE_MAX_LOAD = 0.5
 
 
 def background_mode(keep_background) -> str | None:
