@@ -40,6 +40,11 @@ def test_truth_bias_is_the_mean_signed_job_time_error_of_simulated_iterations_on
     # one rank of an iteration predicted: the iteration is not the hybrid's own truth
     sim2 = [True, True, True, False, False, False] + [False] * 6
     assert truth_bias(SC, pure, hyb, sim2)["a"] == pytest.approx(10.0)
+    # beside predicted co-runners only: b predicted in iteration 1 (1000-1099 ns) overlaps a's iteration 1 only
+    # (a: -10 %); a predicted in iteration 2 (2000-2500 ns) overlaps b's simulated iteration 2 (99 against 10 ns)
+    sim3 = [True] * 4 + [False] * 2 + [True, True, False, False, True, True]
+    assert truth_bias(SC, pure, hyb, sim3, beside_predicted=True) == pytest.approx({"a": -10.0, "b": 890.0})
+    assert truth_bias(SC, pure, hyb, sim3) == pytest.approx({"a": 0.0, "b": 890.0})
     assert truth_bias_summary({"a": 2.0, "b": -3.0, "c": None}) == {"worst_truth_bias_pct": -3.0,
                                                                       "mean_abs_truth_bias_pct": 2.5}
 
