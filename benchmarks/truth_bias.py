@@ -6,7 +6,8 @@ mean per-port load; profile: its phase-resolved per-port load replayed at the pr
 scenario's policy and its defaults and the surrogate given (default LAST), judged with ``hybridsim bench``'s
 figures (:func:`hybridsim.bench.compare`, :func:`hybridsim.bench.truth_bias`)::
 
-    nice -n 5 python benchmarks/truth_bias.py examples/quickstart.yaml [--surrogate last] [--modes false,true,profile]
+    nice -n 5 python benchmarks/truth_bias.py examples/quickstart.yaml [--surrogate last] [--modes false,true,profile] \\
+        [--seed N] [-o OUTDIR]
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ def main(argv=None) -> None:
     ap.add_argument("scenario")
     ap.add_argument("--surrogate", default="last")
     ap.add_argument("--modes", default="false,true,profile")
+    ap.add_argument("--seed", type=int, default=None, help="the scenario's seed instead of its own")
     ap.add_argument("-o", "--output", default=None, help="folder for the runs (default: a temporary one)")
     args = ap.parse_args(argv)
     base = with_surrogate(load_scenario(args.scenario), args.surrogate)
+    if args.seed is not None:
+        base.seed = args.seed
     out = Path(args.output or tempfile.mkdtemp(prefix="truth-bias-"))
     _, pres, psum = run_scenario(base, out / "pure", mode="simulate", progress=False, force=True)
     rows = []
@@ -50,7 +54,7 @@ def main(argv=None) -> None:
         m.update(truth_bias_summary(bias))
         m.update(truth_bias_summary(beside, "beside"))
         rows.append((mode, m, bias, beside))
-    print(f"scenario {base.name} ({args.scenario}), surrogate {args.surrogate}, policy {base.controller.policy} "
+    print(f"scenario {base.name} ({args.scenario}, seed {base.seed}), surrogate {args.surrogate}, policy {base.controller.policy} "
           f"{base.controller.params}; pure {psum['events']:,} events")
     print("| keep_background | worst truth bias % | mean abs % | beside predicted: worst % | mean abs % | per-job "
           "truth bias % (beside predicted) | max completion error % | max run-time error % | events x |")

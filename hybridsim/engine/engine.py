@@ -192,7 +192,7 @@ class Engine(Backend):
         self.ranks: dict[int, Rank] = {}
         self.job_ranks: dict[int, list[Rank]] = {}
         self.next_gid = 0
-        self.bg_mode = background_mode(getattr(director, "keep_background", False))
+        self.bg_mode = background_mode(director.keep_background)
         self.keep_bg = self.bg_mode is not None
         self.job_bytes: dict[int, list] = {}
         mpi = self.mpi = MpiLayer(net, loop, self.ranks, self.rng, self.job_bytes)
