@@ -209,7 +209,7 @@ class Engine(Backend):
         self.jobs_left = sum(1 for b in self.is_bg if not b)
         self.finished = False
         # keep_background: per job, its load profile while predicted (load_profile's triple), the phase applied now
-        # (ports, port list, loads), a generation that outdates scheduled phase/snapshot events, the start of the
+        # (ports, loads), a generation that outdates scheduled phase/snapshot events, the start of the
         # predicted iteration being replayed, the byte snapshots of the simulated iteration in progress; the loads
         # of all predicted jobs summed per port
         self.profile: dict[int, tuple] = {}
@@ -513,30 +513,33 @@ class Engine(Backend):
             self._set_load(j, m)
 
     def _set_load(self, j, m):
-        """Job ``j`` now loads its ports with phase ``m`` of its profile: the per-port totals of the ports it used
-        change by the difference to what it loaded before, and only those ports are set."""
+        """Job ``j`` now loads its ports with phase ``m`` of its profile: the per-port totals change by the difference
+        to what it loaded before, and only the ports whose load changed are set."""
         ports, _, loads = self.profile[j]
         new = loads[m]
         cur = self.cur_load.get(j)
-        if cur is not None and cur[2] is new:
+        if cur is not None and cur[1] is new:
             return
-        tot = self.bg_total
-        tot[ports] += new - cur[2] if cur is not None else new
-        self.cur_load[j] = (ports, ports.tolist() if cur is None else cur[1], new)
-        self._push(ports, cur[1] if cur is not None else self.cur_load[j][1])
+        diff = new - cur[1] if cur is not None else new
+        changed = np.nonzero(diff)[0]
+        self.cur_load[j] = (ports, new)
+        if len(changed):
+            at = ports[changed]
+            self.bg_total[at] += diff[changed]
+            self._push(at)
 
     def _clear_load(self, j):
         cur = self.cur_load.pop(j, None)
         if cur is not None:
-            self.bg_total[cur[0]] -= cur[2]
-            self._push(cur[0], cur[1])
+            self.bg_total[cur[0]] -= cur[1]
+            self._push(cur[0])
 
-    def _push(self, ports, plist):
+    def _push(self, ports):
         tot = self.bg_total
         vals = tot[ports]
         vals[vals < 1e-12] = 0.0  # what is left of sums and differences once every load is gone
         tot[ports] = vals
-        self.net.set_port_background(plist, vals.tolist())
+        self.net.set_port_background(ports.tolist(), vals.tolist())
 
     # ------------------------------------------------------------------------------------------------ sampling
     def _sample(self, t, _a=None, _b=None):
