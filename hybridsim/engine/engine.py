@@ -403,8 +403,10 @@ class Engine(Backend):
         for (rs, t0), d in zip(parked, dur.tolist()):
             self.loop.at(t0 + d, self._pred_end, rs, t0)
         prof = self.profile.get(j)
-        if prof is not None and len(prof[1]) > 1:
-            self._replay(j, prof[1], float((starts + dur).min()))
+        if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
+            self._set_load(j, 0)
+            if len(prof[1]) > 1:
+                self._replay(j, prof[1], float((starts + dur).min()))
 
     def _pred_end(self, t, rs, t0):
         self._record(rs, t0, t, False)
@@ -454,8 +456,9 @@ class Engine(Backend):
         """At job ``j``'s mode decision for an iteration starting at ``t`` (``keep_background``): a job that turns
         predicted leaves its last simulated iteration's load behind (the window from its previous decision to this
         one): ``mean``, that window's mean per-port load; ``profile``, its per-port load per phase
-        (:func:`load_profile`), replayed over each predicted iteration at the predicted pace (phase 0 from the
-        decision, the next ones when the iteration's times are known: :meth:`_replay`). A simulated job injects its
+        (:func:`load_profile`), replayed over each predicted iteration at the predicted pace (from the decision on, once
+        the job's last rank has stopped injecting: :meth:`_predict`, :meth:`_replay`; before that its straggling
+        ranks still send their own packets, and a stand-in beside them would count their traffic twice). A simulated job injects its
         own packets (its load is removed); in ``profile`` mode its bytes are snapshot at :data:`PROFILE_PHASES`
         points per previous iteration's length (up to twice that), the profile's samples."""
         jb = self.job_bytes.get(j)
@@ -473,8 +476,7 @@ class Engine(Backend):
                     loads = prof[2] if self.bg_mode == "mean" else np.minimum(prof[2], PROFILE_MAX_LOAD)
                     self.profile[j] = (prof[0], prof[1], list(loads))  # one array object per phase
             if j in self.profile:
-                self.replay_t0[j] = t
-                self._set_load(j, 0)
+                self.replay_t0[j] = t  # its load starts when its last rank stops injecting (_predict)
         else:
             if j in self.profile:
                 del self.profile[j]
