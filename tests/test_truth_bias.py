@@ -167,3 +167,29 @@ def test_scenario_takes_true_false_or_profile():
     assert parse_scenario(base % "false").controller.keep_background is False
     with pytest.raises(ScenarioError, match="keep_background"):
         parse_scenario(base % "mean")
+
+
+@pytest.mark.parametrize("keep", [True, "profile"])
+def test_the_stand_in_starts_when_the_predicted_jobs_last_rank_stops_injecting(keep):
+    """Job a turns predicted at iteration 2; its ranks finish iteration 1 at different times, each still sending its
+    own packets until then: while any of them runs, no stand-in load is on the network (it would count their traffic
+    twice); during the predicted iterations it is."""
+    sc = parse_scenario(SC_YAML.replace("""  - {name: a, ranks: 2, iterations: 1, workload: {kind: allreduce}}""",
+                                        """  - {name: a, ranks: 8, iterations: 4, workload: {kind: allreduce}}
+  - {name: b, ranks: 8, iterations: 4, workload: {kind: allreduce}}
+placement: {policy: random}
+seed: 3"""))
+    wl = [HalfExchange(8, 4, 20_000.0, 131072), HalfExchange(8, 4, 35_000.0, 131072)]
+    eng = Engine(sc, workloads=wl)
+    loaded = {}
+
+    def on_record(rec, simulated):
+        net = eng.net
+        on = any(pt.nspb != nom for pt, nom in zip(net.ports, net.nspb_nominal))
+        loaded.setdefault((rec.job_id, rec.iteration, simulated), []).append((rec.end, on))
+
+    eng.run(director=PredictAFromIteration2(keep, 60_000.0), on_record=on_record)
+    ends = loaded[(0, 1, True)]
+    assert len(ends) == 8 and len({t for t, _ in ends}) > 1  # the ranks finish iteration 1 apart
+    assert not any(on for _, on in ends)
+    assert all(on for _, on in loaded[(0, 2, False)])
