@@ -13,10 +13,15 @@ import argparse
 import gc
 import time
 
-from hybridsim.bench import with_surrogate
-from hybridsim.engine import Engine
-from hybridsim.runner import build_controller
-from hybridsim.scenario import load_scenario
+import sys
+from pathlib import Path as _Path
+
+sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # this checkout's hybridsim
+
+from hybridsim.bench import with_surrogate  # noqa: E402
+from hybridsim.engine import Engine  # noqa: E402
+from hybridsim.runner import build_controller  # noqa: E402
+from hybridsim.scenario import load_scenario  # noqa: E402
 
 MODES = {"false": False, "true": True, "profile": "profile"}
 

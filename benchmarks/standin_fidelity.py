@@ -15,10 +15,15 @@ import math
 
 import numpy as np
 
-from hybridsim.bench import _pure_tables, truth_bias
-from hybridsim.engine import Engine
-from hybridsim.scenario import load_scenario
-from hybridsim_common.backend import Director, Mode
+import sys
+from pathlib import Path as _Path
+
+sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # this checkout's hybridsim
+
+from hybridsim.bench import _pure_tables, truth_bias  # noqa: E402
+from hybridsim.engine import Engine  # noqa: E402
+from hybridsim.scenario import load_scenario  # noqa: E402
+from hybridsim_common.backend import Director, Mode  # noqa: E402
 
 MODES = {"false": False, "true": True, "profile": "profile"}
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import math
 import tempfile
+import sys
 from pathlib import Path
 
-from hybridsim.bench import compare, predictions_of, truth_bias, truth_bias_summary, with_surrogate
-from hybridsim.runner import build_controller, run_scenario
-from hybridsim.scenario import load_scenario
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's hybridsim
+
+from hybridsim.bench import compare, predictions_of, truth_bias, truth_bias_summary, with_surrogate  # noqa: E402
+from hybridsim.runner import build_controller, run_scenario  # noqa: E402
+from hybridsim.scenario import load_scenario  # noqa: E402
 
 MODES = {"false": False, "true": True, "profile": "profile"}
 
