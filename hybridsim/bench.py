@@ -19,6 +19,14 @@ Primary, job-level figures (what a job's completion follows):
   makespan_pure x 100; beside each job's run-time error its start-time shift (start_hybrid - start_pure, ns), so an
   error that travels down the queue shows: :func:`start_shifts`.
 
+* truth bias (``truth_bias_pct``, per job, signed): the mean over the job's iterations that the hybrid run
+  simulated of (job time hybrid - job time pure) / job time pure x 100 (job times as above, of the hybrid's own
+  simulated per-rank times and the pure run's same iterations): how true the truth is beside predicted co-runners
+  (what they leave in the network, ``controller.keep_background``); per run the job furthest from zero
+  (``worst_truth_bias_pct``, signed) and the mean of |bias| (``mean_abs_truth_bias_pct``): :func:`truth_bias`;
+  the same over the simulated iterations during which another job was predicted (``truth_bias_beside_predicted_pct``,
+  ``worst_...``, ``mean_abs_...``), where the stand-in matters;
+
 Secondary: per-rank iteration MAPE (``iteration_mape_pct``) = mean over predicted (rank, iteration) of |prediction -
 pure-run truth| / truth x 100, for the run, per job and per rank of each job (it mostly measures the spread of the
 ranks, which no model removes: the oracle scores like the others).
@@ -96,6 +104,55 @@ def job_iteration_errors(pure: np.ndarray, predicted: np.ndarray, iterations) ->
             jt = job_time(t)
             out.append(abs(job_time(p) - jt) / jt * 100.0)
     return np.asarray(out, dtype=np.float64)
+
+
+def truth_bias(scenario, pure_records: list[IterationRecord], records: list[IterationRecord],
+               simulated: list[bool], beside_predicted: bool = False) -> dict[str, float | None]:
+    """Job name -> signed truth bias % (module docstring): the mean over the job's simulated iterations (every rank
+    simulated, in both runs) of (job_time(hybrid) - job_time(pure)) / job_time(pure) x 100; None for a job with no
+    such iteration. ``records``/``simulated``: the hybrid run's records and their simulated flags.
+    ``beside_predicted``: only the iterations during which (first start to last end) another job was predicted for
+    a while (``truth_bias_beside_predicted_pct``: where the stand-in for a predicted co-runner matters)."""
+    from .hybrid import job_time
+
+    pure = _pure_tables(scenario, pure_records)
+    hyb = {jid: np.full(t.shape, np.nan) for jid, t in pure.items()}
+    span: dict[int, dict[int, list[float]]] = {}  # job -> predicted iteration -> [first start, last end]
+    first = {jid: np.full(t.shape[1], np.inf) for jid, t in pure.items()}
+    last = {jid: np.full(t.shape[1], -np.inf) for jid, t in pure.items()}
+    for r, sim in zip(records, simulated):
+        tab = hyb.get(r.job_id)
+        if tab is None or r.rank >= tab.shape[0] or r.iteration >= tab.shape[1]:
+            continue
+        first[r.job_id][r.iteration] = min(first[r.job_id][r.iteration], r.start)
+        last[r.job_id][r.iteration] = max(last[r.job_id][r.iteration], r.end)
+        if sim:
+            tab[r.rank, r.iteration] = r.end - r.start
+        else:
+            sp = span.setdefault(r.job_id, {}).setdefault(r.iteration, [r.start, r.end])
+            sp[0], sp[1] = min(sp[0], r.start), max(sp[1], r.end)
+    pred = {jid: np.array(list(d.values()), dtype=np.float64).reshape(-1, 2) for jid, d in span.items()}
+    out: dict[str, float | None] = {}
+    for jid, tab in hyb.items():
+        ok = np.isfinite(tab).all(axis=0) & np.isfinite(pure[jid]).all(axis=0)
+        errs = []
+        for i in np.nonzero(ok)[0]:
+            if beside_predicted and not any(((p[:, 0] < last[jid][i]) & (p[:, 1] > first[jid][i])).any()
+                                            for k, p in pred.items() if k != jid):
+                continue
+            jp = job_time(pure[jid][:, i])
+            if jp > 0:
+                errs.append((job_time(tab[:, i]) - jp) / jp * 100.0)
+        out[scenario.jobs[jid].name] = float(np.mean(errs)) if errs else None
+    return out
+
+
+def truth_bias_summary(bias: dict[str, float | None], key: str = "truth_bias") -> dict:
+    """Run-level keys of :func:`truth_bias`: the job furthest from zero (signed, ``worst_<key>_pct``) and the mean
+    |bias| over jobs (``mean_abs_<key>_pct``)."""
+    vals = [b for b in bias.values() if b is not None]
+    return {f"worst_{key}_pct": max(vals, key=abs) if vals else None,
+            f"mean_abs_{key}_pct": float(np.mean(np.abs(vals))) if vals else None}
 
 
 def _signed(h, p):
@@ -390,6 +447,12 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
         preds = predictions_of(ctl) if ctl is not None else predictions_from_records(scenario, hres.records,
                                                                                         hres.simulated)
         m = compare(scenario, pure[0], pure[1], hsum, preds)
+        for key, beside in (("truth_bias", False), ("truth_bias_beside_predicted", True)):
+            bias = truth_bias(scenario, pure[0], hres.records, hres.simulated, beside_predicted=beside)
+            for name, b in bias.items():
+                if name in m["jobs"]:
+                    m["jobs"][name][key + "_pct"] = b
+            m.update(truth_bias_summary(bias, key))
         if floor is not None:
             m["perturbation_floor_pct"] = floor
         m["run"] = tag
@@ -483,7 +546,7 @@ def _slug(text: str) -> str:
 def format_table(result: dict) -> str:
     """The bench as text: one row a run, job-level errors first (see the module docstring), per-rank MAPE last."""
     head = (f"{'run':<44} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'jobMAPE%':>9} {'maxErr%':>8} "
-            f"{'meanErr%':>9} {'>5%':>4} {'ctl s':>7} {'inf s':>7} {'tune s':>7} {'rankMAPE%':>10}")
+            f"{'meanErr%':>9} {'>5%':>4} {'truthBias%':>10} {'ctl s':>7} {'inf s':>7} {'tune s':>7} {'rankMAPE%':>10}")
     lines = [head, "-" * len(head)]
 
     def f(x, fmt):
@@ -494,7 +557,8 @@ def format_table(result: dict) -> str:
                      f"{f(r['efficiency'], '6.2f')} {f(r['surrogate_fraction'], '6.2f')} "
                      f"{f(r.get('job_iteration_mape_pct'), '9.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
                      f"{f(r.get('mean_completion_error_pct'), '9.2f')} "
-                     f"{r['jobs_above_5pct']:>4} {f(r.get('controller_s'), '7.2f')} {f(r['inference_s'], '7.2f')} "
+                     f"{r['jobs_above_5pct']:>4} {f(r.get('worst_truth_bias_pct'), '+10.2f')} "
+                     f"{f(r.get('controller_s'), '7.2f')} {f(r['inference_s'], '7.2f')} "
                      f"{f(r['tuning_s'], '7.2f')} {f(r['iteration_mape_pct'], '10.2f')}")
     for r in result["runs"]:
         if "makespan_error_pct" in r:
@@ -516,7 +580,8 @@ def format_table(result: dict) -> str:
             lines.append(f"  {r['run']:<42} {name:<12} completion error "
                          f"{f(j.get('completion_error_signed_pct'), '+.2f')} %{floor}  "
                          f"job iteration MAPE {f(j.get('job_iteration_mape_pct'), '.2f')} %  "
-                         f"f {f(j['surrogate_fraction'], '.2f')}{rt}  (per rank: MAPE "
+                         f"f {f(j['surrogate_fraction'], '.2f')}{rt}  truth bias "
+                         f"{f(j.get('truth_bias_pct'), '+.2f')} %  (per rank: MAPE "
                          f"{f(j['iteration_mape_pct'], '.2f')} %{per_rank})")
     text = "\n".join(lines)
     return text + ("\n\n" + format_paired(result) if result.get("paired") else "")

@@ -89,7 +89,7 @@ class HybridController(Director):
     :meth:`on_job_end`): a job's state and feed are created when it starts, it is simulated until its policy has
     history to predict from, and policies see the running jobs in ``JobView.running``."""
 
-    def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool = True,
+    def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool | str = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,

@@ -429,7 +429,10 @@ class ControllerSection(_Model):
 
     policy: str = "aligned"
     params: dict[str, Any] = Field(default_factory=dict)
-    keep_background: StrictBool = Field(True, description="predicted jobs leave their last measured link load behind")
+    keep_background: Union[StrictBool, Literal["profile"]] = Field(
+        True, description="what a predicted job leaves in the network: false = nothing (its ranks inject no packets); "
+                          "true = its last simulated iteration's mean per-port load; profile = that iteration's "
+                          "per-port load phase by phase, replayed over each predicted iteration at the predicted pace")
     sync: Literal["job", "rank"] = Field(
         "job", description="job: a predicted iteration ends at the same time on every rank of the job (the latest "
                            "start plus the median predicted time), as bulk-synchronous codes do; rank: each rank ends "

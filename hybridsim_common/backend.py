@@ -22,8 +22,10 @@ Switching protocol (docs/design.md §3):
 * Job streams (a scenario with a ``scheduler`` section): ``director.on_job_start(job_id, t, terminals)`` is called
   when the scheduler starts a job (before its first ``mode_for``) and ``director.on_job_end(job_id, t)`` when its
   last rank finishes; a job exists for the director only in between. Scenarios without a scheduler call neither.
-* ``director.keep_background`` (bool): while a job is predicted, keep its last measured per-link utilisation as
-  background load on the links it used (their capacity is reduced accordingly for the simulated jobs).
+* ``director.keep_background`` (bool or ``"profile"``): while a job is predicted, keep its last simulated
+  iteration's measured per-link utilisation as background load on the links it used (their capacity is reduced
+  accordingly for the simulated jobs): ``True`` its mean over the iteration, ``"profile"`` phase by phase, replayed
+  over each predicted iteration at the predicted pace (the embedded engine; a remote engine takes it as ``True``).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Director(abc.ABC):
     only duck-type ``keep_background``/``mode_for``/``predict`` are accepted by the engine too."""
 
     #: while a job is predicted, keep its last measured link load as background (see the module docstring)
-    keep_background: bool = False
+    keep_background: bool | str = False
     #: whether the backend should stream port samples to the run's ``on_samples`` (graph surrogates need them)
     wants_samples: bool = False
 

@@ -50,6 +50,66 @@ def background_seed(seed: int) -> int:
     return seed * 7919 + 17
 
 
+#: phases of a predicted job's load profile (``keep_background: profile``): its last simulated iteration is cut into
+#: this many equal phases, and the per-port load of each is replayed at the predicted pace
+PROFILE_PHASES = 8
+
+#: consecutive phases whose per-port loads differ by less than this utilisation everywhere are merged into one (one
+#: event fewer per predicted iteration; a compute phase with no traffic is one phase however long)
+PROFILE_MERGE = 0.02
+
+
+#: the most of a port one predicted job's profile phase takes from the simulated traffic beside it: the port's
+#: round-robin arbitration gives a competing flow at least its fair share, so a burst that filled a port alone (the
+#: 1 / (1 - u) stretch diverging as u -> 1) slows a simulated flow meeting it by about 2x, not 1 / (1 - u)
+PROFILE_MAX_LOAD = 0.5
+
+
+def background_mode(keep_background) -> str | None:
+    """A director's ``keep_background`` as the engine's stand-in for a predicted job: None (false: silent),
+    ``"mean"`` (true: its last measured mean per-port load) or ``"profile"`` (its phase-resolved per-port load)."""
+    if keep_background == "profile":
+        return "profile"
+    if isinstance(keep_background, str):
+        raise ValueError(f"keep_background must be true, false or 'profile', got {keep_background!r}")
+    return "mean" if keep_background else None
+
+
+def load_profile(times, cum, bw, phases: int, merge: float = PROFILE_MERGE):
+    """A job's per-port load profile over one iteration from cumulative byte counters.
+
+    ``times`` (n,): increasing sample times, the first the iteration's start and the last its end; ``cum`` (n,
+    ports): the job's cumulative bytes sent by each port at those times; ``bw`` (ports,): bytes per ns. The window is
+    cut into ``phases`` equal phases; a phase's load on a port is the bytes it sent then (``cum`` interpolated
+    linearly in time at the phase boundaries) / (bw x phase length); consecutive phases within ``merge`` of each
+    other on every port are merged (their time-weighted mean). Returns (ports that carried bytes (k,), phase starts
+    as fractions of the iteration (m,) with 0 first, loads (m, k)), or None when no port carried any."""
+    times = np.asarray(times, dtype=np.float64)
+    cum = np.asarray(cum, dtype=np.float64)
+    ports = np.nonzero(cum[-1] - cum[0] > 0)[0]
+    if len(ports) == 0 or times[-1] <= times[0]:
+        return None
+    cum = cum[:, ports]
+    win = times[-1] - times[0]
+    b = times[0] + win * np.arange(phases + 1) / phases
+    b[-1] = times[-1]
+    idx = np.clip(np.searchsorted(times, b, side="right") - 1, 0, len(times) - 2)
+    w = ((b - times[idx]) / (times[idx + 1] - times[idx]))[:, None]
+    at = cum[idx] * (1.0 - w) + cum[idx + 1] * w
+    util = np.diff(at, axis=0) / (np.asarray(bw, dtype=np.float64)[ports] * (win / phases))
+    starts, loads, weights = [0], [util[0].copy()], [1]
+    for m in range(1, phases):
+        if np.abs(util[m] - loads[-1]).max() < merge:
+            n = weights[-1]
+            loads[-1] = (loads[-1] * n + util[m]) / (n + 1)
+            weights[-1] = n + 1
+        else:
+            starts.append(m)
+            loads.append(util[m].copy())
+            weights.append(1)
+    return ports, np.asarray(starts, dtype=np.float64) / phases, np.vstack(loads)
+
+
 class EngineError(RuntimeError):
     """The scenario cannot be simulated as given (inconsistent workload, no way to end...)."""
 
@@ -135,7 +195,8 @@ class Engine(Backend):
         self.ranks: dict[int, Rank] = {}
         self.job_ranks: dict[int, list[Rank]] = {}
         self.next_gid = 0
-        self.keep_bg = bool(director.keep_background)
+        self.bg_mode = background_mode(director.keep_background)
+        self.keep_bg = self.bg_mode is not None
         self.job_bytes: dict[int, list] = {}
         mpi = self.mpi = MpiLayer(net, loop, self.ranks, self.rng, self.job_bytes)
         mpi.on_iteration_end = self._iteration_end
@@ -150,7 +211,16 @@ class Engine(Backend):
         self.job_end: dict[str, float] = {}
         self.jobs_left = sum(1 for b in self.is_bg if not b)
         self.finished = False
-        self.bg_util: dict[int, dict[int, float]] = {}
+        # keep_background: per job, its load profile while predicted (load_profile's triple), the phase applied now
+        # (ports, loads), a generation that outdates scheduled phase/snapshot events, the start of the
+        # predicted iteration being replayed, the byte snapshots of the simulated iteration in progress; the loads
+        # of all predicted jobs summed per port
+        self.profile: dict[int, tuple] = {}
+        self.cur_load: dict[int, tuple] = {}
+        self.bg_gen: dict[int, int] = {}
+        self.replay_t0: dict[int, float] = {}
+        self.psnaps: dict[int, list] = {}
+        self.bg_total = np.zeros(net.n_ports)
         self.snap: dict[int, tuple[float, list]] = {}
         if self.jobs_left == 0 and emb.end_time is None and emb.max_events is None:
             raise EngineError("only background jobs: set backend.embedded.end_time (or max_events) to end the run")
@@ -280,6 +350,8 @@ class Engine(Backend):
             del self.ranks[rs.gid]
         self.job_bytes.pop(j, None)
         self.snap.pop(j, None)
+        for d in (self.profile, self.bg_gen, self.replay_t0, self.psnaps):
+            d.pop(j, None)
         for key in [k for k in self.modes if k[0] == j]:
             del self.modes[key]
         if self.stream:
@@ -357,6 +429,11 @@ class Engine(Backend):
             raise EngineError(f"director.predict({j}, {it}) must return {len(parked)} finite durations >= 0")
         for (rs, t0), d in zip(parked, dur.tolist()):
             self.loop.at(t0 + d, self._pred_end, rs, t0)
+        prof = self.profile.get(j)
+        if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
+            self._set_load(j, 0)
+            if len(prof[1]) > 1:
+                self._replay(j, prof[1], float((starts + dur).min()))
 
     def _pred_end(self, t, rs, t0):
         if rs.done:  # its job was killed at its walltime
@@ -386,9 +463,9 @@ class Engine(Backend):
         if self.ranks_done[j] == self.n_ranks[j]:
             self.job_end[self.job_names[j]] = t
             self.jobs_left -= 1
-            if j in self.bg_util:
-                del self.bg_util[j]
-                self._apply_background()
+            if self.keep_bg:
+                self.profile.pop(j, None)
+                self._clear_load(j)
             self._end_job(t, j)
             if self.jobs_left == 0:
                 self.finished = True
@@ -405,33 +482,95 @@ class Engine(Backend):
         self.loop.at(t + wl.interval, self._bg_gen, rs)
 
     def _update_background(self, t, j, mode):
-        """Keep a predicted job's last measured per-port utilisation as background load (``keep_background``)."""
+        """At job ``j``'s mode decision for an iteration starting at ``t`` (``keep_background``): a job that turns
+        predicted leaves its last simulated iteration's load behind (the window from its previous decision to this
+        one): ``mean``, that window's mean per-port load; ``profile``, its per-port load per phase
+        (:func:`load_profile`), replayed over each predicted iteration at the predicted pace (from the decision on, once
+        the job's last rank has stopped injecting: :meth:`_predict`, :meth:`_replay`; before that its straggling
+        ranks still send their own packets, and a stand-in beside them would count their traffic twice). A simulated job injects its
+        own packets (its load is removed); in ``profile`` mode its bytes are snapshot at :data:`PROFILE_PHASES`
+        points per previous iteration's length (up to twice that), the profile's samples."""
         jb = self.job_bytes.get(j)
         if jb is None:
             return
         t_prev, prev = self.snap.get(j, (self.job_start.get(j, 0.0), None))
+        gen = self.bg_gen[j] = self.bg_gen.get(j, 0) + 1
         if mode is Mode.PREDICT:
-            if j not in self.bg_util and t > t_prev:
-                bw = self.net.bw_bpns
-                win = t - t_prev
-                util = {}
-                for p, b in enumerate(jb):
-                    d = b - (prev[p] if prev is not None else 0)
-                    if d > 0:
-                        util[p] = d / (bw[p] * win)
-                self.bg_util[j] = util
-                self._apply_background()
-        elif j in self.bg_util:
-            del self.bg_util[j]
-            self._apply_background()
+            if j not in self.profile and t > t_prev:
+                snaps = [(ts, c) for ts, c in self.psnaps.get(j, ()) if t_prev < ts < t]
+                times = [t_prev] + [ts for ts, _ in snaps] + [t]
+                cum = [prev if prev is not None else [0] * len(jb)] + [c for _, c in snaps] + [jb]
+                prof = load_profile(times, cum, self.net.bw_bpns, PROFILE_PHASES if self.bg_mode == "profile" else 1)
+                if prof is not None:
+                    loads = prof[2] if self.bg_mode == "mean" else np.minimum(prof[2], PROFILE_MAX_LOAD)
+                    self.profile[j] = (prof[0], prof[1], list(loads))  # one array object per phase
+            if j in self.profile:
+                self.replay_t0[j] = t  # its load starts when its last rank stops injecting (_predict)
+        else:
+            if j in self.profile:
+                del self.profile[j]
+                self._clear_load(j)
+            if self.bg_mode == "profile":
+                self.psnaps[j] = []
+                if prev is not None and t > t_prev:
+                    step = (t - t_prev) / PROFILE_PHASES
+                    for k in range(1, 2 * PROFILE_PHASES):  # up to twice the previous length
+                        self.loop.at(t + k * step, self._profile_snapshot, j, gen)
         self.snap[j] = (t, list(jb))
 
-    def _apply_background(self):
-        total: dict[int, float] = {}
-        for util in self.bg_util.values():
-            for p, u in util.items():
-                total[p] = total.get(p, 0.0) + u
-        self.net.set_background(total)
+    def _profile_snapshot(self, t, j, gen):
+        """A byte snapshot of simulated job ``j`` (event handler; outdated once the job's next decision is made)."""
+        if self.bg_gen.get(j) == gen:
+            self.psnaps[j].append((t, list(self.job_bytes[j])))
+
+    def _replay(self, j, fr, t_end):
+        """Schedule phases 1.. of predicted job ``j``'s profile over its iteration [replay_t0, ``t_end``] (phases
+        whose start has passed are applied at once)."""
+        t0 = self.replay_t0[j]
+        span = t_end - t0
+        gen = self.bg_gen[j]
+        now = self.loop.now
+        for m in range(1, len(fr)):
+            tm = t0 + fr[m] * span
+            if tm <= now:
+                self._set_load(j, m)
+            else:
+                self.loop.at(tm, self._phase, j, (gen, m))
+
+    def _phase(self, t, j, gm):
+        """Predicted job ``j``'s load moves to its next phase (event handler; outdated by the job's next decision)."""
+        gen, m = gm
+        if self.bg_gen.get(j) == gen:
+            self._set_load(j, m)
+
+    def _set_load(self, j, m):
+        """Job ``j`` now loads its ports with phase ``m`` of its profile: the per-port totals change by the difference
+        to what it loaded before, and only the ports whose load changed are set."""
+        ports, _, loads = self.profile[j]
+        new = loads[m]
+        cur = self.cur_load.get(j)
+        if cur is not None and cur[1] is new:
+            return
+        diff = new - cur[1] if cur is not None else new
+        changed = np.nonzero(diff)[0]
+        self.cur_load[j] = (ports, new)
+        if len(changed):
+            at = ports[changed]
+            self.bg_total[at] += diff[changed]
+            self._push(at)
+
+    def _clear_load(self, j):
+        cur = self.cur_load.pop(j, None)
+        if cur is not None:
+            self.bg_total[cur[0]] -= cur[1]
+            self._push(cur[0])
+
+    def _push(self, ports):
+        tot = self.bg_total
+        vals = tot[ports]
+        vals[vals < 1e-12] = 0.0  # what is left of sums and differences once every load is gone
+        tot[ports] = vals
+        self.net.set_port_background(ports.tolist(), vals.tolist())
 
     # ------------------------------------------------------------------------------------------------ sampling
     def _sample(self, t, _a=None, _b=None):

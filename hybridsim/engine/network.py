@@ -655,11 +655,21 @@ class Network:
         for pt, nom, d0 in zip(self.ports, self.nspb_nominal, self.delay_nominal):
             pt.nspb = nom
             pt.delay = d0
-        for p, u in util_by_port.items():
-            u = min(max(u, 0.0), MAX_BACKGROUND_UTILISATION)
-            pt = self.ports[p]
-            pt.nspb = self.nspb_nominal[p] / (1.0 - u)
-            pt.delay = self.delay_nominal[p] + self.P * self.nspb_nominal[p] * u / (2.0 * (1.0 - u))
+        self.set_port_background(list(util_by_port), list(util_by_port.values()))
+
+    def set_port_background(self, ports, utils) -> None:
+        """:meth:`set_background` of the ports ``ports`` only (their total load ``utils``; ``<= 0``: nominal), the
+        others untouched: what a phase change of a predicted job's load costs (its own ports, not the network's)."""
+        P, nom_s, nom_d, pts = self.P, self.nspb_nominal, self.delay_nominal, self.ports
+        for p, u in zip(ports, utils):
+            pt = pts[p]
+            if u <= 0.0:
+                pt.nspb = nom_s[p]
+                pt.delay = nom_d[p]
+                continue
+            u = min(u, MAX_BACKGROUND_UTILISATION)
+            pt.nspb = nom_s[p] / (1.0 - u)
+            pt.delay = nom_d[p] + P * nom_s[p] * u / (2.0 * (1.0 - u))
 
     # ------------------------------------------------------------------------------------------------ flat views
     # Lists over all ports (index = global port id) or all (port, VC) pairs (index = pid * num_vcs + vc), built on
