@@ -298,19 +298,28 @@ class Aligned(Policy):
             s.first, s.done, s.error = None, False, None
 
     def _close(self, now: float) -> None:
-        length = now - self.opened
-        if self.phase == "warmup":
-            length *= self.truth / self.warmup   # the warm-up is ``warmup / truth`` windows long
-        elif self.threshold is not None:
-            errs = [s.error for s in self.jobs.values() if s.error is not None]
-            if errs and max(errs) <= self.threshold:
-                self.ft = min(self.ft * 2, self.max_ft)
-            elif errs:
-                self.ft = max(self.ft // 2, self.min_ft)
+        """A window (or the warm-up) closed at ``now``: the next gap, then fast-forward until it has passed."""
+        length = self._window_length(now)
+        self.ft = self._next_ft(length)
         self.phase = "forward"
         self.next_open = now + (self.ft - 1) * max(length, 0.0)
         for s in self.jobs.values():
             s.first, s.done = None, False
+
+    def _window_length(self, now: float) -> float:
+        """The virtual length of one window, from the one that closes at ``now``."""
+        length = now - self.opened
+        return length * self.truth / self.warmup if self.phase == "warmup" else length  # warm-up: warmup/truth windows
+
+    def _next_ft(self, length: float) -> int:
+        """The gap, in window lengths, until the next window: Ft, adapted by ``threshold`` after a window."""
+        if self.phase != "warmup" and self.threshold is not None:
+            errs = [s.error for s in self.jobs.values() if s.error is not None]
+            if errs and max(errs) <= self.threshold:
+                return min(self.ft * 2, self.max_ft)
+            if errs:
+                return max(self.ft // 2, self.min_ft)
+        return self.ft
 
     def describe(self) -> dict:
         return {"policy": self.name, "warmup": self.warmup, "ft": self.ft, "truth": self.truth,
@@ -510,21 +519,21 @@ class Confident(Aligned):
             return PRED
         return SIM
 
-    def _close(self, now: float) -> None:
-        live = [s for s in self.jobs.values() if not self._finishing(s)]
-        if self.phase == "warmup":
-            length = self.truth * max((s.length for s in live), default=0.0)   # one leader iteration per window
-        else:
-            length = now - self.opened
+    def _live(self) -> list:
+        return [s for s in self.jobs.values() if not self._finishing(s)]
+
+    def _window_length(self, now: float) -> float:
+        if self.phase == "warmup":   # one leader iteration per window
+            return self.truth * max((s.length for s in self._live()), default=0.0)
+        return now - self.opened
+
+    def _next_ft(self, length: float) -> int:
+        """The largest gap that keeps every running job's completion-error bound within the budget."""
         ft = self.max_ft
-        for s in live:
+        for s in self._live():
             whole = math.inf if s.n_iterations is None else s.n_iterations * s.length
             ft = min(ft, self.largest_ft(s.scores, whole / length if length > 0 else math.inf))
-        self.ft = max(self.min_ft, ft)
-        self.phase = "forward"
-        self.next_open = now + (self.ft - 1) * max(length, 0.0)
-        for s in self.jobs.values():
-            s.first, s.done = None, False
+        return max(self.min_ft, ft)
 
     def describe(self) -> dict:
         return {"policy": self.name, "target_error": self.target, "truth": self.truth, "coverage": self.coverage,
