@@ -197,6 +197,13 @@ class _JobSlot:
         self.done = False       # has run enough iterations in the current window
         self.error = None       # completion-time error % of the shadow predictions in the current window
 
+    def observe(self, view: JobView, now: float) -> None:
+        """The job asks at ``now`` for ``view.iteration``: the length of its previous iteration, where it is."""
+        if self.asked is not None and view.iteration == self.iteration + 1:
+            self.length = now - self.asked
+        self.asked = now
+        self.n_iterations, self.iteration = view.n_iterations, view.iteration
+
 
 class Aligned(Policy):
     """Truth windows shared by all jobs, in virtual time (see the module docstring).
@@ -245,10 +252,7 @@ class Aligned(Policy):
                     self.next_open = min(self.next_open, float(view.now))
         js = self.jobs.setdefault(view.job_id, _JobSlot())
         now = float(view.now)
-        if js.asked is not None and view.iteration == js.iteration + 1:
-            js.length = now - js.asked
-        js.asked = now
-        js.n_iterations, js.iteration = view.n_iterations, view.iteration
+        js.observe(view, now)
         ended = self.on_job_end and self._job_ended(now)
         if self.phase == "forward":
             if ended:
@@ -494,10 +498,7 @@ class Confident(Aligned):
             js = self.jobs[view.job_id] = _ConfSlot(view.iteration)
             if len(self.jobs) > 1 and self.phase == "forward" and not self._confident(skip=view.job_id):
                 self.next_open = min(self.next_open, now)   # a co-runner starts: its warm-up runs in a window
-        if js.asked is not None and view.iteration == js.iteration + 1:
-            js.length = now - js.asked
-        js.asked = now
-        js.n_iterations, js.iteration = view.n_iterations, view.iteration
+        js.observe(view, now)
         self._fold(view, js)
         if self.phase != "window":
             self._warm_check(view, js)
