@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import struct
 import subprocess
 import sys

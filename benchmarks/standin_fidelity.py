@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import math
 
-import numpy as np
 
 import sys
 from pathlib import Path as _Path

@@ -49,7 +49,6 @@ the paired differences of an error figure and its 95 % t-interval (``paired``).
 from __future__ import annotations
 
 import copy
-import json
 import math
 from pathlib import Path
 

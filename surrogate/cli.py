@@ -7,7 +7,6 @@ Exit status 2 for bad input (missing/corrupt files, wrong topology, checkpoint o
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 

@@ -37,7 +37,7 @@ from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 from .base import SeriesView, SurrogateError
 from .graphs import (feature_names, fit_normaliser, node_features, normalise, shape_dict, shape_from_dict,
-                     slog1p, window_ranks)
+                     window_ranks)
 
 FORMAT = "hybridsim-surrogate-dataset"
 VERSION = 1
