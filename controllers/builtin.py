@@ -18,7 +18,7 @@
                     mid-run has no history: its first ``warmup`` iterations are simulated whatever the phase (beside
                     the others' predicted load), and jobs that left (``JobView.running``) are forgotten.
 ``confident``       ``aligned``'s shared windows, spent where the model is unsure: one knob, ``target_error`` (% of each
-                    job's completion time). Each job keeps a split-conformal bound on its completion error from the
+                    job's completion time). Each job keeps a Student prediction bound on its completion error from the
                     signed job-level errors of its earlier windows' shadow predictions (:func:`completion_bound`),
                     and the gap to the next window is the longest that keeps every job within the budget
                     (:meth:`Confident.largest_ft`). The warm-up ends when every job's iteration times pass a
@@ -329,15 +329,6 @@ class Aligned(Policy):
     def describe(self) -> dict:
         return {"policy": self.name, "warmup": self.warmup, "ft": self.ft, "truth": self.truth,
                 "threshold": self.threshold, "on_job_end": self.on_job_end}
-
-
-def conformal_bound(errors, coverage: float = 0.8) -> float:
-    """Split-conformal bound on the size of the next error from earlier ones (any sign): the
-    ``ceil((n + 1) * coverage)``-th smallest of the ``n`` absolute errors, so that a new error exchangeable with them
-    is within it with probability >= ``coverage``; ``inf`` when that rank exceeds ``n`` (too few errors to bound)."""
-    scores = sorted(abs(float(e)) for e in errors)
-    k = math.ceil((len(scores) + 1) * coverage)
-    return scores[k - 1] if 1 <= k <= len(scores) else math.inf
 
 
 def stationary(series, tol: float, z: float = 1.0) -> bool:

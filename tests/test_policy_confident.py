@@ -10,21 +10,11 @@ import pytest
 
 from controllers import load_policy
 from controllers.base import JobView
-from controllers.builtin import completion_bound, conformal_bound, stationary
+from controllers.builtin import completion_bound, stationary
 from hybridsim.cli import main
 from hybridsim_common.backend import Mode
 
 S, P = Mode.SIMULATE, Mode.PREDICT
-
-
-def test_conformal_bound_hand_list():
-    # |errors| sorted: 0.5 1 2 3 4; n = 5, rank ceil(6 * 0.8) = 5: the largest; at 0.5: rank ceil(3) = 3: 2.0
-    errs = [1.0, -3.0, 2.0, 0.5, -4.0]
-    assert conformal_bound(errs, 0.8) == 4.0
-    assert conformal_bound(errs, 0.5) == 2.0
-    # n = 3 at 0.8: rank ceil(3.2) = 4 > 3: too few errors to bound
-    assert conformal_bound([1.0, 2.0, 3.0], 0.8) == math.inf
-    assert conformal_bound([], 0.5) == math.inf
 
 
 def test_completion_bound_hand_list():
