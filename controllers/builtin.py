@@ -18,7 +18,7 @@
                     mid-run has no history: its first ``warmup`` iterations are simulated whatever the phase (beside
                     the others' predicted load), and jobs that left (``JobView.running``) are forgotten.
 ``confident``       ``aligned``'s shared windows, spent where the model is unsure: one knob, ``target_error`` (% of each
-                    job's completion time). Each job keeps a split-conformal bound on its completion error from the
+                    job's completion time). Each job keeps a Student prediction bound on its completion error from the
                     signed job-level errors of its earlier windows' shadow predictions (:func:`completion_bound`),
                     and the gap to the next window is the longest that keeps every job within the budget
                     (:meth:`Confident.largest_ft`). The warm-up ends when every job's iteration times pass a
@@ -31,6 +31,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 from hybridsim_common.backend import Mode
@@ -330,15 +331,6 @@ class Aligned(Policy):
                 "threshold": self.threshold, "on_job_end": self.on_job_end}
 
 
-def conformal_bound(errors, coverage: float = 0.8) -> float:
-    """Split-conformal bound on the size of the next error from earlier ones (any sign): the
-    ``ceil((n + 1) * coverage)``-th smallest of the ``n`` absolute errors, so that a new error exchangeable with them
-    is within it with probability >= ``coverage``; ``inf`` when that rank exceeds ``n`` (too few errors to bound)."""
-    scores = sorted(abs(float(e)) for e in errors)
-    k = math.ceil((len(scores) + 1) * coverage)
-    return scores[k - 1] if 1 <= k <= len(scores) else math.inf
-
-
 def stationary(series, tol: float, z: float = 1.0) -> bool:
     """Whether iteration times ``series`` (at least 3) have settled: the least-squares trend across them moves the
     level by at most ``tol`` % of the mean, or is lost in the noise (|slope| <= ``z`` standard errors: a flat level
@@ -359,23 +351,33 @@ def stationary(series, tol: float, z: float = 1.0) -> bool:
 
 
 def completion_bound(scores, m: float, coverage: float = 0.8) -> float:
-    """Bound (%) on the mean error of ``m`` predicted stretches of a job from the signed errors ``scores`` of earlier
-    ones: bias plus spread, |mean| + c (1 / sqrt(n) + 1 / sqrt(m)), with c the split-conformal bound
-    (:func:`conformal_bound`) on the scores' deviations from their mean. The bias is known to c / sqrt(n); the
-    spread of the stretches' own errors averages over the m of them (they enter the completion time summed). ``inf``
-    with fewer than 2 scores or too few for the conformal rank."""
-    bias, c = _bias_spread(scores, coverage)
-    return bias + c / math.sqrt(max(m, 1.0))
+    """Bound (%) on the mean error of ``m`` predicted stretches of a job from the signed errors ``scores`` of n earlier
+    ones: the two-sided Student prediction bound at ``coverage`` for the mean of m new draws,
+    |mean| + t s sqrt(1 / n + 1 / m), s the scores' sample standard deviation and t the Student quantile at
+    (1 + coverage) / 2 with n - 1 degrees of freedom. The bias is known to s / sqrt(n) and the stretches' own errors
+    average over the m of them; the two are independent, so their spreads add in quadrature. A score is one window's
+    error, truth noise included (the hybrid's simulated iteration is not the pure run's), which a stretch of many
+    iterations averages away: s over-states a stretch's spread, never under-states it. ``inf`` with fewer than 2
+    scores."""
+    bias, ts, n = _bias_spread(scores, coverage)
+    return bias + ts * math.sqrt(1.0 / n + 1.0 / max(m, 1.0))
 
 
-def _bias_spread(scores, coverage: float) -> tuple[float, float]:
-    """(|mean| + c / sqrt(n), c) of :func:`completion_bound`; (inf, inf) with fewer than 2 scores."""
+def _bias_spread(scores, coverage: float) -> tuple[float, float, int]:
+    """(|mean|, t s, n) of :func:`completion_bound`; (inf, inf, 1) with fewer than 2 scores."""
     n = len(scores)
     if n < 2:
-        return math.inf, math.inf
+        return math.inf, math.inf, 1
     mu = sum(scores) / n
-    c = conformal_bound([e - mu for e in scores], coverage)
-    return abs(mu) + c / math.sqrt(n), c
+    s = math.sqrt(sum((e - mu) ** 2 for e in scores) / (n - 1))
+    return abs(mu), _student(n - 1, (1.0 + coverage) / 2.0) * s, n
+
+
+@functools.lru_cache(maxsize=256)
+def _student(dof: int, q: float) -> float:
+    """The Student t quantile ``q`` with ``dof`` degrees of freedom."""
+    from scipy.stats import t
+    return float(t.ppf(q, dof))
 
 
 class _ConfSlot(_JobSlot):
@@ -400,13 +402,15 @@ class Confident(Aligned):
     predicted share f = (ft - 1) / ft times the mean error of its m stretches. The windows' shadow predictions
     measure e: a window's score is the mean of its signed job-level shadow errors (``JobView.signed_errors``: the
     error of the state the model predicted the stretch before it from). :func:`completion_bound` turns the job's latest
-    ``memory`` scores into a bound B(m) on the mean error of m stretches (bias plus a split-conformal spread at
-    ``coverage``, the spread averaging over the stretches). The next gap is the largest ft in [``min_ft``,
-    ``max_ft``] with f B(m) <= ``target_error`` for every running job, m being the job's stretches at that gap (its
-    iterations at its latest iteration length, over ft W: the schedule taken as steady over the job, so the gap does
-    not shrink as the job nears its end). A bound from few windows carries its own uncertainty (the conformal rank
-    and the bias's c / sqrt(n)), so the gap jumps to what it allows; a job with too few windows for a bound (fewer
-    than 2, or than the conformal rank needs: 4 at ``coverage`` 0.8) holds it at ``min_ft``.
+    ``memory`` scores into a bound B(m) on the mean error of m stretches: the Student prediction bound at
+    ``coverage`` for the mean of m new scores, |mean| + t s sqrt(1/n + 1/m) (the bias known to s / sqrt(n), the
+    stretches' own spread averaging over the m of them, the two independent). The next gap is the largest ft in
+    [``min_ft``, ``max_ft``] with f B(m) <= ``target_error`` for every running job, m being the job's stretches at
+    that gap (its iterations at its latest iteration length, over ft W: the schedule taken as steady over the job, so
+    the gap does not shrink as the job nears its end). A bound from few windows carries its own uncertainty (t with
+    n - 1 degrees of freedom), so the gap jumps to what it allows; a job with fewer than 2 windows holds it at
+    ``min_ft``. A score carries the window truth's own noise (a simulated iteration is not the pure run's), which a
+    stretch of many iterations averages away: s counts it as the stretches' spread, so the bound errs high.
 
     The warm-up (every job simulated) lasts until every job's mean-over-ranks iteration times since its start (the
     latest ``probe`` completed ones) pass :func:`stationary` with tolerance ``target_error``, or ``max_warmup``
@@ -442,9 +446,9 @@ class Confident(Aligned):
         scores ``scores`` within the budget, the job being ``windows`` window lengths long (so it has
         ``windows / ft`` stretches at this gap): (ft - 1) / ft * B(windows / ft) <= target (``min_ft`` when none
         does)."""
-        bias, c = _bias_spread(scores, self.coverage)
+        bias, ts, n = _bias_spread(scores, self.coverage)
         for ft in range(self.max_ft, self.min_ft - 1, -1):
-            if (ft - 1) / ft * (bias + c / math.sqrt(max(windows / ft, 1.0))) <= self.target:
+            if (ft - 1) / ft * (bias + ts * math.sqrt(1.0 / n + 1.0 / max(windows / ft, 1.0))) <= self.target:
                 return ft
         return self.min_ft
 

@@ -1,6 +1,6 @@
-"""The ``confident`` policy (issue 22, item 4): a conformal bound per job on the error of a predicted stretch, a
-warm-up that ends on a stationarity test, windows spaced by the bound, and a co-runner's start or end that opens a
-window only when the model is not confident. Schedules are hand-traced on hand-built views."""
+"""The ``confident`` policy (issue 22, item 4): a Student prediction bound per job on the error of a predicted
+stretch, a warm-up that ends on a stationarity test, windows spaced by the bound, and a co-runner's start or end that
+opens a window only when the model is not confident. Schedules are hand-traced on hand-built views."""
 
 from __future__ import annotations
 
@@ -10,40 +10,37 @@ import pytest
 
 from controllers import load_policy
 from controllers.base import JobView
-from controllers.builtin import completion_bound, conformal_bound, stationary
+from controllers.builtin import completion_bound, stationary
 from hybridsim.cli import main
 from hybridsim_common.backend import Mode
 
 S, P = Mode.SIMULATE, Mode.PREDICT
 
 
-def test_conformal_bound_hand_list():
-    # |errors| sorted: 0.5 1 2 3 4; n = 5, rank ceil(6 * 0.8) = 5: the largest; at 0.5: rank ceil(3) = 3: 2.0
-    errs = [1.0, -3.0, 2.0, 0.5, -4.0]
-    assert conformal_bound(errs, 0.8) == 4.0
-    assert conformal_bound(errs, 0.5) == 2.0
-    # n = 3 at 0.8: rank ceil(3.2) = 4 > 3: too few errors to bound
-    assert conformal_bound([1.0, 2.0, 3.0], 0.8) == math.inf
-    assert conformal_bound([], 0.5) == math.inf
-
-
 def test_completion_bound_hand_list():
-    """Scores 1 3 -1 1: bias 1, deviations 0 2 2 0, their conformal bound at 0.8 (rank ceil(5 * 0.8) = 4) is 2; the
-    bias is known to 2 / sqrt(4) = 1; m stretches add 2 / sqrt(m)."""
-    s = [1.0, 3.0, -1.0, 1.0]
-    assert completion_bound(s, 1) == pytest.approx(1 + 1 + 2)
-    assert completion_bound(s, 4) == pytest.approx(1 + 1 + 1)
-    assert completion_bound(s, math.inf) == pytest.approx(2.0)
+    """A Student prediction bound on the mean of m new scores: |mean| + t s sqrt(1/n + 1/m). Scores 0 2 4: mean 2,
+    s = sqrt((4 + 0 + 4) / 2) = 2, n = 3, so 2 degrees of freedom, whose quantile q is (2q - 1) / sqrt(2q (1 - q)):
+    at coverage 0.5 (q = 0.75) sqrt(2/3), at 0.8 (q = 0.9) 0.8 / sqrt(0.18) = 8 / (3 sqrt(2)). m = 3: sqrt(2/3)."""
+    s = [0.0, 2.0, 4.0]
+    assert completion_bound(s, 3, 0.5) == pytest.approx(2 + 2 * math.sqrt(2 / 3) * math.sqrt(2 / 3))
+    assert completion_bound(s, 3) == pytest.approx(2 + 2 * 8 / (3 * math.sqrt(2)) * math.sqrt(2 / 3))
+    assert completion_bound(s, math.inf, 0.5) == pytest.approx(2 + 2 * math.sqrt(2 / 3) / math.sqrt(3))
+    # two scores, coverage 0.5: 1 degree of freedom, quantile tan(pi / 4) = 1; 1 -1: mean 0, s = sqrt(2)
+    assert completion_bound([1.0, -1.0], 1, 0.5) == pytest.approx(math.sqrt(2) * math.sqrt(1 / 2 + 1))
+    assert completion_bound([1.0, -1.0], 2, 0.5) == pytest.approx(math.sqrt(2))
+    # the bias's uncertainty and the stretches' spread add in quadrature: below the sum of the two terms
+    assert completion_bound(s, 3, 0.5) < 2 + 2 * math.sqrt(2 / 3) * 2 / math.sqrt(3)
     assert completion_bound([5.0], 1) == math.inf          # one window: no spread yet
-    assert completion_bound([1.0, 2.0, 3.0], 1) == math.inf  # rank ceil(4 * 0.8) = 4 > 3
+    assert completion_bound([1.0, 1.0], 1) == pytest.approx(1.0)   # no spread seen: the bias alone
 
 
 def test_largest_ft_hand_computed():
-    """Scores 1 -1 at coverage 0.5: bias 0 + 1 / sqrt(2), spread 1. Budget 1 %, a job 100 window lengths long: ft must
-    satisfy (ft - 1) / ft * (0.7071 + sqrt(ft / 100)) <= 1: ft 13 gives 0.986, ft 14 1.004. With no end in sight
-    every ft passes; a job 4 window lengths long: ft 3 gives 2/3 * (0.7071 + 0.866) = 1.05 and ft 2 gives 0.71."""
+    """Scores 1 -1 at coverage 0.5: bias 0, t s = sqrt(2), n = 2. Budget 1 %, a job 100 window lengths long: ft must
+    satisfy (ft - 1) / ft * sqrt(2) * sqrt(1/2 + ft / 100) <= 1: ft 10 gives 0.986, ft 11 1.004. With no end in
+    sight every ft passes; a job 4 window lengths long: ft 3 gives 2/3 * sqrt(2) * sqrt(1/2 + 3/4) = 1.05 and ft 2
+    gives 0.71."""
     p = load_policy("confident", {"target_error": 1, "coverage": 0.5})
-    assert p.largest_ft([1.0, -1.0], 100.0) == 13
+    assert p.largest_ft([1.0, -1.0], 100.0) == 10
     assert p.largest_ft([1.0, -1.0], math.inf) == 256
     assert p.largest_ft([1.0, -1.0], 4.0) == 2
     assert p.largest_ft([3.0], 100.0) == 2                 # no bound yet: min_ft
@@ -109,7 +106,7 @@ def prefix(p, sa, sb):
 def test_gap_follows_the_bound():
     """coverage 0.5. Scores 1 1: bias 1, spread 0: within 2 % at any ft: max_ft 32, next window at 80 + 31 * 10.
     Budget 1.5 %: (ft - 1) / ft * 1 <= 1.5 at any ft too; budget 0.9: ft <= 10. A's scores 3 5: bias
-    4 + 1 / sqrt(2) > 4: even ft 2 (half predicted) misses 2 %: min_ft 2."""
+    4 plus a spread > 4: even ft 2 (half predicted) misses 2 %: min_ft 2."""
     p = load_policy("confident", {"target_error": 2, "coverage": 0.5, "max_ft": 32})
     prefix(p, (1.0, 1.0), (1.0, 1.0))
     assert p.ft == 32 and p.next_open == pytest.approx(390.0)
