@@ -254,13 +254,8 @@ class Aligned(Policy):
         js = self.jobs.setdefault(view.job_id, _JobSlot())
         now = float(view.now)
         js.observe(view, now)
-        ended = self.on_job_end and self._job_ended(now)
-        if self.phase == "forward":
-            if ended:
-                self.next_open = min(self.next_open, now)
-            if now < self.next_open or js is not self._leader():
-                return PRED
-            self._open(now)
+        if self._fast_forward(js, now, reopen=self.on_job_end and self._job_ended(now)):
+            return PRED
         if js.first is None:
             js.first = view.iteration
         elif self.threshold is not None:
@@ -301,6 +296,18 @@ class Aligned(Policy):
         self.phase, self.opened = "window", now
         for s in self.jobs.values():
             s.first, s.done, s.error = None, False, None
+
+    def _fast_forward(self, js: _JobSlot, now: float, reopen: bool) -> bool:
+        """Whether job ``js`` is fast-forwarded at ``now``: in the forward phase until the next window opens (at once
+        when ``reopen``), which its leader does when it gets there."""
+        if self.phase != "forward":
+            return False
+        if reopen:
+            self.next_open = min(self.next_open, now)
+        if now < self.next_open or js is not self._leader():
+            return True
+        self._open(now)
+        return False
 
     def _close(self, now: float) -> None:
         """A window (or the warm-up) closed at ``now``: the next gap, then fast-forward until it has passed."""
@@ -507,12 +514,8 @@ class Confident(Aligned):
         if self.phase != "window":
             self._warm_check(view, js)
         change = self._job_ended(now) or change
-        if self.phase == "forward":
-            if change and not self._confident():
-                self.next_open = min(self.next_open, now)
-            if now < self.next_open or js is not self._leader():
-                return PRED
-            self._open(now)
+        if self._fast_forward(js, now, reopen=self.phase == "forward" and change and not self._confident()):
+            return PRED
         if js.first is None:
             js.first = view.iteration
         if self.phase == "warmup" or not js.warmed:
