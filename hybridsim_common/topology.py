@@ -9,10 +9,11 @@ Router port numbering (CODES dragonfly-dally, docs/workloads.md §7.1)::
     a-1 .. a-2+h        global ports, in inter-file order
     a-1+h .. radix-1    terminal ports, in terminal-id order           radix = (a-1) + h + p
 
-Global arrangement (``codes``): CODES' ``dragonfly-dally-topo-gen.py`` as observed in its files for ``g = a*h + 1``:
-router ``i`` of group ``G`` uses global channel ``k = i*h + j`` (``j = 0..h-1``) to reach group ``(G + k + 1) mod g``,
-landing on router ``a-1-i`` of that group. For other group counts the channels are dealt round-robin (each group pair
-receives ``>= 1`` link when ``g - 1 <= a*h``), see :func:`_round_robin_global_links`.
+Global arrangement (``codes``): CODES' ``dragonfly-dally-topo-gen.py``: channel ``k = i*h + j`` of router ``i`` in group
+``G`` reaches group ``(G + k mod (g-1) + 1) mod g``, landing on router ``a-1-i`` of that group, wherever ``g - 1``
+divides ``a*h`` (checked against CODES' own files for the 1,056-node system and ``dfdally_8k``). For other group counts
+the channels are dealt round-robin (each group pair receives ``>= 1`` link when ``g - 1 <= a*h``), see
+:func:`_round_robin_global_links`.
 
 Everything here is array-backed (numpy) so the engine, the graph builder and the bridge share one description.
 """
@@ -49,14 +50,20 @@ class DragonflyShape:
 
 def codes_global_links(shape: DragonflyShape) -> list[tuple[int, int]]:
     """Global links in CODES inter-file order: ``(src_router, dst_router)`` for every router's channels, both
-    directions listed (each physical link appears once per endpoint)."""
+    directions listed (each physical link appears once per endpoint).
+
+    CODES' generator (``dragonfly-dally-topo-gen.py``) deals a group's ``a*h`` channels ``k = i*h + j`` over the other
+    groups in turn, starting after its own: channel ``k`` of group ``G`` goes to group ``(G + k mod (g-1) + 1) mod g``,
+    from router ``i`` to router ``a-1-i`` there. When ``g - 1`` divides ``a*h`` (``g = a*h + 1``, the 1,056-node
+    system; ``dfdally_8k``'s 65 groups of 16 routers with 8 channels each, two links per group pair) every such
+    link has its reverse and this is CODES' file. Other group counts: :func:`_round_robin_global_links`."""
     g, a, h = shape.groups, shape.routers_per_group, shape.global_channels_per_router
-    if g == a * h + 1:
+    if g >= 2 and (a * h) % (g - 1) == 0:
         out = []
         for r in range(g * a):
             G, i = divmod(r, a)
             for j in range(h):
-                tg = (G + i * h + j + 1) % g
+                tg = (G + (i * h + j) % (g - 1) + 1) % g
                 out.append((r, tg * a + (a - 1 - i)))
         return out
     return _round_robin_global_links(shape)
@@ -65,7 +72,7 @@ def codes_global_links(shape: DragonflyShape) -> list[tuple[int, int]]:
 def _round_robin_global_links(shape: DragonflyShape) -> list[tuple[int, int]]:
     """Deal each group's ``a*h`` global channels over the other groups round-robin, pairing symmetric channels.
 
-    Used when ``g != a*h + 1``. Group pair (G, G') is linked ``c`` times with c distributed as evenly as possible;
+    Used when ``g - 1`` does not divide ``a*h``. Group pair (G, G') is linked ``c`` times with c distributed as evenly as possible;
     channel slots are consumed in router order so a router's channels fill before the next router's.
     """
     g, a, h = shape.groups, shape.routers_per_group, shape.global_channels_per_router

@@ -5,7 +5,8 @@ import filecmp
 import numpy as np
 import pytest
 
-from hybridsim_common.topology import GLOBAL, LOCAL, TERMINAL, Dragonfly, DragonflyShape, TopologyError
+from hybridsim_common.topology import (GLOBAL, LOCAL, TERMINAL, Dragonfly, DragonflyShape, TopologyError,
+                                       codes_global_links)
 
 SYS1056 = DragonflyShape(33, 8, 4, 4)
 SYS72 = DragonflyShape(9, 4, 2, 2)
@@ -107,3 +108,27 @@ def test_non_codes_group_count_still_connected():
     assert t.diameter() <= 3
     with pytest.raises(TopologyError):
         Dragonfly(DragonflyShape(20, 2, 1, 2))
+
+
+def test_codes_arrangement_dfdally_8k():
+    """CODES' dfdally_8k system (65 groups x 16 routers x 8 terminals, 8 global channels per router): its inter-group
+    file, as CODES ships it (src/network-workloads/conf/dragonfly-dally/dfdally_8k_inter, read once by hand), starts
+    router 0 -> routers 31, 47, .., 143 (router 15 of groups 1..8), router 1 -> groups 9..16 (router 14), router 8
+    -> groups 1..8 again (router 7), router 31 (group 1, router 15) -> groups 58..64 and 0 (router 0): channel k of a
+    group goes to the (k mod 64)-th group after it; every group pair is linked exactly twice."""
+    shape = DragonflyShape(65, 16, 8, 8)
+    topo = Dragonfly(shape)
+    assert topo.n_terminals == 8320
+    links = codes_global_links(shape)
+    by_router = {}
+    for s, d in links:
+        by_router.setdefault(s, []).append(d)
+    assert by_router[0] == [31, 47, 63, 79, 95, 111, 127, 143]
+    assert [d // 16 for d in by_router[1]] == list(range(9, 17)) and {d % 16 for d in by_router[1]} == {14}
+    assert [d // 16 for d in by_router[8]] == list(range(1, 9)) and {d % 16 for d in by_router[8]} == {7}
+    assert [d // 16 for d in by_router[31]] == [58, 59, 60, 61, 62, 63, 64, 0] and {d % 16 for d in by_router[31]} == {0}
+    pairs = {}
+    for s, d in links:
+        key = tuple(sorted((s // 16, d // 16)))
+        pairs[key] = pairs.get(key, 0) + 1
+    assert len(pairs) == 65 * 64 // 2 and set(pairs.values()) == {4}  # 2 links, each listed from both ends
