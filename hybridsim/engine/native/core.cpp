@@ -82,16 +82,16 @@ static const i64 CONTROL_SIZE = 64;
 static const double SELF_OVERHEAD = 10.0, SOFT_DELAY = 2500.0, NIC_DELAY = 1000.0, COPY_PER_BYTE = 0.55;
 static const double CONTROL_OFFSET = SELF_OVERHEAD + SOFT_DELAY + NIC_DELAY;
 
+// 24 bytes: the insertion counter and the kind share one word (seq << 8 | kind); seq is unique, so ordering by
+// (t, key) is ordering by (t, seq), the Python heap's order
 struct Ev {
     double t;
-    uint64_t seq;
-    i32 kind;
+    uint64_t key;
     i32 a;
-    i64 b;
+    i32 b;
+    inline i32 kind() const { return (i32)(key & 0xff); }
 };
-struct EvLater {
-    bool operator()(const Ev& x, const Ev& y) const { return x.t > y.t || (x.t == y.t && x.seq > y.seq); }
-};
+static inline bool before(const Ev& x, const Ev& y) { return x.t < y.t || (x.t == y.t && x.key < y.key); }
 
 struct Pkt {
     i32 msg, size, src, dst, dst_router, dst_group, src_group, igroup, hops, up, jb, next;
@@ -274,10 +274,41 @@ class Core {
     }
 
     // ---------------------------------------------------------------------------------------------- event loop
-    inline void push(double t, i32 kind, i32 x, i64 y = 0) {
-        heap.push_back(Ev{t, seq++, kind, x, y});
-        std::push_heap(heap.begin(), heap.end(), EvLater());
+    // a 4-ary min-heap (fewer levels, and a node's children share cache lines): same pop order as any heap, since
+    // (t, seq) keys are unique
+    inline void hpush(const Ev& e) {
+        size_t i = heap.size();
+        heap.push_back(e);
+        while (i) {
+            size_t p = (i - 1) >> 2;
+            if (!before(e, heap[p])) break;
+            heap[i] = heap[p];
+            i = p;
+        }
+        heap[i] = e;
     }
+    inline Ev hpop() {
+        Ev top = heap[0];
+        Ev last = heap.back();
+        heap.pop_back();
+        size_t n = heap.size();
+        if (n) {
+            size_t i = 0;
+            for (;;) {
+                size_t c = 4 * i + 1;
+                if (c >= n) break;
+                size_t best = c, end = std::min(c + 4, n);
+                for (size_t k = c + 1; k < end; k++)
+                    if (before(heap[k], heap[best])) best = k;
+                if (!before(heap[best], last)) break;
+                heap[i] = heap[best];
+                i = best;
+            }
+            heap[i] = last;
+        }
+        return top;
+    }
+    inline void push(double t, i32 kind, i32 x, i64 y = 0) { hpush(Ev{t, (seq++ << 8) | (uint64_t)kind, x, (i32)y}); }
     void at(double t, py::object h, py::object x, py::object y) {
         i32 s;
         if (!pyfree.empty()) {
@@ -300,7 +331,7 @@ class Core {
 
     void dispatch(const Ev& e) {
         double t = e.t;
-        switch (e.kind) {
+        switch (e.kind()) {
             case K_ARRIVE: router_arrive(t, e.a, (i32)e.b); break;
             case K_PORT: port_send(t, e.a); break;
             case K_CREDIT: credit(t, e.a); break;
@@ -309,7 +340,7 @@ class Core {
             case K_TARRIVE: term_arrive(t, e.a, (i32)e.b); break;
             case K_LOCAL: local_done(t, e.a); break;
             case K_INJECT: inject(t, e.a); break;
-            case K_RESUME: advance(t, e.b); break;
+            case K_RESUME: advance(t, e.a); break;
             case K_PY: {
                 PySlot s = std::move(pyslots[e.a]);
                 pyfree.push_back(e.a);
@@ -328,13 +359,10 @@ class Core {
         double t = now;
         bool has_check = !on_check.is_none();
         while (!heap.empty()) {
-            std::pop_heap(heap.begin(), heap.end(), EvLater());
-            Ev e = heap.back();
-            heap.pop_back();
+            Ev e = hpop();
             t = e.t;
             if (t > until) {
-                heap.push_back(e);
-                std::push_heap(heap.begin(), heap.end(), EvLater());
+                hpush(e);
                 t = until;
                 partial = true;
                 break;
@@ -943,7 +971,7 @@ class Core {
                 }
                 case COMPUTE:
                     rs.pc = i;
-                    push(t + op.ns, K_RESUME, 0, gid);
+                    push(t + op.ns, K_RESUME, (i32)gid);
                     return;
                 case SEND: {
                     i32 q = new_req(gid);
@@ -984,6 +1012,7 @@ class Core {
 
     // ---------------------------------------------------------------------------------------------- ranks (from Python)
     void add_rank(i64 gid, i64 job, i64 local, i32 term) {
+        if (gid < 0 || gid >= ((i64)1 << 31)) throw py::value_error("rank global ids must fit 31 bits");
         if (gid >= (i64)ranks.size()) ranks.resize(gid + 1);
         auto r = std::make_unique<Rank>();
         r->gid = gid;
