@@ -2,6 +2,7 @@
 
     python benchmarks/engine_speed.py                                   # all cases, native and python core
     python benchmarks/engine_speed.py --cases quickstart corun-1056 --python-max-events 3000000
+    python benchmarks/engine_speed.py --boundary                        # the binding's per-call cost only
 
 Each (case, core) runs in its own subprocess, so peak RSS (``ru_maxrss``: the C++ core's memory too, which
 tracemalloc does not see) is its own. Printed table and ``benchmarks/out/engine_speed.json``: events, events per
@@ -90,12 +91,49 @@ def child(path: str, core: str, max_events: int | None) -> None:
     }))
 
 
+def boundary(n: int = 1_000_000) -> dict:
+    """The pybind11 boundary of the native core: calls per second of a trivial Python handler run from the native
+    heap (C++ -> Python, what each engine event costs: iteration starts and ends, sampling) and of a trivial native
+    method called from Python (Python -> C++, what ``loop.at`` and ``start_iteration`` cost), beside a plain Python
+    call."""
+    from hybridsim.engine import cores
+    from hybridsim.scenario import load_scenario
+
+    sc = load_scenario(REPO / "examples" / "quickstart.yaml")
+    import random
+    loop, net, _mpi = cores.build("native", sc.build_topology(), sc.topology, random.Random(0))
+    core = net.core
+
+    def nothing(t, a, b):
+        pass
+    at = loop.at
+    t0 = time.perf_counter()
+    for i in range(n):
+        at(float(i), nothing, None, None)
+    t_at = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    loop.run()
+    t_cb = time.perf_counter() - t0
+    noop = core.noop
+    t0 = time.perf_counter()
+    for _ in range(n):
+        noop()
+    t_noop = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(n):
+        nothing(0.0, None, None)
+    t_py = time.perf_counter() - t0
+    return {"cpp_to_python_calls_per_s": n / t_cb, "python_to_cpp_calls_per_s": n / t_noop,
+            "python_at_calls_per_s": n / t_at, "plain_python_calls_per_s": n / t_py}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     ap.add_argument("--cores", nargs="*", default=list(CORES), choices=list(CORES))
     ap.add_argument("--python-max-events", type=int, default=None,
                     help="cap the Python core's runs at this many events (the speedup compares events/s)")
+    ap.add_argument("--boundary", action="store_true", help="measure the binding's per-call cost and exit")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--core", default="native", help=argparse.SUPPRESS)
     ap.add_argument("--max-events", type=int, default=None, help=argparse.SUPPRESS)
@@ -103,6 +141,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         child(args.child, args.core, args.max_events)
+        return 0
+    if args.boundary:
+        for k, v in boundary().items():
+            print(f"{k:28} {v:>13,.0f}")
         return 0
     rows = {}
     env = dict(os.environ, OMP_NUM_THREADS="1")
