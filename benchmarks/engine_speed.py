@@ -3,6 +3,7 @@
     python benchmarks/engine_speed.py                                   # all cases, native and python core
     python benchmarks/engine_speed.py --cases quickstart corun-1056 --python-max-events 3000000
     python benchmarks/engine_speed.py --boundary                        # the binding's per-call cost only
+    python benchmarks/engine_speed.py --cases corun-1056 --compare 5000000   # both cores, first N events, one process
 
 Each (case, core) runs in its own subprocess, so peak RSS (``ru_maxrss``: the C++ core's memory too, which
 tracemalloc does not see) is its own. Printed table and ``benchmarks/out/engine_speed.json``: events, events per
@@ -127,12 +128,42 @@ def boundary(n: int = 1_000_000) -> dict:
             "python_at_calls_per_s": n / t_at, "plain_python_calls_per_s": n / t_py}
 
 
+def compare(path: Path, max_events: int) -> dict:
+    """Both cores on the first ``max_events`` events of one scenario in this process: events per second of each and
+    whether everything they return is identical (records, events, job ends, link totals, port samples)."""
+    import numpy as np
+
+    from hybridsim.engine import Engine
+    from hybridsim.scenario import load_scenario
+
+    res = {}
+    for core in CORES:
+        sc = load_scenario(path)
+        sc.backend.embedded.core = core
+        sc.backend.embedded.max_events = max_events
+        eng = Engine(sc, progress=False, debug=False)
+        c0 = time.process_time()
+        r = eng.run()
+        res[core] = (r, time.process_time() - c0)
+    (n, cn), (p, cp) = res["native"], res["python"]
+    rec = lambda r: [(x.job_id, x.rank, x.iteration, x.start, x.end) for x in r.records]  # noqa: E731
+    same = (rec(n) == rec(p) and n.events == p.events and n.end_time == p.end_time and n.job_end == p.job_end
+            and all(np.array_equal(np.asarray(n.link_totals[k]), np.asarray(v)) for k, v in p.link_totals.items())
+            and ((n.ports is None and p.ports is None)
+                 or np.array_equal(n.ports.values, p.ports.values, equal_nan=True)))
+    return {"events": n.events, "records": len(n.records), "identical": bool(same),
+            "native_events_per_cpu_s": n.events / cn, "python_events_per_cpu_s": p.events / cp,
+            "speedup": cp / cn}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     ap.add_argument("--cores", nargs="*", default=list(CORES), choices=list(CORES))
     ap.add_argument("--python-max-events", type=int, default=None,
                     help="cap the Python core's runs at this many events (the speedup compares events/s)")
+    ap.add_argument("--compare", type=int, metavar="N", default=None,
+                    help="run both cores on the first N events of each case in this process and compare results")
     ap.add_argument("--boundary", action="store_true", help="measure the binding's per-call cost and exit")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--core", default="native", help=argparse.SUPPRESS)
@@ -141,6 +172,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         child(args.child, args.core, args.max_events)
+        return 0
+    if args.compare:
+        for name in args.cases:
+            print(name, json.dumps(compare(CASES[name][0], args.compare)))
         return 0
     if args.boundary:
         for k, v in boundary().items():
