@@ -1,4 +1,4 @@
-"""Build hook for the optional native core of the embedded engine (``hybridsim.engine._native``).
+"""Build hook for the optional native core of the embedded engine (``hybridsim.engine.native._core``).
 
 Everything else about the package lives in pyproject.toml. The extension is optional: without a C++17 compiler (or
 pybind11) ``pip install`` still succeeds and the engine runs its pure-Python core (``backend.embedded.core: auto``).
@@ -19,7 +19,7 @@ except ImportError:  # no pybind11: no native core (the optional extension is sk
 ext_modules = []
 if Pybind11Extension is not None:
     args = ["/O2", "/fp:precise"] if sys.platform == "win32" else ["-O3", "-ffp-contract=off", "-fno-fast-math"]
-    ext_modules.append(Pybind11Extension("hybridsim.engine._native", ["hybridsim/engine/native/core.cpp"],
+    ext_modules.append(Pybind11Extension("hybridsim.engine.native._core", ["hybridsim/engine/native/core.cpp"],
                                          cxx_std=17, extra_compile_args=args, optional=True))
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": build_ext})

@@ -19,8 +19,8 @@ from hybridsim.workloads.ops import ISEND, WAITALL
 REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.skipif(
-    cores._native is None,
-    reason="native core not built (hybridsim.engine._native): `python setup.py build_ext --inplace` or "
+    cores.NativeCore is None,
+    reason="native core not built (hybridsim.engine.native._core): `python setup.py build_ext --inplace` or "
            "`pip install -e .` with a C++17 compiler")
 
 TOPO72 = "topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2, " \

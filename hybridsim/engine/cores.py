@@ -2,8 +2,8 @@
 
 An engine core is an event loop, a network and an MPI layer. The **Python core** is :class:`~.core.EventLoop`,
 :class:`~.network.Network` and :class:`~.mpi.MpiLayer`, the reference. The **native core** is the same model in C++
-(``hybridsim/engine/native/core.cpp``, built as the optional extension ``hybridsim.engine._native``): one heap of
-``(time, seq)``-ordered events whose handlers are line-by-line ports of network.py and mpi.py, with CPython's
+(``hybridsim/engine/native/core.cpp``, built as the optional extension ``hybridsim.engine.native._core``): one
+heap of ``(time, seq)``-ordered events whose handlers are line-by-line ports of network.py and mpi.py, with CPython's
 Mersenne Twister taken over from the run's ``random.Random`` (its state goes back when the run returns). The engine's
 own events (iteration starts and ends, the director, jobs, sampling, keep_background phases, background senders) stay
 Python callables on the same heap with the same insertion counter, so the events run in the same order and the
@@ -24,10 +24,10 @@ from .mpi import MpiLayer
 from .network import Network, loaded_port, too_many_packets
 
 try:
-    from . import _native
+    from .native._core import Core as NativeCore
     NATIVE_MISSING = None
 except ImportError as exc:  # not built (no C++ compiler at install time)
-    _native = None
+    NativeCore = None
     NATIVE_MISSING = f"the native core is not built ({exc}; `pip install -e .` with a C++17 compiler builds it)"
 
 CORES = ("auto", "native", "python")
@@ -62,7 +62,7 @@ def build(kind: str, topo, tcfg, rng, debug: bool = False, max_packets=math.inf)
         loop = EventLoop()
         net = Network(topo, tcfg, loop, rng, debug, max_packets=max_packets)
         return loop, net, MpiLayer(net, loop, rng)
-    if _native is None:
+    if NativeCore is None:
         raise EngineError(NATIVE_MISSING)
     mpi = NativeMpi()
     net = NativeNetwork(topo, tcfg, rng, max_packets, mpi)
@@ -154,7 +154,7 @@ class NativeNetwork:
             gp_off=gp_off, gp_len=gp_len, gp_ports=gp_ports, lg_off=lg_off, lg_len=lg_len, lg_ports=lg_ports,
             reach_off=reach_off, reach_len=reach_len, reach_g=reach_g,
             on_iteration_end=mpi.iteration_end, raise_limit=raise_limit)
-        self.core = _native.Core(cfg)
+        self.core = NativeCore(cfg)
 
     # counters, by port id or (port id * num_vcs + vc), as the Python network's flat views
     bytes_out = _counter("bytes", "bytes sent per port")
@@ -233,4 +233,4 @@ class NativeMpi:
         self.core.forget_bytes(j)
 
 
-__all__ = ["CORES", "NATIVE_MISSING", "NativeLoop", "NativeMpi", "NativeNetwork", "build", "choose"]
+__all__ = ["CORES", "NATIVE_MISSING", "NativeCore", "NativeLoop", "NativeMpi", "NativeNetwork", "build", "choose"]

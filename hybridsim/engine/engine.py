@@ -28,7 +28,7 @@ import numpy as np
 
 from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult
 from hybridsim_common.records import IterationRecord
-from . import cores
+from .cores import build as build_core, choose as choose_core
 from .core import EngineError, LimitExceeded, RunStop, current_stop
 from .mpi import Rank
 from .sampling import PortSampler
@@ -177,9 +177,9 @@ class Engine(Backend):
         self.bg_rng = random.Random(background_seed(sc.seed))
         lim = sc.limits
         #: "native" or "python" (backend.embedded.core; see hybridsim.engine.cores)
-        self.core = cores.choose(emb.core, self.debug)
-        loop, net, mpi = cores.build(self.core, self.topo, sc.topology, self.rng, self.debug,
-                                     lim.max_packets_per_message)
+        self.core = choose_core(emb.core, self.debug)
+        loop, net, mpi = build_core(self.core, self.topo, sc.topology, self.rng, self.debug,
+                                    lim.max_packets_per_message)
         self.loop, self.net, self.mpi = loop, net, mpi
         self.max_windows = max(1, lim.max_samples // max(net.n_ports, 1))
         jobs = sc.jobs

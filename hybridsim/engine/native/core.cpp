@@ -1174,7 +1174,7 @@ class Core {
     }
 };
 
-PYBIND11_MODULE(_native, m) {
+PYBIND11_MODULE(_core, m) {
     m.doc() = "Native core of hybridsim's embedded engine (event heap, network, MPI layer); see native_core.py";
     py::class_<Core>(m, "Core")
         .def(py::init<py::dict>())
