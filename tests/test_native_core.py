@@ -274,3 +274,16 @@ def test_without_the_extension_auto_falls_back_with_one_line_and_native_is_an_er
     with pytest.raises(EngineError, match="not built"):
         cores.choose("native", False)
     assert cores.choose("python", False) == "python"
+
+
+def test_energy_report_from_a_run_with_compute_kernels_is_the_same(tmp_path):
+    from test_energy_energy import SCEN
+
+    summaries = {}
+    for core in ("native", "python"):
+        sc = on_core(parse_scenario(TOPO72 % "minimal" + "seed: 4\n" + SCEN), core)
+        _rd, res, summary = run_scenario(sc, tmp_path / core, progress=False)
+        summaries[core] = (res, summary)
+    (nat, ns), (py, ps) = summaries["native"], summaries["python"]
+    assert_same(nat, py)
+    assert ns["energy"] == ps["energy"] and ns["energy"]["jobs"]["a"]["energy_to_solution_J"] > 0
