@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <deque>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -82,16 +82,29 @@ static const i64 CONTROL_SIZE = 64;
 static const double SELF_OVERHEAD = 10.0, SOFT_DELAY = 2500.0, NIC_DELAY = 1000.0, COPY_PER_BYTE = 0.55;
 static const double CONTROL_OFFSET = SELF_OVERHEAD + SOFT_DELAY + NIC_DELAY;
 
-// 24 bytes: the insertion counter and the kind share one word (seq << 8 | kind); seq is unique, so ordering by
-// (t, key) is ordering by (t, seq), the Python heap's order
+// 24 bytes: the event time as the bits of a non-negative double (ordered as the doubles are: times are >= 0, and
+// -0.0 is stored as 0.0), the insertion counter and the kind in one word (seq << 8 | kind); seq is unique, so
+// ordering by (tbits, key) is ordering by (t, seq), the Python heap's order, and one 128-bit compare does it
 struct Ev {
-    double t;
+    uint64_t tb;
     uint64_t key;
     i32 a;
     i32 b;
     inline i32 kind() const { return (i32)(key & 0xff); }
+    inline double t() const {
+        double d;
+        std::memcpy(&d, &tb, sizeof d);
+        return d;
+    }
+    inline unsigned __int128 ord() const { return ((unsigned __int128)tb << 64) | key; }
 };
-static inline bool before(const Ev& x, const Ev& y) { return x.t < y.t || (x.t == y.t && x.key < y.key); }
+static inline uint64_t tbits(double t) {
+    if (t == 0.0) t = 0.0;
+    uint64_t b;
+    std::memcpy(&b, &t, sizeof b);
+    return b;
+}
+static inline bool before(const Ev& x, const Ev& y) { return x.ord() < y.ord(); }
 
 struct Pkt {
     i32 msg, size, src, dst, dst_router, dst_group, src_group, igroup, hops, up, jb, next;
@@ -145,7 +158,22 @@ struct KeyHash {
         return std::hash<i64>()(k.first * 1000003 ^ k.second);
     }
 };
-using MatchMap = std::unordered_map<std::pair<i64, i64>, std::deque<i32>, KeyHash>;
+struct Fifo32 {  // a FIFO of ints that reuses its storage once drained (matching queues are short-lived)
+    std::vector<i32> v;
+    size_t head = 0;
+    bool empty() const { return head == v.size(); }
+    i32 front() const { return v[head]; }
+    void push_back(i32 x) { v.push_back(x); }
+    void pop_front() {
+        if (++head == v.size()) {
+            v.clear();
+            head = 0;
+        }
+    }
+    std::vector<i32>::const_iterator begin() const { return v.begin() + head; }
+    std::vector<i32>::const_iterator end() const { return v.end(); }
+};
+using MatchMap = std::unordered_map<std::pair<i64, i64>, Fifo32, KeyHash>;
 struct Rank {
     i64 gid, job, local, it = 0;
     i32 term;
@@ -297,9 +325,15 @@ class Core {
             for (;;) {
                 size_t c = 4 * i + 1;
                 if (c >= n) break;
-                size_t best = c, end = std::min(c + 4, n);
-                for (size_t k = c + 1; k < end; k++)
-                    if (before(heap[k], heap[best])) best = k;
+                size_t best = c;
+                if (c + 4 <= n) {  // the usual case: four children, chosen without branches
+                    size_t b1 = before(heap[c + 1], heap[c]) ? c + 1 : c;
+                    size_t b2 = before(heap[c + 3], heap[c + 2]) ? c + 3 : c + 2;
+                    best = before(heap[b2], heap[b1]) ? b2 : b1;
+                } else {
+                    for (size_t k = c + 1; k < n; k++)
+                        if (before(heap[k], heap[best])) best = k;
+                }
                 if (!before(heap[best], last)) break;
                 heap[i] = heap[best];
                 i = best;
@@ -308,8 +342,11 @@ class Core {
         }
         return top;
     }
-    inline void push(double t, i32 kind, i32 x, i64 y = 0) { hpush(Ev{t, (seq++ << 8) | (uint64_t)kind, x, (i32)y}); }
+    inline void push(double t, i32 kind, i32 x, i64 y = 0) {
+        hpush(Ev{tbits(t), (seq++ << 8) | (uint64_t)kind, x, (i32)y});
+    }
     void at(double t, py::object h, py::object x, py::object y) {
+        if (!(t >= 0.0)) throw py::value_error("event time must be a number >= 0 ns, got " + std::to_string(t));
         i32 s;
         if (!pyfree.empty()) {
             s = pyfree.back();
@@ -330,7 +367,7 @@ class Core {
     }
 
     void dispatch(const Ev& e) {
-        double t = e.t;
+        double t = e.t();
         switch (e.kind()) {
             case K_ARRIVE: router_arrive(t, e.a, (i32)e.b); break;
             case K_PORT: port_send(t, e.a); break;
@@ -360,7 +397,7 @@ class Core {
         bool has_check = !on_check.is_none();
         while (!heap.empty()) {
             Ev e = hpop();
-            t = e.t;
+            t = e.t();
             if (t > until) {
                 hpush(e);
                 t = until;
