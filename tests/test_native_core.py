@@ -121,7 +121,7 @@ def test_every_routing_with_background_traffic_and_port_samples(routing):
     assert nat.stats["messages"] > nat.stats["packets"] / 20 > 0
 
 
-def test_exact_credits_and_a_small_buffer_congested_network():
+def test_a_congested_network_with_small_buffers_and_heavy_background():
     text = TOPO72 % "prog-adaptive" + MIXED.replace("interval: 3000", "interval: 400")
 
     def make():
