@@ -251,29 +251,31 @@ def test_the_same_errors_on_both_cores():
     assert msgs[0] == msgs[1] and msgs[0].startswith("max_packets_per_message")
 
 
-def test_debug_runs_on_the_python_core_and_native_refuses_it(capsys):
-    sc = on_core(parse_scenario(TWO), "auto")
-    eng = Engine(sc, debug=True)
-    eng.run()
-    assert eng.core == "python"
-    sc = on_core(parse_scenario(TWO), "auto")
-    eng = Engine(sc)
+def test_debug_mode_checks_the_native_core_too():
+    """``debug: true``: the same invariant checks on both cores (credits and buffers as they run, the whole network
+    every CHECK_EVERY events, byte conservation at the end), and the same results."""
+    nat, _ = both(lambda: parse_scenario(TOPO72 % "prog-adaptive" + MIXED), debug=True)
+    assert nat.events > 0
+    eng = Engine(on_core(parse_scenario(TOPO72 % "minimal" + MIXED), "native"), debug=True)
     eng.run()
     assert eng.core == "native"
-    with pytest.raises(EngineError, match="native.*debug"):
-        Engine(on_core(parse_scenario(TWO), "native"), debug=True).run()
+    eng.net.check_invariants()
+    eng = Engine(on_core(parse_scenario(TWO), "native"))
+    eng.run()
+    core = eng.net.core
+    assert core.bytes_in_network() == 0 and eng.net.bytes_injected == eng.net.bytes_delivered
 
 
 def test_without_the_extension_auto_falls_back_with_one_line_and_native_is_an_error(monkeypatch, capsys):
     monkeypatch.setattr(cores, "NATIVE_MISSING", "the native core is not built (test)")
     monkeypatch.setattr(cores, "_said", set())
-    assert cores.choose("auto", False) == "python"
-    assert cores.choose("auto", False) == "python"
+    assert cores.choose("auto") == "python"
+    assert cores.choose("auto") == "python"
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not built (test)" in err
     with pytest.raises(EngineError, match="not built"):
-        cores.choose("native", False)
-    assert cores.choose("python", False) == "python"
+        cores.choose("native")
+    assert cores.choose("python") == "python"
 
 
 def test_energy_report_from_a_run_with_compute_kernels_is_the_same(tmp_path):

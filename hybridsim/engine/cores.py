@@ -34,17 +34,15 @@ CORES = ("auto", "native", "python")
 _said: set = set()
 
 
-def choose(requested: str, debug: bool) -> str:
-    """``"native"`` or ``"python"`` for ``backend.embedded.core = requested``. ``auto``: native when it is built
-    and supports the run, else python with one line on stderr saying why (once per process and reason); ``native``
-    where it cannot run: :class:`EngineError`."""
+def choose(requested: str) -> str:
+    """``"native"`` or ``"python"`` for ``backend.embedded.core = requested``. ``auto``: native when it is built,
+    else python with one line on stderr saying why (once per process and reason); ``native`` where it is not built:
+    :class:`EngineError`."""
     if requested not in CORES:
         raise EngineError(f"backend.embedded.core must be one of {CORES}, got {requested!r}")
     if requested == "python":
         return "python"
     why = NATIVE_MISSING
-    if why is None and debug:
-        why = "debug: true (invariant checks as it runs) needs the Python core"
     if why is None:
         return "native"
     if requested == "native":
@@ -65,7 +63,7 @@ def build(kind: str, topo, tcfg, rng, debug: bool = False, max_packets=math.inf)
     if NativeCore is None:
         raise EngineError(NATIVE_MISSING)
     mpi = NativeMpi()
-    net = NativeNetwork(topo, tcfg, rng, max_packets, mpi)
+    net = NativeNetwork(topo, tcfg, rng, max_packets, mpi, debug)
     mpi.core = net.core
     return NativeLoop(net.core, rng), net, mpi
 
@@ -108,7 +106,7 @@ class NativeNetwork:
     The topology's tables and constants come from a Python :class:`~.network.Network` built once (``static``), so
     both cores read them from one home; its event handlers are never called."""
 
-    def __init__(self, topo, tcfg, rng, max_packets, mpi: "NativeMpi"):
+    def __init__(self, topo, tcfg, rng, max_packets, mpi: "NativeMpi", debug: bool = False):
         st = self.static = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets)
         self.topo = topo
         for name in ("a", "p", "g", "radix", "nv", "P", "n_ports", "port_class", "bw_bpns", "nspb_nominal",
@@ -145,7 +143,7 @@ class NativeNetwork:
         cfg = dict(
             a=st.a, p=st.p, g=g, nv=NV, P=P, routing=st.routing, tcap=st.tcap,
             credit_delay=st.credit_delay, t_nspb=st.t_nspb, t_lat=st.t_lat, max_packets=float(max_packets),
-            exact_credits=bool(st.exact_credits),
+            exact_credits=bool(st.exact_credits), debug=bool(debug),
             cap=[pt.cap for pt in ports], nspb=[pt.nspb for pt in ports], delay=[pt.delay for pt in ports],
             dest=[pt.dest for pt in ports], to_term=[pt.to_term for pt in ports], local=[pt.local for pt in ports],
             term_router=[tm.router for tm in st.terms],
@@ -173,6 +171,14 @@ class NativeNetwork:
     bytes_self = property(lambda self: self.core.bytes_self)
     bytes_injected = property(lambda self: self.core.bytes_injected())
     bytes_delivered = property(lambda self: self.core.bytes_delivered())
+
+    def check_invariants(self) -> None:
+        """As :meth:`.network.Network.check_invariants` (debug mode; same messages)."""
+        self.core.check_invariants()
+
+    def bytes_in_network(self) -> int:
+        """As :meth:`.network.Network.bytes_in_network`."""
+        return self.core.bytes_in_network()
 
     def set_background(self, util_by_port: dict[int, float]) -> None:
         """As :meth:`.network.Network.set_background`."""

@@ -177,7 +177,7 @@ class Engine(Backend):
         self.bg_rng = random.Random(background_seed(sc.seed))
         lim = sc.limits
         #: "native" or "python" (backend.embedded.core; see hybridsim.engine.cores)
-        self.core = choose_core(emb.core, self.debug)
+        self.core = choose_core(emb.core)
         loop, net, mpi = build_core(self.core, self.topo, sc.topology, self.rng, self.debug,
                                     lim.max_packets_per_message)
         self.loop, self.net, self.mpi = loop, net, mpi

@@ -223,7 +223,7 @@ class Core {
     // network constants and state
     i32 a, p_per_r, g, NV, P, vc_dest, vc_inter, mode, tcap;
     double cdelay, t_nspb, t_lat, max_packets;
-    bool exact;
+    bool exact, debug;
     std::vector<Port> ports;
     std::vector<VC> vcs;
     std::vector<Term> terms;
@@ -261,6 +261,7 @@ class Core {
         t_lat = c["t_lat"].cast<double>();
         max_packets = c["max_packets"].cast<double>();
         exact = c["exact_credits"].cast<bool>();
+        debug = c["debug"].cast<bool>();
         auto cap = c["cap"].cast<std::vector<i32>>();
         auto nspb = c["nspb"].cast<std::vector<double>>();
         auto delay = c["delay"].cast<std::vector<double>>();
@@ -371,10 +372,19 @@ class Core {
         switch (e.kind()) {
             case K_ARRIVE: router_arrive(t, e.a, (i32)e.b); break;
             case K_PORT: port_send(t, e.a); break;
-            case K_CREDIT: credit(t, e.a); break;
+            case K_CREDIT:
+                credit(t, e.a);
+                if (debug) credit_checked(e.a);
+                break;
             case K_TSEND: term_send(t, e.a); break;
-            case K_TCREDIT: term_credit(t, e.a); break;
-            case K_TARRIVE: term_arrive(t, e.a, (i32)e.b); break;
+            case K_TCREDIT:
+                term_credit(t, e.a);
+                if (debug) term_credit_checked(e.a);
+                break;
+            case K_TARRIVE:
+                if (debug) term_arrive_checked(e.a, (i32)e.b);
+                term_arrive(t, e.a, (i32)e.b);
+                break;
             case K_LOCAL: local_done(t, e.a); break;
             case K_INJECT: inject(t, e.a); break;
             case K_RESUME: advance(t, e.a); break;
@@ -1197,6 +1207,77 @@ class Core {
         return s;
     }
 
+    // ---------------------------------------------------------------------------------------------- debug checks
+    // network.py's debug mode, same checks and messages (AssertionError): three handlers checked as they run, the
+    // whole network by check_invariants, bytes still in flight by bytes_in_network
+    [[noreturn]] static void fail(const std::string& msg) {
+        PyErr_SetString(PyExc_AssertionError, msg.c_str());
+        throw py::error_already_set();
+    }
+    void credit_checked(i32 vi) {
+        const VC& vc = vcs[vi];
+        i32 pid = vi / NV;
+        if (!(0 <= vc.occ && vc.occ <= ports[pid].cap))
+            fail("credit made occupancy of port " + std::to_string(pid) + " VC " + std::to_string(vi % NV) + " = " +
+                 std::to_string(vc.occ));
+    }
+    void term_credit_checked(i32 ti) {
+        if (!(0 <= terms[ti].occ && terms[ti].occ <= tcap))
+            fail("terminal " + std::to_string(ti) + " credit counter " + std::to_string(terms[ti].occ));
+    }
+    void term_arrive_checked(i32 tid, i32 k) {
+        if (pkts[k].dst != tid)
+            fail("packet for terminal " + std::to_string(pkts[k].dst) + " delivered to " + std::to_string(tid));
+        if (msgs[pkts[k].msg].left <= 0) fail("packet of an already delivered message");
+    }
+    void check_invariants() const {
+        for (size_t pid = 0; pid < ports.size(); pid++) {
+            const Port& pt = ports[pid];
+            i64 s = 0, q = 0, n = 0;
+            for (i32 v = 0; v < NV; v++) {
+                const VC& vc = vcs[pid * NV + v];
+                if (!(0 <= vc.occ && vc.occ <= pt.cap))
+                    fail("port " + std::to_string(pid) + " VC " + std::to_string(v) + ": occupancy " +
+                         std::to_string(vc.occ) + " outside 0.." + std::to_string(pt.cap));
+                s += vc.occ;
+                q += fifo_len(vc.ovf);
+                n += fifo_len(vc.pend);
+            }
+            if (s != pt.occ)
+                fail("port " + std::to_string(pid) + ": per-port occupancy " + std::to_string(pt.occ) +
+                     " != sum over VCs " + std::to_string(s));
+            if (q != pt.qcount)
+                fail("port " + std::to_string(pid) + ": overflow count " + std::to_string(pt.qcount) + " != " +
+                     std::to_string(q));
+            if (n != pt.npend)
+                fail("port " + std::to_string(pid) + ": pending count " + std::to_string(pt.npend) + " != " +
+                     std::to_string(n));
+        }
+        for (size_t ti = 0; ti < terms.size(); ti++)
+            if (!(0 <= terms[ti].occ && terms[ti].occ <= tcap))
+                fail("terminal " + std::to_string(ti) + ": credit counter " + std::to_string(terms[ti].occ) +
+                     " outside 0.." + std::to_string(tcap));
+    }
+    i64 fifo_len(const Fifo& f) const {
+        i64 n = 0;
+        for (i32 k = f.head; k >= 0; k = pkts.v[k].next) n++;
+        return n;
+    }
+    i64 fifo_bytes(const Fifo& f) const {
+        i64 b = 0;
+        for (i32 k = f.head; k >= 0; k = pkts.v[k].next) b += pkts.v[k].size;
+        return b;
+    }
+    i64 bytes_in_network() const {
+        i64 total = 0;
+        for (auto& tm : terms) total += fifo_bytes(tm.q);
+        for (auto& vc : vcs) total += fifo_bytes(vc.pend) + fifo_bytes(vc.ovf);
+        for (const auto* h : {&heap, &leftover})
+            for (const Ev& e : *h)
+                if (e.kind() == K_ARRIVE || e.kind() == K_TARRIVE) total += pkts.v[e.b].size;
+        return total;
+    }
+
     // ---------------------------------------------------------------------------------------------- RNG state
     void set_rng_state(const std::vector<i64>& st) {
         if (st.size() != 625) throw py::value_error("MT19937 state: 625 integers expected");
@@ -1228,6 +1309,8 @@ PYBIND11_MODULE(_core, m) {
         .def("bytes_injected", &Core::bytes_injected)
         .def("bytes_delivered", &Core::bytes_delivered)
         .def("counters", &Core::counters)
+        .def("check_invariants", &Core::check_invariants)
+        .def("bytes_in_network", &Core::bytes_in_network)
         .def("set_ports", &Core::set_ports)
         .def("add_rank", &Core::add_rank)
         .def("drop_rank", &Core::drop_rank)
