@@ -1,12 +1,18 @@
-"""Speed of the embedded engine beside CODES' sequential wall times (reference runs: HYBRIDSIM_REFERENCE_DATA).
+"""Speed of the embedded engine on its two cores, beside CODES' sequential wall times where reference runs exist.
 
-    python benchmarks/engine_speed.py                 # all cases
-    python benchmarks/engine_speed.py --cases quickstart B-72node-milc
+    python benchmarks/engine_speed.py                                   # all cases, native and python core
+    python benchmarks/engine_speed.py --cases quickstart corun-1056 --python-max-events 3000000
+    python benchmarks/engine_speed.py --boundary                        # the binding's per-call cost only
+    python benchmarks/engine_speed.py --cases corun-1056 --compare 5000000   # both cores, first N events, one process
 
-Each case runs in its own subprocess (so peak RSS is its own). Printed table and ``benchmarks/out/engine_speed.json``:
-events, events per wall second and per CPU second, wall and CPU seconds, wall seconds per simulated ms, peak RSS,
-and CODES' wall time (``time.txt``) for the same scenario where one exists. The machine is shared: CPU seconds are
-the steadier figure; wall is what a user waits.
+Each (case, core) runs in its own subprocess, so peak RSS (``ru_maxrss``: the C++ core's memory too, which
+tracemalloc does not see) is its own. Printed table and ``benchmarks/out/engine_speed.json``: events, events per
+wall second and per CPU second, wall and CPU seconds, wall seconds per simulated ms, peak RSS, the native core's
+speedup in events per CPU second over the Python core, and CODES' wall time (``time.txt``) for the same scenario
+where one exists (with ``HYBRIDSIM_REFERENCE_DATA`` set; without it those columns stay empty). ``--python-max-events``
+caps the Python core's run (``backend.embedded.max_events``; the native core always runs to the end): the speedup
+compares events per second then, which the cap leaves comparable as long as the capped run is past its start-up.
+The machine is shared: CPU seconds are the steadier figure; wall is what a user waits.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.reference_data import CODES, require  # noqa: E402
+from benchmarks.reference_data import CODES, _value as REFERENCE_DATA  # noqa: E402
 
 CASES = {
     # name: (scenario path, CODES run dir with time.txt / ross.csv or None)
@@ -30,11 +36,13 @@ CASES = {
     "B-72node-milc": (REPO / "benchmarks" / "scenarios" / "B-72node-milc.yaml", CODES / "B-72node-milc" / "hf-seq"),
     "C-1056node-3jobs": (REPO / "examples" / "dragonfly-1056-3jobs.yaml",
                          CODES / "C-1056node-milc-lammps-nn" / "hf-random-seq"),
+    "corun-1056": (REPO / "examples" / "dragonfly-1056-3jobs-corun.yaml", None),
 }
+CORES = ("native", "python")
 
 
 def codes_times(run_dir: Path | None) -> dict:
-    if run_dir is None or not run_dir.is_dir():
+    if run_dir is None or not REFERENCE_DATA or not run_dir.is_dir():
         return {}
     out = {}
     txt = (run_dir / "time.txt").read_text() if (run_dir / "time.txt").is_file() else ""
@@ -55,14 +63,17 @@ def codes_times(run_dir: Path | None) -> dict:
     return out
 
 
-def child(path: str) -> None:
-    """Run one scenario; print one JSON line."""
+def child(path: str, core: str, max_events: int | None) -> None:
+    """Run one scenario on one core; print one JSON line."""
     import resource
 
     from hybridsim.engine import Engine
     from hybridsim.scenario import load_scenario
 
     sc = load_scenario(path)
+    sc.backend.embedded.core = core
+    if max_events:
+        sc.backend.embedded.max_events = max_events
     eng = Engine(sc, progress=False, debug=False)
     c0, w0 = time.process_time(), time.perf_counter()
     res = eng.run()
@@ -75,44 +86,136 @@ def child(path: str) -> None:
         "events": res.events, "wall_s": wall, "cpu_s": cpu, "sim_ms": res.end_time / 1e6,
         "events_per_s": res.events / wall, "events_per_cpu_s": res.events / cpu,
         "wall_s_per_sim_ms": wall / (res.end_time / 1e6), "peak_rss_mb": rss,
+        "core": eng.core, "partial": res.partial, "max_events": max_events,
         "packets": res.stats["packets"], "job_end_ms": {k: v / 1e6 for k, v in res.job_end.items()},
         "mean_iteration_us": {k: sum(v) / len(v) / 1e3 for k, v in per_job.items()},
     }))
 
 
+def boundary(n: int = 1_000_000) -> dict:
+    """The pybind11 boundary of the native core: calls per second of a trivial Python handler run from the native
+    heap (C++ -> Python, what each engine event costs: iteration starts and ends, sampling) and of a trivial native
+    method called from Python (Python -> C++, what ``loop.at`` and ``start_iteration`` cost), beside a plain Python
+    call."""
+    from hybridsim.engine import cores
+    from hybridsim.scenario import load_scenario
+
+    sc = load_scenario(REPO / "examples" / "quickstart.yaml")
+    import random
+    loop, net, _mpi = cores.build("native", sc.build_topology(), sc.topology, random.Random(0))
+    core = net.core
+
+    def nothing(t, a, b):
+        pass
+    at = loop.at
+    t0 = time.perf_counter()
+    for i in range(n):
+        at(float(i), nothing, None, None)
+    t_at = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    loop.run()
+    t_cb = time.perf_counter() - t0
+    noop = core.noop
+    t0 = time.perf_counter()
+    for _ in range(n):
+        noop()
+    t_noop = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(n):
+        nothing(0.0, None, None)
+    t_py = time.perf_counter() - t0
+    return {"cpp_to_python_calls_per_s": n / t_cb, "python_to_cpp_calls_per_s": n / t_noop,
+            "python_at_calls_per_s": n / t_at, "plain_python_calls_per_s": n / t_py}
+
+
+def compare(path: Path, max_events: int) -> dict:
+    """Both cores on the first ``max_events`` events of one scenario in this process: events per second of each and
+    whether everything they return is identical (records, events, job ends, link totals, port samples)."""
+    import numpy as np
+
+    from hybridsim.engine import Engine
+    from hybridsim.scenario import load_scenario
+
+    res = {}
+    for core in CORES:
+        sc = load_scenario(path)
+        sc.backend.embedded.core = core
+        sc.backend.embedded.max_events = max_events
+        eng = Engine(sc, progress=False, debug=False)
+        c0 = time.process_time()
+        r = eng.run()
+        res[core] = (r, time.process_time() - c0)
+    (n, cn), (p, cp) = res["native"], res["python"]
+    rec = lambda r: [(x.job_id, x.rank, x.iteration, x.start, x.end) for x in r.records]  # noqa: E731
+    same = (rec(n) == rec(p) and n.events == p.events and n.end_time == p.end_time and n.job_end == p.job_end
+            and all(np.array_equal(np.asarray(n.link_totals[k]), np.asarray(v)) for k, v in p.link_totals.items())
+            and ((n.ports is None and p.ports is None)
+                 or np.array_equal(n.ports.values, p.ports.values, equal_nan=True)))
+    return {"events": n.events, "records": len(n.records), "identical": bool(same),
+            "native_events_per_cpu_s": n.events / cn, "python_events_per_cpu_s": p.events / cp,
+            "speedup": cp / cn}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--cores", nargs="*", default=list(CORES), choices=list(CORES))
+    ap.add_argument("--python-max-events", type=int, default=None,
+                    help="cap the Python core's runs at this many events (the speedup compares events/s)")
+    ap.add_argument("--compare", type=int, metavar="N", default=None,
+                    help="run both cores on the first N events of each case in this process and compare results")
+    ap.add_argument("--boundary", action="store_true", help="measure the binding's per-call cost and exit")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--core", default="native", help=argparse.SUPPRESS)
+    ap.add_argument("--max-events", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "out" / "engine_speed.json"))
     args = ap.parse_args(argv)
     if args.child:
-        child(args.child)
+        child(args.child, args.core, args.max_events)
         return 0
-    require()
+    if args.compare:
+        for name in args.cases:
+            print(name, json.dumps(compare(CASES[name][0], args.compare)))
+        return 0
+    if args.boundary:
+        for k, v in boundary().items():
+            print(f"{k:28} {v:>13,.0f}")
+        return 0
     rows = {}
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for name in args.cases:
         path, codes_dir = CASES[name]
-        proc = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True,
-                              env=env, cwd=REPO)
-        if proc.returncode:
-            print(proc.stderr, file=sys.stderr)
-            raise SystemExit(f"{name}: failed")
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
-        row.update(codes_times(codes_dir))
-        if "codes_wall_s" in row:
-            row["wall_ratio_vs_codes"] = row["wall_s"] / row["codes_wall_s"]
-            row["cpu_ratio_vs_codes"] = row["cpu_s"] / row["codes_wall_s"]
-        rows[name] = row
-        print(f"{name}: done", file=sys.stderr)
-    hdr = f"{'case':18} {'events':>11} {'ev/s':>9} {'ev/cpu-s':>9} {'wall s':>8} {'cpu s':>8} {'s/sim-ms':>9} " \
-          f"{'RSS MB':>7} {'CODES s':>8} {'ratio':>6}"
+        for core in args.cores:
+            cmd = [sys.executable, __file__, "--child", str(path), "--core", core]
+            if core == "python" and args.python_max_events:
+                cmd += ["--max-events", str(args.python_max_events)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+            if proc.returncode:
+                print(proc.stderr, file=sys.stderr)
+                raise SystemExit(f"{name} ({core}): failed")
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            if row["core"] != core:
+                raise SystemExit(f"{name}: asked for the {core} core, ran on {row['core']}")
+            row.update(codes_times(codes_dir))
+            if "codes_wall_s" in row and not row["partial"]:
+                row["wall_ratio_vs_codes"] = row["wall_s"] / row["codes_wall_s"]
+                row["cpu_ratio_vs_codes"] = row["cpu_s"] / row["codes_wall_s"]
+            rows[f"{name}/{core}"] = row
+            print(f"{name} ({core}): done", file=sys.stderr)
+        nat, py = rows.get(f"{name}/native"), rows.get(f"{name}/python")
+        if nat and py:
+            nat["speedup_events_per_cpu_s"] = nat["events_per_cpu_s"] / py["events_per_cpu_s"]
+            nat["speedup_events_per_s"] = nat["events_per_s"] / py["events_per_s"]
+    hdr = f"{'case':18} {'core':7} {'events':>11} {'ev/s':>11} {'ev/cpu-s':>11} {'wall s':>8} {'cpu s':>8} " \
+          f"{'s/sim-ms':>9} {'RSS MB':>7} {'speedup':>8} {'CODES s':>8} {'ratio':>6}"
     print(hdr)
-    for name, r in rows.items():
-        print(f"{name:18} {r['events']:>11,} {r['events_per_s']:>9,.0f} {r['events_per_cpu_s']:>9,.0f} "
+    for key, r in rows.items():
+        name, core = key.split("/")
+        part = " (capped)" if r["partial"] else ""
+        print(f"{name:18} {core:7} {r['events']:>11,} {r['events_per_s']:>11,.0f} {r['events_per_cpu_s']:>11,.0f} "
               f"{r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['wall_s_per_sim_ms']:>9.2f} {r['peak_rss_mb']:>7.0f} "
-              f"{r.get('codes_wall_s', float('nan')):>8.1f} {r.get('wall_ratio_vs_codes', float('nan')):>6.2f}")
+              f"{r.get('speedup_events_per_cpu_s', float('nan')):>7.1f}x "
+              f"{r.get('codes_wall_s', float('nan')):>8.1f} {r.get('wall_ratio_vs_codes', float('nan')):>6.2f}{part}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=2))

@@ -216,7 +216,7 @@ def test_keep_background_reduces_capacity_of_links_the_predicted_job_used():
         if not simulated:
             net = eng.net
             slowed = [p for p in range(net.n_ports) if net.nspb[p] > net.nspb_nominal[p] * (1 + 1e-9)]
-            used = [p for p in range(net.n_ports) if eng.job_bytes[0][p] > 0]
+            used = [p for p in range(net.n_ports) if eng.mpi.job_bytes(0)[p] > 0]
             seen.append((slowed, used))
 
     res = eng.run(director=PredictMiddleKeepBackground(), on_record=on_record)

@@ -123,7 +123,7 @@ def test_no_terminal_is_held_by_two_running_jobs_in_a_longer_random_stream():
     # ranks and per-job state are dropped when a job ends
     eng = Engine(sc)
     eng.run()
-    assert eng.ranks == {} and eng.job_ranks == {} and eng.modes == {}
+    assert eng.mpi.ranks == {} and eng.job_ranks == {} and eng.modes == {}
 
 
 def test_a_stream_is_deterministic_per_seed():
@@ -405,7 +405,7 @@ def test_a_job_over_its_walltime_is_killed_at_it_and_the_next_starts_then():
     assert (out[0].end, out[0].killed, out[1].start, out[1].killed) == (70_000.0, True, 70_000.0, False)
     eng = Engine(sc)
     eng.run()
-    assert eng.ranks == {} and eng.job_ranks == {} and eng.parked == {}
+    assert eng.mpi.ranks == {} and eng.job_ranks == {} and eng.parked == {}
 
 
 def test_killed_jobs_and_swf_ids_in_the_jobs_table_summary_and_report(tmp_path):

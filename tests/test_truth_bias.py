@@ -185,7 +185,7 @@ seed: 3"""))
 
     def on_record(rec, simulated):
         net = eng.net
-        on = any(pt.nspb != nom for pt, nom in zip(net.ports, net.nspb_nominal))
+        on = any(s != nom for s, nom in zip(net.nspb, net.nspb_nominal))
         loaded.setdefault((rec.job_id, rec.iteration, simulated), []).append((rec.end, on))
 
     eng.run(director=PredictAFromIteration2(keep, 60_000.0), on_record=on_record)

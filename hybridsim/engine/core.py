@@ -28,6 +28,10 @@ class LimitExceeded(RuntimeError):
     starts with the limit's name."""
 
 
+class EngineError(RuntimeError):
+    """The scenario cannot be simulated as given (inconsistent workload, no way to end, a core not available...)."""
+
+
 class RunStop:
     """Why the run on this thread must end now: its wall-clock ``deadline`` (seconds from ``start``, a
     ``time.perf_counter()`` value, default now) passed, or :meth:`cancel` was called (from any thread). ``deadline``
@@ -86,6 +90,11 @@ class EventLoop:
         self._stopped = False
         #: the entries still pending when a handler called :meth:`stop`
         self.leftover: list = []
+
+    @property
+    def pending(self) -> int:
+        """Entries still in the heap."""
+        return len(self.heap)
 
     def at(self, t: float, handler: Callable, a=None, b=None) -> None:
         """Call ``handler(t, a, b)`` at virtual time ``t`` (ns)."""

@@ -28,9 +28,9 @@ import numpy as np
 
 from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult
 from hybridsim_common.records import IterationRecord
-from .core import EventLoop, LimitExceeded, RunStop, current_stop
-from .mpi import MpiLayer, Rank
-from .network import Network
+from .cores import build as build_core, choose as choose_core
+from .core import EngineError, LimitExceeded, RunStop, current_stop
+from .mpi import Rank
 from .sampling import PortSampler
 
 
@@ -110,10 +110,6 @@ def load_profile(times, cum, bw, phases: int, merge: float = PROFILE_MERGE):
     return ports, np.asarray(starts, dtype=np.float64) / phases, np.vstack(loads)
 
 
-class EngineError(RuntimeError):
-    """The scenario cannot be simulated as given (inconsistent workload, no way to end...)."""
-
-
 class Engine(Backend):
     """Packet-level simulation of ``scenario``.
 
@@ -177,12 +173,14 @@ class Engine(Backend):
         self.director = director
         self.on_record = on_record
         self.on_samples = on_samples
-        loop = self.loop = EventLoop()
         self.rng = random.Random(sc.seed)
         self.bg_rng = random.Random(background_seed(sc.seed))
         lim = sc.limits
-        net = self.net = Network(self.topo, sc.topology, loop, self.rng, self.debug,
-                                 max_packets=lim.max_packets_per_message)
+        #: "native" or "python" (backend.embedded.core; see hybridsim.engine.cores)
+        self.core = choose_core(emb.core)
+        loop, net, mpi = build_core(self.core, self.topo, sc.topology, self.rng, self.debug,
+                                    lim.max_packets_per_message)
+        self.loop, self.net, self.mpi = loop, net, mpi
         self.max_windows = max(1, lim.max_samples // max(net.n_ports, 1))
         jobs = sc.jobs
         self.n_jobs = len(jobs)
@@ -191,14 +189,11 @@ class Engine(Backend):
         self.iters = [wl.iterations if not wl.background else 0 for wl in self.workloads]
         self.is_bg = [bool(wl.background) for wl in self.workloads]
 
-        # ranks by global id; a job's ranks get consecutive ids when it starts and are dropped when it ends
-        self.ranks: dict[int, Rank] = {}
+        # a job's ranks get consecutive global ids when it starts (mpi.add_ranks) and are dropped when it ends
         self.job_ranks: dict[int, list[Rank]] = {}
         self.next_gid = 0
         self.bg_mode = background_mode(director.keep_background)
         self.keep_bg = self.bg_mode is not None
-        self.job_bytes: dict[int, list] = {}
-        mpi = self.mpi = MpiLayer(net, loop, self.ranks, self.rng, self.job_bytes)
         mpi.on_iteration_end = self._iteration_end
         self.job_start: dict[int, float] = {}
 
@@ -313,6 +308,7 @@ class Engine(Backend):
             "bytes_loopback": net.bytes_self,
             "events_per_s": loop.events / wall if wall > 0 else 0.0,
             "routing": sc.topology.routing,
+            "core": self.core,
         }
         return SimulationResult(
             records=self.records, simulated=self.simulated,
@@ -331,11 +327,10 @@ class Engine(Backend):
         base = self.next_gid
         self.next_gid += len(terminals)
         job_ranks = [Rank(base + local, j, local, term) for local, term in enumerate(terminals.tolist())]
-        for rs in job_ranks:
-            self.ranks[rs.gid] = rs
+        self.mpi.add_ranks(job_ranks)
         self.job_ranks[j] = job_ranks
         if self.keep_bg and not self.is_bg[j]:
-            self.job_bytes[j] = [0] * self.net.n_ports
+            self.mpi.count_bytes(j)
         if self.stream:
             self.director.on_job_start(j, t, terminals)
             if self.kill_after[j] < float("inf"):
@@ -346,9 +341,8 @@ class Engine(Backend):
 
     def _end_job(self, t, j):
         """Job ``j``'s last rank finished at ``t``: drop its ranks and per-job state, free its terminals."""
-        for rs in self.job_ranks.pop(j):
-            del self.ranks[rs.gid]
-        self.job_bytes.pop(j, None)
+        self.mpi.drop_ranks(self.job_ranks.pop(j))
+        self.mpi.forget_bytes(j)
         self.snap.pop(j, None)
         for d in (self.profile, self.bg_gen, self.replay_t0, self.psnaps):
             d.pop(j, None)
@@ -368,7 +362,7 @@ class Engine(Backend):
         if j not in self.job_ranks or self.ranks_done[j] == self.n_ranks[j]:
             return  # it ended first
         for rs in self.job_ranks[j]:
-            rs.done = True
+            self.mpi.stop_rank(rs)
         for key in [k for k in self.parked if k[0] == j]:
             del self.parked[key]
         self.killed.append(j)
@@ -414,11 +408,9 @@ class Engine(Backend):
             return
         # generating a rank's ops can be slow (a custom function, LAMMPS' first call per rank): check before each
         self.stop.check(f"at t={t:,.0f} ns while generating the ops of job {self.job_names[j]!r}")
-        rs.ops = self.workloads[j].ops(rs.local, it)
-        rs.pc = 0
-        rs.reqs = {}
+        ops = self.workloads[j].ops(rs.local, it)
         rs.start = t
-        self.mpi.advance(t, rs)
+        self.mpi.start_iteration(t, rs, ops)
 
     def _predict(self, j, it, parked):
         parked.sort(key=lambda x: x[0].local)
@@ -457,7 +449,7 @@ class Engine(Backend):
             self.on_record(rec, simulated)
 
     def _rank_done(self, t, rs):
-        rs.done = True
+        self.mpi.stop_rank(rs)
         j = rs.job
         self.ranks_done[j] += 1
         if self.ranks_done[j] == self.n_ranks[j]:
@@ -490,7 +482,7 @@ class Engine(Backend):
         ranks still send their own packets, and a stand-in beside them would count their traffic twice). A simulated job injects its
         own packets (its load is removed); in ``profile`` mode its bytes are snapshot at :data:`PROFILE_PHASES`
         points per previous iteration's length (up to twice that), the profile's samples."""
-        jb = self.job_bytes.get(j)
+        jb = self.mpi.job_bytes(j)
         if jb is None:
             return
         t_prev, prev = self.snap.get(j, (self.job_start.get(j, 0.0), None))
@@ -521,7 +513,7 @@ class Engine(Backend):
     def _profile_snapshot(self, t, j, gen):
         """A byte snapshot of simulated job ``j`` (event handler; outdated once the job's next decision is made)."""
         if self.bg_gen.get(j) == gen:
-            self.psnaps[j].append((t, list(self.job_bytes[j])))
+            self.psnaps[j].append((t, list(self.mpi.job_bytes(j))))
 
     def _replay(self, j, fr, t_end):
         """Schedule phases 1.. of predicted job ``j``'s profile over its iteration [replay_t0, ``t_end``] (phases
@@ -577,7 +569,7 @@ class Engine(Backend):
         if self.finished:
             return
         self._emit_samples(t)
-        if self.loop.heap:  # something else is still going on
+        if self.loop.pending:  # something else is still going on
             self.loop.at(t + self.sampler.interval, self._sample)
 
     def _emit_samples(self, t):

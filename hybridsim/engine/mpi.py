@@ -105,20 +105,56 @@ class MpiLayer:
     """Runs ranks' op lists over a :class:`~hybridsim.engine.network.Network`.
 
     ``on_iteration_end(t, rank)`` is called when a rank has finished its current iteration (the engine records it and
-    starts the next one); ``job_bytes[j]`` (per-port byte counters or ``None``) is attached to the job's messages.
+    starts the next one). The engine drives it through :meth:`add_ranks`, :meth:`start_iteration`,
+    :meth:`send_background`, :meth:`stop_rank`, :meth:`drop_ranks` and the per-job byte counters
+    (:meth:`count_bytes`, :meth:`job_bytes`, :meth:`forget_bytes`); the native core
+    (:mod:`hybridsim.engine.cores`) offers the same methods.
     """
 
-    def __init__(self, net, loop, ranks: list[Rank], rng, job_bytes=None):
+    def __init__(self, net, loop, rng):
         self.net = net
         self.loop = loop
-        self.ranks = ranks
+        self.ranks: dict[int, Rank] = {}   # the running jobs' ranks by global id
         self.rng = rng
-        self.job_bytes = job_bytes if job_bytes is not None else {}
+        self.jb: dict[int, list] = {}      # per-port byte counters of the jobs counted (keep_background)
         net.on_local = self.local_complete
         net.on_deliver = self.deliver
         self.on_iteration_end = None
         self.messages = 0
         self.h_resume = self.resume
+
+    # ------------------------------------------------------------------------------------------------ the engine's side
+    def add_ranks(self, ranks) -> None:
+        """A job starts: its ranks (consecutive global ids) can send and receive."""
+        for rs in ranks:
+            self.ranks[rs.gid] = rs
+
+    def drop_ranks(self, ranks) -> None:
+        """A job ended: messages still arriving for its ranks are dropped."""
+        for rs in ranks:
+            del self.ranks[rs.gid]
+
+    def stop_rank(self, rs: Rank) -> None:
+        """``rs`` is done (finished, or its job was killed): whatever of it is still scheduled does nothing."""
+        rs.done = True
+
+    def start_iteration(self, t, rs: Rank, ops) -> None:
+        """Run ``rs``'s next iteration, the op list ``ops`` (``rs.it`` set by the caller), from ``t``."""
+        rs.ops = ops
+        rs.pc = 0
+        rs.reqs = {}
+        self.advance(t, rs)
+
+    def count_bytes(self, j: int) -> None:
+        """Count job ``j``'s bytes per port from now on (its messages carry the counters)."""
+        self.jb[j] = [0] * self.net.n_ports
+
+    def job_bytes(self, j: int):
+        """Job ``j``'s bytes per port so far (a list by port id), or None if not counted."""
+        return self.jb.get(j)
+
+    def forget_bytes(self, j: int) -> None:
+        self.jb.pop(j, None)
 
     # ------------------------------------------------------------------------------------------------ sending
     def _post(self, t, msg):
@@ -128,7 +164,7 @@ class MpiLayer:
 
     def _send(self, t, rs: Rank, dst: int, nbytes: int, tag: int, req: Request):
         d = self.ranks[dst]
-        jb = self.job_bytes.get(rs.job)
+        jb = self.jb.get(rs.job)
         if nbytes < EAGER_THRESHOLD:
             msg = Message(EAGER, rs.gid, dst, tag, nbytes, nbytes, rs.term, d.term, req, None, jb)
             self._post(t + SELF_OVERHEAD + COPY_PER_BYTE * nbytes + SOFT_DELAY + NIC_DELAY, msg)
@@ -140,7 +176,7 @@ class MpiLayer:
         """A background message: straight to the NIC, no protocol."""
         d = self.ranks[dst]
         msg = Message(BG, rs.gid, dst, 0, nbytes, nbytes, rs.term, d.term, None, None,
-                      self.job_bytes.get(rs.job))
+                      self.jb.get(rs.job))
         self._post(t, msg)
 
     # ------------------------------------------------------------------------------------------------ network hooks

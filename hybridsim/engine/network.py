@@ -50,6 +50,22 @@ MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE = range(4)
 #: M/D/1 wait u / (2 (1 - u)) diverge, which would stall the simulated jobs on a measurement artefact
 MAX_BACKGROUND_UTILISATION = 0.9
 
+def too_many_packets(size: int, npk: int, P: int, max_packets) -> LimitExceeded:
+    """The error of a message of ``size`` bytes cut into ``npk`` packets of ``P`` bytes, over
+    ``limits.max_packets_per_message`` (both cores raise it before building the packets)."""
+    return LimitExceeded(f"max_packets_per_message: a message of {size} B is {npk} packets of {P} B, "
+                         f"over limits.max_packets_per_message = {max_packets}")
+
+
+def loaded_port(nspb: float, delay: float, P: int, u: float) -> tuple[float, float]:
+    """A port's ns per byte and hop delay under background load ``u`` (nominal ``nspb``, ``delay``; packets of ``P``
+    bytes): see :meth:`Network.set_background`. One formula for both cores."""
+    if u <= 0.0:
+        return nspb, delay
+    u = min(u, MAX_BACKGROUND_UTILISATION)
+    return nspb / (1.0 - u), delay + P * nspb * u / (2.0 * (1.0 - u))
+
+
 class Packet:
     """One packet (= one CODES chunk) of a message.
 
@@ -385,8 +401,7 @@ class Network:
                 return
             npk = max(1, -(-size // P))
             if npk > max_packets:
-                raise LimitExceeded(f"max_packets_per_message: a message of {size} B is {npk} packets of {P} B, "
-                                    f"over limits.max_packets_per_message = {max_packets}")
+                raise too_many_packets(size, npk, P, max_packets)
             msg.left = npk
             dr = dst // p_per_r
             dg = dr // a
@@ -663,13 +678,7 @@ class Network:
         P, nom_s, nom_d, pts = self.P, self.nspb_nominal, self.delay_nominal, self.ports
         for p, u in zip(ports, utils):
             pt = pts[p]
-            if u <= 0.0:
-                pt.nspb = nom_s[p]
-                pt.delay = nom_d[p]
-                continue
-            u = min(u, MAX_BACKGROUND_UTILISATION)
-            pt.nspb = nom_s[p] / (1.0 - u)
-            pt.delay = nom_d[p] + P * nom_s[p] * u / (2.0 * (1.0 - u))
+            pt.nspb, pt.delay = loaded_port(nom_s[p], nom_d[p], P, u)
 
     # ------------------------------------------------------------------------------------------------ flat views
     # Lists over all ports (index = global port id) or all (port, VC) pairs (index = pid * num_vcs + vc), built on

@@ -1,0 +1,242 @@
+"""The two cores behind :class:`~.engine.Engine`: which one runs a scenario, and its three pieces.
+
+An engine core is an event loop, a network and an MPI layer. The **Python core** is :class:`~.core.EventLoop`,
+:class:`~.network.Network` and :class:`~.mpi.MpiLayer`, the reference. The **native core** is the same model in C++
+(``hybridsim/engine/native/core.cpp``, built as the optional extension ``hybridsim.engine.native._core``): one
+heap of ``(time, seq)``-ordered events whose handlers are line-by-line ports of network.py and mpi.py, with CPython's
+Mersenne Twister taken over from the run's ``random.Random`` (its state goes back when the run returns). The engine's
+own events (iteration starts and ends, the director, jobs, sampling, keep_background phases, background senders) stay
+Python callables on the same heap with the same insertion counter, so the events run in the same order and the
+records are identical, float for float.
+
+:func:`choose` applies ``backend.embedded.core`` (``auto`` | ``native`` | ``python``); :func:`build` makes the
+pieces. The classes below give the native core the Python pieces' interface (what :class:`~.engine.Engine` and
+:class:`~.sampling.PortSampler` use), so there is one engine, not two.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from .core import EngineError, EventLoop
+from .mpi import MpiLayer
+from .network import Network, loaded_port, too_many_packets
+
+try:
+    from .native._core import Core as NativeCore
+    NATIVE_MISSING = None
+except ImportError as exc:  # not built (no C++ compiler at install time)
+    NativeCore = None
+    NATIVE_MISSING = f"the native core is not built ({exc}; `pip install -e .` with a C++17 compiler builds it)"
+
+CORES = ("auto", "native", "python")
+_said: set = set()
+
+
+def choose(requested: str) -> str:
+    """``"native"`` or ``"python"`` for ``backend.embedded.core = requested``. ``auto``: native when it is built,
+    else python with one line on stderr saying why (once per process and reason); ``native`` where it is not built:
+    :class:`EngineError`."""
+    if requested not in CORES:
+        raise EngineError(f"backend.embedded.core must be one of {CORES}, got {requested!r}")
+    if requested == "python":
+        return "python"
+    why = NATIVE_MISSING
+    if why is None:
+        return "native"
+    if requested == "native":
+        raise EngineError(f"backend.embedded.core: native, but {why}")
+    if why not in _said:
+        _said.add(why)
+        print(f"hybridsim: embedded engine on the Python core: {why}", file=sys.stderr)
+    return "python"
+
+
+def build(kind: str, topo, tcfg, rng, debug: bool = False, max_packets=math.inf):
+    """``(loop, net, mpi)`` of core ``kind`` for topology ``topo`` with ``tcfg`` (the scenario's topology section),
+    drawing from ``rng`` (a ``random.Random``)."""
+    if kind == "python":
+        loop = EventLoop()
+        net = Network(topo, tcfg, loop, rng, debug, max_packets=max_packets)
+        return loop, net, MpiLayer(net, loop, rng)
+    if NativeCore is None:
+        raise EngineError(NATIVE_MISSING)
+    mpi = NativeMpi()
+    net = NativeNetwork(topo, tcfg, rng, max_packets, mpi, debug)
+    mpi.core = net.core
+    return NativeLoop(net.core, rng), net, mpi
+
+
+class NativeLoop:
+    """:class:`~.core.EventLoop`'s interface over the native heap; ``at`` takes any Python handler ``(t, a, b)``."""
+
+    def __init__(self, core, rng):
+        self.core = core
+        self.rng = rng
+        self.at = core.at
+
+    def stop(self) -> None:
+        self.core.stop()
+
+    def run(self, until: float = math.inf, max_events: int | None = None, on_check=None,
+            check_every: int = 65536) -> bool:
+        """As :meth:`.core.EventLoop.run`. The core draws from its copy of the run's generator: its state goes back
+        to ``rng`` when the run returns, however it returns."""
+        core = self.core
+        st = self.rng.getstate()
+        core.set_rng_state(list(st[1]))
+        try:
+            return core.run(float(until), -1 if max_events is None else int(max_events), on_check, int(check_every))
+        finally:
+            self.rng.setstate((st[0], tuple(core.rng_state()), st[2]))
+
+    now = property(lambda self: self.core.now)
+    events = property(lambda self: self.core.events)
+    pending = property(lambda self: self.core.pending)
+
+
+def _counter(name: str, doc: str) -> property:
+    return property(lambda self: self.core.counters()[name], doc=doc)
+
+
+class NativeNetwork:
+    """:class:`~.network.Network`'s interface (constants, counters, background load) over the native core.
+
+    The topology's tables and constants come from a Python :class:`~.network.Network` built once (``static``), so
+    both cores read them from one home; its event handlers are never called."""
+
+    def __init__(self, topo, tcfg, rng, max_packets, mpi: "NativeMpi", debug: bool = False):
+        st = self.static = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets)
+        self.topo = topo
+        for name in ("a", "p", "g", "radix", "nv", "P", "n_ports", "port_class", "bw_bpns", "nspb_nominal",
+                     "delay_nominal", "n_terminals", "tcap", "routing"):
+            setattr(self, name, getattr(st, name))
+        self.cap = st.cap
+        ports = st.ports
+        NV = st.nv
+        g = st.g
+        R = topo.n_routers
+
+        def flat(tables):
+            off, ln, flat_ = [], [], []
+            for r in range(R):
+                for G in range(g):
+                    c = tables[r].get(G) or ()
+                    off.append(len(flat_))
+                    ln.append(len(c))
+                    flat_.extend(pt.pid for pt in c)
+            return off, ln, flat_
+
+        gp_off, gp_len, gp_ports = flat(st.gports)
+        lg_off, lg_len, lg_ports = flat(st.lgw)
+        reach_off, reach_len, reach_g = [], [], []
+        for r in range(R):
+            reach_off.append(len(reach_g))
+            reach_len.append(len(st.reach[r]))
+            reach_g.extend(st.reach[r])
+        P = st.P
+
+        def raise_limit(size, npk):
+            raise too_many_packets(size, npk, P, max_packets)
+
+        cfg = dict(
+            a=st.a, p=st.p, g=g, nv=NV, P=P, routing=st.routing, tcap=st.tcap,
+            credit_delay=st.credit_delay, t_nspb=st.t_nspb, t_lat=st.t_lat, max_packets=float(max_packets),
+            exact_credits=bool(st.exact_credits), debug=bool(debug),
+            cap=[pt.cap for pt in ports], nspb=[pt.nspb for pt in ports], delay=[pt.delay for pt in ports],
+            dest=[pt.dest for pt in ports], to_term=[pt.to_term for pt in ports], local=[pt.local for pt in ports],
+            term_router=[tm.router for tm in st.terms],
+            tvc=[vc.port.pid * NV + vc.v for vc in st.tvc],
+            lport=[(pt.pid if pt is not None else -1) for lp in st.lport for pt in lp],
+            gp_off=gp_off, gp_len=gp_len, gp_ports=gp_ports, lg_off=lg_off, lg_len=lg_len, lg_ports=lg_ports,
+            reach_off=reach_off, reach_len=reach_len, reach_g=reach_g,
+            on_iteration_end=mpi.iteration_end, raise_limit=raise_limit)
+        self.core = NativeCore(cfg)
+
+    # counters, by port id or (port id * num_vcs + vc), as the Python network's flat views
+    bytes_out = _counter("bytes", "bytes sent per port")
+    pkts_out = _counter("pkts", "packets sent per port")
+    stalled = _counter("stalled", "packets that found the downstream buffer full, per port")
+    busy_acc = _counter("busy_acc", "closed busy-on-credits time per port (ns)")
+    busy_start = _counter("busy_start", "start of the open busy-on-credits interval per port (-1: none)")
+    qcount = _counter("qcount", "packets in the overflow lists per port")
+    port_occ = _counter("port_occ", "packets accounted downstream per port")
+    nspb = _counter("nspb", "ns per byte in effect per port")
+    occ = _counter("occ", "occupancy per (port, VC) (packets)")
+    occ_int = _counter("occ_int", "time integral of occupancy per (port, VC) (packet-ns)")
+    occ_t = _counter("occ_t", "time of the last occupancy change per (port, VC)")
+
+    packets = property(lambda self: self.core.packets)
+    bytes_self = property(lambda self: self.core.bytes_self)
+    bytes_injected = property(lambda self: self.core.bytes_injected())
+    bytes_delivered = property(lambda self: self.core.bytes_delivered())
+
+    def check_invariants(self) -> None:
+        """As :meth:`.network.Network.check_invariants` (debug mode; same messages)."""
+        self.core.check_invariants()
+
+    def bytes_in_network(self) -> int:
+        """As :meth:`.network.Network.bytes_in_network`."""
+        return self.core.bytes_in_network()
+
+    def set_background(self, util_by_port: dict[int, float]) -> None:
+        """As :meth:`.network.Network.set_background`."""
+        self.core.set_ports(list(range(self.n_ports)), list(self.nspb_nominal), list(self.delay_nominal))
+        self.set_port_background(list(util_by_port), list(util_by_port.values()))
+
+    def set_port_background(self, ports, utils) -> None:
+        """As :meth:`.network.Network.set_port_background` (same formula: :func:`~.network.loaded_port`)."""
+        P, nom_s, nom_d = self.P, self.nspb_nominal, self.delay_nominal
+        ports = [int(p) for p in ports]
+        vals = [loaded_port(nom_s[p], nom_d[p], P, u) for p, u in zip(ports, utils)]
+        self.core.set_ports(ports, [v[0] for v in vals], [v[1] for v in vals])
+
+
+class NativeMpi:
+    """:class:`~.mpi.MpiLayer`'s interface over the native core. ``ranks``: the Python :class:`~.mpi.Rank` objects
+    of the running jobs by global id (the engine's bookkeeping: iteration, start, done); the core keeps their MPI
+    state."""
+
+    def __init__(self):
+        self.core = None
+        self.ranks: dict = {}
+        self.on_iteration_end = None
+
+    def iteration_end(self, t, gid):
+        self.on_iteration_end(t, self.ranks[gid])
+
+    messages = property(lambda self: self.core.messages)
+
+    def add_ranks(self, ranks) -> None:
+        add = self.core.add_rank
+        for rs in ranks:
+            self.ranks[rs.gid] = rs
+            add(rs.gid, rs.job, rs.local, int(rs.term))
+
+    def drop_ranks(self, ranks) -> None:
+        for rs in ranks:
+            del self.ranks[rs.gid]
+            self.core.drop_rank(rs.gid)
+
+    def stop_rank(self, rs) -> None:
+        rs.done = True
+        self.core.stop_rank(rs.gid)
+
+    def start_iteration(self, t, rs, ops) -> None:
+        self.core.start_iteration(t, rs.gid, rs.it, ops)
+
+    def send_background(self, t, rs, dst: int, nbytes: int) -> None:
+        self.core.send_background(t, rs.gid, int(dst), int(nbytes))
+
+    def count_bytes(self, j: int) -> None:
+        self.core.count_bytes(j)
+
+    def job_bytes(self, j: int):
+        return self.core.job_bytes(j)
+
+    def forget_bytes(self, j: int) -> None:
+        self.core.forget_bytes(j)
+
+
+__all__ = ["CORES", "NATIVE_MISSING", "NativeCore", "NativeLoop", "NativeMpi", "NativeNetwork", "build", "choose"]

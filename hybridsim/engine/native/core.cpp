@@ -1,0 +1,1328 @@
+// The native core of the embedded engine: event heap, network and MPI layer of hybridsim/engine/{core,network,mpi}.py
+// in C++, event for event. See hybridsim/engine/native_core.py for how it is wired and docs in
+// hybridsim/engine/README.md ("The native core").
+//
+// Identity with the Python engine rests on three things, each kept exactly:
+//  * one heap ordered by (time, seq) with one shared insertion counter, Python events (director, records, jobs,
+//    sampling) included: the pop order is the Python engine's;
+//  * the handlers below are line-by-line ports of network.py / mpi.py: same branches, same pushes in the same order,
+//    same floating-point expressions in the same order (build with -ffp-contract=off, no -ffast-math);
+//  * the random stream is CPython's MT19937 taken over from random.Random.getstate(), with CPython's random() and
+//    randrange() (_randbelow_with_getrandbits) reproduced draw for draw.
+#include <pybind11/pybind11.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace py = pybind11;
+using i64 = int64_t;
+using i32 = int32_t;
+
+// ------------------------------------------------------------------------------------------------ CPython MT19937
+struct MT {
+    uint32_t mt[624];
+    int mti = 625;
+    uint32_t next() {
+        static const uint32_t mag01[2] = {0x0u, 0x9908b0dfu};
+        uint32_t y;
+        if (mti >= 624) {
+            int kk;
+            for (kk = 0; kk < 624 - 397; kk++) {
+                y = (mt[kk] & 0x80000000u) | (mt[kk + 1] & 0x7fffffffu);
+                mt[kk] = mt[kk + 397] ^ (y >> 1) ^ mag01[y & 0x1u];
+            }
+            for (; kk < 623; kk++) {
+                y = (mt[kk] & 0x80000000u) | (mt[kk + 1] & 0x7fffffffu);
+                mt[kk] = mt[kk + (397 - 624)] ^ (y >> 1) ^ mag01[y & 0x1u];
+            }
+            y = (mt[623] & 0x80000000u) | (mt[0] & 0x7fffffffu);
+            mt[623] = mt[396] ^ (y >> 1) ^ mag01[y & 0x1u];
+            mti = 0;
+        }
+        y = mt[mti++];
+        y ^= (y >> 11);
+        y ^= (y << 7) & 0x9d2c5680u;
+        y ^= (y << 15) & 0xefc60000u;
+        y ^= (y >> 18);
+        return y;
+    }
+    // random.random(): genrand_res53
+    double random() {
+        uint32_t a = next() >> 5, b = next() >> 6;
+        return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
+    }
+    // random.randrange(n), n >= 1: _randbelow_with_getrandbits (n = 1 still draws)
+    i64 randbelow(i64 n) {
+        int k = 0;
+        for (uint64_t v = (uint64_t)n; v; v >>= 1) k++;
+        if (k > 32) throw std::runtime_error("randrange above 2**32 is not supported by the native core");
+        uint32_t r = next() >> (32 - k);
+        while ((i64)r >= n) r = next() >> (32 - k);
+        return (i64)r;
+    }
+};
+
+// ------------------------------------------------------------------------------------------------ model objects
+enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY };
+enum MsgKind : i32 { EAGER, RTS, ACK, DATA, BG };
+enum OpKind : i32 { COMPUTE = 0, ISEND = 1, IRECV = 2, SEND = 3, RECV = 4, WAITALL = 5 };
+enum Routing : i32 { MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE };
+
+static const i64 EAGER_THRESHOLD = 8192;
+static const i64 CONTROL_SIZE = 64;
+static const double SELF_OVERHEAD = 10.0, SOFT_DELAY = 2500.0, NIC_DELAY = 1000.0, COPY_PER_BYTE = 0.55;
+static const double CONTROL_OFFSET = SELF_OVERHEAD + SOFT_DELAY + NIC_DELAY;
+
+// 24 bytes: the event time as the bits of a non-negative double (ordered as the doubles are: times are >= 0, and
+// -0.0 is stored as 0.0), the insertion counter and the kind in one word (seq << 8 | kind); seq is unique, so
+// ordering by (tbits, key) is ordering by (t, seq), the Python heap's order, and one 128-bit compare does it
+struct Ev {
+    uint64_t tb;
+    uint64_t key;
+    i32 a;
+    i32 b;
+    inline i32 kind() const { return (i32)(key & 0xff); }
+    inline double t() const {
+        double d;
+        std::memcpy(&d, &tb, sizeof d);
+        return d;
+    }
+    inline unsigned __int128 ord() const { return ((unsigned __int128)tb << 64) | key; }
+};
+static inline uint64_t tbits(double t) {
+    if (t == 0.0) t = 0.0;
+    uint64_t b;
+    std::memcpy(&b, &t, sizeof b);
+    return b;
+}
+static inline bool before(const Ev& x, const Ev& y) { return x.ord() < y.ord(); }
+
+struct Pkt {
+    i32 msg, size, src, dst, dst_router, dst_group, src_group, igroup, hops, up, jb, next;
+    bool nonmin, visited, last;
+    i32 lhops;
+};
+
+struct Fifo {  // intrusive FIFO of packets (each packet is in at most one queue at a time)
+    i32 head = -1, tail = -1;
+};
+
+struct Port {
+    double busy_until = 0.0, nspb, delay, busy_acc = 0.0, busy_start = -1.0;
+    i64 bytes = 0, pkts = 0, stalled = 0;
+    i32 rr, npend = 0, occ = 0, qcount = 0, cap, dest;
+    bool sched = false, to_term, local;
+};
+struct VC {
+    i32 occ = 0;
+    double occ_int = 0.0, occ_t = 0.0;
+    Fifo pend, ovf;
+};
+struct Term {
+    Fifo q;
+    i32 occ = 0, router;
+    double busy = 0.0;
+    bool sched = false;
+    i64 bytes_in = 0, bytes_out = 0;
+};
+
+struct Msg {
+    i32 kind;
+    i64 src, dst, tag, size, wire;
+    i32 src_term, dst_term;
+    i64 left;
+    i32 sreq, rreq, jb, refs;
+};
+struct Req {
+    bool done, waited;
+    i64 rank;
+    i32 refs;
+};
+struct Op {
+    i32 kind;
+    i64 peer, nbytes, tag, req;
+    double ns;
+    i32 woff, wn;
+};
+struct KeyHash {
+    size_t operator()(const std::pair<i64, i64>& k) const {
+        return std::hash<i64>()(k.first * 1000003 ^ k.second);
+    }
+};
+struct Fifo32 {  // a FIFO of ints that reuses its storage once drained (matching queues are short-lived)
+    std::vector<i32> v;
+    size_t head = 0;
+    bool empty() const { return head == v.size(); }
+    i32 front() const { return v[head]; }
+    void push_back(i32 x) { v.push_back(x); }
+    void pop_front() {
+        if (++head == v.size()) {
+            v.clear();
+            head = 0;
+        }
+    }
+    std::vector<i32>::const_iterator begin() const { return v.begin() + head; }
+    std::vector<i32>::const_iterator end() const { return v.end(); }
+};
+using MatchMap = std::unordered_map<std::pair<i64, i64>, Fifo32, KeyHash>;
+struct Rank {
+    i64 gid, job, local, it = 0;
+    i32 term;
+    bool done = false, alive = true;
+    size_t pc = 0;
+    i64 nwait = 0;
+    std::vector<Op> ops;
+    std::vector<i64> waits;
+    py::object pyops;
+    std::unordered_map<i64, i32> reqs;
+    MatchMap posted, unexpected;  // posted: requests; unexpected: messages
+};
+
+template <class T>
+struct Pool {  // objects addressed by index, freed slots reused (never hold a reference across a call that allocates)
+    std::vector<T> v;
+    std::vector<i32> free_;
+    i32 alloc() {
+        if (!free_.empty()) {
+            i32 i = free_.back();
+            free_.pop_back();
+            return i;
+        }
+        v.emplace_back();
+        return (i32)(v.size() - 1);
+    }
+    void release(i32 i) { free_.push_back(i); }
+    T& operator[](i32 i) { return v[i]; }
+};
+
+// ------------------------------------------------------------------------------------------------ the core
+class Core {
+   public:
+    // event loop
+    std::vector<Ev> heap;
+    std::vector<Ev> leftover;
+    uint64_t seq = 0;
+    double now = 0.0;
+    i64 events = 0;
+    bool stopped = false;
+    struct PySlot {
+        py::object h, a, b;
+    };
+    std::vector<PySlot> pyslots;
+    std::vector<i32> pyfree;
+
+    // network constants and state
+    i32 a, p_per_r, g, NV, P, vc_dest, vc_inter, mode, tcap;
+    double cdelay, t_nspb, t_lat, max_packets;
+    bool exact, debug;
+    std::vector<Port> ports;
+    std::vector<VC> vcs;
+    std::vector<Term> terms;
+    std::vector<i32> tvc;                       // terminal -> (port * NV + vc_dest)
+    std::vector<i32> lport;                     // router * a + j -> port id
+    std::vector<i32> gp_off, gp_len, gp_ports;  // router * g + G -> global ports of router to G
+    std::vector<i32> lg_off, lg_len, lg_ports;  // router * g + G -> local ports to routers with links to G
+    std::vector<i32> reach_off, reach_len, reach_g;
+    std::vector<std::vector<i32>> rr_order;
+    Pool<Pkt> pkts;
+    i64 packets = 0, bytes_self = 0;
+    MT rng;
+
+    // MPI layer
+    Pool<Msg> msgs;
+    Pool<Req> reqs;
+    std::vector<std::unique_ptr<Rank>> ranks;  // by global id
+    std::vector<std::vector<i64>> jbytes;      // per job: bytes per port (empty: not counted)
+    std::vector<bool> jb_on;
+    i64 messages = 0;
+    py::object on_iteration_end, raise_limit;
+
+    Core(py::dict c) {
+        a = c["a"].cast<i32>();
+        p_per_r = c["p"].cast<i32>();
+        g = c["g"].cast<i32>();
+        NV = c["nv"].cast<i32>();
+        P = c["P"].cast<i32>();
+        vc_dest = NV - 1;
+        vc_inter = NV - 2;
+        mode = c["routing"].cast<i32>();
+        tcap = c["tcap"].cast<i32>();
+        cdelay = c["credit_delay"].cast<double>();
+        t_nspb = c["t_nspb"].cast<double>();
+        t_lat = c["t_lat"].cast<double>();
+        max_packets = c["max_packets"].cast<double>();
+        exact = c["exact_credits"].cast<bool>();
+        debug = c["debug"].cast<bool>();
+        auto cap = c["cap"].cast<std::vector<i32>>();
+        auto nspb = c["nspb"].cast<std::vector<double>>();
+        auto delay = c["delay"].cast<std::vector<double>>();
+        auto dest = c["dest"].cast<std::vector<i32>>();
+        auto to_term = c["to_term"].cast<std::vector<bool>>();
+        auto local = c["local"].cast<std::vector<bool>>();
+        size_t n = cap.size();
+        ports.resize(n);
+        vcs.resize(n * NV);
+        for (size_t i = 0; i < n; i++) {
+            Port& pt = ports[i];
+            pt.cap = cap[i];
+            pt.nspb = nspb[i];
+            pt.delay = delay[i];
+            pt.dest = dest[i];
+            pt.to_term = to_term[i];
+            pt.local = local[i];
+            pt.rr = NV - 1;
+        }
+        auto trouter = c["term_router"].cast<std::vector<i32>>();
+        terms.resize(trouter.size());
+        for (size_t i = 0; i < trouter.size(); i++) terms[i].router = trouter[i];
+        tvc = c["tvc"].cast<std::vector<i32>>();
+        lport = c["lport"].cast<std::vector<i32>>();
+        gp_off = c["gp_off"].cast<std::vector<i32>>();
+        gp_len = c["gp_len"].cast<std::vector<i32>>();
+        gp_ports = c["gp_ports"].cast<std::vector<i32>>();
+        lg_off = c["lg_off"].cast<std::vector<i32>>();
+        lg_len = c["lg_len"].cast<std::vector<i32>>();
+        lg_ports = c["lg_ports"].cast<std::vector<i32>>();
+        reach_off = c["reach_off"].cast<std::vector<i32>>();
+        reach_len = c["reach_len"].cast<std::vector<i32>>();
+        reach_g = c["reach_g"].cast<std::vector<i32>>();
+        rr_order.resize(NV);
+        for (i32 v0 = 0; v0 < NV; v0++)
+            for (i32 k = 1; k <= NV; k++) rr_order[v0].push_back((v0 + k) % NV);
+        on_iteration_end = c["on_iteration_end"];
+        raise_limit = c["raise_limit"];
+    }
+
+    // ---------------------------------------------------------------------------------------------- event loop
+    // a 4-ary min-heap (fewer levels, and a node's children share cache lines): same pop order as any heap, since
+    // (t, seq) keys are unique
+    inline void hpush(const Ev& e) {
+        size_t i = heap.size();
+        heap.push_back(e);
+        while (i) {
+            size_t p = (i - 1) >> 2;
+            if (!before(e, heap[p])) break;
+            heap[i] = heap[p];
+            i = p;
+        }
+        heap[i] = e;
+    }
+    inline Ev hpop() {
+        Ev top = heap[0];
+        Ev last = heap.back();
+        heap.pop_back();
+        size_t n = heap.size();
+        if (n) {
+            size_t i = 0;
+            for (;;) {
+                size_t c = 4 * i + 1;
+                if (c >= n) break;
+                size_t best = c;
+                if (c + 4 <= n) {  // the usual case: four children, chosen without branches
+                    size_t b1 = before(heap[c + 1], heap[c]) ? c + 1 : c;
+                    size_t b2 = before(heap[c + 3], heap[c + 2]) ? c + 3 : c + 2;
+                    best = before(heap[b2], heap[b1]) ? b2 : b1;
+                } else {
+                    for (size_t k = c + 1; k < n; k++)
+                        if (before(heap[k], heap[best])) best = k;
+                }
+                if (!before(heap[best], last)) break;
+                heap[i] = heap[best];
+                i = best;
+            }
+            heap[i] = last;
+        }
+        return top;
+    }
+    inline void push(double t, i32 kind, i32 x, i64 y = 0) {
+        hpush(Ev{tbits(t), (seq++ << 8) | (uint64_t)kind, x, (i32)y});
+    }
+    void at(double t, py::object h, py::object x, py::object y) {
+        if (!(t >= 0.0)) throw py::value_error("event time must be a number >= 0 ns, got " + std::to_string(t));
+        i32 s;
+        if (!pyfree.empty()) {
+            s = pyfree.back();
+            pyfree.pop_back();
+        } else {
+            pyslots.emplace_back();
+            s = (i32)pyslots.size() - 1;
+        }
+        pyslots[s].h = std::move(h);
+        pyslots[s].a = std::move(x);
+        pyslots[s].b = std::move(y);
+        push(t, K_PY, s);
+    }
+    void stop() {
+        stopped = true;
+        leftover.insert(leftover.end(), heap.begin(), heap.end());
+        heap.clear();
+    }
+
+    void dispatch(const Ev& e) {
+        double t = e.t();
+        switch (e.kind()) {
+            case K_ARRIVE: router_arrive(t, e.a, (i32)e.b); break;
+            case K_PORT: port_send(t, e.a); break;
+            case K_CREDIT:
+                credit(t, e.a);
+                if (debug) credit_checked(e.a);
+                break;
+            case K_TSEND: term_send(t, e.a); break;
+            case K_TCREDIT:
+                term_credit(t, e.a);
+                if (debug) term_credit_checked(e.a);
+                break;
+            case K_TARRIVE:
+                if (debug) term_arrive_checked(e.a, (i32)e.b);
+                term_arrive(t, e.a, (i32)e.b);
+                break;
+            case K_LOCAL: local_done(t, e.a); break;
+            case K_INJECT: inject(t, e.a); break;
+            case K_RESUME: advance(t, e.a); break;
+            case K_PY: {
+                PySlot s = std::move(pyslots[e.a]);
+                pyfree.push_back(e.a);
+                s.h(t, s.a, s.b);
+                break;
+            }
+        }
+    }
+
+    // EventLoop.run, same semantics (partial / stop / checks)
+    bool run(double until, i64 max_events, py::object on_check, i64 check_every) {
+        i64 n = events;
+        i64 limit = max_events >= 0 ? max_events : std::numeric_limits<i64>::max();
+        i64 next_check = std::min(n + check_every, limit);
+        bool partial = false;
+        double t = now;
+        bool has_check = !on_check.is_none();
+        while (!heap.empty()) {
+            Ev e = hpop();
+            t = e.t();
+            if (t > until) {
+                hpush(e);
+                t = until;
+                partial = true;
+                break;
+            }
+            dispatch(e);
+            n += 1;
+            if (n >= next_check) {
+                now = t;
+                events = n;
+                if (has_check) on_check(t, n);
+                if (n >= limit) {
+                    partial = !heap.empty();
+                    break;
+                }
+                next_check = std::min(n + check_every, limit);
+            }
+        }
+        now = t;
+        events = n;
+        return partial && !stopped;
+    }
+
+    // ---------------------------------------------------------------------------------------------- FIFOs
+    inline void fpush(Fifo& f, i32 pk) {
+        pkts[pk].next = -1;
+        if (f.tail >= 0) pkts[f.tail].next = pk;
+        else f.head = pk;
+        f.tail = pk;
+    }
+    inline i32 fpop(Fifo& f) {
+        i32 pk = f.head;
+        f.head = pkts[pk].next;
+        if (f.head < 0) f.tail = -1;
+        return pk;
+    }
+
+    // ---------------------------------------------------------------------------------------------- routing
+    inline i32 randrange(i64 n) { return (i32)rng.randbelow(n); }
+    inline i32 score(i32 pid) const { return ports[pid].occ + ports[pid].qcount; }
+    inline i32 pick(const i32* c, i32 n) { return n > 1 ? c[randrange(n)] : c[0]; }
+
+    i32 draw_igroup(i32 sg, i32 dg) {
+        if (g <= 2 || sg == dg) return -1;
+        i32 lo = sg < dg ? sg : dg, hi = sg < dg ? dg : sg;
+        i32 k = randrange(g - 2);
+        if (k >= lo) k += 1;
+        if (k >= hi) k += 1;
+        return k;
+    }
+    i32 best_global(const i32* c, i32 n) {
+        if (n == 1) return c[0];
+        i32 i = randrange(n);
+        i32 j = randrange(n - 1);
+        if (j >= i) j += 1;
+        i32 x = c[i], y = c[j];
+        i32 sx = score(x), sy = score(y);
+        if (sx < sy) return x;
+        if (sy < sx) return y;
+        return rng.random() < 0.5 ? x : y;
+    }
+    i32 best_local(const i32* c, i32 n) {
+        if (n == 1) return c[0];
+        i32 best = -1;
+        i64 bs = (i64)1 << 60;
+        i32 ties = 0;
+        for (i32 k = 0; k < n; k++) {
+            i32 sc = score(c[k]);
+            if (sc < bs) {
+                best = c[k];
+                bs = sc;
+                ties = 1;
+            } else if (sc == bs) {
+                ties += 1;
+                if (randrange(ties) == 0) best = c[k];
+            }
+        }
+        return best;
+    }
+    inline i32 gpn(i32 r, i32 G) const { return gp_len[(size_t)r * g + G]; }
+    inline const i32* gpc(i32 r, i32 G) const { return gp_ports.data() + gp_off[(size_t)r * g + G]; }
+    inline i32 lgn(i32 r, i32 G) const { return lg_len[(size_t)r * g + G]; }
+    inline const i32* lgc(i32 r, i32 G) const { return lg_ports.data() + lg_off[(size_t)r * g + G]; }
+    [[noreturn]] void no_route(i32 r, i32 G) {
+        throw py::key_error("no route from router " + std::to_string(r) + " to group " + std::to_string(G));
+    }
+    // `gp.get(G) or lgw[r][G]`
+    inline void cands_to(i32 r, i32 G, const i32*& c, i32& n) {
+        n = gpn(r, G);
+        if (n) {
+            c = gpc(r, G);
+            return;
+        }
+        n = lgn(r, G);
+        if (!n) no_route(r, G);
+        c = lgc(r, G);
+    }
+
+    i32 prog_adaptive(i32 r, Pkt& pk0, i32 pki, bool at_source, i32 dg) {
+        i32 mport;
+        if (gpn(r, dg)) mport = best_global(gpc(r, dg), gpn(r, dg));
+        else {
+            if (!lgn(r, dg)) no_route(r, dg);
+            mport = best_local(lgc(r, dg), lgn(r, dg));
+        }
+        (void)pk0;
+        Pkt* pk = &pkts[pki];
+        i32 ig = pk->igroup;
+        i32 nport = -1;
+        if (ig >= 0) {
+            if (at_source) {
+                if (gpn(r, ig)) nport = best_global(gpc(r, ig), gpn(r, ig));
+                else if (lgn(r, ig)) nport = best_local(lgc(r, ig), lgn(r, ig));
+            } else {
+                bool have = gpn(r, ig) > 0;
+                if (!have && !pk->nonmin) {
+                    std::vector<i32> choices;
+                    const i32* rg = reach_g.data() + reach_off[r];
+                    for (i32 k = 0; k < reach_len[r]; k++)
+                        if (rg[k] != pk->src_group && rg[k] != dg) choices.push_back(rg[k]);
+                    if (!choices.empty()) {
+                        ig = pk->igroup = choices[randrange((i64)choices.size())];
+                        if (!gpn(r, ig)) no_route(r, ig);
+                        have = true;
+                    }
+                }
+                if (have) nport = best_global(gpc(r, ig), gpn(r, ig));
+            }
+        }
+        if (pk->nonmin && !pk->visited && nport >= 0) return nport;
+        i32 ms = score(mport);
+        if (nport < 0 || ms <= 0) return mport;
+        if (ms <= 2 * score(nport)) return mport;
+        pk->nonmin = true;
+        return nport;
+    }
+
+    i32 ugal(i32 r, i32 pki, bool at_source, i32 dg) {
+        Pkt* pk = &pkts[pki];
+        if (at_source && pk->igroup >= 0) {
+            const i32* mc;
+            i32 mn = gpn(r, dg), m_hops = 2;
+            if (mn) mc = gpc(r, dg);
+            else {
+                mn = lgn(r, dg);
+                if (!mn) no_route(r, dg);
+                mc = lgc(r, dg);
+                m_hops = 3;
+            }
+            i32 ig = pk->igroup;
+            const i32* nc;
+            i32 nn = gpn(r, ig), n_hops = 4;
+            if (nn) nc = gpc(r, ig);
+            else {
+                nn = lgn(r, ig);
+                if (!nn) no_route(r, ig);
+                nc = lgc(r, ig);
+                n_hops = 5;
+            }
+            i32 mp = mc[randrange(mn)];
+            i32 np_ = nc[randrange(nn)];
+            if ((i64)score(mp) * m_hops <= (i64)score(np_) * n_hops) return mp;
+            pk->nonmin = true;
+            return np_;
+        }
+        i32 target = (pk->nonmin && !pk->visited) ? pk->igroup : dg;
+        const i32* c;
+        i32 n;
+        cands_to(r, target, c, n);
+        return pick(c, n);
+    }
+
+    // the output (port * NV + vc) of packet pki at router r
+    i32 route(i32 r, i32 pki) {
+        Pkt* pk = &pkts[pki];
+        i32 dr = pk->dst_router;
+        if (r == dr) return tvc[pk->dst];
+        i32 c = r / a;
+        i32 dg = pk->dst_group;
+        if (c == dg) {
+            i32 lp = lport[(size_t)r * a + dr % a];
+            return lp * NV + vc_dest;
+        }
+        i32 port;
+        if (c != pk->src_group) {
+            pk->visited = true;
+            i32 n = gpn(r, dg);
+            if (n) {
+                port = mode == PROG_ADAPTIVE ? best_global(gpc(r, dg), n) : pick(gpc(r, dg), n);
+            } else {
+                n = lgn(r, dg);
+                if (!n) no_route(r, dg);
+                port = mode == PROG_ADAPTIVE ? best_local(lgc(r, dg), n) : pick(lgc(r, dg), n);
+            }
+            return port * NV + vc_inter;
+        }
+        bool at_source = pk->hops == 0;
+        if (at_source) {
+            i32 ig = draw_igroup(pk->src_group, dg);
+            pk = &pkts[pki];
+            pk->igroup = ig;
+        }
+        i32 vc = pk->lhops;
+        if (mode == PROG_ADAPTIVE) {
+            port = prog_adaptive(r, *pk, pki, at_source, dg);
+        } else if (mode == MINIMAL) {
+            const i32* cc;
+            i32 n;
+            cands_to(r, dg, cc, n);
+            port = pick(cc, n);
+        } else if (mode == NONMINIMAL) {
+            i32 target = pk->igroup >= 0 ? pk->igroup : dg;
+            pk->nonmin = target != dg;
+            const i32* cc;
+            i32 n;
+            cands_to(r, target, cc, n);
+            port = pick(cc, n);
+        } else {
+            port = ugal(r, pki, at_source, dg);
+        }
+        if (ports[port].local) pkts[pki].lhops = 1;
+        return port * NV + vc;
+    }
+
+    // ---------------------------------------------------------------------------------------------- terminals
+    void inject(double t, i32 mi) {
+        Msg& m = msgs[mi];
+        i32 src = m.src_term, dst = m.dst_term;
+        i64 size = m.wire;
+        if (src == dst) {
+            bytes_self += size;
+            m.left = 0;
+            on_local(t, mi);
+            on_deliver(t, mi);
+            return;
+        }
+        i64 npk = std::max<i64>(1, (size + P - 1) / P);
+        if ((double)npk > max_packets) {
+            raise_limit(size, npk);
+            throw std::runtime_error("max_packets_per_message");
+        }
+        m.left = npk;
+        i32 dr = dst / p_per_r;
+        i32 dg = dr / a;
+        i32 sg = src / p_per_r / a;
+        i32 jb = m.jb;
+        for (i64 i = 0; i < npk; i++) {
+            i32 k = pkts.alloc();
+            Pkt& pk = pkts[k];
+            bool last = i == npk - 1;
+            pk = Pkt{mi, last ? (i32)(size - (i64)P * (npk - 1)) : P, src, dst, dr, dg, sg, -1, 0, -1, jb, -1,
+                     false, false, last, 0};
+            fpush(terms[src].q, k);
+        }
+        packets += npk;
+        terms[src].bytes_in += size;
+        if (!terms[src].sched) term_send(t, src);
+    }
+
+    void term_send(double t, i32 ti) {
+        Term* term = &terms[ti];
+        term->sched = false;
+        if (term->q.head < 0) return;
+        if (t < term->busy) {
+            term->sched = true;
+            push(term->busy, K_TSEND, ti);
+            return;
+        }
+        i32 o = term->occ;
+        if (o >= tcap) return;
+        i32 r = term->router;
+        double start = t;
+        while (terms[ti].q.head >= 0 && o < tcap) {
+            i32 k = fpop(terms[ti].q);
+            o += 1;
+            double end = start + (double)pkts[k].size * t_nspb;
+            push(end + t_lat, K_ARRIVE, r, k);
+            if (pkts[k].last) {
+                if (start == t) on_local(t, pkts[k].msg);
+                else push(start, K_LOCAL, pkts[k].msg);
+            }
+            start = end;
+        }
+        terms[ti].occ = o;
+        terms[ti].busy = start;
+    }
+
+    void local_done(double t, i32 mi) { on_local(t, mi); }
+
+    void term_credit(double t, i32 ti) {
+        terms[ti].occ -= 1;
+        if (!terms[ti].sched) term_send(t, ti);
+    }
+
+    void term_arrive(double t, i32 tid, i32 k) {
+        credit_up(t, k);
+        terms[tid].bytes_out += pkts[k].size;
+        i32 mi = pkts[k].msg;
+        pkts.release(k);
+        msgs[mi].left -= 1;
+        if (msgs[mi].left == 0) on_deliver(t, mi);
+    }
+
+    // ---------------------------------------------------------------------------------------------- routers
+    void router_arrive(double t, i32 r, i32 k) {
+        i32 vi = route(r, k);
+        pkts[k].hops += 1;
+        i32 pid = vi / NV;
+        Port& port = ports[pid];
+        VC& vc = vcs[vi];
+        i32 o = vc.occ;
+        if (o < port.cap) {
+            vc.occ_int += o * (t - vc.occ_t);
+            vc.occ_t = t;
+            vc.occ = o + 1;
+            port.occ += 1;
+            fpush(vc.pend, k);
+            port.npend += 1;
+            credit_up(t, k);
+            pkts[k].up = vi;
+            if (!port.sched) {
+                if (t >= port.busy_until) port_send(t, pid);
+                else {
+                    port.sched = true;
+                    push(port.busy_until, K_PORT, pid);
+                }
+            }
+        } else {
+            fpush(vc.ovf, k);
+            port.qcount += 1;
+            port.stalled += 1;
+            if (port.busy_start < 0.0) port.busy_start = t;
+        }
+    }
+
+    void port_send(double t, i32 pid) {
+        Port& port = ports[pid];
+        port.sched = false;
+        i32 v = -1;
+        for (i32 vv : rr_order[port.rr]) {
+            if (vcs[(size_t)pid * NV + vv].pend.head >= 0) {
+                v = vv;
+                break;
+            }
+        }
+        if (v < 0) return;
+        port.rr = v;
+        double bs = port.busy_start;
+        if (bs >= 0.0) {
+            port.busy_acc += t - bs;
+            port.busy_start = -1.0;
+        }
+        i32 k = fpop(vcs[(size_t)pid * NV + v].pend);
+        i32 n = port.npend - 1;
+        port.npend = n;
+        i32 size = pkts[k].size;
+        double end = t + size * port.nspb;
+        port.busy_until = end;
+        port.bytes += size;
+        port.pkts += 1;
+        i32 jb = pkts[k].jb;
+        if (jb >= 0 && jb_on[jb]) jbytes[jb][pid] += size;
+        push(end + port.delay, port.to_term ? K_TARRIVE : K_ARRIVE, port.dest, k);
+        if (n) {
+            port.sched = true;
+            push(end, K_PORT, pid);
+        }
+    }
+
+    void credit_up(double t, i32 k) {
+        i32 up = pkts[k].up;
+        if (up >= 0) {
+            VC& vc = vcs[up];
+            if (exact || vc.ovf.head >= 0) {
+                push(t + cdelay, K_CREDIT, up);
+                return;
+            }
+            i32 o = vc.occ;
+            vc.occ_int += o * (t - vc.occ_t);
+            vc.occ_t = t;
+            vc.occ = o - 1;
+            Port& port = ports[up / NV];
+            port.occ -= 1;
+            double bs = port.busy_start;
+            if (bs >= 0.0) {
+                port.busy_acc += t - bs;
+                port.busy_start = -1.0;
+            }
+        } else {
+            i32 ti = pkts[k].src;
+            Term& term = terms[ti];
+            if (exact || (term.q.head >= 0 && !term.sched)) push(t + cdelay, K_TCREDIT, ti);
+            else term.occ -= 1;
+        }
+    }
+
+    void credit(double t, i32 vi) {
+        i32 pid = vi / NV;
+        Port& port = ports[pid];
+        VC& vc = vcs[vi];
+        i32 o = vc.occ;
+        vc.occ_int += o * (t - vc.occ_t);
+        vc.occ_t = t;
+        if (vc.ovf.head >= 0) {
+            i32 k = fpop(vc.ovf);
+            port.qcount -= 1;
+            fpush(vc.pend, k);
+            port.npend += 1;
+            credit_up(t, k);
+            pkts[k].up = vi;
+            if (!port.sched) {
+                if (t >= port.busy_until) port_send(t, pid);
+                else {
+                    port.sched = true;
+                    push(port.busy_until, K_PORT, pid);
+                }
+            }
+        } else {
+            vc.occ = o - 1;
+            port.occ -= 1;
+        }
+        double bs = port.busy_start;
+        if (bs >= 0.0) {
+            port.busy_acc += t - bs;
+            port.busy_start = -1.0;
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------- MPI layer
+    inline void req_ref(i32 q) {
+        if (q >= 0) reqs[q].refs += 1;
+    }
+    inline void req_unref(i32 q) {
+        if (q >= 0 && --reqs[q].refs == 0) reqs.release(q);
+    }
+    i32 new_req(i64 rank) {  // one reference: the caller's
+        i32 q = reqs.alloc();
+        reqs[q] = Req{false, false, rank, 1};
+        return q;
+    }
+    inline void msg_unref(i32 mi) {
+        if (--msgs[mi].refs == 0) {
+            req_unref(msgs[mi].sreq);
+            req_unref(msgs[mi].rreq);
+            msgs.release(mi);
+        }
+    }
+    Rank* rank_of(i64 gid) {
+        if (gid < 0 || gid >= (i64)ranks.size() || !ranks[gid] || !ranks[gid]->alive) return nullptr;
+        return ranks[gid].get();
+    }
+
+    // a message (its references: local completion and delivery, each dropped when handled) to its source NIC after
+    // t plus CODES' local latency
+    void post(double t, i32 kind, i64 src, i64 dst, i64 tag, i64 size, i64 wire, i32 st, i32 dt, i32 sreq, i32 rreq,
+              i32 jb) {
+        i32 mi = msgs.alloc();
+        msgs[mi] = Msg{kind, src, dst, tag, size, wire, st, dt, 0, sreq, rreq, jb, 2};
+        req_ref(sreq);
+        req_ref(rreq);
+        messages += 1;
+        push((t + 0.505) + 0.5 * rng.random(), K_INJECT, mi);
+    }
+
+    void send(double t, Rank& rs, i64 dst, i64 nbytes, i64 tag, i32 rq) {
+        Rank* d = rank_of(dst);
+        if (!d) throw py::key_error(std::to_string(dst));
+        i32 jb = (rs.job < (i64)jb_on.size() && jb_on[rs.job]) ? (i32)rs.job : -1;
+        if (nbytes < EAGER_THRESHOLD)
+            post((((t + SELF_OVERHEAD) + COPY_PER_BYTE * nbytes) + SOFT_DELAY) + NIC_DELAY, EAGER, rs.gid, dst, tag,
+                 nbytes, nbytes, rs.term, d->term, rq, -1, jb);
+        else
+            post(t + CONTROL_OFFSET, RTS, rs.gid, dst, tag, nbytes, CONTROL_SIZE, rs.term, d->term, rq, -1, jb);
+    }
+
+    void send_background(double t, i64 gid, i64 dst, i64 nbytes) {
+        Rank* rs = rank_of(gid);
+        Rank* d = rank_of(dst);
+        if (!rs || !d) throw py::key_error(std::to_string(rs ? dst : gid));
+        i32 jb = (rs->job < (i64)jb_on.size() && jb_on[rs->job]) ? (i32)rs->job : -1;
+        post(t, BG, gid, dst, 0, nbytes, nbytes, rs->term, d->term, -1, -1, jb);
+    }
+
+    void on_local(double t, i32 mi) {
+        i32 k = msgs[mi].kind;
+        if (k == EAGER || k == DATA) complete(t, msgs[mi].sreq);
+        msg_unref(mi);
+    }
+
+    void on_deliver(double t, i32 mi) {
+        Msg m = msgs[mi];
+        if (m.kind == DATA) {
+            complete(t, m.rreq);
+        } else if (m.kind == EAGER || m.kind == RTS) {
+            Rank* rd = rank_of(m.dst);
+            if (rd) {
+                auto key = std::make_pair(m.src, m.tag);
+                auto it = rd->posted.find(key);
+                if (it != rd->posted.end() && !it->second.empty()) {
+                    i32 rq = it->second.front();
+                    it->second.pop_front();
+                    if (m.kind == EAGER) complete(t, rq);
+                    else ack(t, mi, rq);
+                    req_unref(rq);  // the posted queue's reference
+                } else {
+                    rd->unexpected[key].push_back(mi);
+                    return;  // the unexpected queue keeps this reference
+                }
+            }
+        } else if (m.kind == ACK) {
+            if (rank_of(m.dst)) {
+                post(t + CONTROL_OFFSET, DATA, m.dst, m.src, m.tag, m.size, m.size, m.dst_term, m.src_term, m.sreq,
+                     m.rreq, m.jb);
+            }
+        }
+        msg_unref(mi);
+    }
+
+    void ack(double t, i32 mi, i32 rreq) {
+        Msg m = msgs[mi];
+        post(t + CONTROL_OFFSET, ACK, m.dst, m.src, m.tag, m.size, CONTROL_SIZE, m.dst_term, m.src_term, m.sreq, rreq,
+             m.jb);
+    }
+
+    void irecv(double t, Rank& rs, i64 src, i64 tag, i32 rq) {
+        auto key = std::make_pair(src, tag);
+        auto it = rs.unexpected.find(key);
+        if (it != rs.unexpected.end() && !it->second.empty()) {
+            i32 mi = it->second.front();
+            it->second.pop_front();
+            if (msgs[mi].kind == EAGER) complete(t, rq);
+            else ack(t, mi, rq);
+            msg_unref(mi);
+        } else {
+            rs.posted[key].push_back(rq);
+            req_ref(rq);
+        }
+    }
+
+    void complete(double t, i32 q) {
+        Req& rq = reqs[q];
+        rq.done = true;
+        if (rq.waited) {
+            rq.waited = false;
+            Rank* rs = ranks[rq.rank].get();
+            rs->nwait -= 1;
+            if (rs->nwait == 0) advance(t, rs->gid);
+        }
+    }
+
+    void set_req(Rank& rs, i64 id, i32 q) {
+        auto it = rs.reqs.find(id);
+        if (it != rs.reqs.end()) {
+            req_unref(it->second);
+            it->second = q;
+        } else rs.reqs.emplace(id, q);
+        req_ref(q);
+    }
+
+    void advance(double t, i64 gid) {
+        Rank& rs = *ranks[gid];
+        if (rs.done) return;
+        size_t i = rs.pc, n = rs.ops.size();
+        i64 base = rs.gid - rs.local;
+        while (i < n) {
+            const Op op = rs.ops[i];
+            i += 1;
+            switch (op.kind) {
+                case ISEND: {
+                    i32 q = new_req(gid);
+                    set_req(rs, op.req, q);
+                    send(t, rs, base + op.peer, op.nbytes, op.tag, q);
+                    req_unref(q);
+                    break;
+                }
+                case IRECV: {
+                    i32 q = new_req(gid);
+                    set_req(rs, op.req, q);
+                    irecv(t, rs, base + op.peer, op.tag, q);
+                    req_unref(q);
+                    break;
+                }
+                case WAITALL: {
+                    i64 nw = 0;
+                    for (i32 w = 0; w < op.wn; w++) {
+                        i64 rid = rs.waits[op.woff + w];
+                        auto it = rs.reqs.find(rid);
+                        if (it == rs.reqs.end()) {
+                            std::string rep = py::repr(rs.pyops[py::int_(i - 1)]).cast<std::string>();
+                            throw py::value_error("job " + std::to_string(rs.job) + " rank " +
+                                                  std::to_string(rs.local) + " iteration " + std::to_string(rs.it) +
+                                                  ": WAITALL names request " + std::to_string(rid) +
+                                                  ", which no ISEND/IRECV of this iteration created (op " + rep + ")");
+                        }
+                        Req& rq = reqs[it->second];
+                        if (!rq.done) {
+                            rq.waited = true;
+                            nw += 1;
+                        }
+                    }
+                    if (nw) {
+                        rs.pc = i;
+                        rs.nwait = nw;
+                        return;
+                    }
+                    break;
+                }
+                case COMPUTE:
+                    rs.pc = i;
+                    push(t + op.ns, K_RESUME, (i32)gid);
+                    return;
+                case SEND: {
+                    i32 q = new_req(gid);
+                    send(t, rs, base + op.peer, op.nbytes, op.tag, q);
+                    if (!reqs[q].done) {
+                        reqs[q].waited = true;
+                        rs.pc = i;
+                        rs.nwait = 1;
+                        req_unref(q);
+                        return;
+                    }
+                    req_unref(q);
+                    break;
+                }
+                case RECV: {
+                    i32 q = new_req(gid);
+                    irecv(t, rs, base + op.peer, op.tag, q);
+                    if (!reqs[q].done) {
+                        reqs[q].waited = true;
+                        rs.pc = i;
+                        rs.nwait = 1;
+                        req_unref(q);
+                        return;
+                    }
+                    req_unref(q);
+                    break;
+                }
+                default: {
+                    std::string rep = py::repr(rs.pyops[py::int_(i - 1)]).cast<std::string>();
+                    throw py::value_error("rank " + std::to_string(rs.local) + " of job " + std::to_string(rs.job) +
+                                          ": unknown op " + rep);
+                }
+            }
+        }
+        rs.pc = i;
+        on_iteration_end(t, gid);
+    }
+
+    // ---------------------------------------------------------------------------------------------- ranks (from Python)
+    void add_rank(i64 gid, i64 job, i64 local, i32 term) {
+        if (gid < 0 || gid >= ((i64)1 << 31)) throw py::value_error("rank global ids must fit 31 bits");
+        if (gid >= (i64)ranks.size()) ranks.resize(gid + 1);
+        auto r = std::make_unique<Rank>();
+        r->gid = gid;
+        r->job = job;
+        r->local = local;
+        r->term = term;
+        ranks[gid] = std::move(r);
+    }
+    void clear_iteration(Rank& rs) {
+        for (auto& kv : rs.reqs) req_unref(kv.second);
+        rs.reqs.clear();
+    }
+    void stop_rank(i64 gid) { ranks[gid]->done = true; }
+    void drop_rank(i64 gid) {
+        Rank& rs = *ranks[gid];
+        rs.alive = false;
+        rs.done = true;
+        clear_iteration(rs);
+        for (auto& kv : rs.posted)
+            for (i32 q : kv.second) req_unref(q);
+        for (auto& kv : rs.unexpected)
+            for (i32 mi : kv.second) msg_unref(mi);
+        rs.posted.clear();
+        rs.unexpected.clear();
+        rs.ops.clear();
+        rs.waits.clear();
+        rs.pyops = py::object();
+    }
+
+    void start_iteration(double t, i64 gid, i64 it, py::sequence ops) {
+        Rank& rs = *ranks[gid];
+        rs.it = it;
+        rs.ops.clear();
+        rs.waits.clear();
+        rs.pyops = ops;
+        size_t n = py::len(ops);
+        rs.ops.reserve(n);
+        for (size_t i = 0; i < n; i++) {
+            py::sequence op = py::reinterpret_borrow<py::sequence>(ops[i]);
+            Op o{-1, 0, 0, 0, 0, 0.0, 0, 0};
+            i64 k = op[0].cast<i64>();
+            size_t m = py::len(op);
+            if (k == COMPUTE && m == 2) {
+                o.kind = COMPUTE;
+                o.ns = op[1].cast<double>();
+            } else if (k == ISEND && m == 5) {
+                o.kind = ISEND;
+                o.peer = op[1].cast<i64>();
+                o.nbytes = op[2].cast<i64>();
+                o.tag = op[3].cast<i64>();
+                o.req = op[4].cast<i64>();
+            } else if (k == IRECV && m == 4) {
+                o.kind = IRECV;
+                o.peer = op[1].cast<i64>();
+                o.tag = op[2].cast<i64>();
+                o.req = op[3].cast<i64>();
+            } else if (k == SEND && m == 4) {
+                o.kind = SEND;
+                o.peer = op[1].cast<i64>();
+                o.nbytes = op[2].cast<i64>();
+                o.tag = op[3].cast<i64>();
+            } else if (k == RECV && m == 3) {
+                o.kind = RECV;
+                o.peer = op[1].cast<i64>();
+                o.tag = op[2].cast<i64>();
+            } else if (k == WAITALL && m == 2) {
+                o.kind = WAITALL;
+                o.woff = (i32)rs.waits.size();
+                for (auto w : py::reinterpret_borrow<py::iterable>(op[1])) rs.waits.push_back(w.cast<i64>());
+                o.wn = (i32)rs.waits.size() - o.woff;
+            }
+            rs.ops.push_back(o);
+        }
+        rs.pc = 0;
+        clear_iteration(rs);
+        advance(t, gid);
+    }
+
+    // ---------------------------------------------------------------------------------------------- per-job bytes
+    void count_bytes(i64 j) {
+        if (j >= (i64)jbytes.size()) {
+            jbytes.resize(j + 1);
+            jb_on.resize(j + 1, false);
+        }
+        jbytes[j].assign(ports.size(), 0);
+        jb_on[j] = true;
+    }
+    void forget_bytes(i64 j) {
+        if (j < (i64)jbytes.size()) {
+            jb_on[j] = false;
+            std::vector<i64>().swap(jbytes[j]);
+        }
+    }
+    py::object job_bytes(i64 j) {
+        if (j < 0 || j >= (i64)jbytes.size() || !jb_on[j]) return py::none();
+        return py::cast(jbytes[j]);
+    }
+
+    void set_ports(const std::vector<i32>& pids, const std::vector<double>& nspb, const std::vector<double>& delay) {
+        for (size_t i = 0; i < pids.size(); i++) {
+            ports[pids[i]].nspb = nspb[i];
+            ports[pids[i]].delay = delay[i];
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------- counters
+    template <class T, class F>
+    py::array_t<T> per_port(F f) const {
+        py::array_t<T> out(ports.size());
+        auto w = out.mutable_unchecked();
+        for (size_t i = 0; i < ports.size(); i++) w(i) = f(ports[i]);
+        return out;
+    }
+    template <class T, class F>
+    py::array_t<T> per_vc(F f) const {
+        py::array_t<T> out(vcs.size());
+        auto w = out.mutable_unchecked();
+        for (size_t i = 0; i < vcs.size(); i++) w(i) = f(vcs[i]);
+        return out;
+    }
+    py::dict counters() const {
+        py::dict d;
+        d["bytes"] = per_port<i64>([](const Port& p) { return p.bytes; });
+        d["pkts"] = per_port<i64>([](const Port& p) { return p.pkts; });
+        d["stalled"] = per_port<i64>([](const Port& p) { return p.stalled; });
+        d["busy_acc"] = per_port<double>([](const Port& p) { return p.busy_acc; });
+        d["busy_start"] = per_port<double>([](const Port& p) { return p.busy_start; });
+        d["qcount"] = per_port<i64>([](const Port& p) { return (i64)p.qcount; });
+        d["port_occ"] = per_port<i64>([](const Port& p) { return (i64)p.occ; });
+        d["nspb"] = per_port<double>([](const Port& p) { return p.nspb; });
+        d["delay"] = per_port<double>([](const Port& p) { return p.delay; });
+        d["occ"] = per_vc<i64>([](const VC& v) { return (i64)v.occ; });
+        d["occ_int"] = per_vc<double>([](const VC& v) { return v.occ_int; });
+        d["occ_t"] = per_vc<double>([](const VC& v) { return v.occ_t; });
+        return d;
+    }
+    i64 bytes_injected() const {
+        i64 s = 0;
+        for (auto& tm : terms) s += tm.bytes_in;
+        return s;
+    }
+    i64 bytes_delivered() const {
+        i64 s = 0;
+        for (auto& tm : terms) s += tm.bytes_out;
+        return s;
+    }
+
+    // ---------------------------------------------------------------------------------------------- debug checks
+    // network.py's debug mode, same checks and messages (AssertionError): three handlers checked as they run, the
+    // whole network by check_invariants, bytes still in flight by bytes_in_network
+    [[noreturn]] static void fail(const std::string& msg) {
+        PyErr_SetString(PyExc_AssertionError, msg.c_str());
+        throw py::error_already_set();
+    }
+    void credit_checked(i32 vi) {
+        const VC& vc = vcs[vi];
+        i32 pid = vi / NV;
+        if (!(0 <= vc.occ && vc.occ <= ports[pid].cap))
+            fail("credit made occupancy of port " + std::to_string(pid) + " VC " + std::to_string(vi % NV) + " = " +
+                 std::to_string(vc.occ));
+    }
+    void term_credit_checked(i32 ti) {
+        if (!(0 <= terms[ti].occ && terms[ti].occ <= tcap))
+            fail("terminal " + std::to_string(ti) + " credit counter " + std::to_string(terms[ti].occ));
+    }
+    void term_arrive_checked(i32 tid, i32 k) {
+        if (pkts[k].dst != tid)
+            fail("packet for terminal " + std::to_string(pkts[k].dst) + " delivered to " + std::to_string(tid));
+        if (msgs[pkts[k].msg].left <= 0) fail("packet of an already delivered message");
+    }
+    void check_invariants() const {
+        for (size_t pid = 0; pid < ports.size(); pid++) {
+            const Port& pt = ports[pid];
+            i64 s = 0, q = 0, n = 0;
+            for (i32 v = 0; v < NV; v++) {
+                const VC& vc = vcs[pid * NV + v];
+                if (!(0 <= vc.occ && vc.occ <= pt.cap))
+                    fail("port " + std::to_string(pid) + " VC " + std::to_string(v) + ": occupancy " +
+                         std::to_string(vc.occ) + " outside 0.." + std::to_string(pt.cap));
+                s += vc.occ;
+                q += fifo_len(vc.ovf);
+                n += fifo_len(vc.pend);
+            }
+            if (s != pt.occ)
+                fail("port " + std::to_string(pid) + ": per-port occupancy " + std::to_string(pt.occ) +
+                     " != sum over VCs " + std::to_string(s));
+            if (q != pt.qcount)
+                fail("port " + std::to_string(pid) + ": overflow count " + std::to_string(pt.qcount) + " != " +
+                     std::to_string(q));
+            if (n != pt.npend)
+                fail("port " + std::to_string(pid) + ": pending count " + std::to_string(pt.npend) + " != " +
+                     std::to_string(n));
+        }
+        for (size_t ti = 0; ti < terms.size(); ti++)
+            if (!(0 <= terms[ti].occ && terms[ti].occ <= tcap))
+                fail("terminal " + std::to_string(ti) + ": credit counter " + std::to_string(terms[ti].occ) +
+                     " outside 0.." + std::to_string(tcap));
+    }
+    i64 fifo_len(const Fifo& f) const {
+        i64 n = 0;
+        for (i32 k = f.head; k >= 0; k = pkts.v[k].next) n++;
+        return n;
+    }
+    i64 fifo_bytes(const Fifo& f) const {
+        i64 b = 0;
+        for (i32 k = f.head; k >= 0; k = pkts.v[k].next) b += pkts.v[k].size;
+        return b;
+    }
+    i64 bytes_in_network() const {
+        i64 total = 0;
+        for (auto& tm : terms) total += fifo_bytes(tm.q);
+        for (auto& vc : vcs) total += fifo_bytes(vc.pend) + fifo_bytes(vc.ovf);
+        for (const auto* h : {&heap, &leftover})
+            for (const Ev& e : *h)
+                if (e.kind() == K_ARRIVE || e.kind() == K_TARRIVE) total += pkts.v[e.b].size;
+        return total;
+    }
+
+    // ---------------------------------------------------------------------------------------------- RNG state
+    void set_rng_state(const std::vector<i64>& st) {
+        if (st.size() != 625) throw py::value_error("MT19937 state: 625 integers expected");
+        for (int i = 0; i < 624; i++) rng.mt[i] = (uint32_t)st[i];
+        rng.mti = (int)st[624];
+    }
+    std::vector<i64> rng_state() const {
+        std::vector<i64> st(625);
+        for (int i = 0; i < 624; i++) st[i] = rng.mt[i];
+        st[624] = rng.mti;
+        return st;
+    }
+};
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "Native core of hybridsim's embedded engine (event heap, network, MPI layer); see native_core.py";
+    py::class_<Core>(m, "Core")
+        .def(py::init<py::dict>())
+        .def("at", &Core::at, py::arg("t"), py::arg("handler"), py::arg("a") = py::none(), py::arg("b") = py::none())
+        .def("stop", &Core::stop)
+        .def("run", &Core::run)
+        .def_readonly("now", &Core::now)
+        .def_readonly("events", &Core::events)
+        .def_property_readonly("pending", [](const Core& c) { return c.heap.size(); })
+        .def_property_readonly("n_leftover", [](const Core& c) { return c.leftover.size(); })
+        .def_readonly("packets", &Core::packets)
+        .def_readonly("bytes_self", &Core::bytes_self)
+        .def_readonly("messages", &Core::messages)
+        .def("bytes_injected", &Core::bytes_injected)
+        .def("bytes_delivered", &Core::bytes_delivered)
+        .def("counters", &Core::counters)
+        .def("check_invariants", &Core::check_invariants)
+        .def("bytes_in_network", &Core::bytes_in_network)
+        .def("set_ports", &Core::set_ports)
+        .def("add_rank", &Core::add_rank)
+        .def("drop_rank", &Core::drop_rank)
+        .def("stop_rank", &Core::stop_rank)
+        .def("start_iteration", &Core::start_iteration)
+        .def("send_background", &Core::send_background)
+        .def("count_bytes", &Core::count_bytes)
+        .def("forget_bytes", &Core::forget_bytes)
+        .def("job_bytes", &Core::job_bytes)
+        .def("set_rng_state", &Core::set_rng_state)
+        .def("rng_state", &Core::rng_state)
+        .def("random", [](Core& c) { return c.rng.random(); })
+        .def("randrange", [](Core& c, i64 n) { return c.rng.randbelow(n); })
+        .def("noop", [](Core&) {});
+}

@@ -1,0 +1,291 @@
+"""The native core (``backend.embedded.core: native``) against the Python core, the reference: the same scenario on
+both gives identical records (float for float), event counts, job ends, link totals and port samples -- on the
+examples that run in seconds, every routing, hybrid runs with a director (keep_background mean and profile), job
+streams with kills at the walltime, background traffic, partial runs -- and its Mersenne Twister draws CPython's
+numbers. Skipped by name when the extension is not built (``python setup.py build_ext --inplace``)."""
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridsim.engine import Engine, EngineError, LimitExceeded
+from hybridsim.engine import cores
+from hybridsim.runner import build_controller, run_scenario
+from hybridsim.scenario import load_scenario, parse_scenario
+from hybridsim.workloads.ops import ISEND, WAITALL
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(
+    cores.NativeCore is None,
+    reason="native core not built (hybridsim.engine.native._core): `python setup.py build_ext --inplace` or "
+           "`pip install -e .` with a C++17 compiler")
+
+TOPO72 = "topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2, " \
+         "routing: %s}\n"
+
+MIXED = """
+seed: 5
+jobs:
+  - {name: milc, ranks: 36, iterations: 4, workload: {kind: milc, dimension_sizes: [3, 3, 2, 2], msg_size: 49152}}
+  - {name: nn, ranks: 24, iterations: 4, workload: {kind: nearest_neighbor, dimension_sizes: [4, 3, 2],
+                                                    msg_size: 4096}}
+  - {name: noise, ranks: 8, workload: {kind: uniform_random, msg_size: 20000, interval: 3000}}
+placement: {policy: random}
+sampling: {interval: 20us}
+"""
+
+
+def on_core(sc, core):
+    sc.backend.embedded.core = core
+    sc.backend.embedded.progress = False
+    return sc
+
+
+def records(res):
+    return [(r.job, r.job_id, r.rank, r.iteration, r.start, r.end) for r in res.records]
+
+
+def assert_same(nat, py):
+    """Everything a run returns is the same on both cores (bar wall time and the core's name)."""
+    assert records(nat) == records(py)
+    assert nat.simulated == py.simulated
+    assert (nat.events, nat.end_time, nat.partial) == (py.events, py.end_time, py.partial)
+    assert nat.job_end == py.job_end and nat.job_start == py.job_start and nat.job_killed == py.job_killed
+    skip = ("events_per_s", "core")
+    assert {k: v for k, v in nat.stats.items() if k not in skip} == {k: v for k, v in py.stats.items() if k not in skip}
+    assert nat.stats["core"] == "native" and py.stats["core"] == "python"
+    assert nat.link_totals.keys() == py.link_totals.keys()
+    for k, v in py.link_totals.items():
+        assert np.array_equal(np.asarray(nat.link_totals[k]), np.asarray(v)), k
+    assert (nat.ports is None) == (py.ports is None)
+    if py.ports is not None:
+        assert nat.ports.features == py.ports.features
+        assert np.array_equal(nat.ports.t_end, py.ports.t_end)
+        assert np.array_equal(nat.ports.values, py.ports.values, equal_nan=True)
+
+
+def both(make_scenario, director=None, **kw):
+    out = []
+    for core in ("native", "python"):
+        d = director() if director is not None else None
+        eng = Engine(on_core(make_scenario(), core), **kw)
+        out.append((eng.run(director=d), eng))
+    (nat, ne), (py, pe) = out
+    assert ne.core == "native" and pe.core == "python"
+    assert_same(nat, py)
+    return nat, py
+
+
+# ------------------------------------------------------------------------------------------------ random stream
+def test_mersenne_twister_draws_cpythons_numbers_from_the_same_state():
+    sc = on_core(parse_scenario(TOPO72 % "minimal" + MIXED), "native")
+    rng = random.Random(12345)
+    _loop, net, _mpi = cores.build("native", sc.build_topology(), sc.topology, rng)
+    core = net.core
+    ref = random.Random(12345)
+    core.set_rng_state(list(ref.getstate()[1]))
+    ns = [1, 2, 3, 4, 5, 7, 8, 9, 31, 32, 33, 100, 1000, 65535, 65536, 65537, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 1]
+    for k in range(3000):
+        if k % 3 == 0:
+            assert core.random() == ref.random()
+        else:
+            n = ns[k % len(ns)]
+            assert core.randrange(n) == ref.randrange(n), n
+    # the state goes back: Python continues where the core stopped
+    assert tuple(core.rng_state()) == ref.getstate()[1]
+
+
+def test_the_runs_generator_continues_after_a_native_run_where_the_python_one_does():
+    states = []
+    for core in ("native", "python"):
+        eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), core))
+        eng.run()
+        states.append(eng.rng.getstate())
+    assert states[0] == states[1]
+
+
+# ------------------------------------------------------------------------------------------------ scenarios
+@pytest.mark.parametrize("name", ["quickstart.yaml"])
+def test_examples_give_identical_results(name):
+    both(lambda: load_scenario(REPO / "examples" / name))
+
+
+@pytest.mark.parametrize("routing", ["minimal", "nonminimal", "adaptive", "prog-adaptive"])
+def test_every_routing_with_background_traffic_and_port_samples(routing):
+    sc_text = TOPO72 % routing + MIXED
+    nat, _ = both(lambda: parse_scenario(sc_text))
+    assert nat.ports is not None and len(nat.records) == (36 + 24) * 4
+    assert nat.stats["messages"] > nat.stats["packets"] / 20 > 0
+
+
+def test_a_congested_network_with_small_buffers_and_heavy_background():
+    text = TOPO72 % "prog-adaptive" + MIXED.replace("interval: 3000", "interval: 400")
+
+    def make():
+        sc = parse_scenario(text)
+        sc.topology.vc_buffer.local = sc.topology.packet_size * 2
+        sc.topology.vc_buffer.global_ = sc.topology.packet_size * 2
+        return sc
+    nat, _ = both(make)
+    assert nat.link_totals["stalled"].sum() > 0
+
+
+def test_partial_runs_stop_at_the_same_event_and_time():
+    text = TOPO72 % "adaptive" + MIXED
+    for extra in ({"max_events": 54_321}, {"end_time": 61_000.0}):
+        def make():
+            sc = parse_scenario(text)
+            for k, v in extra.items():
+                setattr(sc.backend.embedded, k, v)
+            return sc
+        nat, _ = both(make)
+        assert nat.partial
+
+
+# ------------------------------------------------------------------------------------------------ hybrid runs
+HYBRID = """
+seed: 2
+topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}
+jobs:
+  - {name: fast, ranks: 8, iterations: 40, workload: {kind: allreduce, size: 2048}}
+  - {name: slow, ranks: 8, iterations: 12, workload: {kind: allreduce, size: 65536, count: 4}}
+  - {name: noise, ranks: 4, workload: {kind: uniform_random, msg_size: 4096, interval: 20000}}
+placement: {policy: random}
+sampling: {interval: 50us}
+surrogate: {model: mean, config: {k: 2}}
+controller: {policy: %s, params: {warmup: 2, ft: 4, truth: 1}, keep_background: %s}
+"""
+
+
+@pytest.mark.parametrize("policy,keep", [("aligned", "false"), ("periodic", "true"), ("aligned", "profile")])
+def test_hybrid_runs_with_the_controller_give_identical_records(tmp_path, policy, keep):
+    out = {}
+    for core in ("native", "python"):
+        sc = on_core(parse_scenario(HYBRID % (policy, keep)), core)
+        ctl = build_controller(sc)
+        _rd, res, summary = run_scenario(sc, tmp_path / core, mode="hybrid", progress=False, controller=ctl)
+        out[core] = (res, summary)
+    (nat, ns), (py, ps) = out["native"], out["python"]
+    assert_same(nat, py)
+    assert not all(nat.simulated) and any(nat.simulated)
+    assert ns["jobs"] == ps["jobs"]
+    assert sum(ns["jobs"][job]["predicted_iterations"] for job in ("fast", "slow")) > 0
+
+
+def test_pure_run_through_the_runner_writes_the_same_tables(tmp_path):
+    import pyarrow.parquet as pq
+    tables = {}
+    for core in ("native", "python"):
+        sc = on_core(load_scenario(REPO / "examples" / "quickstart.yaml"), core)
+        rd, _res, _summary = run_scenario(sc, tmp_path / core, progress=False)
+        tables[core] = pq.read_table(rd.path / "iterations.parquet").to_pydict()
+    assert tables["native"] == tables["python"]
+
+
+# ------------------------------------------------------------------------------------------------ job streams
+STREAM = """\
+seed: 3
+topology: {groups: 3, routers_per_group: 2, terminals_per_router: 2, global_channels_per_router: 1, routing: adaptive}
+sampling: {interval: 5us}
+scheduler: {queue: easy, allocation: random-router, kill_at_walltime: true}
+jobs:
+  - {name: a, ranks: 8, iterations: 4, walltime: 70us, workload: {kind: allreduce, size: 64}, compute: {delay: 10us}}
+  - {name: b, ranks: 8, iterations: 2, arrival: 1us, walltime: 100us, workload: {kind: allreduce, size: 64},
+     compute: {delay: 5us}}
+  - {name: c, ranks: 4, iterations: 3, arrival: 2us, walltime: 30us, workload: {kind: allreduce, size: 20000}}
+  - {name: d, ranks: 6, iterations: 5, arrival: 3us, workload: {kind: nearest_neighbor, dimension_sizes: [3, 2],
+                                                                 msg_size: 16384}}
+"""
+
+
+def test_a_job_stream_with_kills_at_the_walltime():
+    nat, _ = both(lambda: parse_scenario(STREAM, "s.yaml"))
+    assert nat.job_killed and len(nat.job_end) == 4
+
+
+def test_stream_example():
+    nat, _ = both(lambda: load_scenario(REPO / "examples" / "stream-72.yaml"))
+    assert len(nat.job_end) == 12
+
+
+# ------------------------------------------------------------------------------------------------ errors, selection
+class Stub:
+    background = False
+    iterations = 1
+
+    def __init__(self, table):
+        self.table = table
+        self.n_ranks = len(table)
+
+    def ops(self, rank, iteration):
+        return list(self.table[rank])
+
+
+TWO = TOPO72 % "minimal" + """
+jobs:
+  - {name: a, ranks: 2, iterations: 1, workload: {kind: allreduce}}
+placement: {policy: contiguous}
+"""
+
+
+def test_the_same_errors_on_both_cores():
+    table = [[(ISEND, 1, 64, 0, 0), (WAITALL, (0, 7))], [(WAITALL, ())]]
+    msgs = []
+    for core in ("native", "python"):
+        eng = Engine(on_core(parse_scenario(TWO), core), workloads=[Stub(table)])
+        with pytest.raises(ValueError) as ei:
+            eng.run()
+        msgs.append(str(ei.value))
+    assert msgs[0] == msgs[1] and "WAITALL names request 7" in msgs[0]
+    msgs = []
+    for core in ("native", "python"):
+        sc = on_core(parse_scenario(TWO), core)
+        sc.limits.max_packets_per_message = 1
+        eng = Engine(sc, workloads=[Stub([[(ISEND, 1, 8000, 0, 0), (WAITALL, (0,))], [(WAITALL, ())]])])
+        with pytest.raises(LimitExceeded) as ei:
+            eng.run()
+        msgs.append(str(ei.value))
+    assert msgs[0] == msgs[1] and msgs[0].startswith("max_packets_per_message")
+
+
+def test_debug_mode_checks_the_native_core_too():
+    """``debug: true``: the same invariant checks on both cores (credits and buffers as they run, the whole network
+    every CHECK_EVERY events, byte conservation at the end), and the same results."""
+    nat, _ = both(lambda: parse_scenario(TOPO72 % "prog-adaptive" + MIXED), debug=True)
+    assert nat.events > 0
+    eng = Engine(on_core(parse_scenario(TOPO72 % "minimal" + MIXED), "native"), debug=True)
+    eng.run()
+    assert eng.core == "native"
+    eng.net.check_invariants()
+    eng = Engine(on_core(parse_scenario(TWO), "native"))
+    eng.run()
+    core = eng.net.core
+    assert core.bytes_in_network() == 0 and eng.net.bytes_injected == eng.net.bytes_delivered
+
+
+def test_without_the_extension_auto_falls_back_with_one_line_and_native_is_an_error(monkeypatch, capsys):
+    monkeypatch.setattr(cores, "NATIVE_MISSING", "the native core is not built (test)")
+    monkeypatch.setattr(cores, "_said", set())
+    assert cores.choose("auto") == "python"
+    assert cores.choose("auto") == "python"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not built (test)" in err
+    with pytest.raises(EngineError, match="not built"):
+        cores.choose("native")
+    assert cores.choose("python") == "python"
+
+
+def test_energy_report_from_a_run_with_compute_kernels_is_the_same(tmp_path):
+    from test_energy_energy import SCEN
+
+    summaries = {}
+    for core in ("native", "python"):
+        sc = on_core(parse_scenario(TOPO72 % "minimal" + "seed: 4\n" + SCEN), core)
+        _rd, res, summary = run_scenario(sc, tmp_path / core, progress=False)
+        summaries[core] = (res, summary)
+    (nat, ns), (py, ps) = summaries["native"], summaries["python"]
+    assert_same(nat, py)
+    assert ns["energy"] == ps["energy"] and ns["energy"]["jobs"]["a"]["energy_to_solution_J"] > 0
