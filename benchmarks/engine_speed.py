@@ -4,6 +4,7 @@
     python benchmarks/engine_speed.py --cases quickstart corun-1056 --python-max-events 3000000
     python benchmarks/engine_speed.py --boundary                        # the binding's per-call cost only
     python benchmarks/engine_speed.py --cases corun-1056 --compare 5000000   # both cores, first N events, one process
+    CODES_BIN_DIR=DIR/bin python benchmarks/engine_speed.py --cases C-1056node-3jobs --cores native codes   # live CODES
 
 Each (case, core) runs in its own subprocess, so peak RSS (``ru_maxrss``: the C++ core's memory too, which
 tracemalloc does not see) is its own. Printed table and ``benchmarks/out/engine_speed.json``: events, events per
@@ -37,8 +38,10 @@ CASES = {
     "C-1056node-3jobs": (REPO / "examples" / "dragonfly-1056-3jobs.yaml",
                          CODES / "C-1056node-milc-lammps-nn" / "hf-random-seq"),
     "corun-1056": (REPO / "examples" / "dragonfly-1056-3jobs-corun.yaml", None),
+    "dfdally-8k": (REPO / "examples" / "dfdally-8k-3jobs.yaml", None),
 }
-CORES = ("native", "python")
+#: ``codes``: the same scenario on a live CODES build through the bridge (sequential, ``CODES_BIN_DIR``), side by side
+CORES = ("native", "python", "codes")
 
 
 def codes_times(run_dir: Path | None) -> dict:
@@ -63,9 +66,52 @@ def codes_times(run_dir: Path | None) -> dict:
     return out
 
 
+def codes_child(path: str) -> None:
+    """Run one scenario on a live CODES build (``CODES_BIN_DIR``, sequential) through the bridge, as ``hybridsim run``
+    does; print one JSON line. Peak RSS: the largest process of the run (``RUSAGE_CHILDREN`` after CODES' mpirun and
+    model-net-mpi-replay were reaped; Linux carries a child's own children's peak up)."""
+    import resource
+    import tempfile
+
+    import yaml
+
+    bin_dir = os.environ.get("CODES_BIN_DIR")
+    if not bin_dir:
+        raise SystemExit("--cores codes needs CODES_BIN_DIR (a build by scripts/build-codes.sh)")
+    doc = yaml.safe_load(Path(path).read_text())
+    doc["backend"] = {"kind": "codes", "codes": {"bin_dir": bin_dir, "synch": "sequential", "np": 1}}
+    for key in ("controller", "surrogate"):
+        doc.pop(key, None)
+    with tempfile.TemporaryDirectory(prefix="engine-speed-codes-") as tmp:
+        scen = Path(tmp) / Path(path).name
+        scen.write_text(yaml.safe_dump(doc, sort_keys=False))
+        c0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(scen), "--mode", "simulate",
+                               "--no-progress", "-o", str(Path(tmp) / "run")], capture_output=True, text=True)
+        wall = time.perf_counter() - w0
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode:
+            raise SystemExit(f"CODES run failed:\n{proc.stderr[-4000:]}")
+        summ = json.loads((Path(tmp) / "run" / "summary.json").read_text())
+    cpu = (ru.ru_utime + ru.ru_stime) - (c0.ru_utime + c0.ru_stime)
+    events = int(summ["events"])
+    end_ms = summ["end_time_ns"] / 1e6
+    print(json.dumps({
+        "events": events, "wall_s": wall, "cpu_s": cpu, "sim_ms": end_ms, "events_per_s": events / wall,
+        "events_per_cpu_s": events / cpu, "wall_s_per_sim_ms": wall / end_ms, "peak_rss_mb": ru.ru_maxrss / 1024,
+        "core": "codes", "partial": bool(summ.get("partial")), "max_events": None,
+        "job_end_ms": {k: v["completion_time_ns"] / 1e6 for k, v in summ["jobs"].items()},
+        "mean_iteration_us": {k: (v.get("mean_iteration_ns") or 0) / 1e3 for k, v in summ["jobs"].items()},
+    }))
+
+
 def child(path: str, core: str, max_events: int | None) -> None:
     """Run one scenario on one core; print one JSON line."""
     import resource
+
+    if core == "codes":
+        codes_child(path)
+        return
 
     from hybridsim.engine import Engine
     from hybridsim.scenario import load_scenario
@@ -159,7 +205,8 @@ def compare(path: Path, max_events: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
-    ap.add_argument("--cores", nargs="*", default=list(CORES), choices=list(CORES))
+    ap.add_argument("--cores", nargs="*", default=["native", "python"], choices=list(CORES),
+                    help="engine cores to run (default native python); codes: a live CODES build (CODES_BIN_DIR)")
     ap.add_argument("--python-max-events", type=int, default=None,
                     help="cap the Python core's runs at this many events (the speedup compares events/s)")
     ap.add_argument("--compare", type=int, metavar="N", default=None,
@@ -206,6 +253,11 @@ def main(argv=None) -> int:
         if nat and py:
             nat["speedup_events_per_cpu_s"] = nat["events_per_cpu_s"] / py["events_per_cpu_s"]
             nat["speedup_events_per_s"] = nat["events_per_s"] / py["events_per_s"]
+        live = rows.get(f"{name}/codes")
+        if nat and live and not nat["partial"]:
+            nat["codes_wall_s"] = live["wall_s"]  # the live run beside it replaces a recorded one
+            nat["wall_ratio_vs_codes"] = nat["wall_s"] / live["wall_s"]
+            nat["cpu_ratio_vs_codes"] = nat["cpu_s"] / live["wall_s"]
     hdr = f"{'case':18} {'core':7} {'events':>11} {'ev/s':>11} {'ev/cpu-s':>11} {'wall s':>8} {'cpu s':>8} " \
           f"{'s/sim-ms':>9} {'RSS MB':>7} {'speedup':>8} {'CODES s':>8} {'ratio':>6}"
     print(hdr)
