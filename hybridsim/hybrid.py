@@ -93,7 +93,7 @@ class HybridController(Director):
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,
-                 infos: dict[int, JobInfo] | None = None):
+                 infos: dict[int, JobInfo] | None = None, flow=None):
         self.policy = policy
         self.policy_name = policy_name or (policy.name if isinstance(policy, Policy) else type(policy).__name__)  # duck-typed plug-ins
         if isinstance(surrogate, dict):
@@ -117,6 +117,9 @@ class HybridController(Director):
         self.stream = bool(stream)
         #: job id -> JobInfo (a stream job's groups are set from its terminals when it starts)
         self.infos = dict(infos or {})
+        #: the flow-level interference model (:class:`hybridsim.flow.FlowModel`, jobs placed before the run placed
+        #: already, a stream job placed when it starts), built only when a model reads it (``Surrogate.needs_flow``)
+        self.flow = flow
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             # a stream job's state is created when it starts (on_job_start)
@@ -168,6 +171,8 @@ class HybridController(Director):
     def _on_job_start(self, job_id: int, t: float, terminals) -> None:
         self.started[job_id] = t
         self.running[job_id] = None
+        if self.flow is not None:
+            self.flow.place(job_id, terminals)
         name, kind, n_ranks, n_it = self.jobs[job_id]
         if n_it is None or job_id not in self.models:
             return
@@ -261,7 +266,10 @@ class HybridController(Director):
         except (ValueError, AttributeError):
             raise PolicyError(f"policy {self.policy_name!r} returned {raw!r} for job {st.job!r} iteration "
                               f"{iteration}; expected 'simulate' or 'predict'") from None
-        st.load[iteration] = self._corunner_load(job_id, mode)
+        corunners = self._corunners(job_id, mode)
+        st.load[iteration] = self._corunner_load(job_id, mode, corunners)
+        if self.flow is not None:
+            st.flow[iteration] = self.flow.iteration_time(job_id, corunners)
         if mode == Mode.PREDICT and iteration == 0:
             raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
                               "no history to predict from; simulate at least one iteration first")
@@ -275,15 +283,13 @@ class HybridController(Director):
         st.decide(mode)
         return mode
 
-    def _corunner_load(self, job_id: int, mode: Mode) -> float:
-        """:meth:`JobInfo.load` of the jobs running beside ``job_id`` now: started (a stream job), not yet through its
-        last iteration (background jobs run throughout); NaN without the job's info. For an iteration to be simulated,
-        the traffic it will meet: without ``keep_background`` a co-runner that is being predicted injects nothing and
-        is not counted. For one to be predicted, what the pure simulation would have: every co-runner."""
-        info = self.infos.get(job_id)
-        if info is None:
-            return math.nan
-        ranks = 0
+    def _corunners(self, job_id: int, mode: Mode) -> list[int]:
+        """The jobs running beside ``job_id`` now: started (a stream job), not yet through its last iteration
+        (background jobs run throughout). For an iteration to be simulated, the traffic it will meet: without
+        ``keep_background`` a co-runner that is being predicted injects nothing and is not counted. For one to be
+        predicted, what the pure simulation would have: every co-runner. Their ranks give the co-runner load
+        (:meth:`JobInfo.load`), the set the flow model's iteration time."""
+        out = []
         for k in self.running:  # a stream's running jobs only: this runs once per job and iteration
             if k == job_id:
                 continue
@@ -293,8 +299,17 @@ class HybridController(Director):
             if (mode == Mode.SIMULATE and not self.keep_background and st is not None and st.modes
                     and st.modes[-1] == Mode.PREDICT):
                 continue  # silent beside this truth iteration
-            ranks += self.jobs[k][2]
-        return info.load(ranks)
+            out.append(k)
+        return out
+
+    def _corunner_load(self, job_id: int, mode: Mode, corunners=None) -> float:
+        """:meth:`JobInfo.load` of :meth:`_corunners` (given or found); NaN without the job's info."""
+        info = self.infos.get(job_id)
+        if info is None:
+            return math.nan
+        if corunners is None:
+            corunners = self._corunners(job_id, mode)
+        return info.load(sum(self.jobs[k][2] for k in corunners))
 
     def _scale(self, st: JobState, lo: int, hi: int) -> np.ndarray | None:
         v = self.volumes.get(st.job_id)

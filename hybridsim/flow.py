@@ -1,0 +1,268 @@
+"""A flow-level interference model: each job's iteration time with the co-runners running now, before any truth.
+
+The packet engine (:mod:`hybridsim.engine.network`) says how long an iteration takes once it has been simulated; this
+model says, in microseconds of arithmetic, how that time should *change* when the set of co-runners changes -- the
+input a surrogate needs at a co-runner's start or end, when its history describes another network. It is the
+flow-level view SimGrid takes of a network (a flow per communicating pair, shared links, max-min fair bandwidth),
+reduced to what one number per (job, co-runner set) needs:
+
+1. **Traffic matrix** (:func:`traffic_matrix`): bytes each rank sends each other rank in one iteration, from the
+   workload's own ops (``ISEND``/``SEND``; collectives are expanded into them), the mean over a few iterations, and the
+   compute of one iteration (the slowest rank's ``COMPUTE`` ops). Background jobs (``uniform_random``) are a fixed rate
+   instead: ``msg_size / interval`` per rank, to uniformly drawn peers.
+2. **Routing** (:class:`Routes`): the rank-to-rank bytes mapped to terminals by the placement and routed minimally
+   over the Dragonfly as the engine's ``minimal`` routing draws its ports -- the injection link, a local hop to a
+   router with a global link to the destination group (unless the source router has one: then its own), the global
+   link (spread evenly over the parallel ones), a local hop, the ejection port -- giving each job's bytes per
+   iteration on every channel (a router output port, or a terminal's injection link).
+3. **Sharing** (:func:`maxmin_share`, :meth:`FlowModel.iteration_time`): on a channel, the job's flow is elastic and
+   every co-runner's flow has a demand, its bytes there over its own iteration time (a background job: its rate);
+   max-min fairness gives the job the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``. The job's
+   communication time is its slowest channel's ``bytes / x``, its iteration time ``compute + communication``; the
+   co-runners' iteration times come from the same rule, solved to a fixed point.
+
+Adaptive routing spreads a hot spot over non-minimal paths and messages also pay latency and waits that no
+bandwidth share accounts for, so the absolute time is rough; what a surrogate uses is the *ratio* of two of its
+answers for the same job (see :mod:`surrogate.models.flow`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hybridsim_common.topology import GLOBAL, LOCAL, Dragonfly
+from hybridsim_common.units import GIB
+
+#: iterations of a job's workload averaged into its traffic matrix (evenly spread over the job)
+SAMPLE_ITERATIONS = 8
+#: fixed-point passes over the co-runners' iteration times (a pass changes them by a few percent at most after 10)
+FIXED_POINT_PASSES = 30
+
+
+def traffic_matrix(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> tuple[np.ndarray, float]:
+    """``(tm, compute_ns)`` of a :class:`hybridsim.workloads.base.JobWorkload`: ``tm`` (R, R) float64 mean bytes rank
+    i sends rank j per iteration, ``compute_ns`` the mean over the sampled iterations of the slowest rank's compute."""
+    from .workloads.ops import COMPUTE, ISEND, SEND
+
+    R = int(workload.n_ranks)
+    its = np.unique(np.linspace(0, max(int(n_iterations) - 1, 0), min(sample, max(int(n_iterations), 1))).astype(int))
+    tm = np.zeros((R, R))
+    compute = np.zeros(len(its))
+    for k, it in enumerate(its):
+        for r in range(R):
+            c = 0.0
+            for op in workload.ops(r, int(it)):
+                if op[0] in (ISEND, SEND):
+                    tm[r, op[1]] += op[2]
+                elif op[0] == COMPUTE:
+                    c += op[1]
+            compute[k] = max(compute[k], c)
+    return tm / len(its), float(compute.mean())
+
+
+def maxmin_share(capacity: float, demands) -> float:
+    """The max-min fair share of one elastic flow on a channel of ``capacity`` beside flows of fixed ``demands``
+    (same unit): the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``, 0 < x <= capacity."""
+    d = np.sort(np.asarray([v for v in demands if v > 0], dtype=np.float64))
+    left, n = float(capacity), len(d)
+    for i, v in enumerate(d):
+        level = left / (n - i + 1)  # the elastic flow and the n - i unsatisfied ones share what is left
+        if v >= level:
+            return level
+        left -= v
+    return left
+
+
+class Routes:
+    """Minimal routes of a :class:`~hybridsim_common.topology.Dragonfly`, as channel fractions.
+
+    Channels: ``0 .. n_ports-1`` router output ports (global port id ``router * radix + port``; a terminal port is its
+    terminal's ejection), ``n_ports + t`` terminal ``t``'s injection link. :attr:`capacity` is each channel's bandwidth
+    in bytes per ns."""
+
+    def __init__(self, topo: Dragonfly, bandwidth_gib=(5.25, 4.7, 5.25)):
+        self.topo = topo
+        R, a = topo.radix, topo.a
+        self.n_channels = topo.n_ports + topo.n_terminals
+        bw = np.asarray(bandwidth_gib, dtype=np.float64) * GIB / 1e9  # bytes per ns per class
+        self.capacity = np.empty(self.n_channels)
+        self.capacity[:topo.n_ports] = bw[topo.port_class]
+        self.capacity[topo.n_ports:] = bw[2]
+        # (router, neighbour router) -> its output ports to it; router -> group -> its global ports there
+        self._to: dict[tuple[int, int], list[int]] = {}
+        for pid in range(topo.n_ports):
+            if topo.port_class[pid] in (LOCAL, GLOBAL) and topo.peer_router[pid] >= 0:
+                self._to.setdefault((pid // R, int(topo.peer_router[pid])), []).append(pid)
+        self._gw: dict[tuple[int, int], list[int]] = {}  # (group, dst group) -> routers of group linked to it
+        for r in range(topo.n_routers):
+            for d in topo.global_targets[r]:
+                lst = self._gw.setdefault((r // a, d // a), [])
+                if r not in lst:
+                    lst.append(r)
+        self._cache: dict[tuple[int, int], dict[int, float]] = {}
+
+    def _hop(self, out: dict, r: int, nxt: int, w: float) -> None:
+        ports = self._to[(r, nxt)]
+        for p in ports:
+            out[p] = out.get(p, 0.0) + w / len(ports)
+
+    def _global(self, out: dict, gw: int, dg: int, dst_router: int, w: float) -> None:
+        """From gateway router ``gw`` over its global links to group ``dg`` (evenly), then a local hop."""
+        a = self.topo.a
+        lands = [d for d in self.topo.global_targets[gw] if d // a == dg]
+        for land in dict.fromkeys(lands):
+            share = w * lands.count(land) / len(lands)
+            self._hop(out, gw, land, share)
+            if land != dst_router:
+                self._hop(out, land, dst_router, share)
+
+    def router_route(self, src: int, dst: int) -> dict[int, float]:
+        """Channel -> fraction of the bytes from router ``src`` to router ``dst`` (ejection excluded)."""
+        key = (src, dst)
+        if key in self._cache:
+            return self._cache[key]
+        a = self.topo.a
+        out: dict[int, float] = {}
+        sg, dg = src // a, dst // a
+        if src == dst:
+            pass
+        elif sg == dg:
+            self._hop(out, src, dst, 1.0)
+        elif any(d // a == dg for d in self.topo.global_targets[src]):
+            self._global(out, src, dg, dst, 1.0)  # the engine's minimal rule: own global ports first
+        else:
+            gws = self._gw[(sg, dg)]
+            for gw in gws:
+                self._hop(out, src, gw, 1.0 / len(gws))
+                self._global(out, gw, dg, dst, 1.0 / len(gws))
+        self._cache[key] = out
+        return out
+
+    def channel_bytes(self, tm: np.ndarray, terminals) -> np.ndarray:
+        """(n_channels,) bytes per iteration of traffic matrix ``tm`` (R, R) on ranks placed on ``terminals`` (R,)."""
+        topo = self.topo
+        terms = np.asarray(terminals, dtype=np.int64)
+        out = np.zeros(self.n_channels)
+        src, dst = np.nonzero(tm)
+        w = tm[src, dst]
+        ts, td = terms[src], terms[dst]
+        keep = ts != td  # a rank pair on one terminal never enters the network
+        src, dst, w, ts, td = src[keep], dst[keep], w[keep], ts[keep], td[keep]
+        np.add.at(out, topo.n_ports + ts, w)
+        np.add.at(out, topo.terminal_port_ids[td], w)
+        rs, rd = ts // topo.p, td // topo.p
+        pair = {}
+        for s, d, v in zip(rs.tolist(), rd.tolist(), w.tolist()):
+            pair[(s, d)] = pair.get((s, d), 0.0) + v
+        for (s, d), v in pair.items():
+            for ch, f in self.router_route(s, d).items():
+                out[ch] += v * f
+        return out
+
+
+class FlowModel:
+    """Jobs' modelled iteration times beside a given set of co-runners (see the module docstring).
+
+    A job's traffic is declared in rank space (:meth:`set_traffic`; background traffic: :meth:`set_background`) and
+    routed when the job is placed (:meth:`place`: before the run, or when a stream job starts); only placed jobs count.
+    :meth:`iteration_time` answers for a job and the set of jobs running beside it; answers are cached per set."""
+
+    def __init__(self, routes: Routes):
+        self.routes = routes
+        self.traffic: dict[int, tuple] = {}        # job -> ("iterating", tm, compute) or ("background", tm per ns)
+        self.bytes: dict[int, np.ndarray] = {}    # placed iterating job -> (n_channels,) bytes per iteration
+        self.compute: dict[int, float] = {}       # iterating job -> compute ns per iteration
+        self.rate: dict[int, np.ndarray] = {}     # placed background job -> (n_channels,) bytes per ns
+        self._cache: dict[tuple, float] = {}
+
+    def set_traffic(self, job: int, tm: np.ndarray, compute_ns: float) -> None:
+        """An iterating job: ``tm`` (R, R) bytes rank i sends rank j per iteration, ``compute_ns`` per iteration."""
+        self.traffic[job] = ("iterating", np.asarray(tm, dtype=np.float64), float(compute_ns))
+        self.compute[job] = float(compute_ns)
+
+    def set_background(self, job: int, n_ranks: int, msg_size: float, interval: float) -> None:
+        """A background job: each rank sends ``msg_size`` bytes every ``interval`` ns to a uniformly drawn other rank."""
+        n = int(n_ranks)
+        if n < 2 or interval <= 0:
+            return
+        tm = np.full((n, n), float(msg_size) / float(interval) / (n - 1))
+        np.fill_diagonal(tm, 0.0)
+        self.traffic[job] = ("background", tm)
+
+    def place(self, job: int, terminals) -> None:
+        """Job ``job``'s ranks are on ``terminals`` (rank r on terminals[r]): route its traffic."""
+        t = self.traffic.get(job)
+        if t is None:
+            return
+        routed = self.routes.channel_bytes(t[1], terminals)
+        (self.bytes if t[0] == "iterating" else self.rate)[job] = routed
+        self._cache.clear()
+
+    def add_job(self, job: int, tm: np.ndarray, compute_ns: float, terminals) -> None:
+        """:meth:`set_traffic` and :meth:`place` in one."""
+        self.set_traffic(job, tm, compute_ns)
+        self.place(job, terminals)
+
+    def __contains__(self, job: int) -> bool:
+        return job in self.bytes
+
+    def _comm(self, job: int, demand: np.ndarray) -> float:
+        """Communication ns of ``job`` with the other flows' ``demand`` (n_others, n_channels) bytes per ns."""
+        b = self.bytes[job]
+        used = np.nonzero(b)[0]
+        if not len(used):
+            return 0.0
+        cap = self.routes.capacity
+        worst = 0.0
+        for c in used:
+            x = maxmin_share(cap[c], demand[:, c]) if len(demand) else cap[c]
+            worst = max(worst, b[c] / x)
+        return worst
+
+    def alone(self, job: int) -> float:
+        """The job's modelled iteration time with nothing beside it (ns)."""
+        return self.iteration_time(job, ())
+
+    def iteration_time(self, job: int, others) -> float:
+        """Modelled iteration time (ns) of ``job`` beside the jobs ``others`` (job ids; unknown or unplaced ones are
+        ignored); NaN for a job that is not placed."""
+        if job not in self.bytes:
+            return float("nan")
+        others = tuple(sorted(k for k in set(others) if k != job and (k in self.bytes or k in self.rate)))
+        key = (job, others)
+        if key in self._cache:
+            return self._cache[key]
+        jobs = [job] + [k for k in others if k in self.bytes]
+        bg = [self.rate[k] for k in others if k in self.rate]
+        T = {k: self.compute[k] + self._comm(k, np.zeros((0, self.routes.n_channels))) for k in jobs}
+        for _ in range(FIXED_POINT_PASSES if len(jobs) > 1 else 1):
+            new = {}
+            for k in jobs:
+                dem = [self.bytes[m] / max(T[m], 1e-9) for m in jobs if m != k] + bg
+                new[k] = self.compute[k] + self._comm(k, np.asarray(dem) if dem else
+                                                      np.zeros((0, self.routes.n_channels)))
+            done = all(abs(new[k] - T[k]) <= 1e-6 * T[k] for k in jobs)
+            T = {k: 0.5 * (T[k] + new[k]) for k in jobs}  # damped: two heavy jobs would otherwise oscillate
+            if done:
+                break
+        self._cache[key] = T[job]
+        return T[job]
+
+
+def flow_model(scenario, placement=None) -> FlowModel:
+    """The :class:`FlowModel` of a scenario: every job's traffic from its workload, placed on ``placement`` (per-job
+    terminal arrays; None for a stream, whose jobs are placed as they start: :meth:`FlowModel.place`)."""
+    from .workloads import build_workload
+
+    topo = scenario.build_topology()
+    model = FlowModel(Routes(topo, scenario.topology.bandwidth.as_tuple()))
+    for i, job in enumerate(scenario.jobs):
+        wl = build_workload(job, i, scenario.seed, scenario=scenario)
+        if getattr(wl, "background", False):
+            if hasattr(wl, "msg_size") and hasattr(wl, "interval"):
+                model.set_background(i, job.ranks, wl.msg_size, wl.interval)
+        else:
+            model.set_traffic(i, *traffic_matrix(wl, job.iterations))
+        if placement is not None and placement[i] is not None and len(placement[i]):
+            model.place(i, placement[i])
+    return model
