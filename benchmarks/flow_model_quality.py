@@ -49,7 +49,7 @@ def job_tables(run: Path):
     return out
 
 
-def analyse(run: Path, before: int, after: int):
+def analyse(run: Path, before: int, after: int, **model_kw):
     from hybridsim.flow import flow_model
     from hybridsim.scenario import Scenario
 
@@ -59,7 +59,7 @@ def analyse(run: Path, before: int, after: int):
     terms = {j["name"]: j["terminals"] for j in desc["jobs"]}
     names = [j.name for j in scenario.jobs]
     placement = [terms.get(n) for n in names]
-    model = flow_model(scenario, placement)
+    model = flow_model(scenario, placement, **model_kw)
     tabs = job_tables(run)
     span = {names.index(n): (st.min(), en.max()) for n, (T, st, en) in tabs.items()}
     bg = [i for i, j in enumerate(scenario.jobs) if j.is_background]
@@ -103,17 +103,20 @@ def main(argv=None) -> int:
     ap.add_argument("--before", type=int, default=1)
     ap.add_argument("--after", type=int, default=1)
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--nonminimal", type=float, default=0.0, help="hybridsim.flow.Routes.nonminimal")
+    ap.add_argument("--rule", default="weighted", help="hybridsim.flow.FlowModel.rule")
+    ap.add_argument("--quiet", action="store_true", help="the summary only")
     args = ap.parse_args(argv)
     rows = []
     for r in args.runs:
         seen = set()
-        for x in analyse(Path(r), args.before, args.after):
+        for x in analyse(Path(r), args.before, args.after, nonminimal=args.nonminimal, rule=args.rule):
             if x["pair"] not in seen:  # two changes between the same two iterations are one change
                 seen.add(x["pair"])
                 rows.append(x)
     print(f"{'run':24s} {'job':8s} {'t ms':>7s} {'truth %':>8s} {'model %':>8s} {'LAST err':>9s} {'ratio err':>9s} "
           f"{'delta err':>9s}")
-    for x in rows:
+    for x in [] if args.quiet else rows:
         print(f"{x['run'][:24]:24s} {x['job'][:8]:8s} {x['at_ns'] / 1e6:7.3f} {x['truth_change_pct']:+8.2f} "
               f"{x['model_change_pct']:+8.2f} {x['last_err_pct']:+9.2f} {x['flow_err_pct']:+9.2f} "
               f"{x['delta_err_pct']:+9.2f}")

@@ -80,8 +80,11 @@ class Routes:
     terminal's ejection), ``n_ports + t`` terminal ``t``'s injection link. :attr:`capacity` is each channel's bandwidth
     in bytes per ns."""
 
-    def __init__(self, topo: Dragonfly, bandwidth_gib=(5.25, 4.7, 5.25)):
+    def __init__(self, topo: Dragonfly, bandwidth_gib=(5.25, 4.7, 5.25), nonminimal: float = 0.0):
         self.topo = topo
+        #: fraction of inter-group bytes taken as routed non-minimally (Valiant, as adaptive routing does under load):
+        #: two global hops and two local hops each, spread evenly over every global and local channel
+        self.nonminimal = float(nonminimal)
         R, a = topo.radix, topo.a
         self.n_channels = topo.n_ports + topo.n_terminals
         bw = np.asarray(bandwidth_gib, dtype=np.float64) * GIB / 1e9  # bytes per ns per class
@@ -154,9 +157,21 @@ class Routes:
         pair = {}
         for s, d, v in zip(rs.tolist(), rd.tolist(), w.tolist()):
             pair[(s, d)] = pair.get((s, d), 0.0) + v
+        q = self.nonminimal
+        spread = 0.0
         for (s, d), v in pair.items():
+            inter = s // topo.a != d // topo.a
+            if inter and q > 0:
+                spread += q * v
+                v = (1 - q) * v
             for ch, f in self.router_route(s, d).items():
                 out[ch] += v * f
+        if spread:
+            pc = topo.port_class
+            glob = np.nonzero((pc == GLOBAL) & (topo.peer_router >= 0))[0]
+            loc = np.nonzero(pc == LOCAL)[0]
+            out[glob] += 2 * spread / len(glob)
+            out[loc] += 2 * spread / len(loc)
         return out
 
 
@@ -167,8 +182,11 @@ class FlowModel:
     routed when the job is placed (:meth:`place`: before the run, or when a stream job starts); only placed jobs count.
     :meth:`iteration_time` answers for a job and the set of jobs running beside it; answers are cached per set."""
 
-    def __init__(self, routes: Routes):
+    def __init__(self, routes: Routes, rule: str = "weighted"):
         self.routes = routes
+        #: "max": communication = the slowest channel's bytes / share; "weighted": the job's alone time (its slowest
+        #: channel at full capacity) x the byte-weighted mean slowdown capacity / share over its channels
+        self.rule = rule
         self.traffic: dict[int, tuple] = {}        # job -> ("iterating", tm, compute) or ("background", tm per ns)
         self.bytes: dict[int, np.ndarray] = {}    # placed iterating job -> (n_channels,) bytes per iteration
         self.compute: dict[int, float] = {}       # iterating job -> compute ns per iteration
@@ -213,11 +231,14 @@ class FlowModel:
         if not len(used):
             return 0.0
         cap = self.routes.capacity
-        worst = 0.0
+        worst, slow = 0.0, 0.0
         for c in used:
             x = maxmin_share(cap[c], demand[:, c]) if len(demand) else cap[c]
             worst = max(worst, b[c] / x)
-        return worst
+            slow += b[c] * cap[c] / x
+        if self.rule == "max":
+            return worst
+        return float(np.max(b[used] / cap[used])) * slow / float(b[used].sum())
 
     def alone(self, job: int) -> float:
         """The job's modelled iteration time with nothing beside it (ns)."""
@@ -249,13 +270,13 @@ class FlowModel:
         return T[job]
 
 
-def flow_model(scenario, placement=None) -> FlowModel:
+def flow_model(scenario, placement=None, *, nonminimal: float = 0.0, rule: str = "weighted") -> FlowModel:
     """The :class:`FlowModel` of a scenario: every job's traffic from its workload, placed on ``placement`` (per-job
     terminal arrays; None for a stream, whose jobs are placed as they start: :meth:`FlowModel.place`)."""
     from .workloads import build_workload
 
     topo = scenario.build_topology()
-    model = FlowModel(Routes(topo, scenario.topology.bandwidth.as_tuple()))
+    model = FlowModel(Routes(topo, scenario.topology.bandwidth.as_tuple(), nonminimal), rule)
     for i, job in enumerate(scenario.jobs):
         wl = build_workload(job, i, scenario.seed, scenario=scenario)
         if getattr(wl, "background", False):

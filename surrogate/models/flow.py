@@ -7,8 +7,10 @@ column and for the iteration to predict, the job's iteration time under a flow-l
 and shared max-min fairly) with the co-runners running when that iteration started. The model's absolute time is
 rough (it leaves out latency and waits), its *change* between two co-runner sets is what is used:
 
-    delta (default):  ŷ = mean over the last k usable columns c of ( y_c + flow_now - flow_c )
-    ratio:            ŷ = mean over the last k usable columns c of ( y_c * flow_now / flow_c )
+    delta (default):  ŷ = mean over the last k usable columns c of ( y_c + g (flow_now - flow_c) )
+    ratio:            ŷ = mean over the last k usable columns c of ( y_c (1 + g (flow_now / flow_c - 1)) )
+
+``g`` (``gain``, default 1) scales the model's change: 0 is MEAN of the last k (k = 1: LAST).
 
 A usable column has a finite time and a finite flow value. Without flow inputs (a run that does not record them, the
 gRPC service, CODES' director) it is MEAN of the last ``k`` (k = 1: LAST). ``delta`` is the default because the model
@@ -32,8 +34,11 @@ class Flow(Surrogate):
     needs_flow = True
     bounds = {"k": MAX_LOOKBACK}
 
-    def __init__(self, k: int = 1, mode: str = "delta"):
+    def __init__(self, k: int = 1, mode: str = "delta", gain: float = 1.0):
         self.k = self.lookback = int(k)
+        self.gain = float(gain)
+        if not np.isfinite(self.gain):
+            raise SurrogateError(f"flow: gain must be a finite number, got {gain}")
         if self.k < 1:
             raise SurrogateError(f"flow: k must be >= 1, got {k}")
         if mode not in MODES:
@@ -41,7 +46,7 @@ class Flow(Surrogate):
         self.mode = mode
 
     def config(self) -> dict:
-        return {"k": self.k, "mode": self.mode}
+        return {"k": self.k, "mode": self.mode, "gain": self.gain}
 
     def predict(self, ctx: Context) -> np.ndarray:
         h = np.asarray(ctx.history, dtype=np.float64)
@@ -50,7 +55,8 @@ class Flow(Surrogate):
         if f is not None and now is not None and np.isfinite(now) and len(f) == h.shape[1]:
             ok = np.isfinite(f)[None, :] & (f > 0)[None, :]
             with np.errstate(invalid="ignore", divide="ignore"):
-                adj = h + (now - f)[None, :] if self.mode == "delta" else h * (now / f)[None, :]
+                g = self.gain
+                adj = h + g * (now - f)[None, :] if self.mode == "delta" else h * (1 + g * (now / f - 1))[None, :]
             # columns without a flow value keep their time as it is (no correction known for them)
             h = np.where(ok, adj, h)
         h = np.where(np.isfinite(h), h, np.nan)
