@@ -255,17 +255,17 @@ class FlowModel:
             return self._cache[key]
         jobs = [job] + [k for k in others if k in self.bytes]
         bg = [self.rate[k] for k in others if k in self.rate]
-        T = {k: self.compute[k] + self._comm(k, np.zeros((0, self.routes.n_channels))) for k in jobs}
-        for _ in range(FIXED_POINT_PASSES if len(jobs) > 1 else 1):
+        none = np.zeros((0, self.routes.n_channels))
+        T = {k: self.compute[k] + self._comm(k, none) for k in jobs}
+        for _ in range(FIXED_POINT_PASSES):
             new = {}
             for k in jobs:
                 dem = [self.bytes[m] / max(T[m], 1e-9) for m in jobs if m != k] + bg
-                new[k] = self.compute[k] + self._comm(k, np.asarray(dem) if dem else
-                                                      np.zeros((0, self.routes.n_channels)))
-            done = all(abs(new[k] - T[k]) <= 1e-6 * T[k] for k in jobs)
-            T = {k: 0.5 * (T[k] + new[k]) for k in jobs}  # damped: two heavy jobs would otherwise oscillate
-            if done:
+                new[k] = self.compute[k] + self._comm(k, np.asarray(dem) if dem else none)
+            if len(jobs) == 1 or all(abs(new[k] - T[k]) <= 1e-6 * T[k] for k in jobs):
+                T = new  # one job beside fixed-rate traffic only: no fixed point to look for
                 break
+            T = {k: 0.5 * (T[k] + new[k]) for k in jobs}  # damped: two heavy jobs would otherwise oscillate
         self._cache[key] = T[job]
         return T[job]
 

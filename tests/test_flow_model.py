@@ -1,0 +1,125 @@
+"""The flow-level interference model (hybridsim/flow.py) against hand-computed routes, shares and times."""
+
+import numpy as np
+import pytest
+
+from hybridsim.flow import FlowModel, Routes, maxmin_share, traffic_matrix
+from hybridsim_common.topology import Dragonfly, DragonflyShape
+
+# 3 groups x 2 routers x 1 terminal, 1 global channel per router (g = a*h + 1: CODES' arrangement). Router i of
+# group G reaches group (G + i + 1) mod 3, landing on router 1 - i there:
+#   r0 (G0) -> r3 (G1)   r1 (G0) -> r4 (G2)   r2 (G1) -> r5 (G2)   r3 (G1) -> r0   r4 (G2) -> r1   r5 (G2) -> r2
+# radix 3: port 0 local, port 1 global, port 2 terminal; channel = router * 3 + port; injection of t = 18 + t
+TINY = DragonflyShape(groups=3, routers_per_group=2, terminals_per_router=1, global_channels_per_router=1)
+
+
+def test_tiny_topology_is_the_one_the_hand_routes_assume():
+    topo = Dragonfly(TINY)
+    assert topo.global_targets == [[3], [4], [5], [0], [1], [2]]
+    assert topo.radix == 3 and topo.n_ports == 18
+
+
+def test_routes_of_a_two_rank_matrix_give_the_hand_computed_channel_bytes():
+    """Rank 0 on terminal 0 sends 1000 B to rank 1 on terminal 5, which sends 500 B back. r0 has no global link to
+    G2, so 0 -> r1 (local) -> r4 (global) -> r5 (local) -> eject; back: r5 -> r4 (local) -> r1 (global) -> r0
+    (local) -> eject."""
+    routes = Routes(Dragonfly(TINY))
+    tm = np.array([[0.0, 1000.0], [500.0, 0.0]])
+    got = routes.channel_bytes(tm, [0, 5])
+    want = np.zeros(18 + 6)
+    want[[18 + 0, 0 * 3 + 0, 1 * 3 + 1, 4 * 3 + 0, 5 * 3 + 2]] = 1000.0   # inject t0, r0 local, r1 global, r4 local, eject t5
+    want[[18 + 5, 5 * 3 + 0, 4 * 3 + 1, 1 * 3 + 0, 0 * 3 + 2]] += 500.0   # inject t5, r5 local, r4 global, r1 local, eject t0
+    np.testing.assert_allclose(got, want)
+
+
+def test_a_router_with_its_own_global_link_takes_it_and_ranks_on_one_terminal_stay_off_the_network():
+    routes = Routes(Dragonfly(TINY))
+    got = routes.channel_bytes(np.array([[0.0, 64.0, 8.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), [0, 3, 0])
+    want = np.zeros(24)
+    want[[18 + 0, 0 * 3 + 1, 3 * 3 + 2]] = 64.0   # r0 -> r3 directly over its global link, eject at t3
+    np.testing.assert_allclose(got, want)
+
+
+def test_parallel_global_links_share_the_bytes_evenly():
+    """2 groups x 2 routers, 1 global channel each: both routers of G0 link to G1 (two parallel group links). From
+    r0 to r3 the route is r0's own global link; from both routers together, each link carries its router's bytes."""
+    shape = DragonflyShape(groups=2, routers_per_group=2, terminals_per_router=1, global_channels_per_router=1)
+    topo = Dragonfly(shape)
+    routes = Routes(topo)
+    glob = [r * topo.radix + 1 for r in range(4)]
+    one = routes.channel_bytes(np.array([[0.0, 300.0], [0.0, 0.0]]), [0, 3])
+    assert one[glob[0]] == pytest.approx(300.0) and one[glob[1]] == 0.0
+    assert one[glob].sum() == pytest.approx(300.0)
+
+
+def test_capacity_is_the_class_bandwidth_in_bytes_per_ns():
+    routes = Routes(Dragonfly(TINY), bandwidth_gib=(1.0, 2.0, 4.0))
+    gib = 2 ** 30 / 1e9
+    assert routes.capacity[0] == pytest.approx(1.0 * gib)     # r0 port 0: local
+    assert routes.capacity[1] == pytest.approx(2.0 * gib)     # r0 port 1: global
+    assert routes.capacity[2] == pytest.approx(4.0 * gib)     # r0 port 2: terminal (ejection)
+    assert routes.capacity[18] == pytest.approx(4.0 * gib)    # injection
+
+
+@pytest.mark.parametrize("cap, demands, share", [
+    (10.0, [], 10.0),            # alone: the whole channel
+    (10.0, [1.0, 1.0], 8.0),     # small flows are served, the elastic one takes the rest
+    (10.0, [2.0, 6.0], 4.0),     # 2 served; the 6-flow and the elastic one split the remaining 8
+    (9.0, [5.0, 5.0], 3.0),      # three-way fair split: nobody's demand is below 3
+    (12.0, [3.0, 20.0, 20.0], 3.0),
+])
+def test_maxmin_share_is_the_water_level(cap, demands, share):
+    assert maxmin_share(cap, demands) == pytest.approx(share)
+
+
+class _TwoChannels:
+    """Routes stand-in: two channels of 1 B/ns; a traffic matrix's row r goes on channel r."""
+
+    n_channels = 2
+    capacity = np.array([1.0, 1.0])
+
+    def channel_bytes(self, tm, terminals):
+        return np.asarray(tm, dtype=np.float64).sum(axis=1)
+
+
+def test_iteration_time_beside_background_traffic_by_hand():
+    """Job 0 sends 100 B per iteration on channel 0 (alone: 100 ns + 50 ns compute). Background job 1 puts 0.5 B/ns
+    there: job 0's share is 0.5 B/ns, its communication 200 ns."""
+    m = FlowModel(_TwoChannels())
+    m.set_traffic(0, np.array([[100.0, 0.0], [0.0, 0.0]]), 50.0)
+    m.place(0, [0, 1])
+    m.traffic[1] = ("background", np.array([[0.5, 0.0], [0.0, 0.0]]))
+    m.place(1, [0, 1])
+    assert m.alone(0) == pytest.approx(150.0)
+    assert m.iteration_time(0, [1]) == pytest.approx(250.0)
+    assert m.iteration_time(0, [7]) == pytest.approx(150.0)   # an unknown job changes nothing
+    assert np.isnan(m.iteration_time(5, []))                   # nor is an unplaced job answered
+
+
+def test_two_iterating_jobs_meet_at_the_fixed_point_by_hand():
+    """Jobs 0 and 1 both send 100 B per iteration on channel 0, no compute. At the fixed point T0 = T1 = T and each
+    sees the other's demand 100 / T: share x = 1 - 100/T (while 100/T < x), T = 100 / x, so T = 200 ns."""
+    m = FlowModel(_TwoChannels())
+    for j in (0, 1):
+        m.set_traffic(j, np.array([[100.0, 0.0], [0.0, 0.0]]), 0.0)
+        m.place(j, [0, 1])
+    assert m.iteration_time(0, [1]) == pytest.approx(200.0, rel=1e-4)
+    assert m.iteration_time(0, []) == pytest.approx(100.0)
+
+
+def test_traffic_matrix_of_a_workload_counts_sends_and_the_slowest_compute():
+    class Ring:
+        n_ranks = 3
+
+        def ops(self, rank, iteration):
+            from hybridsim.workloads.ops import COMPUTE, IRECV, ISEND
+
+            return [(COMPUTE, 10.0 * (rank + 1)), (ISEND, (rank + 1) % 3, 64 * (iteration + 1), 0, 0),
+                    (IRECV, (rank - 1) % 3, 0, 1)]
+
+    tm, compute = traffic_matrix(Ring(), n_iterations=2)
+    want = np.zeros((3, 3))
+    for r in range(3):
+        want[r, (r + 1) % 3] = (64 + 128) / 2   # the mean over the two iterations
+    np.testing.assert_allclose(tm, want)
+    assert compute == pytest.approx(30.0)
