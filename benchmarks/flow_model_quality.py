@@ -97,6 +97,25 @@ def analyse(run: Path, before: int, after: int, **model_kw):
     return rows
 
 
+def no_change_floor(run: Path, k: int) -> list[float]:
+    """|mean of k iterations / mean of the k before - 1| x 100 for every job and every 2k-iteration stretch with one
+    co-runner set throughout: how far LAST-of-k is off where nothing changes (the noise any prediction meets)."""
+    import json as _json
+
+    manifest = _json.loads((run / "manifest.json").read_text())
+    names = [j["name"] for j in manifest["scenario"]["jobs"]]
+    tabs = job_tables(run)
+    span = {names.index(n): (st.min(), en.max()) for n, (T, st, en) in tabs.items()}
+    out = []
+    for name, (T, st, en) in tabs.items():
+        j = names.index(name)
+        sets = [tuple(q for q, (a, b) in span.items() if q != j and a <= s < b) for s in st]
+        for i in range(k, len(T) - k + 1, k):
+            if len(set(sets[i - k:i + k])) == 1:
+                out.append(abs(np.mean(T[i:i + k]) / np.mean(T[i - k:i]) - 1) * 100)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+")
@@ -106,6 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--nonminimal", type=float, default=0.0, help="hybridsim.flow.Routes.nonminimal")
     ap.add_argument("--rule", default="weighted", help="hybridsim.flow.FlowModel.rule")
     ap.add_argument("--quiet", action="store_true", help="the summary only")
+    ap.add_argument("--floor", action="store_true", help="also the no-change floor (see no_change_floor)")
     args = ap.parse_args(argv)
     rows = []
     for r in args.runs:
@@ -126,6 +146,11 @@ def main(argv=None) -> int:
             e = np.abs([x[key] for x in rows])
             print(f"  {label:12s} mean {e.mean():5.2f}  median {np.median(e):5.2f}  max {e.max():5.2f}  "
                   f"within 3 %: {np.sum(e <= 3)}/{len(e)}")
+    if args.floor:
+        fl = np.asarray([x for r in args.runs for x in no_change_floor(Path(r), args.after)])
+        print(f"  no change    mean {fl.mean():5.2f}  median {np.median(fl):5.2f}  max {fl.max():5.2f}  "
+              f"within 3 %: {np.sum(fl <= 3)}/{len(fl)}  (LAST of {args.after} against the next {args.after}, "
+              "same co-runners)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
