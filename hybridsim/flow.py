@@ -18,11 +18,14 @@ reduced to what one number per (job, co-runner set) needs:
 3. **Sharing** (:func:`maxmin_share`, :meth:`FlowModel.iteration_time`): on a channel, the job's flow is elastic and
    every co-runner's flow has a demand, its bytes there over its own iteration time (a background job: its rate);
    max-min fairness gives the job the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``. The job's
-   communication time is its slowest channel's ``bytes / x``, its iteration time ``compute + communication``; the
-   co-runners' iteration times come from the same rule, solved to a fixed point.
+   communication time is its alone time (its busiest channel's bytes at full capacity) times the byte-weighted mean
+   slowdown ``capacity / x`` over its channels (``rule="weighted"``, the default; ``rule="max"``: the slowest
+   channel's ``bytes / x``, the textbook bound, which follows one hot channel and matched the engine's changes worse:
+   benchmarks/RESULTS.md), its iteration time ``compute + communication``; the co-runners' iteration times come from
+   the same rule, solved to a fixed point.
 
 Adaptive routing spreads a hot spot over non-minimal paths and messages also pay latency and waits that no
-bandwidth share accounts for, so the absolute time is rough; what a surrogate uses is the *ratio* of two of its
+bandwidth share accounts for, so the absolute time is rough; what a surrogate uses is the *change* between two of its
 answers for the same job (see :mod:`surrogate.models.flow`).
 """
 

@@ -123,3 +123,16 @@ def test_traffic_matrix_of_a_workload_counts_sends_and_the_slowest_compute():
         want[r, (r + 1) % 3] = (64 + 128) / 2   # the mean over the two iterations
     np.testing.assert_allclose(tm, want)
     assert compute == pytest.approx(30.0)
+
+
+def test_the_two_rules_by_hand_where_the_hot_channel_is_not_the_shared_one():
+    """Job 0: 100 B on channel 0 (its busiest), 50 B on channel 1, where background takes 0.5 B/ns (share 0.5).
+    ``max``: max(100 / 1, 50 / 0.5) = 100 ns, unchanged; ``weighted``: 100 ns x (100 x 1 + 50 x 2) / 150."""
+    for rule, want in (("max", 100.0), ("weighted", 100.0 * 200.0 / 150.0)):
+        m = FlowModel(_TwoChannels(), rule=rule)
+        m.set_traffic(0, np.array([[100.0, 0.0], [0.0, 50.0]]), 0.0)
+        m.place(0, [0, 1])
+        m.traffic[1] = ("background", np.array([[0.0, 0.0], [0.0, 0.5]]))
+        m.place(1, [0, 1])
+        assert m.alone(0) == pytest.approx(100.0)
+        assert m.iteration_time(0, [1]) == pytest.approx(want)
