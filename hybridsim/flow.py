@@ -42,38 +42,74 @@ SAMPLE_ITERATIONS = 8
 FIXED_POINT_PASSES = 30
 
 
-def traffic_matrix(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> tuple[np.ndarray, float]:
-    """``(tm, compute_ns)`` of a :class:`hybridsim.workloads.base.JobWorkload`: ``tm`` (R, R) float64 mean bytes rank
-    i sends rank j per iteration, ``compute_ns`` the mean over the sampled iterations of the slowest rank's compute."""
-    from .workloads.ops import COMPUTE, ISEND, SEND
+def traffic_phases(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> tuple[list, float]:
+    """``(phases, compute_ns)`` of a :class:`hybridsim.workloads.base.JobWorkload`. A rank's iteration is cut into
+    phases at every blocking op (``SEND``, ``RECV``, ``WAITALL``): the sends of one phase are in flight together, the
+    next phase starts after them (LAMMPS' exchanges run one after another, MILC's halo sends all at once). Phase k of
+    every rank is taken together (the ranks of these codes run one program). ``phases``: for each phase with traffic,
+    ``(src, dst, bytes)`` arrays, the mean bytes per iteration over the sampled iterations; ``compute_ns``: the mean
+    over the sampled iterations of the slowest rank's compute."""
+    from .workloads.ops import COMPUTE, ISEND, RECV, SEND, WAITALL
 
     R = int(workload.n_ranks)
     its = np.unique(np.linspace(0, max(int(n_iterations) - 1, 0), min(sample, max(int(n_iterations), 1))).astype(int))
-    tm = np.zeros((R, R))
+    acc: list[dict] = []
     compute = np.zeros(len(its))
     for k, it in enumerate(its):
         for r in range(R):
-            c = 0.0
+            c, ph = 0.0, 0
             for op in workload.ops(r, int(it)):
-                if op[0] in (ISEND, SEND):
-                    tm[r, op[1]] += op[2]
-                elif op[0] == COMPUTE:
+                kind = op[0]
+                if kind in (ISEND, SEND):
+                    while len(acc) <= ph:
+                        acc.append({})
+                    key = (r, int(op[1]))
+                    acc[ph][key] = acc[ph].get(key, 0.0) + op[2]
+                elif kind == COMPUTE:
                     c += op[1]
+                if kind in (SEND, RECV, WAITALL):
+                    ph += 1
             compute[k] = max(compute[k], c)
-    return tm / len(its), float(compute.mean())
+    n = len(its)
+    phases = []
+    for d in acc:
+        if d:
+            keys = np.asarray(list(d), dtype=np.int64).reshape(-1, 2)
+            phases.append((keys[:, 0], keys[:, 1], np.asarray(list(d.values()), dtype=np.float64) / n))
+    return phases, float(compute.mean())
+
+
+def traffic_matrix(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> tuple[np.ndarray, float]:
+    """``(tm, compute_ns)``: :func:`traffic_phases` summed into one (R, R) matrix of mean bytes rank i sends rank j
+    per iteration."""
+    phases, compute = traffic_phases(workload, n_iterations, sample)
+    R = int(workload.n_ranks)
+    tm = np.zeros((R, R))
+    for src, dst, w in phases:
+        np.add.at(tm, (src, dst), w)
+    return tm, compute
 
 
 def maxmin_share(capacity: float, demands) -> float:
     """The max-min fair share of one elastic flow on a channel of ``capacity`` beside flows of fixed ``demands``
     (same unit): the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``, 0 < x <= capacity."""
-    d = np.sort(np.asarray([v for v in demands if v > 0], dtype=np.float64))
-    left, n = float(capacity), len(d)
-    for i, v in enumerate(d):
-        level = left / (n - i + 1)  # the elastic flow and the n - i unsatisfied ones share what is left
-        if v >= level:
-            return level
-        left -= v
-    return left
+    d = np.asarray(list(demands), dtype=np.float64).reshape(-1, 1)
+    return float(maxmin_levels(np.array([float(capacity)]), d)[0])
+
+
+def maxmin_levels(capacity: np.ndarray, demands: np.ndarray) -> np.ndarray:
+    """:func:`maxmin_share` of every channel at once: ``capacity`` (C,), ``demands`` (n, C) -> (C,). With the demands
+    sorted, d_0 <= .. <= d_{n-1}, the level is the first ``(capacity - sum_{k<i} d_k) / (n - i + 1)`` that is at most
+    d_i (the elastic flow and the n - i unserved flows share what the served ones leave), else the last (i = n)."""
+    cap = np.asarray(capacity, dtype=np.float64)
+    d = np.sort(np.maximum(np.asarray(demands, dtype=np.float64).reshape(-1, len(cap)), 0.0), axis=0)
+    n = d.shape[0]
+    if n == 0:
+        return cap.copy()
+    before = np.vstack([np.zeros((1, len(cap))), np.cumsum(d, axis=0)])          # (n+1, C): served before i
+    level = (cap[None, :] - before) / (n - np.arange(n + 1) + 1)[:, None]         # (n+1, C)
+    stop = np.vstack([d >= level[:n], np.ones((1, len(cap)), bool)])              # the last level always stands
+    return level[np.argmax(stop, axis=0), np.arange(len(cap))]
 
 
 class Routes:
@@ -146,11 +182,18 @@ class Routes:
 
     def channel_bytes(self, tm: np.ndarray, terminals) -> np.ndarray:
         """(n_channels,) bytes per iteration of traffic matrix ``tm`` (R, R) on ranks placed on ``terminals`` (R,)."""
+        tm = np.asarray(tm, dtype=np.float64)
+        src, dst = np.nonzero(tm)
+        return self.flow_bytes(src, dst, tm[src, dst], terminals)
+
+    def flow_bytes(self, src, dst, w, terminals) -> np.ndarray:
+        """(n_channels,) bytes of the rank-to-rank flows ``src`` -> ``dst`` of ``w`` bytes (arrays of one length) on
+        ranks placed on ``terminals``."""
         topo = self.topo
         terms = np.asarray(terminals, dtype=np.int64)
         out = np.zeros(self.n_channels)
-        src, dst = np.nonzero(tm)
-        w = tm[src, dst]
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        w = np.asarray(w, dtype=np.float64)
         ts, td = terms[src], terms[dst]
         keep = ts != td  # a rank pair on one terminal never enters the network
         src, dst, w, ts, td = src[keep], dst[keep], w[keep], ts[keep], td[keep]
@@ -187,18 +230,38 @@ class FlowModel:
 
     def __init__(self, routes: Routes, rule: str = "weighted"):
         self.routes = routes
-        #: "max": communication = the slowest channel's bytes / share; "weighted": the job's alone time (its slowest
+        #: per phase, "max": the slowest channel's bytes / share; "weighted": the phase's alone time (its busiest
         #: channel at full capacity) x the byte-weighted mean slowdown capacity / share over its channels
+        if rule not in ("max", "weighted"):
+            raise ValueError(f"rule must be 'max' or 'weighted', got {rule!r}")
         self.rule = rule
-        self.traffic: dict[int, tuple] = {}        # job -> ("iterating", tm, compute) or ("background", tm per ns)
+        self.traffic: dict[int, tuple] = {}        # job -> ("iterating", phases, compute) or ("background", phases)
+        self.phases: dict[int, np.ndarray] = {}   # placed iterating job -> (P, n_channels) bytes per iteration
         self.bytes: dict[int, np.ndarray] = {}    # placed iterating job -> (n_channels,) bytes per iteration
         self.compute: dict[int, float] = {}       # iterating job -> compute ns per iteration
         self.rate: dict[int, np.ndarray] = {}     # placed background job -> (n_channels,) bytes per ns
         self._cache: dict[tuple, float] = {}
 
-    def set_traffic(self, job: int, tm: np.ndarray, compute_ns: float) -> None:
-        """An iterating job: ``tm`` (R, R) bytes rank i sends rank j per iteration, ``compute_ns`` per iteration."""
-        self.traffic[job] = ("iterating", np.asarray(tm, dtype=np.float64), float(compute_ns))
+    @staticmethod
+    def _phases(tm) -> list:
+        """A traffic declaration as a list of (src, dst, bytes) phases: a 2-D array is one phase; a sequence holds
+        2-D arrays or (src, dst, bytes) triples."""
+        if isinstance(tm, np.ndarray) and tm.ndim == 2:
+            tm = [tm]
+        out = []
+        for ph in tm:
+            if isinstance(ph, np.ndarray) and ph.ndim == 2:
+                src, dst = np.nonzero(ph)
+                out.append((src, dst, ph[src, dst].astype(np.float64)))
+            else:
+                out.append(tuple(np.asarray(x) for x in ph))
+        return out
+
+    def set_traffic(self, job: int, tm, compute_ns: float) -> None:
+        """An iterating job: ``tm`` its bytes per iteration, (R, R) rank i to rank j, one phase, or a sequence of
+        phases (:func:`traffic_phases`; each an (R, R) array or (src, dst, bytes) arrays); ``compute_ns`` per
+        iteration."""
+        self.traffic[job] = ("iterating", self._phases(tm), float(compute_ns))
         self.compute[job] = float(compute_ns)
 
     def set_background(self, job: int, n_ranks: int, msg_size: float, interval: float) -> None:
@@ -208,18 +271,27 @@ class FlowModel:
             return
         tm = np.full((n, n), float(msg_size) / float(interval) / (n - 1))
         np.fill_diagonal(tm, 0.0)
-        self.traffic[job] = ("background", tm)
+        self.set_rate(job, tm)
+
+    def set_rate(self, job: int, tm) -> None:
+        """A job of fixed-rate traffic: ``tm`` (R, R) bytes per ns rank i sends rank j, whatever the others do."""
+        self.traffic[job] = ("background", self._phases(tm))
 
     def place(self, job: int, terminals) -> None:
         """Job ``job``'s ranks are on ``terminals`` (rank r on terminals[r]): route its traffic."""
         t = self.traffic.get(job)
         if t is None:
             return
-        routed = self.routes.channel_bytes(t[1], terminals)
-        (self.bytes if t[0] == "iterating" else self.rate)[job] = routed
+        routed = np.array([self.routes.flow_bytes(s, d, w, terminals) for s, d, w in t[1]]).reshape(
+            -1, self.routes.n_channels)
+        if t[0] == "iterating":
+            self.phases[job] = routed[routed.sum(axis=1) > 0]
+            self.bytes[job] = routed.sum(axis=0)
+        else:
+            self.rate[job] = routed.sum(axis=0)
         self._cache.clear()
 
-    def add_job(self, job: int, tm: np.ndarray, compute_ns: float, terminals) -> None:
+    def add_job(self, job: int, tm, compute_ns: float, terminals) -> None:
         """:meth:`set_traffic` and :meth:`place` in one."""
         self.set_traffic(job, tm, compute_ns)
         self.place(job, terminals)
@@ -228,20 +300,20 @@ class FlowModel:
         return job in self.bytes
 
     def _comm(self, job: int, demand: np.ndarray) -> float:
-        """Communication ns of ``job`` with the other flows' ``demand`` (n_others, n_channels) bytes per ns."""
-        b = self.bytes[job]
-        used = np.nonzero(b)[0]
-        if not len(used):
+        """Communication ns of ``job`` with the other flows' ``demand`` (n_others, n_channels) bytes per ns: the sum
+        over its phases (see :attr:`rule`)."""
+        B = self.phases[job]
+        if not B.size:
             return 0.0
-        cap = self.routes.capacity
-        worst, slow = 0.0, 0.0
-        for c in used:
-            x = maxmin_share(cap[c], demand[:, c]) if len(demand) else cap[c]
-            worst = max(worst, b[c] / x)
-            slow += b[c] * cap[c] / x
+        used = np.nonzero(B.sum(axis=0))[0]
+        B = B[:, used]
+        cap = self.routes.capacity[used]
+        x = maxmin_levels(cap, demand[:, used]) if len(demand) else cap
         if self.rule == "max":
-            return worst
-        return float(np.max(b[used] / cap[used])) * slow / float(b[used].sum())
+            return float(np.max(B / x[None, :], axis=1).sum())
+        alone = np.max(B / cap[None, :], axis=1)
+        slow = (B @ (cap / x)) / B.sum(axis=1)
+        return float((alone * slow).sum())
 
     def alone(self, job: int) -> float:
         """The job's modelled iteration time with nothing beside it (ns)."""
@@ -286,7 +358,7 @@ def flow_model(scenario, placement=None, *, nonminimal: float = 0.0, rule: str =
             if hasattr(wl, "msg_size") and hasattr(wl, "interval"):
                 model.set_background(i, job.ranks, wl.msg_size, wl.interval)
         else:
-            model.set_traffic(i, *traffic_matrix(wl, job.iterations))
+            model.set_traffic(i, *traffic_phases(wl, job.iterations))
         if placement is not None and placement[i] is not None and len(placement[i]):
             model.place(i, placement[i])
     return model

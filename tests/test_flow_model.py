@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hybridsim.flow import FlowModel, Routes, maxmin_share, traffic_matrix
+from hybridsim.flow import FlowModel, Routes, maxmin_levels, maxmin_share, traffic_matrix, traffic_phases
 from hybridsim_common.topology import Dragonfly, DragonflyShape
 
 # 3 groups x 2 routers x 1 terminal, 1 global channel per router (g = a*h + 1: CODES' arrangement). Router i of
@@ -67,9 +67,21 @@ def test_capacity_is_the_class_bandwidth_in_bytes_per_ns():
     (10.0, [2.0, 6.0], 4.0),     # 2 served; the 6-flow and the elastic one split the remaining 8
     (9.0, [5.0, 5.0], 3.0),      # three-way fair split: nobody's demand is below 3
     (12.0, [3.0, 20.0, 20.0], 3.0),
+    (12.0, [0.0, 3.0, 20.0, 20.0], 3.0),   # a flow that demands nothing changes nothing
 ])
 def test_maxmin_share_is_the_water_level(cap, demands, share):
     assert maxmin_share(cap, demands) == pytest.approx(share)
+
+
+def test_maxmin_levels_of_many_channels_at_once_match_one_by_one():
+    rng = np.random.default_rng(0)
+    cap = rng.uniform(1, 10, 50)
+    dem = rng.uniform(0, 6, (4, 50)) * (rng.uniform(size=(4, 50)) > 0.3)
+    got = maxmin_levels(cap, dem)
+    for c in range(50):
+        assert got[c] == pytest.approx(maxmin_share(cap[c], dem[:, c]))
+        # the defining equation: served flows take their demand, the rest share the level
+        assert np.minimum(dem[:, c], got[c]).sum() + got[c] == pytest.approx(cap[c])
 
 
 class _TwoChannels:
@@ -78,8 +90,8 @@ class _TwoChannels:
     n_channels = 2
     capacity = np.array([1.0, 1.0])
 
-    def channel_bytes(self, tm, terminals):
-        return np.asarray(tm, dtype=np.float64).sum(axis=1)
+    def flow_bytes(self, src, dst, w, terminals):
+        return np.bincount(np.asarray(src), weights=np.asarray(w, dtype=np.float64), minlength=2)
 
 
 def test_iteration_time_beside_background_traffic_by_hand():
@@ -88,7 +100,7 @@ def test_iteration_time_beside_background_traffic_by_hand():
     m = FlowModel(_TwoChannels())
     m.set_traffic(0, np.array([[100.0, 0.0], [0.0, 0.0]]), 50.0)
     m.place(0, [0, 1])
-    m.traffic[1] = ("background", np.array([[0.5, 0.0], [0.0, 0.0]]))
+    m.set_rate(1, np.array([[0.5, 0.0], [0.0, 0.0]]))
     m.place(1, [0, 1])
     assert m.alone(0) == pytest.approx(150.0)
     assert m.iteration_time(0, [1]) == pytest.approx(250.0)
@@ -132,7 +144,42 @@ def test_the_two_rules_by_hand_where_the_hot_channel_is_not_the_shared_one():
         m = FlowModel(_TwoChannels(), rule=rule)
         m.set_traffic(0, np.array([[100.0, 0.0], [0.0, 50.0]]), 0.0)
         m.place(0, [0, 1])
-        m.traffic[1] = ("background", np.array([[0.0, 0.0], [0.0, 0.5]]))
+        m.set_rate(1, np.array([[0.0, 0.0], [0.0, 0.5]]))
         m.place(1, [0, 1])
         assert m.alone(0) == pytest.approx(100.0)
         assert m.iteration_time(0, [1]) == pytest.approx(want)
+
+
+def test_phases_split_at_blocking_ops_and_sum_over_phases():
+    """Rank r sends 100 B to r+1 and waits, then 40 B to r-1 (a blocking SEND), then 10 B to r+1 again: three
+    phases; the two 100/40 B phases of a 1 B/ns channel per rank take 100 + 40 + 10 ns, not max(150)."""
+    from hybridsim.workloads.ops import IRECV, ISEND, RECV, SEND, WAITALL
+
+    class Three:
+        n_ranks = 2
+
+        def ops(self, rank, iteration):
+            o = 1 - rank
+            return [(IRECV, o, 0, 0), (ISEND, o, 100, 0, 1), (WAITALL, (0, 1)), (SEND, o, 40, 1), (RECV, o, 1),
+                    (ISEND, o, 10, 2, 0), (IRECV, o, 2, 1), (WAITALL, (0, 1))]
+
+    phases, compute = traffic_phases(Three(), n_iterations=1)
+    assert [sorted(w.tolist()) for _s, _d, w in phases] == [[100.0, 100.0], [40.0, 40.0], [10.0, 10.0]]
+    assert compute == 0.0
+    m = FlowModel(_TwoChannels())
+    m.set_traffic(0, phases, 0.0)
+    m.place(0, [0, 1])
+    assert m.alone(0) == pytest.approx(150.0)
+    one = FlowModel(_TwoChannels())
+    one.set_traffic(0, traffic_matrix(Three(), 1)[0], 0.0)   # all of it in one phase
+    one.place(0, [0, 1])
+    assert one.alone(0) == pytest.approx(150.0)              # both ranks on their own channel: the same here
+    # half of channel 0 taken (share 0.5): each phase's slowest channel takes twice as long ("max": 2 x 150 ns);
+    # half of each phase's bytes are slowed 2x ("weighted": 1.5 x 150 ns)
+    for rule, want in (("max", 300.0), ("weighted", 225.0)):
+        beside = FlowModel(_TwoChannels(), rule=rule)
+        beside.set_traffic(0, phases, 0.0)
+        beside.place(0, [0, 1])
+        beside.set_rate(1, np.array([[0.5, 0.0], [0.0, 0.0]]))
+        beside.place(1, [0, 1])
+        assert beside.iteration_time(0, [1]) == pytest.approx(want)
