@@ -30,6 +30,11 @@ port graphs are built online from the port samples the controller asks the backe
 deferred: predictions fall back to each rank's last simulated time (counted as fallbacks) and the fit is retried at
 the end of every truth window.
 
+At every decision the controller records the job's co-runners as the model may see them (``Context.load`` /
+``load_now``: their ranks over the machine's terminals; and, when a model declares ``needs_flow``, ``Context.flow`` /
+``flow_now``: the job's iteration time under the flow-level model, :mod:`hybridsim.flow`, beside those co-runners),
+so a co-runner's start or end reaches the model before any truth of it does.
+
 A prediction that is not finite, not positive or more than ``MAX_RATIO`` (100x) away from the rank's last
 simulated iteration time is replaced by that time and counted (``summary()["counts"]["fallback_predictions"]``): a
 model fitted on a warm-up of one or two iterations can extrapolate into a collapse, and an iteration time of 0 would
