@@ -183,3 +183,15 @@ def test_phases_split_at_blocking_ops_and_sum_over_phases():
         beside.set_rate(1, np.array([[0.5, 0.0], [0.0, 0.0]]))
         beside.place(1, [0, 1])
         assert beside.iteration_time(0, [1]) == pytest.approx(want)
+
+
+def test_nonminimal_share_is_spread_over_every_global_and_local_channel():
+    """With ``nonminimal=1`` the inter-group bytes take two global and two local hops each, spread evenly: 6 global
+    links (both directions: 6 global ports) and 6 local ports of the tiny topology each get 2 x 1000 / 6 B."""
+    topo = Dragonfly(TINY)
+    got = Routes(topo, nonminimal=1.0).channel_bytes(np.array([[0.0, 1000.0], [0.0, 0.0]]), [0, 5])
+    glob = [r * 3 + 1 for r in range(6)]
+    loc = [r * 3 + 0 for r in range(6)]
+    np.testing.assert_allclose(got[glob], 2000.0 / 6)
+    np.testing.assert_allclose(got[loc], 2000.0 / 6)
+    assert got[18 + 0] == 1000.0 and got[5 * 3 + 2] == 1000.0   # injection and ejection as ever
