@@ -49,7 +49,7 @@ def job_tables(run: Path):
     return out
 
 
-def analyse(run: Path, before: int, after: int, **model_kw):
+def analyse(run: Path, before: int, after: int, measured: bool = False, **model_kw):
     from hybridsim.flow import flow_model
     from hybridsim.scenario import Scenario
 
@@ -61,6 +61,8 @@ def analyse(run: Path, before: int, after: int, **model_kw):
     placement = [terms.get(n) for n in names]
     model = flow_model(scenario, placement, **model_kw)
     tabs = job_tables(run)
+    if measured:
+        model.period = {names.index(n): float(np.median(T)) for n, (T, st, en) in tabs.items()}
     span = {names.index(n): (st.min(), en.max()) for n, (T, st, en) in tabs.items()}
     bg = [i for i, j in enumerate(scenario.jobs) if j.is_background]
 
@@ -125,12 +127,14 @@ def main(argv=None) -> int:
     ap.add_argument("--nonminimal", type=float, default=0.0, help="hybridsim.flow.Routes.nonminimal")
     ap.add_argument("--rule", default="weighted", help="hybridsim.flow.FlowModel.rule")
     ap.add_argument("--quiet", action="store_true", help="the summary only")
+    ap.add_argument("--measured", action="store_true",
+                    help="co-runners' demand from their measured (median pure) iteration time, not the model's")
     ap.add_argument("--floor", action="store_true", help="also the no-change floor (see no_change_floor)")
     args = ap.parse_args(argv)
     rows = []
     for r in args.runs:
         seen = set()
-        for x in analyse(Path(r), args.before, args.after, nonminimal=args.nonminimal, rule=args.rule):
+        for x in analyse(Path(r), args.before, args.after, args.measured, nonminimal=args.nonminimal, rule=args.rule):
             if x["pair"] not in seen:  # two changes between the same two iterations are one change
                 seen.add(x["pair"])
                 rows.append(x)

@@ -125,6 +125,8 @@ class HybridController(Director):
         #: the flow-level interference model (:class:`hybridsim.flow.FlowModel`, jobs placed before the run placed
         #: already, a stream job placed when it starts), built only when a model reads it (``Surrogate.needs_flow``)
         self.flow = flow
+        #: job id -> iteration -> the co-runners it was decided beside (what ``JobState.flow`` was computed from)
+        self._sets: dict[int, dict[int, tuple]] = {}
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             # a stream job's state is created when it starts (on_job_start)
@@ -274,6 +276,7 @@ class HybridController(Director):
         corunners = self._corunners(job_id, mode)
         st.load[iteration] = self._corunner_load(job_id, mode, corunners)
         if self.flow is not None:
+            self._sets.setdefault(job_id, {})[iteration] = tuple(corunners)
             st.flow[iteration] = self.flow.iteration_time(job_id, corunners)
         if mode == Mode.PREDICT and iteration == 0:
             raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
@@ -455,7 +458,23 @@ class HybridController(Director):
         """The window edges of ``st`` before ``upto`` (:meth:`JobState.window_edges`)."""
         return st.window_edges(upto)
 
+    def _measured_period(self, st: JobState, it: int) -> None:
+        """The flow model's co-runner demand of job ``st`` from its first simulated iteration's time (the model's own
+        time is far off for latency-bound jobs), and every job's recorded flow value recomputed with it, so that a
+        history column and ``flow_now`` are always computed alike."""
+        jt = job_time(st.truth[:, it])
+        if not (np.isfinite(jt) and jt > 0):
+            return
+        self.flow.set_period(st.job_id, jt)
+        for jid, sets in self._sets.items():
+            s = self.states.get(jid)
+            if s is not None:
+                for i, others in sets.items():
+                    s.flow[i] = self.flow.iteration_time(jid, others)
+
     def _iteration_complete(self, st: JobState, it: int) -> None:
+        if self.flow is not None and st.job_id not in self.flow.period:
+            self._measured_period(st, it)
         if self.drop_edges:
             st.clean[it] = not self._overlaps_prediction(st, st.lo[it], st.hi[it])
         in_window = st.window_start is not None and it >= st.window_start

@@ -195,3 +195,15 @@ def test_nonminimal_share_is_spread_over_every_global_and_local_channel():
     np.testing.assert_allclose(got[glob], 2000.0 / 6)
     np.testing.assert_allclose(got[loc], 2000.0 / 6)
     assert got[18 + 0] == 1000.0 and got[5 * 3 + 2] == 1000.0   # injection and ejection as ever
+
+
+def test_a_measured_period_sets_a_co_runners_demand_by_hand():
+    """As the fixed-point case, but job 1 measured at 400 ns per iteration: its demand is 100 / 400 = 0.25 B/ns, job
+    0's share 0.75 B/ns, its time 100 / 0.75 ns."""
+    m = FlowModel(_TwoChannels())
+    for j in (0, 1):
+        m.set_traffic(j, np.array([[100.0, 0.0], [0.0, 0.0]]), 0.0)
+        m.place(j, [0, 1])
+    assert m.iteration_time(0, [1]) == pytest.approx(200.0, rel=1e-4)
+    m.set_period(1, 400.0)
+    assert m.iteration_time(0, [1]) == pytest.approx(100.0 / 0.75)

@@ -7,15 +7,16 @@ column and for the iteration to predict, the job's iteration time under a flow-l
 and shared max-min fairly) with the co-runners running when that iteration started. The model's absolute time is
 rough (it leaves out latency and waits), its *change* between two co-runner sets is what is used:
 
-    delta (default):  ŷ = mean over the last k usable columns c of ( y_c + g (flow_now - flow_c) )
-    ratio:            ŷ = mean over the last k usable columns c of ( y_c (1 + g (flow_now / flow_c - 1)) )
+    ratio (default):  ŷ = mean over the last k usable columns c of ( y_c (1 + g (flow_now / flow_c - 1)) )
+    delta:            ŷ = mean over the last k usable columns c of ( y_c + g (flow_now - flow_c) )
 
 ``g`` (``gain``, default 1) scales the model's change: 0 is MEAN of the last k (k = 1: LAST).
 
 A usable column has a finite time and a finite flow value. Without flow inputs (a run that does not record them, the
-gRPC service, CODES' director) it is MEAN of the last ``k`` (k = 1: LAST). ``delta`` is the default because the model
-leaves out the latency-bound part of an iteration that co-runners hardly change: a ratio scales it too
-(benchmarks/flow_model_quality.py, benchmarks/RESULTS.md).
+gRPC service, CODES' director) it is MEAN of the last ``k`` (k = 1: LAST). ``ratio`` is the default: with the
+co-runners' demands taken from their measured iteration times it matched the engine's changes at co-runner starts
+and ends best (benchmarks/flow_model_quality.py, benchmarks/RESULTS.md); ``delta`` moves a bandwidth-bound job
+(LAMMPS) too little, since the model's absolute time is about half the engine's.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Flow(Surrogate):
     needs_flow = True
     bounds = {"k": MAX_LOOKBACK}
 
-    def __init__(self, k: int = 1, mode: str = "delta", gain: float = 1.0):
+    def __init__(self, k: int = 1, mode: str = "ratio", gain: float = 1.0):
         self.k = self.lookback = int(k)
         self.gain = float(gain)
         if not np.isfinite(self.gain):
