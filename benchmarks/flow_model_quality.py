@@ -4,8 +4,9 @@ For every job and every start or end of another job inside its run: the job's it
 first iteration that starts after it; job time = mean over ranks) against two predictions made from before it:
 
 * LAST: the last iteration that ended before the change;
-* flow: that time x model(co-runners after) / model(co-runners before) -- what the ``flow`` surrogate predicts
-  before any truth of the new set.
+* flow ratio: that time x model(co-runners after) / model(co-runners before) -- what the ``flow`` surrogate predicts
+  before any truth of the new set (``delta``: that time + model after - model before). With ``--measured`` the
+  co-runners' demands are their bytes over their first iteration's time, as in the hybrid loop.
 
 With ``--after K`` / ``--before K`` the means of K iterations on each side are compared instead (same co-runner
 set only), which separates the model's error from one iteration's noise.
@@ -61,8 +62,9 @@ def analyse(run: Path, before: int, after: int, measured: bool = False, **model_
     placement = [terms.get(n) for n in names]
     model = flow_model(scenario, placement, **model_kw)
     tabs = job_tables(run)
-    if measured:
-        model.period = {names.index(n): float(np.median(T)) for n, (T, st, en) in tabs.items()}
+    if measured:  # as the hybrid loop does: a job's first iteration time
+        for n, (T, st, en) in tabs.items():
+            model.set_period(names.index(n), float(T[0]))
     span = {names.index(n): (st.min(), en.max()) for n, (T, st, en) in tabs.items()}
     bg = [i for i, j in enumerate(scenario.jobs) if j.is_background]
 
@@ -128,7 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rule", default="weighted", help="hybridsim.flow.FlowModel.rule")
     ap.add_argument("--quiet", action="store_true", help="the summary only")
     ap.add_argument("--measured", action="store_true",
-                    help="co-runners' demand from their measured (median pure) iteration time, not the model's")
+                    help="co-runners' demand from their first iteration's time (as the hybrid loop), not the model's")
     ap.add_argument("--floor", action="store_true", help="also the no-change floor (see no_change_floor)")
     args = ap.parse_args(argv)
     rows = []
