@@ -350,7 +350,11 @@ class FlowModel:
                 T = new  # one job beside fixed-rate traffic only: no fixed point to look for
                 break
             T = {k: 0.5 * (T[k] + new[k]) for k in jobs}  # damped: two heavy jobs would otherwise oscillate
-        self._cache[key] = T[job]
+        # the fixed point is every job's of the set: each is cached under its own key (the same numbers a call for
+        # it would give), so a set costs one solve whichever of its jobs asks first
+        everyone = set(others) | {job}
+        for k in jobs:
+            self._cache[(k, tuple(sorted(everyone - {k})))] = T[k]
         return T[job]
 
 
