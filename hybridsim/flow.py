@@ -6,10 +6,10 @@ input a surrogate needs at a co-runner's start or end, when its history describe
 flow-level view SimGrid takes of a network (a flow per communicating pair, shared links, max-min fair bandwidth),
 reduced to what one number per (job, co-runner set) needs:
 
-1. **Traffic matrix** (:func:`traffic_matrix`): bytes each rank sends each other rank in one iteration, from the
-   workload's own ops (``ISEND``/``SEND``; collectives are expanded into them), the mean over a few iterations, and the
-   compute of one iteration (the slowest rank's ``COMPUTE`` ops). Background jobs (``uniform_random``) are a fixed rate
-   instead: ``msg_size / interval`` per rank, to uniformly drawn peers.
+1. **Traffic** (:func:`traffic_phases`): bytes each rank sends each other rank in one iteration, from the workload's
+   own ops (``ISEND``/``SEND``; collectives are expanded into them), in phases cut at blocking ops, the mean over a
+   few iterations, and the compute of one iteration (the slowest rank's ``COMPUTE`` ops). Background jobs
+   (``uniform_random``) are a fixed rate instead: ``msg_size / interval`` per rank, to uniformly drawn peers.
 2. **Routing** (:class:`Routes`): the rank-to-rank bytes mapped to terminals by the placement and routed minimally
    over the Dragonfly as the engine's ``minimal`` routing draws its ports -- the injection link, a local hop to a
    router with a global link to the destination group (unless the source router has one: then its own), the global
@@ -17,12 +17,13 @@ reduced to what one number per (job, co-runner set) needs:
    iteration on every channel (a router output port, or a terminal's injection link).
 3. **Sharing** (:func:`maxmin_share`, :meth:`FlowModel.iteration_time`): on a channel, the job's flow is elastic and
    every co-runner's flow has a demand, its bytes there over its own iteration time (a background job: its rate);
-   max-min fairness gives the job the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``. The job's
-   communication time is its alone time (its busiest channel's bytes at full capacity) times the byte-weighted mean
-   slowdown ``capacity / x`` over its channels (``rule="weighted"``, the default; ``rule="max"``: the slowest
+   max-min fairness gives the job the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``. A co-runner's
+   iteration time is its measured one once the hybrid loop has it (:meth:`FlowModel.set_period`). Per phase, the
+   job's communication time is its alone time (its busiest channel's bytes at full capacity) times the byte-weighted
+   mean slowdown ``capacity / x`` over its channels (``rule="weighted"``, the default; ``rule="max"``: the slowest
    channel's ``bytes / x``, the textbook bound, which follows one hot channel and matched the engine's changes worse:
-   benchmarks/RESULTS.md), its iteration time ``compute + communication``; the co-runners' iteration times come from
-   the same rule, solved to a fixed point.
+   benchmarks/RESULTS.md); its iteration time is ``compute`` plus the phases' sum. Co-runners not measured yet get
+   their iteration times from the same rule, solved to a fixed point.
 
 Adaptive routing spreads a hot spot over non-minimal paths and messages also pay latency and waits that no
 bandwidth share accounts for, so the absolute time is rough; what a surrogate uses is the *change* between two of its
@@ -294,11 +295,6 @@ class FlowModel:
         else:
             self.rate[job] = routed.sum(axis=0)
         self._cache.clear()
-
-    def add_job(self, job: int, tm, compute_ns: float, terminals) -> None:
-        """:meth:`set_traffic` and :meth:`place` in one."""
-        self.set_traffic(job, tm, compute_ns)
-        self.place(job, terminals)
 
     def set_period(self, job: int, ns: float) -> None:
         """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on."""
