@@ -270,7 +270,8 @@ class FlowModel:
         self.compute[job] = float(compute_ns)
 
     def set_background(self, job: int, n_ranks: int, msg_size: float, interval: float) -> None:
-        """A background job: each rank sends ``msg_size`` bytes every ``interval`` ns to a uniformly drawn other rank."""
+        """A background job: each rank sends ``msg_size`` bytes every ``interval`` ns to a uniformly drawn other
+        rank."""
         n = int(n_ranks)
         if n < 2 or interval <= 0:
             return

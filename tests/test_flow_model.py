@@ -27,8 +27,9 @@ def test_routes_of_a_two_rank_matrix_give_the_hand_computed_channel_bytes():
     tm = np.array([[0.0, 1000.0], [500.0, 0.0]])
     got = routes.channel_bytes(tm, [0, 5])
     want = np.zeros(18 + 6)
-    want[[18 + 0, 0 * 3 + 0, 1 * 3 + 1, 4 * 3 + 0, 5 * 3 + 2]] = 1000.0   # inject t0, r0 local, r1 global, r4 local, eject t5
-    want[[18 + 5, 5 * 3 + 0, 4 * 3 + 1, 1 * 3 + 0, 0 * 3 + 2]] += 500.0   # inject t5, r5 local, r4 global, r1 local, eject t0
+    # inject t0, r0 local, r1 global, r4 local, eject t5; back: inject t5, r5 local, r4 global, r1 local, eject t0
+    want[[18 + 0, 0 * 3 + 0, 1 * 3 + 1, 4 * 3 + 0, 5 * 3 + 2]] = 1000.0
+    want[[18 + 5, 5 * 3 + 0, 4 * 3 + 1, 1 * 3 + 0, 0 * 3 + 2]] += 500.0
     np.testing.assert_allclose(got, want)
 
 
