@@ -30,6 +30,11 @@ port graphs are built online from the port samples the controller asks the backe
 deferred: predictions fall back to each rank's last simulated time (counted as fallbacks) and the fit is retried at
 the end of every truth window.
 
+At every decision the controller records the job's co-runners as the model may see them (``Context.load`` /
+``load_now``: their ranks over the machine's terminals; and, when a model declares ``needs_flow``, ``Context.flow`` /
+``flow_now``: the job's iteration time under the flow-level model, :mod:`hybridsim.flow`, beside those co-runners),
+so a co-runner's start or end reaches the model before any truth of it does.
+
 A prediction that is not finite, not positive or more than ``MAX_RATIO`` (100x) away from the rank's last
 simulated iteration time is replaced by that time and counted (``summary()["counts"]["fallback_predictions"]``): a
 model fitted on a warm-up of one or two iterations can extrapolate into a collapse, and an iteration time of 0 would
@@ -93,7 +98,7 @@ class HybridController(Director):
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "job", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,
-                 infos: dict[int, JobInfo] | None = None):
+                 infos: dict[int, JobInfo] | None = None, flow=None):
         self.policy = policy
         self.policy_name = policy_name or (policy.name if isinstance(policy, Policy) else type(policy).__name__)  # duck-typed plug-ins
         if isinstance(surrogate, dict):
@@ -117,6 +122,11 @@ class HybridController(Director):
         self.stream = bool(stream)
         #: job id -> JobInfo (a stream job's groups are set from its terminals when it starts)
         self.infos = dict(infos or {})
+        #: the flow-level interference model (:class:`hybridsim.flow.FlowModel`, jobs placed before the run placed
+        #: already, a stream job placed when it starts), built only when a model reads it (``Surrogate.needs_flow``)
+        self.flow = flow
+        #: job id -> iteration -> the co-runners it was decided beside (what ``JobState.flow`` was computed from)
+        self._sets: dict[int, dict[int, tuple]] = {}
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             # a stream job's state is created when it starts (on_job_start)
@@ -168,6 +178,8 @@ class HybridController(Director):
     def _on_job_start(self, job_id: int, t: float, terminals) -> None:
         self.started[job_id] = t
         self.running[job_id] = None
+        if self.flow is not None:
+            self.flow.place(job_id, terminals)
         name, kind, n_ranks, n_it = self.jobs[job_id]
         if n_it is None or job_id not in self.models:
             return
@@ -261,7 +273,11 @@ class HybridController(Director):
         except (ValueError, AttributeError):
             raise PolicyError(f"policy {self.policy_name!r} returned {raw!r} for job {st.job!r} iteration "
                               f"{iteration}; expected 'simulate' or 'predict'") from None
-        st.load[iteration] = self._corunner_load(job_id, mode)
+        corunners = self._corunners(job_id, mode)
+        st.load[iteration] = self._corunner_load(job_id, mode, corunners)
+        if self.flow is not None:
+            self._sets.setdefault(job_id, {})[iteration] = tuple(corunners)
+            st.flow[iteration] = self.flow.iteration_time(job_id, corunners)
         if mode == Mode.PREDICT and iteration == 0:
             raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
                               "no history to predict from; simulate at least one iteration first")
@@ -275,15 +291,13 @@ class HybridController(Director):
         st.decide(mode)
         return mode
 
-    def _corunner_load(self, job_id: int, mode: Mode) -> float:
-        """:meth:`JobInfo.load` of the jobs running beside ``job_id`` now: started (a stream job), not yet through its
-        last iteration (background jobs run throughout); NaN without the job's info. For an iteration to be simulated,
-        the traffic it will meet: without ``keep_background`` a co-runner that is being predicted injects nothing and
-        is not counted. For one to be predicted, what the pure simulation would have: every co-runner."""
-        info = self.infos.get(job_id)
-        if info is None:
-            return math.nan
-        ranks = 0
+    def _corunners(self, job_id: int, mode: Mode) -> list[int]:
+        """The jobs running beside ``job_id`` now: started (a stream job), not yet through its last iteration
+        (background jobs run throughout). For an iteration to be simulated, the traffic it will meet: without
+        ``keep_background`` a co-runner that is being predicted injects nothing and is not counted. For one to be
+        predicted, what the pure simulation would have: every co-runner. Their ranks give the co-runner load
+        (:meth:`JobInfo.load`), the set the flow model's iteration time."""
+        out = []
         for k in self.running:  # a stream's running jobs only: this runs once per job and iteration
             if k == job_id:
                 continue
@@ -293,8 +307,17 @@ class HybridController(Director):
             if (mode == Mode.SIMULATE and not self.keep_background and st is not None and st.modes
                     and st.modes[-1] == Mode.PREDICT):
                 continue  # silent beside this truth iteration
-            ranks += self.jobs[k][2]
-        return info.load(ranks)
+            out.append(k)
+        return out
+
+    def _corunner_load(self, job_id: int, mode: Mode, corunners=None) -> float:
+        """:meth:`JobInfo.load` of :meth:`_corunners` (given or found); NaN without the job's info."""
+        info = self.infos.get(job_id)
+        if info is None:
+            return math.nan
+        if corunners is None:
+            corunners = self._corunners(job_id, mode)
+        return info.load(sum(self.jobs[k][2] for k in corunners))
 
     def _scale(self, st: JobState, lo: int, hi: int) -> np.ndarray | None:
         v = self.volumes.get(st.job_id)
@@ -435,7 +458,23 @@ class HybridController(Director):
         """The window edges of ``st`` before ``upto`` (:meth:`JobState.window_edges`)."""
         return st.window_edges(upto)
 
+    def _measured_period(self, st: JobState, it: int) -> None:
+        """The flow model's co-runner demand of job ``st`` from its first simulated iteration's time (the model's own
+        time is far off for latency-bound jobs), and every job's recorded flow value recomputed with it, so that a
+        history column and ``flow_now`` are always computed alike."""
+        jt = job_time(st.truth[:, it])
+        if not (np.isfinite(jt) and jt > 0):
+            return
+        self.flow.set_period(st.job_id, jt)
+        for jid, sets in self._sets.items():
+            s = self.states.get(jid)
+            if s is not None:
+                for i, others in sets.items():
+                    s.flow[i] = self.flow.iteration_time(jid, others)
+
     def _iteration_complete(self, st: JobState, it: int) -> None:
+        if self.flow is not None and st.job_id not in self.flow.period:
+            self._measured_period(st, it)
         if self.drop_edges:
             st.clean[it] = not self._overlaps_prediction(st, st.lo[it], st.hi[it])
         in_window = st.window_start is not None and it >= st.window_start

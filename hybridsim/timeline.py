@@ -83,6 +83,7 @@ class JobState:
     drop_edges: bool = True          # window edges are left out of what the model sees (see edges())
     info: object = None              # the job's surrogate.base.JobInfo (what it is), for models that transfer
     load: np.ndarray | None = None   # per iteration: co-runner load when it was decided (NaN: not yet)
+    flow: np.ndarray | None = None   # per iteration: flow-model iteration time beside its co-runners (NaN: none)
     # ---- running state, kept as records arrive (see the module docstring)
     sim: np.ndarray | None = None        # (N,) bool: decided SIMULATE
     stretch: np.ndarray | None = None    # (N,) int: id of the run of equal modes each decided iteration is in
@@ -105,7 +106,7 @@ class JobState:
                    truth=np.full((R, N), np.nan), pred=np.full((R, N), np.nan),
                    done_count=np.zeros(N, np.int64), lo=np.full(N, np.inf),
                    hi=np.full(N, -np.inf), clean=np.ones(N, bool),
-                   raw=np.full((R, N), np.nan), load=np.full(N, np.nan),
+                   raw=np.full((R, N), np.nan), load=np.full(N, np.nan), flow=np.full(N, np.nan),
                    sim=np.zeros(N, bool), stretch=np.zeros(N, np.int64), edge=np.zeros(N, bool),
                    last_col=np.full(R, -1, np.int64), prev_col=np.full(R, -1, np.int64))
 

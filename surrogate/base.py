@@ -13,6 +13,10 @@ Shapes (R ranks of the job, L history length, Lg graph look-back, P router ports
                                 at ``iteration``)
     load      float64 (L,)      co-runner load (:meth:`JobInfo.load`) when each history column's iteration started
     load_now  float             co-runner load now, at the start of the iteration being predicted
+    flow      float64 (L,)      the flow-level model's iteration time of this job (ns) beside the co-runners running
+                                when each history column's iteration started (NaN: unknown; only for models with
+                                ``needs_flow``, else None)
+    flow_now  float             the same beside the co-runners running now (None: unknown)
     ranks     int64   (R,)      job-local rank of each history row (None: 0 .. R-1)
 
 Models that transfer between scenarios (the pretrained surrogate) also read ``info``, a :class:`JobInfo`: what the job
@@ -117,6 +121,8 @@ class Context:
     load: np.ndarray | None = None
     load_now: float | None = None
     ranks: np.ndarray | None = None
+    flow: np.ndarray | None = None
+    flow_now: float | None = None
 
 
 def check_bounds(cls, config: dict) -> None:
@@ -251,6 +257,10 @@ class Surrogate(abc.ABC):
     needs_graphs: ClassVar[bool] = False
     #: how many past graphs ``predict`` wants (``Context.graphs`` has this many; 0 for history-only models)
     graph_lookback: int = 0
+    #: whether ``predict`` reads ``Context.flow``/``flow_now``: the hybrid run then builds the flow-level interference
+    #: model of its jobs (``hybridsim.flow``: traffic matrices, routes, max-min shares) and records, for every
+    #: iteration, the job's modelled time beside the co-runners running when it starts
+    needs_flow: ClassVar[bool] = False
     #: whether :meth:`fit_series` fits the model from bare iteration-time series (CODES' director uses it)
     fits_series: ClassVar[bool] = False
     #: upper bounds of the numeric constructor options that size an allocation or a loop, option -> largest value

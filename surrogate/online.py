@@ -52,6 +52,7 @@ class Timeline(Protocol):
     truth: np.ndarray        # (R, n_iterations) simulated iteration times, NaN elsewhere
     info: object             # the job's surrogate.base.JobInfo, or None
     load: np.ndarray         # (n_iterations,) co-runner load when each iteration started (NaN: not yet)
+    flow: np.ndarray         # (n_iterations,) flow-model iteration time beside those co-runners (NaN: none)
     done_count: np.ndarray   # (n_iterations,) ranks that have finished each iteration
     modes: list              # decided modes so far
 
@@ -224,7 +225,7 @@ def _described(ctx: Context, tl: Timeline, cols: np.ndarray, lookback: int, iter
                ranks: np.ndarray) -> Context:
     """``ctx`` with the job-local rank of each history row, the iteration index of each history column (left-padded
     with -1 like the history), the job's :class:`~surrogate.base.JobInfo` and the co-runner load at each column's
-    start and at ``iteration``'s."""
+    start and at ``iteration``'s, and (when the run records it) the flow model's iteration time at the same points."""
     ctx.ranks = np.asarray(ranks, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)[-lookback:]
     pad = lookback - len(cols)
@@ -232,6 +233,9 @@ def _described(ctx: Context, tl: Timeline, cols: np.ndarray, lookback: int, iter
     ctx.info = tl.info
     ctx.load = np.concatenate([np.full(pad, np.nan), tl.load[cols]])
     ctx.load_now = float(tl.load[iteration]) if iteration < len(tl.load) else None
+    if tl.flow is not None and np.isfinite(tl.flow).any():
+        ctx.flow = np.concatenate([np.full(pad, np.nan), tl.flow[cols]])
+        ctx.flow_now = float(tl.flow[iteration]) if iteration < len(tl.flow) else None
     return ctx
 
 

@@ -19,6 +19,7 @@ BUILTIN = {
     "mean": "surrogate.models.history:Mean",
     "ewma": "surrogate.models.history:Ewma",
     "ridge": "surrogate.models.history:Ridge",
+    "flow": "surrogate.models.flow:Flow",
     "lstm": "surrogate.models.lstm:LSTMSurrogate",
     "dcrnn": "surrogate.models.dcrnn:DCRNNSurrogate",
     "smart": "surrogate.models.smart:Smart",
