@@ -179,7 +179,7 @@ class Engine(Backend):
         #: "native" or "python" (backend.embedded.core; see hybridsim.engine.cores)
         self.core = choose_core(emb.core)
         loop, net, mpi = build_core(self.core, self.topo, sc.topology, self.rng, self.debug,
-                                    lim.max_packets_per_message)
+                                    lim.max_packets_per_message, bg_rng=self.bg_rng)
         self.loop, self.net, self.mpi = loop, net, mpi
         self.max_windows = max(1, lim.max_samples // max(net.n_ports, 1))
         jobs = sc.jobs
@@ -335,6 +335,12 @@ class Engine(Backend):
             self.director.on_job_start(j, t, terminals)
             if self.kill_after[j] < float("inf"):
                 self.loop.at(t + self.kill_after[j], self._kill, j)
+        wl = self.workloads[j]
+        if self.is_bg[j] and self.core == "native" and wl.destination_rule == "uniform":
+            # the native core runs the periodic sends itself (_bg_gen's draws and events, for performance)
+            for rs in job_ranks:
+                self.mpi.start_background(t, rs, wl.n_ranks, wl.msg_size, wl.interval)
+            return
         handler = self._bg_gen if self.is_bg[j] else self._iter_start
         for rs in job_ranks:
             self.loop.at(t, handler, rs)
@@ -466,7 +472,8 @@ class Engine(Backend):
 
     # ------------------------------------------------------------------------------------------------ background
     def _bg_gen(self, t, rs, _=None):
-        """A background rank's periodic message (event handler)."""
+        """A background rank's periodic message (event handler; the native core's ``bg_send`` where the job's
+        :attr:`~hybridsim.workloads.base.JobWorkload.destination_rule` is ``"uniform"``)."""
         wl = self.workloads[rs.job]
         dst = wl.destination(rs.local, rs.bg_k, self.bg_rng)
         rs.bg_k += 1

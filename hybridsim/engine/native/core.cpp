@@ -72,7 +72,7 @@ struct MT {
 };
 
 // ------------------------------------------------------------------------------------------------ model objects
-enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY };
+enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY, K_BG };
 enum MsgKind : i32 { EAGER, RTS, ACK, DATA, BG };
 enum OpKind : i32 { COMPUTE = 0, ISEND = 1, IRECV = 2, SEND = 3, RECV = 4, WAITALL = 5 };
 enum Routing : i32 { MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE };
@@ -183,6 +183,8 @@ struct Rank {
     std::vector<Op> ops;
     std::vector<i64> waits;
     py::object pyops;
+    i64 bg_n = 0, bg_bytes = 0;  // a background sender (start_background): its job's ranks, bytes per message
+    double bg_interval = 0.0;
     std::unordered_map<i64, i32> reqs;
     MatchMap posted, unexpected;  // posted: requests; unexpected: messages
 };
@@ -236,6 +238,7 @@ class Core {
     Pool<Pkt> pkts;
     i64 packets = 0, bytes_self = 0;
     MT rng;
+    MT bg_rng;  // the background senders' generator (engine.py's bg_rng), apart from the network's
 
     // MPI layer
     Pool<Msg> msgs;
@@ -388,6 +391,7 @@ class Core {
             case K_LOCAL: local_done(t, e.a); break;
             case K_INJECT: inject(t, e.a); break;
             case K_RESUME: advance(t, e.a); break;
+            case K_BG: bg_send(t, e.a); break;
             case K_PY: {
                 PySlot s = std::move(pyslots[e.a]);
                 pyfree.push_back(e.a);
@@ -892,6 +896,29 @@ class Core {
         post(t, BG, gid, dst, 0, nbytes, nbytes, rs->term, d->term, -1, -1, jb);
     }
 
+    // engine.py's _bg_gen for a uniform-random background rank (workloads/simple.py UniformRandomJob.destination),
+    // event for event: the destination drawn from bg_rng as random.Random.randrange(n) (a draw equal to the sender
+    // becomes the next rank), the message posted, the next send one interval later
+    void start_background(double t, i64 gid, i64 n, i64 nbytes, double interval) {
+        Rank* rs = rank_of(gid);
+        if (!rs) throw py::key_error(std::to_string(gid));
+        if (n < 1) throw py::value_error("a background job needs at least one rank");
+        rs->bg_n = n;
+        rs->bg_bytes = nbytes;
+        rs->bg_interval = interval;
+        if (!(t >= 0.0)) throw py::value_error("event time must be a number >= 0 ns, got " + std::to_string(t));
+        push(t, K_BG, (i32)gid);
+    }
+    void bg_send(double t, i32 gid) {
+        Rank* rs = rank_of(gid);
+        if (!rs) throw py::key_error(std::to_string(gid));
+        i64 n = rs->bg_n, local = rs->local;
+        i64 d = bg_rng.randbelow(n);
+        if (d == local) d = (local + 1) % n;
+        send_background(t, gid, gid - local + d, rs->bg_bytes);
+        push(t + rs->bg_interval, K_BG, gid);
+    }
+
     void on_local(double t, i32 mi) {
         i32 k = msgs[mi].kind;
         if (k == EAGER || k == DATA) complete(t, msgs[mi].sreq);
@@ -1290,6 +1317,17 @@ class Core {
         st[624] = rng.mti;
         return st;
     }
+    void set_bg_rng_state(const std::vector<i64>& st) {
+        if (st.size() != 625) throw py::value_error("MT19937 state: 625 integers expected");
+        for (int i = 0; i < 624; i++) bg_rng.mt[i] = (uint32_t)st[i];
+        bg_rng.mti = (int)st[624];
+    }
+    std::vector<i64> bg_rng_state() const {
+        std::vector<i64> st(625);
+        for (int i = 0; i < 624; i++) st[i] = bg_rng.mt[i];
+        st[624] = bg_rng.mti;
+        return st;
+    }
 };
 
 PYBIND11_MODULE(_core, m) {
@@ -1317,6 +1355,9 @@ PYBIND11_MODULE(_core, m) {
         .def("stop_rank", &Core::stop_rank)
         .def("start_iteration", &Core::start_iteration)
         .def("send_background", &Core::send_background)
+        .def("start_background", &Core::start_background)
+        .def("set_bg_rng_state", &Core::set_bg_rng_state)
+        .def("bg_rng_state", &Core::bg_rng_state)
         .def("count_bytes", &Core::count_bytes)
         .def("forget_bytes", &Core::forget_bytes)
         .def("job_bytes", &Core::job_bytes)
