@@ -289,3 +289,84 @@ def test_energy_report_from_a_run_with_compute_kernels_is_the_same(tmp_path):
     (nat, ns), (py, ps) = summaries["native"], summaries["python"]
     assert_same(nat, py)
     assert ns["energy"] == ps["energy"] and ns["energy"]["jobs"]["a"]["energy_to_solution_J"] > 0
+
+
+# ------------------------------------------------------------------------------------------------ the hybrid loop's Python side
+def test_background_senders_run_in_the_core_with_the_engines_background_stream():
+    """A uniform-random background job's periodic sends are the core's own events on the native core (no Python
+    event per message), drawing the destinations from the engine's ``bg_rng``: its state after the run is the
+    Python core's, and the records, events and link totals are the same (``both``)."""
+    text = TOPO72 % "adaptive" + MIXED
+    calls = []
+
+    class Counting(Engine):
+        def _bg_gen(self, t, rs, _=None):
+            calls.append(self.core)
+            super()._bg_gen(t, rs, _)
+    states = []
+    for core in ("native", "python"):
+        eng = Counting(on_core(parse_scenario(text), core))
+        eng.run()
+        states.append((eng.bg_rng.getstate(), eng.rng.getstate()))
+    assert states[0] == states[1]
+    assert calls and set(calls) == {"python"}  # the native run never called the Python generator
+    both(lambda: parse_scenario(text))
+
+
+def test_a_background_job_with_its_own_destination_rule_stays_a_python_event_on_the_native_core():
+    """A workload that replaces ``destination`` declares no ``destination_rule``, so the engine keeps calling it per
+    message on both cores (the same records, the same background stream after the run); with a uniform job beside
+    it, both stay Python events (they share the stream)."""
+    from hybridsim.workloads import build_workload
+    from hybridsim.workloads.simple import UniformRandomJob
+
+    class Neighbour(UniformRandomJob):
+        def destination(self, rank, k, rng):
+            rng.random()
+            return (rank + 1) % self.n_ranks
+
+    text = TOPO72 % "minimal" + MIXED.replace("placement:", "  - {name: noise2, ranks: 4, workload: {kind: "
+                                              "uniform_random, msg_size: 4096, interval: 2500}}\nplacement:")
+
+    def run(core):
+        sc = on_core(parse_scenario(text), core)
+        wls = [build_workload(job, j, sc.seed, scenario=sc) for j, job in enumerate(sc.jobs)]
+        assert wls[2].destination_rule == "uniform"
+        wls[2] = Neighbour(wls[2].name, wls[2].n_ranks, sc.jobs[2].workload)
+        assert wls[2].destination_rule is None and wls[3].destination_rule == "uniform"
+        eng = Engine(sc, workloads=wls)
+        return eng.run(), eng
+    (nat, ne), (py, pe) = run("native"), run("python")
+    assert not ne.native_bg
+    assert_same(nat, py)
+    from hybridsim.engine.engine import background_seed
+    fresh = random.Random(background_seed(5)).getstate()  # MIXED's seed: the Python destination drew from it
+    assert ne.bg_rng.getstate() == pe.bg_rng.getstate() != fresh
+
+
+def test_counters_in_one_call_are_the_flat_views_on_both_cores():
+    """``net.counters()`` (one call per port sample) holds the same numbers as the per-counter flat views, and the
+    two cores agree after the same run."""
+    got = {}
+    for core in ("native", "python"):
+        eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), core))
+        eng.run()
+        net = eng.net
+        c = net.counters()
+        for name, attr in cores.Network.COUNTERS.items():
+            assert np.array_equal(np.asarray(c[name]), np.asarray(getattr(net, attr))), (core, name)
+        got[core] = {name: np.asarray(c[name]) for name in cores.Network.COUNTERS}
+    for name in cores.Network.COUNTERS:
+        assert np.array_equal(got["native"][name], got["python"][name]), name
+    assert got["python"]["bytes"].sum() > 0
+
+
+def test_the_engines_record_maker_makes_the_dataclasss_record():
+    from hybridsim.engine.engine import _new_record
+    from hybridsim_common.records import IterationRecord
+
+    a = _new_record("milc", 1, 7, 3, 12.5, 99.25)
+    b = IterationRecord("milc", 1, 7, 3, 12.5, 99.25)
+    assert type(a) is IterationRecord and a == b and hash(a) == hash(b) and repr(a) == repr(b)
+    with pytest.raises(AttributeError):
+        a.end = 0.0  # still frozen

@@ -18,6 +18,7 @@ the scheduler asked again) at that instant. Without a ``scheduler`` section ever
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
 import sys
@@ -32,6 +33,31 @@ from .cores import build as build_core, choose as choose_core
 from .core import EngineError, LimitExceeded, RunStop, current_stop
 from .mpi import Rank
 from .sampling import PortSampler
+
+
+_PREDICT = Mode.PREDICT  # one global lookup where the hot path compares modes (an Enum attribute costs a descriptor)
+
+
+def _new_record(job, job_id, rank, iteration, start, end) -> IterationRecord:
+    """``IterationRecord(job, job_id, rank, iteration, start, end)``, the same object, made without the frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` call per field): the engine makes one per rank-iteration, so
+    this is for performance. The slots are set through their descriptors, as ``__init__`` would."""
+    rec = _rec_new(IterationRecord)
+    _set_job(rec, job)
+    _set_job_id(rec, job_id)
+    _set_rank(rec, rank)
+    _set_iteration(rec, iteration)
+    _set_start(rec, start)
+    _set_end(rec, end)
+    return rec
+
+
+_REC_FIELDS = ("job", "job_id", "rank", "iteration", "start", "end")
+if tuple(f.name for f in dataclasses.fields(IterationRecord)) != _REC_FIELDS:  # pragma: no cover - a guard
+    raise ImportError(f"engine._new_record sets {_REC_FIELDS}; IterationRecord now has other fields")
+_rec_new = IterationRecord.__new__
+_set_job, _set_job_id, _set_rank, _set_iteration, _set_start, _set_end = (
+    getattr(IterationRecord, f).__set__ for f in _REC_FIELDS)
 
 
 def jobs_progress(names, done, totals, modes) -> str:
@@ -178,8 +204,12 @@ class Engine(Backend):
         lim = sc.limits
         #: "native" or "python" (backend.embedded.core; see hybridsim.engine.cores)
         self.core = choose_core(emb.core)
+        # the native core runs the background senders itself (for performance) when every background job follows
+        # the "uniform" destination rule; one job with its own rule keeps them all in Python, as they share bg_rng
+        self.native_bg = self.core == "native" and all(
+            wl.destination_rule == "uniform" for wl in self.workloads if wl.background)
         loop, net, mpi = build_core(self.core, self.topo, sc.topology, self.rng, self.debug,
-                                    lim.max_packets_per_message, bg_rng=self.bg_rng)
+                                    lim.max_packets_per_message, bg_rng=self.bg_rng if self.native_bg else None)
         self.loop, self.net, self.mpi = loop, net, mpi
         self.max_windows = max(1, lim.max_samples // max(net.n_ports, 1))
         jobs = sc.jobs
@@ -336,7 +366,7 @@ class Engine(Backend):
             if self.kill_after[j] < float("inf"):
                 self.loop.at(t + self.kill_after[j], self._kill, j)
         wl = self.workloads[j]
-        if self.is_bg[j] and self.core == "native" and wl.destination_rule == "uniform":
+        if self.is_bg[j] and self.native_bg:
             # the native core runs the periodic sends itself (_bg_gen's draws and events, for performance)
             for rs in job_ranks:
                 self.mpi.start_background(t, rs, wl.n_ranks, wl.msg_size, wl.interval)
@@ -399,18 +429,24 @@ class Engine(Backend):
         return mode
 
     def _iter_start(self, t, rs, _=None):
-        """Rank ``rs`` is ready for its next iteration (event handler)."""
+        """Rank ``rs`` is ready for its next iteration (event handler; also called by :meth:`_pred_end`)."""
         j, it = rs.job, rs.it
         if rs.done:  # its job was killed at its walltime
             return
         if it >= self.iters[j]:
             self._rank_done(t, rs)
             return
-        if self._mode(t, j, it) is Mode.PREDICT:
-            parked = self.parked.setdefault((j, it), [])
+        mode = self.modes.get((j, it))  # inlined _mode (once per rank-iteration: for performance)
+        if mode is None:
+            mode = self._mode(t, j, it)
+        if mode is _PREDICT:
+            key = (j, it)
+            parked = self.parked.get(key)
+            if parked is None:
+                parked = self.parked[key] = []
             parked.append((rs, t))
             if len(parked) == self.n_ranks[j]:
-                self._predict(j, it, self.parked.pop((j, it)))
+                self._predict(j, it, self.parked.pop(key))
             return
         # generating a rank's ops can be slow (a custom function, LAMMPS' first call per rank): check before each
         self.stop.check(f"at t={t:,.0f} ns while generating the ops of job {self.job_names[j]!r}")
@@ -434,9 +470,17 @@ class Engine(Backend):
                 self._replay(j, prof[1], float((starts + dur).min()))
 
     def _pred_end(self, t, rs, t0):
+        """A predicted iteration of rank ``rs`` ends (event handler): :meth:`_record` inlined (once per predicted
+        rank-iteration, the hybrid loop's commonest Python event: for performance), then its next iteration."""
         if rs.done:  # its job was killed at its walltime
             return
-        self._record(rs, t0, t, False)
+        j = rs.job
+        rec = _new_record(self.job_names[j], j, rs.local, rs.it, t0, t)
+        self.records.append(rec)
+        self.simulated.append(False)
+        self.iters_done[j] += 1
+        if self.on_record is not None:
+            self.on_record(rec, False)
         rs.it += 1
         self._iter_start(t, rs)
 
@@ -447,7 +491,7 @@ class Engine(Backend):
         self.loop.at(t, self._iter_start, rs)
 
     def _record(self, rs, start, end, simulated):
-        rec = IterationRecord(self.job_names[rs.job], rs.job, rs.local, rs.it, start, end)
+        rec = _new_record(self.job_names[rs.job], rs.job, rs.local, rs.it, start, end)
         self.records.append(rec)
         self.simulated.append(simulated)
         self.iters_done[rs.job] += 1
