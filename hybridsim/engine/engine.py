@@ -225,6 +225,11 @@ class Engine(Backend):
         self.bg_mode = background_mode(director.keep_background)
         self.keep_bg = self.bg_mode is not None
         mpi.on_iteration_end = self._iteration_end
+        # the native core ends predicted iterations and parks their ranks itself (for performance: the hybrid loop's
+        # commonest events), handing the records over before any Python code runs (_native_records)
+        self.native_pred = self.core == "native"
+        if self.native_pred:
+            mpi.core.set_pred_callbacks(self._native_records, self._native_next, self._native_parked)
         self.job_start: dict[int, float] = {}
 
         self.records: list[IterationRecord] = []
@@ -359,6 +364,8 @@ class Engine(Backend):
         job_ranks = [Rank(base + local, j, local, term) for local, term in enumerate(terminals.tolist())]
         self.mpi.add_ranks(job_ranks)
         self.job_ranks[j] = job_ranks
+        if self.native_pred and not self.is_bg[j]:
+            self.mpi.core.pred_job(j, self.iters[j], len(job_ranks))
         if self.keep_bg and not self.is_bg[j]:
             self.mpi.count_bytes(j)
         if self.stream:
@@ -384,6 +391,8 @@ class Engine(Backend):
             d.pop(j, None)
         for key in [k for k in self.modes if k[0] == j]:
             del self.modes[key]
+        if self.native_pred:
+            self.mpi.core.forget_job(j)
         if self.stream:
             self.director.on_job_end(j, t)
             self.sched.release(j, t)
@@ -401,6 +410,8 @@ class Engine(Backend):
             self.mpi.stop_rank(rs)
         for key in [k for k in self.parked if k[0] == j]:
             del self.parked[key]
+        if self.native_pred:
+            self.mpi.core.unpark(j)
         self.killed.append(j)
         self.ranks_done[j] = self.n_ranks[j] - 1
         self._rank_done(t, self.job_ranks[j][0])  # the job's end, as when its last rank finishes
@@ -424,6 +435,8 @@ class Engine(Backend):
         if mode is None:
             mode = Mode(self.director.mode_for(j, it))
             self.modes[key] = mode
+            if self.native_pred:
+                self.mpi.core.set_mode(j, it, mode is _PREDICT)
             if self.keep_bg:
                 self._update_background(t, j, mode)
         return mode
@@ -440,6 +453,11 @@ class Engine(Backend):
         if mode is None:
             mode = self._mode(t, j, it)
         if mode is _PREDICT:
+            if self.native_pred:  # parked in the core, with the ranks it parks itself (_pred_end's there)
+                full = self.mpi.core.park(j, it, rs.gid, t)
+                if full is not None:
+                    self._native_parked(j, it, *full)
+                return
             key = (j, it)
             parked = self.parked.get(key)
             if parked is None:
@@ -461,8 +479,13 @@ class Engine(Backend):
         dur = np.asarray(self.director.predict(j, it, ranks, starts), dtype=np.float64).reshape(-1)
         if dur.shape[0] != len(parked) or not np.all(np.isfinite(dur)) or (dur < 0).any():
             raise EngineError(f"director.predict({j}, {it}) must return {len(parked)} finite durations >= 0")
-        for (rs, t0), d in zip(parked, dur.tolist()):
-            self.loop.at(t0 + d, self._pred_end, rs, t0)
+        if self.native_pred:
+            t0s = starts.tolist()
+            self.mpi.core.pred_ends([rs.gid for rs, _ in parked], [rs.it for rs, _ in parked], t0s,
+                                    [t0 + d for t0, d in zip(t0s, dur.tolist())])
+        else:
+            for (rs, t0), d in zip(parked, dur.tolist()):
+                self.loop.at(t0 + d, self._pred_end, rs, t0)
         prof = self.profile.get(j)
         if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
             self._set_load(j, 0)
@@ -483,6 +506,33 @@ class Engine(Backend):
             self.on_record(rec, False)
         rs.it += 1
         self._iter_start(t, rs)
+
+    def _native_records(self, gids, its, t0s, ends):
+        """The native core's predicted iterations ended since it last called Python (gid, iteration, start, end
+        each, in event order): what :meth:`_pred_end` records, before any other Python code runs."""
+        ranks, names, records, simulated, done = self.mpi.ranks, self.job_names, self.records, self.simulated, \
+            self.iters_done
+        on_record = self.on_record
+        for gid, it, t0, t in zip(gids, its, t0s, ends):
+            rs = ranks[gid]
+            j = rs.job
+            rec = _new_record(names[j], j, rs.local, it, t0, t)
+            records.append(rec)
+            simulated.append(False)
+            done[j] += 1
+            if on_record is not None:
+                on_record(rec, False)
+            rs.it = it + 1
+
+    def _native_next(self, t, gid):
+        """The native core's :meth:`_pred_end` for a rank whose next iteration it cannot park (mode not yet decided,
+        simulated, or past the last)."""
+        self._iter_start(t, self.mpi.ranks[gid])
+
+    def _native_parked(self, j, it, gids, times):
+        """Every rank of job ``j`` is parked at predicted iteration ``it`` (in the native core)."""
+        ranks = self.mpi.ranks
+        self._predict(j, it, [(ranks[g], t) for g, t in zip(gids, times)])
 
     def _iteration_end(self, t, rs):
         """The MPI layer finished ``rs``'s iteration."""
