@@ -370,3 +370,80 @@ def test_the_engines_record_maker_makes_the_dataclasss_record():
     assert type(a) is IterationRecord and a == b and hash(a) == hash(b) and repr(a) == repr(b)
     with pytest.raises(AttributeError):
         a.end = 0.0  # still frozen
+
+
+class Staggered:
+    """A director that predicts every iteration after the first, each rank ``local`` taking 15 us x (1 + local / 4):
+    the fast ranks of a job wait at the next predicted iteration (parked) while its slow ones are still in theirs.
+    It records what the director sees, to compare the two cores' calls."""
+
+    keep_background = False
+
+    def __init__(self):
+        self.calls = []
+
+    def mode_for(self, job_id, iteration):
+        self.calls.append(("mode", job_id, iteration))
+        from hybridsim_common.backend import Mode
+        return Mode.SIMULATE if iteration == 0 else Mode.PREDICT
+
+    def predict(self, job_id, iteration, ranks, starts):
+        self.calls.append(("predict", job_id, iteration, tuple(ranks.tolist()), tuple(starts.tolist())))
+        return 15e3 * (1.0 + np.asarray(ranks) / 4.0)
+
+    def on_job_start(self, job_id, t, terminals):
+        self.calls.append(("start", job_id, t))
+
+    def on_job_end(self, job_id, t):
+        self.calls.append(("end", job_id, t))
+
+    def on_record(self, rec, simulated):
+        self.calls.append(("record", rec.job_id, rec.rank, rec.iteration, rec.start, rec.end, simulated))
+
+
+def test_predicted_iterations_parked_in_the_core_and_killed_at_the_walltime():
+    """On the native core predicted iterations end and their ranks wait for the next prediction in the core (records
+    handed over in batches): a job stream whose jobs are killed at their walltime while some ranks are parked and
+    others still predicted gives the same records, the same director calls in the same order (records included),
+    and the same kills as the Python core."""
+    out = {}
+    for core in ("native", "python"):
+        d = Staggered()
+        eng = Engine(on_core(parse_scenario(STREAM, "s.yaml"), core))
+        out[core] = (eng.run(director=d, on_record=d.on_record), d.calls)
+    (nat, ncalls), (py, pcalls) = out["native"], out["python"]
+    assert_same(nat, py)
+    assert ncalls == pcalls
+    assert nat.job_killed and sum(not s for s in nat.simulated) > 10
+    assert any(c[0] == "predict" for c in ncalls)
+
+
+def test_port_samples_are_the_features_computed_column_by_column():
+    """PortSampler writes each feature into its float32 column (no stack of columns): the values are those of an
+    independent computation from the counters, feature by feature in float64, then cast to float32."""
+    from hybridsim.engine.sampling import PortSampler
+
+    for core in ("native", "python"):
+        eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), core))
+        eng.run()
+        net, NV, P = eng.net, eng.net.nv, eng.net.P
+        t1 = eng.loop.now
+        t0 = t1 / 2
+        s = PortSampler(net, t0)
+        s.t0 = t0  # a window [t0, t1) starting from zeroed previous counters
+        got = s.sample(t1).values[0]
+        c = net.counters()
+        by = np.asarray(c["bytes"], float)
+        bs = np.asarray(c["busy_start"], float)
+        occ = np.asarray(c["occ"], float).reshape(-1, NV)
+        integ = np.asarray(c["occ_int"], float).reshape(-1, NV) + occ * (t1 - np.asarray(c["occ_t"], float).reshape(-1, NV))
+        cap = np.asarray(net.cap, float)[:, None]
+        want = [by, np.asarray(c["busy_acc"], float) + np.where(bs >= 0, t1 - bs, 0.0),
+                by / (np.asarray(net.bw_bpns, float) * (t1 - t0)) * 100.0, np.asarray(c["stalled"], float),
+                np.array([sum(row) for row in occ]) * P, np.asarray(c["qcount"], float) * P,
+                np.asarray(c["pkts"], float)]
+        for k in range(NV):
+            want += [integ[:, k] / (t1 - t0) * P, occ[:, k] * P, (cap[:, 0] - occ[:, k]) * P]
+        want = np.stack(want, axis=1).astype(np.float32)
+        assert got.dtype == np.float32 and np.array_equal(got, want), core
+        assert want[:, 0].sum() > 0 and len(s.features) == want.shape[1]
