@@ -493,8 +493,9 @@ class Engine(Backend):
                 self._replay(j, prof[1], float((starts + dur).min()))
 
     def _pred_end(self, t, rs, t0):
-        """A predicted iteration of rank ``rs`` ends (event handler): :meth:`_record` inlined (once per predicted
-        rank-iteration, the hybrid loop's commonest Python event: for performance), then its next iteration."""
+        """A predicted iteration of rank ``rs`` ends (event handler, Python core; the native core's ``pred_end`` does
+        the same, see :meth:`_native_records`): :meth:`_record` inlined (once per predicted rank-iteration, the
+        hybrid loop's commonest event: for performance), then its next iteration."""
         if rs.done:  # its job was killed at its walltime
             return
         j = rs.job
