@@ -289,3 +289,161 @@ def test_energy_report_from_a_run_with_compute_kernels_is_the_same(tmp_path):
     (nat, ns), (py, ps) = summaries["native"], summaries["python"]
     assert_same(nat, py)
     assert ns["energy"] == ps["energy"] and ns["energy"]["jobs"]["a"]["energy_to_solution_J"] > 0
+
+
+# ------------------------------------------------------------------------------------------------ the hybrid loop's Python side
+def test_background_senders_run_in_the_core_with_the_engines_background_stream():
+    """A uniform-random background job's periodic sends are the core's own events on the native core (no Python
+    event per message), drawing the destinations from the engine's ``bg_rng``: its state after the run is the
+    Python core's, and the records, events and link totals are the same (``both``)."""
+    text = TOPO72 % "adaptive" + MIXED
+    calls = []
+
+    class Counting(Engine):
+        def _bg_gen(self, t, rs, _=None):
+            calls.append(self.core)
+            super()._bg_gen(t, rs, _)
+    states = []
+    for core in ("native", "python"):
+        eng = Counting(on_core(parse_scenario(text), core))
+        eng.run()
+        states.append((eng.bg_rng.getstate(), eng.rng.getstate()))
+    assert states[0] == states[1]
+    assert calls and set(calls) == {"python"}  # the native run never called the Python generator
+    both(lambda: parse_scenario(text))
+
+
+def test_a_background_job_with_its_own_destination_rule_stays_a_python_event_on_the_native_core():
+    """A workload that replaces ``destination`` declares no ``destination_rule``, so the engine keeps calling it per
+    message on both cores (the same records, the same background stream after the run); with a uniform job beside
+    it, both stay Python events (they share the stream)."""
+    from hybridsim.workloads import build_workload
+    from hybridsim.workloads.simple import UniformRandomJob
+
+    class Neighbour(UniformRandomJob):
+        def destination(self, rank, k, rng):
+            rng.random()
+            return (rank + 1) % self.n_ranks
+
+    text = TOPO72 % "minimal" + MIXED.replace("placement:", "  - {name: noise2, ranks: 4, workload: {kind: "
+                                              "uniform_random, msg_size: 4096, interval: 2500}}\nplacement:")
+
+    def run(core):
+        sc = on_core(parse_scenario(text), core)
+        wls = [build_workload(job, j, sc.seed, scenario=sc) for j, job in enumerate(sc.jobs)]
+        assert wls[2].destination_rule == "uniform"
+        wls[2] = Neighbour(wls[2].name, wls[2].n_ranks, sc.jobs[2].workload)
+        assert wls[2].destination_rule is None and wls[3].destination_rule == "uniform"
+        eng = Engine(sc, workloads=wls)
+        return eng.run(), eng
+    (nat, ne), (py, pe) = run("native"), run("python")
+    assert not ne.native_bg
+    assert_same(nat, py)
+    from hybridsim.engine.engine import background_seed
+    fresh = random.Random(background_seed(5)).getstate()  # MIXED's seed: the Python destination drew from it
+    assert ne.bg_rng.getstate() == pe.bg_rng.getstate() != fresh
+
+
+def test_counters_in_one_call_are_the_flat_views_on_both_cores():
+    """``net.counters()`` (one call per port sample) holds the same numbers as the per-counter flat views, and the
+    two cores agree after the same run."""
+    got = {}
+    for core in ("native", "python"):
+        eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), core))
+        eng.run()
+        net = eng.net
+        c = net.counters()
+        for name, attr in cores.Network.COUNTERS.items():
+            assert np.array_equal(np.asarray(c[name]), np.asarray(getattr(net, attr))), (core, name)
+        got[core] = {name: np.asarray(c[name]) for name in cores.Network.COUNTERS}
+    for name in cores.Network.COUNTERS:
+        assert np.array_equal(got["native"][name], got["python"][name]), name
+    assert got["python"]["bytes"].sum() > 0
+
+
+def test_the_engines_record_maker_makes_the_dataclasss_record():
+    from hybridsim.engine.engine import _new_record
+    from hybridsim_common.records import IterationRecord
+
+    a = _new_record("milc", 1, 7, 3, 12.5, 99.25)
+    b = IterationRecord("milc", 1, 7, 3, 12.5, 99.25)
+    assert type(a) is IterationRecord and a == b and hash(a) == hash(b) and repr(a) == repr(b)
+    with pytest.raises(AttributeError):
+        a.end = 0.0  # still frozen
+
+
+class Staggered:
+    """A director that predicts every iteration after the first, each rank ``local`` taking 15 us x (1 + local / 4):
+    the fast ranks of a job wait at the next predicted iteration (parked) while its slow ones are still in theirs.
+    It records what the director sees, to compare the two cores' calls."""
+
+    keep_background = False
+
+    def __init__(self):
+        self.calls = []
+
+    def mode_for(self, job_id, iteration):
+        self.calls.append(("mode", job_id, iteration))
+        from hybridsim_common.backend import Mode
+        return Mode.SIMULATE if iteration == 0 else Mode.PREDICT
+
+    def predict(self, job_id, iteration, ranks, starts):
+        self.calls.append(("predict", job_id, iteration, tuple(ranks.tolist()), tuple(starts.tolist())))
+        return 15e3 * (1.0 + np.asarray(ranks) / 4.0)
+
+    def on_job_start(self, job_id, t, terminals):
+        self.calls.append(("start", job_id, t))
+
+    def on_job_end(self, job_id, t):
+        self.calls.append(("end", job_id, t))
+
+    def on_record(self, rec, simulated):
+        self.calls.append(("record", rec.job_id, rec.rank, rec.iteration, rec.start, rec.end, simulated))
+
+
+def test_predicted_iterations_parked_in_the_core_and_killed_at_the_walltime():
+    """On the native core predicted iterations end and their ranks wait for the next prediction in the core (records
+    handed over in batches): a job stream whose jobs are killed at their walltime while some ranks are parked and
+    others still predicted gives the same records, the same director calls in the same order (records included),
+    and the same kills as the Python core."""
+    out = {}
+    for core in ("native", "python"):
+        d = Staggered()
+        eng = Engine(on_core(parse_scenario(STREAM, "s.yaml"), core))
+        out[core] = (eng.run(director=d, on_record=d.on_record), d.calls)
+    (nat, ncalls), (py, pcalls) = out["native"], out["python"]
+    assert_same(nat, py)
+    assert ncalls == pcalls
+    assert nat.job_killed and sum(not s for s in nat.simulated) > 10
+    assert any(c[0] == "predict" for c in ncalls)
+
+
+def test_port_samples_are_the_features_computed_column_by_column():
+    """PortSampler writes each feature into its float32 column (no stack of columns): the values are those of an
+    independent computation from the counters, feature by feature in float64, then cast to float32."""
+    from hybridsim.engine.sampling import PortSampler
+
+    for core in ("native", "python"):
+        eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), core))
+        eng.run()
+        net, NV, P = eng.net, eng.net.nv, eng.net.P
+        t1 = eng.loop.now
+        t0 = t1 / 2
+        s = PortSampler(net, t0)
+        s.t0 = t0  # a window [t0, t1) starting from zeroed previous counters
+        got = s.sample(t1).values[0]
+        c = net.counters()
+        by = np.asarray(c["bytes"], float)
+        bs = np.asarray(c["busy_start"], float)
+        occ = np.asarray(c["occ"], float).reshape(-1, NV)
+        integ = np.asarray(c["occ_int"], float).reshape(-1, NV) + occ * (t1 - np.asarray(c["occ_t"], float).reshape(-1, NV))
+        cap = np.asarray(net.cap, float)[:, None]
+        want = [by, np.asarray(c["busy_acc"], float) + np.where(bs >= 0, t1 - bs, 0.0),
+                by / (np.asarray(net.bw_bpns, float) * (t1 - t0)) * 100.0, np.asarray(c["stalled"], float),
+                np.array([sum(row) for row in occ]) * P, np.asarray(c["qcount"], float) * P,
+                np.asarray(c["pkts"], float)]
+        for k in range(NV):
+            want += [integ[:, k] / (t1 - t0) * P, occ[:, k] * P, (cap[:, 0] - occ[:, k]) * P]
+        want = np.stack(want, axis=1).astype(np.float32)
+        assert got.dtype == np.float32 and np.array_equal(got, want), core
+        assert want[:, 0].sum() > 0 and len(s.features) == want.shape[1]

@@ -53,9 +53,10 @@ def choose(requested: str) -> str:
     return "python"
 
 
-def build(kind: str, topo, tcfg, rng, debug: bool = False, max_packets=math.inf):
+def build(kind: str, topo, tcfg, rng, debug: bool = False, max_packets=math.inf, bg_rng=None):
     """``(loop, net, mpi)`` of core ``kind`` for topology ``topo`` with ``tcfg`` (the scenario's topology section),
-    drawing from ``rng`` (a ``random.Random``)."""
+    drawing from ``rng`` (a ``random.Random``); ``bg_rng``: the background senders' generator, which the native core
+    draws from when it runs them (:meth:`NativeMpi.start_background`)."""
     if kind == "python":
         loop = EventLoop()
         net = Network(topo, tcfg, loop, rng, debug, max_packets=max_packets)
@@ -65,15 +66,16 @@ def build(kind: str, topo, tcfg, rng, debug: bool = False, max_packets=math.inf)
     mpi = NativeMpi()
     net = NativeNetwork(topo, tcfg, rng, max_packets, mpi, debug)
     mpi.core = net.core
-    return NativeLoop(net.core, rng), net, mpi
+    return NativeLoop(net.core, rng, bg_rng), net, mpi
 
 
 class NativeLoop:
     """:class:`~.core.EventLoop`'s interface over the native heap; ``at`` takes any Python handler ``(t, a, b)``."""
 
-    def __init__(self, core, rng):
+    def __init__(self, core, rng, bg_rng=None):
         self.core = core
         self.rng = rng
+        self.bg_rng = bg_rng
         self.at = core.at
 
     def stop(self) -> None:
@@ -81,15 +83,21 @@ class NativeLoop:
 
     def run(self, until: float = math.inf, max_events: int | None = None, on_check=None,
             check_every: int = 65536) -> bool:
-        """As :meth:`.core.EventLoop.run`. The core draws from its copy of the run's generator: its state goes back
-        to ``rng`` when the run returns, however it returns."""
+        """As :meth:`.core.EventLoop.run`. The core draws from its copies of the run's generators (the network's and
+        the background senders'): their states go back to ``rng`` and ``bg_rng`` when the run returns, however it
+        returns."""
         core = self.core
         st = self.rng.getstate()
         core.set_rng_state(list(st[1]))
+        bst = self.bg_rng.getstate() if self.bg_rng is not None else None
+        if bst is not None:
+            core.set_bg_rng_state(list(bst[1]))
         try:
             return core.run(float(until), -1 if max_events is None else int(max_events), on_check, int(check_every))
         finally:
             self.rng.setstate((st[0], tuple(core.rng_state()), st[2]))
+            if bst is not None:
+                self.bg_rng.setstate((bst[0], tuple(core.bg_rng_state()), bst[2]))
 
     now = property(lambda self: self.core.now)
     events = property(lambda self: self.core.events)
@@ -172,6 +180,10 @@ class NativeNetwork:
     bytes_injected = property(lambda self: self.core.bytes_injected())
     bytes_delivered = property(lambda self: self.core.bytes_delivered())
 
+    def counters(self) -> dict:
+        """As :meth:`.network.Network.counters`, as numpy arrays, in one call (each property above copies them all)."""
+        return self.core.counters()
+
     def check_invariants(self) -> None:
         """As :meth:`.network.Network.check_invariants` (debug mode; same messages)."""
         self.core.check_invariants()
@@ -228,6 +240,13 @@ class NativeMpi:
 
     def send_background(self, t, rs, dst: int, nbytes: int) -> None:
         self.core.send_background(t, rs.gid, int(dst), int(nbytes))
+
+    def start_background(self, t, rs, n_ranks: int, nbytes: int, interval: float) -> None:
+        """Background rank ``rs`` (of a job of ``n_ranks`` whose destinations follow the ``"uniform"`` rule, see
+        :attr:`~hybridsim.workloads.base.JobWorkload.destination_rule`) sends its first message at ``t`` and one
+        every ``interval`` ns after: the engine's ``_bg_gen`` run by the core, the same draws from the loop's
+        ``bg_rng``, the same events in the same order."""
+        self.core.start_background(float(t), rs.gid, int(n_ranks), int(nbytes), float(interval))
 
     def count_bytes(self, j: int) -> None:
         self.core.count_bytes(j)

@@ -18,6 +18,7 @@ the scheduler asked again) at that instant. Without a ``scheduler`` section ever
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
 import sys
@@ -32,6 +33,31 @@ from .cores import build as build_core, choose as choose_core
 from .core import EngineError, LimitExceeded, RunStop, current_stop
 from .mpi import Rank
 from .sampling import PortSampler
+
+
+_PREDICT = Mode.PREDICT  # one global lookup where the hot path compares modes (an Enum attribute costs a descriptor)
+
+
+def _new_record(job, job_id, rank, iteration, start, end) -> IterationRecord:
+    """``IterationRecord(job, job_id, rank, iteration, start, end)``, the same object, made without the frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` call per field): the engine makes one per rank-iteration, so
+    this is for performance. The slots are set through their descriptors, as ``__init__`` would."""
+    rec = _rec_new(IterationRecord)
+    _set_job(rec, job)
+    _set_job_id(rec, job_id)
+    _set_rank(rec, rank)
+    _set_iteration(rec, iteration)
+    _set_start(rec, start)
+    _set_end(rec, end)
+    return rec
+
+
+_REC_FIELDS = ("job", "job_id", "rank", "iteration", "start", "end")
+if tuple(f.name for f in dataclasses.fields(IterationRecord)) != _REC_FIELDS:  # pragma: no cover - a guard
+    raise ImportError(f"engine._new_record sets {_REC_FIELDS}; IterationRecord now has other fields")
+_rec_new = IterationRecord.__new__
+_set_job, _set_job_id, _set_rank, _set_iteration, _set_start, _set_end = (
+    getattr(IterationRecord, f).__set__ for f in _REC_FIELDS)
 
 
 def jobs_progress(names, done, totals, modes) -> str:
@@ -178,8 +204,12 @@ class Engine(Backend):
         lim = sc.limits
         #: "native" or "python" (backend.embedded.core; see hybridsim.engine.cores)
         self.core = choose_core(emb.core)
+        # the native core runs the background senders itself (for performance) when every background job follows
+        # the "uniform" destination rule; one job with its own rule keeps them all in Python, as they share bg_rng
+        self.native_bg = self.core == "native" and all(
+            wl.destination_rule == "uniform" for wl in self.workloads if wl.background)
         loop, net, mpi = build_core(self.core, self.topo, sc.topology, self.rng, self.debug,
-                                    lim.max_packets_per_message)
+                                    lim.max_packets_per_message, bg_rng=self.bg_rng if self.native_bg else None)
         self.loop, self.net, self.mpi = loop, net, mpi
         self.max_windows = max(1, lim.max_samples // max(net.n_ports, 1))
         jobs = sc.jobs
@@ -195,6 +225,11 @@ class Engine(Backend):
         self.bg_mode = background_mode(director.keep_background)
         self.keep_bg = self.bg_mode is not None
         mpi.on_iteration_end = self._iteration_end
+        # the native core ends predicted iterations and parks their ranks itself (for performance: the hybrid loop's
+        # commonest events), handing the records over before any Python code runs (_native_records)
+        self.native_pred = self.core == "native"
+        if self.native_pred:
+            mpi.core.set_pred_callbacks(self._native_records, self._native_next, self._native_parked)
         self.job_start: dict[int, float] = {}
 
         self.records: list[IterationRecord] = []
@@ -329,12 +364,20 @@ class Engine(Backend):
         job_ranks = [Rank(base + local, j, local, term) for local, term in enumerate(terminals.tolist())]
         self.mpi.add_ranks(job_ranks)
         self.job_ranks[j] = job_ranks
+        if self.native_pred and not self.is_bg[j]:
+            self.mpi.core.pred_job(j, self.iters[j], len(job_ranks))
         if self.keep_bg and not self.is_bg[j]:
             self.mpi.count_bytes(j)
         if self.stream:
             self.director.on_job_start(j, t, terminals)
             if self.kill_after[j] < float("inf"):
                 self.loop.at(t + self.kill_after[j], self._kill, j)
+        wl = self.workloads[j]
+        if self.is_bg[j] and self.native_bg:
+            # the native core runs the periodic sends itself (_bg_gen's draws and events, for performance)
+            for rs in job_ranks:
+                self.mpi.start_background(t, rs, wl.n_ranks, wl.msg_size, wl.interval)
+            return
         handler = self._bg_gen if self.is_bg[j] else self._iter_start
         for rs in job_ranks:
             self.loop.at(t, handler, rs)
@@ -348,6 +391,8 @@ class Engine(Backend):
             d.pop(j, None)
         for key in [k for k in self.modes if k[0] == j]:
             del self.modes[key]
+        if self.native_pred:
+            self.mpi.core.forget_job(j)
         if self.stream:
             self.director.on_job_end(j, t)
             self.sched.release(j, t)
@@ -365,6 +410,8 @@ class Engine(Backend):
             self.mpi.stop_rank(rs)
         for key in [k for k in self.parked if k[0] == j]:
             del self.parked[key]
+        if self.native_pred:
+            self.mpi.core.unpark(j)
         self.killed.append(j)
         self.ranks_done[j] = self.n_ranks[j] - 1
         self._rank_done(t, self.job_ranks[j][0])  # the job's end, as when its last rank finishes
@@ -388,23 +435,36 @@ class Engine(Backend):
         if mode is None:
             mode = Mode(self.director.mode_for(j, it))
             self.modes[key] = mode
+            if self.native_pred:
+                self.mpi.core.set_mode(j, it, mode is _PREDICT)
             if self.keep_bg:
                 self._update_background(t, j, mode)
         return mode
 
     def _iter_start(self, t, rs, _=None):
-        """Rank ``rs`` is ready for its next iteration (event handler)."""
+        """Rank ``rs`` is ready for its next iteration (event handler; also called by :meth:`_pred_end`)."""
         j, it = rs.job, rs.it
         if rs.done:  # its job was killed at its walltime
             return
         if it >= self.iters[j]:
             self._rank_done(t, rs)
             return
-        if self._mode(t, j, it) is Mode.PREDICT:
-            parked = self.parked.setdefault((j, it), [])
+        mode = self.modes.get((j, it))  # inlined _mode (once per rank-iteration: for performance)
+        if mode is None:
+            mode = self._mode(t, j, it)
+        if mode is _PREDICT:
+            if self.native_pred:  # parked in the core, with the ranks it parks itself (_pred_end's there)
+                full = self.mpi.core.park(j, it, rs.gid, t)
+                if full is not None:
+                    self._native_parked(j, it, *full)
+                return
+            key = (j, it)
+            parked = self.parked.get(key)
+            if parked is None:
+                parked = self.parked[key] = []
             parked.append((rs, t))
             if len(parked) == self.n_ranks[j]:
-                self._predict(j, it, self.parked.pop((j, it)))
+                self._predict(j, it, self.parked.pop(key))
             return
         # generating a rank's ops can be slow (a custom function, LAMMPS' first call per rank): check before each
         self.stop.check(f"at t={t:,.0f} ns while generating the ops of job {self.job_names[j]!r}")
@@ -419,8 +479,13 @@ class Engine(Backend):
         dur = np.asarray(self.director.predict(j, it, ranks, starts), dtype=np.float64).reshape(-1)
         if dur.shape[0] != len(parked) or not np.all(np.isfinite(dur)) or (dur < 0).any():
             raise EngineError(f"director.predict({j}, {it}) must return {len(parked)} finite durations >= 0")
-        for (rs, t0), d in zip(parked, dur.tolist()):
-            self.loop.at(t0 + d, self._pred_end, rs, t0)
+        if self.native_pred:
+            t0s = starts.tolist()
+            self.mpi.core.pred_ends([rs.gid for rs, _ in parked], [rs.it for rs, _ in parked], t0s,
+                                    [t0 + d for t0, d in zip(t0s, dur.tolist())])
+        else:
+            for (rs, t0), d in zip(parked, dur.tolist()):
+                self.loop.at(t0 + d, self._pred_end, rs, t0)
         prof = self.profile.get(j)
         if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
             self._set_load(j, 0)
@@ -428,11 +493,47 @@ class Engine(Backend):
                 self._replay(j, prof[1], float((starts + dur).min()))
 
     def _pred_end(self, t, rs, t0):
+        """A predicted iteration of rank ``rs`` ends (event handler, Python core; the native core's ``pred_end`` does
+        the same, see :meth:`_native_records`): :meth:`_record` inlined (once per predicted rank-iteration, the
+        hybrid loop's commonest event: for performance), then its next iteration."""
         if rs.done:  # its job was killed at its walltime
             return
-        self._record(rs, t0, t, False)
+        j = rs.job
+        rec = _new_record(self.job_names[j], j, rs.local, rs.it, t0, t)
+        self.records.append(rec)
+        self.simulated.append(False)
+        self.iters_done[j] += 1
+        if self.on_record is not None:
+            self.on_record(rec, False)
         rs.it += 1
         self._iter_start(t, rs)
+
+    def _native_records(self, gids, its, t0s, ends):
+        """The native core's predicted iterations ended since it last called Python (gid, iteration, start, end
+        each, in event order): what :meth:`_pred_end` records, before any other Python code runs."""
+        ranks, names, records, simulated, done = self.mpi.ranks, self.job_names, self.records, self.simulated, \
+            self.iters_done
+        on_record = self.on_record
+        for gid, it, t0, t in zip(gids, its, t0s, ends):
+            rs = ranks[gid]
+            j = rs.job
+            rec = _new_record(names[j], j, rs.local, it, t0, t)
+            records.append(rec)
+            simulated.append(False)
+            done[j] += 1
+            if on_record is not None:
+                on_record(rec, False)
+            rs.it = it + 1
+
+    def _native_next(self, t, gid):
+        """The native core's :meth:`_pred_end` for a rank whose next iteration it cannot park (mode not yet decided,
+        simulated, or past the last)."""
+        self._iter_start(t, self.mpi.ranks[gid])
+
+    def _native_parked(self, j, it, gids, times):
+        """Every rank of job ``j`` is parked at predicted iteration ``it`` (in the native core)."""
+        ranks = self.mpi.ranks
+        self._predict(j, it, [(ranks[g], t) for g, t in zip(gids, times)])
 
     def _iteration_end(self, t, rs):
         """The MPI layer finished ``rs``'s iteration."""
@@ -441,7 +542,7 @@ class Engine(Backend):
         self.loop.at(t, self._iter_start, rs)
 
     def _record(self, rs, start, end, simulated):
-        rec = IterationRecord(self.job_names[rs.job], rs.job, rs.local, rs.it, start, end)
+        rec = _new_record(self.job_names[rs.job], rs.job, rs.local, rs.it, start, end)
         self.records.append(rec)
         self.simulated.append(simulated)
         self.iters_done[rs.job] += 1
@@ -466,7 +567,8 @@ class Engine(Backend):
 
     # ------------------------------------------------------------------------------------------------ background
     def _bg_gen(self, t, rs, _=None):
-        """A background rank's periodic message (event handler)."""
+        """A background rank's periodic message (event handler; the native core's ``bg_send`` where the job's
+        :attr:`~hybridsim.workloads.base.JobWorkload.destination_rule` is ``"uniform"``)."""
         wl = self.workloads[rs.job]
         dst = wl.destination(rs.local, rs.bg_k, self.bg_rng)
         rs.bg_k += 1

@@ -696,6 +696,16 @@ class Network:
     occ_int = _per_vc("occ_int")
     occ_t = _per_vc("occ_t")
 
+    #: the names :meth:`counters` returns, each as one of the flat views above
+    COUNTERS = {"bytes": "bytes_out", "pkts": "pkts_out", "stalled": "stalled", "busy_acc": "busy_acc",
+                "busy_start": "busy_start", "qcount": "qcount", "port_occ": "port_occ", "nspb": "nspb",
+                "occ": "occ", "occ_int": "occ_int", "occ_t": "occ_t"}
+
+    def counters(self) -> dict:
+        """Every running counter at once, by name (:data:`COUNTERS`), as flat lists: what a port sample reads. The
+        native core returns the same names (numpy arrays) in one call, where each flat view would copy them all."""
+        return {name: getattr(self, attr) for name, attr in self.COUNTERS.items()}
+
     @property
     def bytes_injected(self) -> int:
         return sum(tm.bytes_in for tm in self.terms)

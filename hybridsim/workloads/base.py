@@ -67,6 +67,11 @@ class JobWorkload:
 
     kind: str = "?"
     background: bool = False
+    #: a background job whose :meth:`destination` is the uniform draw of
+    #: :meth:`~.simple.UniformRandomJob.destination` (``randrange(n_ranks)``, the sender itself becoming the next rank)
+    #: says so here, and the native core then runs its periodic sends itself (the same draws from the same
+    #: generator); None: the engine calls :meth:`destination` per message
+    destination_rule: Optional[str] = None
     #: ns of compute the job spends at the start of every rank's iteration (the scenario's compute phase, set by
     #: :func:`hybridsim.workloads.build_workload`; 0: none)
     job_compute_ns: float = 0.0

@@ -55,6 +55,11 @@ class UniformRandomJob(JobWorkload):
         self.msg_size = int(w.msg_size)
         self.interval = float(w.interval)
 
+    @property
+    def destination_rule(self):
+        """``"uniform"`` (:attr:`JobWorkload.destination_rule`) unless a subclass replaced :meth:`destination`."""
+        return "uniform" if type(self).destination is UniformRandomJob.destination else None
+
     def destination(self, rank: int, k: int, rng) -> int:
         """Destination of ``rank``'s ``k``-th message: a uniform draw over the job's ranks; a draw equal to the sender
         becomes (sender+1) mod n (CODES' rule, so the next rank has twice the probability). ``rng`` is a

@@ -72,7 +72,7 @@ struct MT {
 };
 
 // ------------------------------------------------------------------------------------------------ model objects
-enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY };
+enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY, K_BG, K_PRED };
 enum MsgKind : i32 { EAGER, RTS, ACK, DATA, BG };
 enum OpKind : i32 { COMPUTE = 0, ISEND = 1, IRECV = 2, SEND = 3, RECV = 4, WAITALL = 5 };
 enum Routing : i32 { MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE };
@@ -183,6 +183,9 @@ struct Rank {
     std::vector<Op> ops;
     std::vector<i64> waits;
     py::object pyops;
+    i64 bg_n = 0, bg_bytes = 0;  // a background sender (start_background): its job's ranks, bytes per message
+    double bg_interval = 0.0;
+    double pred_t0 = 0.0;        // the start of the predicted iteration ``it`` (pred_ends)
     std::unordered_map<i64, i32> reqs;
     MatchMap posted, unexpected;  // posted: requests; unexpected: messages
 };
@@ -236,6 +239,7 @@ class Core {
     Pool<Pkt> pkts;
     i64 packets = 0, bytes_self = 0;
     MT rng;
+    MT bg_rng;  // the background senders' generator (engine.py's bg_rng), apart from the network's
 
     // MPI layer
     Pool<Msg> msgs;
@@ -245,6 +249,21 @@ class Core {
     std::vector<bool> jb_on;
     i64 messages = 0;
     py::object on_iteration_end, raise_limit;
+
+    // predicted iterations (engine.py's _pred_end and _iter_start's parking, run here for performance): per job its
+    // iterations, ranks, the modes decided so far (-1 unknown, 0 simulate, 1 predict) and the ranks parked at the
+    // iteration waiting for its prediction; the records of predicted iterations ended since the last call into
+    // Python, handed over (on_records) before any Python code runs, so Python sees them in event order
+    struct JobPred {
+        i64 iters = 0, n_ranks = 0, park_it = -1;
+        std::vector<int8_t> modes;
+        std::vector<i64> park_gid;
+        std::vector<double> park_t;
+    };
+    std::vector<JobPred> jp;
+    std::vector<i64> rb_gid, rb_it;
+    std::vector<double> rb_t0, rb_t;
+    py::object on_records, on_pred_next, on_parked;
 
     Core(py::dict c) {
         a = c["a"].cast<i32>();
@@ -388,9 +407,12 @@ class Core {
             case K_LOCAL: local_done(t, e.a); break;
             case K_INJECT: inject(t, e.a); break;
             case K_RESUME: advance(t, e.a); break;
+            case K_BG: bg_send(t, e.a); break;
+            case K_PRED: pred_end(t, e.a); break;
             case K_PY: {
                 PySlot s = std::move(pyslots[e.a]);
                 pyfree.push_back(e.a);
+                flush_records();
                 s.h(t, s.a, s.b);
                 break;
             }
@@ -419,6 +441,7 @@ class Core {
             if (n >= next_check) {
                 now = t;
                 events = n;
+                flush_records();
                 if (has_check) on_check(t, n);
                 if (n >= limit) {
                     partial = !heap.empty();
@@ -429,7 +452,107 @@ class Core {
         }
         now = t;
         events = n;
+        flush_records();
         return partial && !stopped;
+    }
+
+    // ---------------------------------------------------------------------------------------------- predicted iterations
+    void pred_job(i64 j, i64 iters, i64 n_ranks) {
+        if (j < 0) throw py::value_error("job ids are >= 0");
+        if (j >= (i64)jp.size()) jp.resize(j + 1);
+        JobPred& J = jp[j];
+        J.iters = iters;
+        J.n_ranks = n_ranks;
+        J.park_it = -1;
+        J.modes.assign(iters, -1);
+        J.park_gid.clear();
+        J.park_t.clear();
+    }
+    void forget_job(i64 j) {
+        if (j >= 0 && j < (i64)jp.size()) jp[j] = JobPred();
+    }
+    void set_mode(i64 j, i64 it, bool predict) {
+        JobPred& J = jp.at(j);
+        if (it >= 0 && it < (i64)J.modes.size()) J.modes[it] = predict ? 1 : 0;
+    }
+    // _iter_start's parking: rank gid is at iteration it (predicted) from t; returns (gids, times) once every rank
+    // of the job is parked (and forgets them), else None
+    py::object park(i64 j, i64 it, i64 gid, double t) {
+        JobPred& J = jp.at(j);
+        if (J.park_it != it) {
+            J.park_it = it;
+            J.park_gid.clear();
+            J.park_t.clear();
+        }
+        J.park_gid.push_back(gid);
+        J.park_t.push_back(t);
+        if ((i64)J.park_gid.size() < J.n_ranks) return py::none();
+        py::object out = py::make_tuple(py::cast(J.park_gid), py::cast(J.park_t));
+        J.park_it = -1;
+        J.park_gid.clear();
+        J.park_t.clear();
+        return out;
+    }
+    void unpark(i64 j) {
+        if (j >= 0 && j < (i64)jp.size()) {
+            jp[j].park_it = -1;
+            jp[j].park_gid.clear();
+            jp[j].park_t.clear();
+        }
+    }
+    // _predict's scheduling: rank gids[k] ends its predicted iteration its[k] (started at t0s[k]) at ends[k]
+    void pred_ends(const std::vector<i64>& gids, const std::vector<i64>& its, const std::vector<double>& t0s,
+                   const std::vector<double>& ends) {
+        for (size_t k = 0; k < gids.size(); k++) {
+            Rank* rs = rank_of(gids[k]);
+            if (!rs) throw py::key_error(std::to_string(gids[k]));
+            if (!(ends[k] >= 0.0)) throw py::value_error("event time must be a number >= 0 ns");
+            rs->it = its[k];
+            rs->pred_t0 = t0s[k];
+            push(ends[k], K_PRED, (i32)gids[k]);
+        }
+    }
+    // _pred_end: the record (buffered), then _iter_start: parked here when the next iteration is known to be
+    // predicted, else Python's _iter_start (on_pred_next) once the records are handed over
+    void pred_end(double t, i32 gid) {
+        Rank* rs = ranks[gid].get();
+        if (rs->done) return;  // its job was killed at its walltime
+        rb_gid.push_back(gid);
+        rb_it.push_back(rs->it);
+        rb_t0.push_back(rs->pred_t0);
+        rb_t.push_back(t);
+        i64 it = ++rs->it;
+        JobPred& J = jp[rs->job];
+        if (it < J.iters && J.modes[it] == 1) {
+            if (J.park_it != it) {
+                J.park_it = it;
+                J.park_gid.clear();
+                J.park_t.clear();
+            }
+            J.park_gid.push_back(gid);
+            J.park_t.push_back(t);
+            if ((i64)J.park_gid.size() < J.n_ranks) return;
+            std::vector<i64> g;
+            std::vector<double> ts;
+            g.swap(J.park_gid);
+            ts.swap(J.park_t);
+            J.park_it = -1;
+            flush_records();
+            on_parked(rs->job, it, g, ts);
+            return;
+        }
+        flush_records();
+        on_pred_next(t, gid);
+    }
+    void flush_records() {
+        if (rb_gid.empty()) return;
+        std::vector<i64> g, it;
+        std::vector<double> t0, t1;
+        g.swap(rb_gid);
+        it.swap(rb_it);
+        t0.swap(rb_t0);
+        t1.swap(rb_t);
+        on_records(g, it, t0, t1);
     }
 
     // ---------------------------------------------------------------------------------------------- FIFOs
@@ -647,6 +770,7 @@ class Core {
         }
         i64 npk = std::max<i64>(1, (size + P - 1) / P);
         if ((double)npk > max_packets) {
+            flush_records();
             raise_limit(size, npk);
             throw std::runtime_error("max_packets_per_message");
         }
@@ -892,6 +1016,29 @@ class Core {
         post(t, BG, gid, dst, 0, nbytes, nbytes, rs->term, d->term, -1, -1, jb);
     }
 
+    // engine.py's _bg_gen for a uniform-random background rank (workloads/simple.py UniformRandomJob.destination),
+    // event for event: the destination drawn from bg_rng as random.Random.randrange(n) (a draw equal to the sender
+    // becomes the next rank), the message posted, the next send one interval later
+    void start_background(double t, i64 gid, i64 n, i64 nbytes, double interval) {
+        Rank* rs = rank_of(gid);
+        if (!rs) throw py::key_error(std::to_string(gid));
+        if (n < 1) throw py::value_error("a background job needs at least one rank");
+        rs->bg_n = n;
+        rs->bg_bytes = nbytes;
+        rs->bg_interval = interval;
+        if (!(t >= 0.0)) throw py::value_error("event time must be a number >= 0 ns, got " + std::to_string(t));
+        push(t, K_BG, (i32)gid);
+    }
+    void bg_send(double t, i32 gid) {
+        Rank* rs = rank_of(gid);
+        if (!rs) throw py::key_error(std::to_string(gid));
+        i64 n = rs->bg_n, local = rs->local;
+        i64 d = bg_rng.randbelow(n);
+        if (d == local) d = (local + 1) % n;
+        send_background(t, gid, gid - local + d, rs->bg_bytes);
+        push(t + rs->bg_interval, K_BG, gid);
+    }
+
     void on_local(double t, i32 mi) {
         i32 k = msgs[mi].kind;
         if (k == EAGER || k == DATA) complete(t, msgs[mi].sreq);
@@ -1054,6 +1201,7 @@ class Core {
             }
         }
         rs.pc = i;
+        flush_records();
         on_iteration_end(t, gid);
     }
 
@@ -1290,6 +1438,17 @@ class Core {
         st[624] = rng.mti;
         return st;
     }
+    void set_bg_rng_state(const std::vector<i64>& st) {
+        if (st.size() != 625) throw py::value_error("MT19937 state: 625 integers expected");
+        for (int i = 0; i < 624; i++) bg_rng.mt[i] = (uint32_t)st[i];
+        bg_rng.mti = (int)st[624];
+    }
+    std::vector<i64> bg_rng_state() const {
+        std::vector<i64> st(625);
+        for (int i = 0; i < 624; i++) st[i] = bg_rng.mt[i];
+        st[624] = bg_rng.mti;
+        return st;
+    }
 };
 
 PYBIND11_MODULE(_core, m) {
@@ -1317,6 +1476,21 @@ PYBIND11_MODULE(_core, m) {
         .def("stop_rank", &Core::stop_rank)
         .def("start_iteration", &Core::start_iteration)
         .def("send_background", &Core::send_background)
+        .def("start_background", &Core::start_background)
+        .def("pred_job", &Core::pred_job)
+        .def("forget_job", &Core::forget_job)
+        .def("set_mode", &Core::set_mode)
+        .def("park", &Core::park)
+        .def("unpark", &Core::unpark)
+        .def("pred_ends", &Core::pred_ends)
+        .def("flush_records", &Core::flush_records)
+        .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked) {
+            c.on_records = std::move(rec);
+            c.on_pred_next = std::move(nxt);
+            c.on_parked = std::move(parked);
+        })
+        .def("set_bg_rng_state", &Core::set_bg_rng_state)
+        .def("bg_rng_state", &Core::bg_rng_state)
         .def("count_bytes", &Core::count_bytes)
         .def("forget_bytes", &Core::forget_bytes)
         .def("job_bytes", &Core::job_bytes)
