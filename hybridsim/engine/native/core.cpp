@@ -31,6 +31,18 @@ using i32 = int32_t;
 struct MT {
     uint32_t mt[624];
     int mti = 625;
+    // random.Random.getstate()[1]: the 624 words and the position, as Python hands them over and takes them back
+    void set_state(const std::vector<int64_t>& st) {
+        if (st.size() != 625) throw py::value_error("MT19937 state: 625 integers expected");
+        for (int i = 0; i < 624; i++) mt[i] = (uint32_t)st[i];
+        mti = (int)st[624];
+    }
+    std::vector<int64_t> state() const {
+        std::vector<int64_t> st(625);
+        for (int i = 0; i < 624; i++) st[i] = mt[i];
+        st[624] = mti;
+        return st;
+    }
     uint32_t next() {
         static const uint32_t mag01[2] = {0x0u, 0x9908b0dfu};
         uint32_t y;
@@ -1427,28 +1439,10 @@ class Core {
     }
 
     // ---------------------------------------------------------------------------------------------- RNG state
-    void set_rng_state(const std::vector<i64>& st) {
-        if (st.size() != 625) throw py::value_error("MT19937 state: 625 integers expected");
-        for (int i = 0; i < 624; i++) rng.mt[i] = (uint32_t)st[i];
-        rng.mti = (int)st[624];
-    }
-    std::vector<i64> rng_state() const {
-        std::vector<i64> st(625);
-        for (int i = 0; i < 624; i++) st[i] = rng.mt[i];
-        st[624] = rng.mti;
-        return st;
-    }
-    void set_bg_rng_state(const std::vector<i64>& st) {
-        if (st.size() != 625) throw py::value_error("MT19937 state: 625 integers expected");
-        for (int i = 0; i < 624; i++) bg_rng.mt[i] = (uint32_t)st[i];
-        bg_rng.mti = (int)st[624];
-    }
-    std::vector<i64> bg_rng_state() const {
-        std::vector<i64> st(625);
-        for (int i = 0; i < 624; i++) st[i] = bg_rng.mt[i];
-        st[624] = bg_rng.mti;
-        return st;
-    }
+    void set_rng_state(const std::vector<i64>& st) { rng.set_state(st); }
+    std::vector<i64> rng_state() const { return rng.state(); }
+    void set_bg_rng_state(const std::vector<i64>& st) { bg_rng.set_state(st); }
+    std::vector<i64> bg_rng_state() const { return bg_rng.state(); }
 };
 
 PYBIND11_MODULE(_core, m) {
