@@ -849,6 +849,23 @@ class Core {
     }
 
     // ---------------------------------------------------------------------------------------------- routers
+    // Packet k takes a slot of (port pid, VC vi) (its occupancy already counted): queue it for the port, return the
+    // credit it held upstream, start the port if idle (router_arrive's admission and credit's overflow head alike).
+    inline void admit(double t, i32 pid, i32 vi, i32 k) {
+        Port& port = ports[pid];
+        fpush(vcs[vi].pend, k);
+        port.npend += 1;
+        credit_up(t, k);
+        pkts[k].up = vi;
+        if (!port.sched) {
+            if (t >= port.busy_until) port_send(t, pid);
+            else {
+                port.sched = true;
+                push(port.busy_until, K_PORT, pid);
+            }
+        }
+    }
+
     void router_arrive(double t, i32 r, i32 k) {
         i32 vi = route(r, k);
         pkts[k].hops += 1;
@@ -861,17 +878,7 @@ class Core {
             vc.occ_t = t;
             vc.occ = o + 1;
             port.occ += 1;
-            fpush(vc.pend, k);
-            port.npend += 1;
-            credit_up(t, k);
-            pkts[k].up = vi;
-            if (!port.sched) {
-                if (t >= port.busy_until) port_send(t, pid);
-                else {
-                    port.sched = true;
-                    push(port.busy_until, K_PORT, pid);
-                }
-            }
+            admit(t, pid, vi, k);
         } else {
             fpush(vc.ovf, k);
             port.qcount += 1;
@@ -951,17 +958,7 @@ class Core {
         if (vc.ovf.head >= 0) {
             i32 k = fpop(vc.ovf);
             port.qcount -= 1;
-            fpush(vc.pend, k);
-            port.npend += 1;
-            credit_up(t, k);
-            pkts[k].up = vi;
-            if (!port.sched) {
-                if (t >= port.busy_until) port_send(t, pid);
-                else {
-                    port.sched = true;
-                    push(port.busy_until, K_PORT, pid);
-                }
-            }
+            admit(t, pid, vi, k);  // the freed slot goes to the overflow head at once: occupancy unchanged
         } else {
             vc.occ = o - 1;
             port.occ -= 1;
