@@ -407,6 +407,27 @@ class HybridController(Director):
         finally:
             self._director_s += time.perf_counter() - t0
 
+    def on_records(self, records: list[IterationRecord], simulated: bool) -> None:
+        """A burst of records (:meth:`Director.on_records`): one timed call for the whole burst. A predicted record
+        only moves the clock and the job's timeline (no feed, no truth-window work), which is done inline here."""
+        t0 = time.perf_counter()
+        try:
+            if simulated:
+                for rec in records:
+                    self._on_record(rec, True)
+                return
+            states, now = self.states, self.now
+            for rec in records:
+                end = rec.end
+                if end > now:
+                    now = end
+                st = states.get(rec.job_id)
+                if st is not None and rec.iteration < st.n_iterations:
+                    st.record(rec.rank, rec.iteration, rec.start, end, False)
+            self.now = now
+        finally:
+            self._director_s += time.perf_counter() - t0
+
     def _on_record(self, rec: IterationRecord, simulated: bool) -> None:
         st = self.states.get(rec.job_id)
         if rec.end > self.now:

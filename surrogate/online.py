@@ -53,7 +53,7 @@ class Timeline(Protocol):
     info: object             # the job's surrogate.base.JobInfo, or None
     load: np.ndarray         # (n_iterations,) co-runner load when each iteration started (NaN: not yet)
     flow: np.ndarray         # (n_iterations,) flow-model iteration time beside those co-runners (NaN: none)
-    done_count: np.ndarray   # (n_iterations,) ranks that have finished each iteration
+    done_count: list         # (n_iterations,) ranks that have finished each iteration
     modes: list              # decided modes so far
 
     def simulated(self, n: int) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import Optional
 
 import numpy as np
 
-from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult
+from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult, records_sink
 from hybridsim_common.records import IterationRecord
 from .cores import build as build_core, choose as choose_core
 from .core import EngineError, LimitExceeded, RunStop, current_stop
@@ -198,6 +198,7 @@ class Engine(Backend):
         director = director if director is not None else AlwaysSimulate()
         self.director = director
         self.on_record = on_record
+        self.on_records = records_sink(director, on_record)  # the native core's bursts of predicted records
         self.on_samples = on_samples
         self.rng = random.Random(sc.seed)
         self.bg_rng = random.Random(background_seed(sc.seed))
@@ -511,19 +512,18 @@ class Engine(Backend):
     def _native_records(self, gids, its, t0s, ends):
         """The native core's predicted iterations ended since it last called Python (gid, iteration, start, end
         each, in event order): what :meth:`_pred_end` records, before any other Python code runs."""
-        ranks, names, records, simulated, done = self.mpi.ranks, self.job_names, self.records, self.simulated, \
-            self.iters_done
-        on_record = self.on_record
+        ranks, names, done = self.mpi.ranks, self.job_names, self.iters_done
+        burst = []
         for gid, it, t0, t in zip(gids, its, t0s, ends):
             rs = ranks[gid]
             j = rs.job
-            rec = _new_record(names[j], j, rs.local, it, t0, t)
-            records.append(rec)
-            simulated.append(False)
+            burst.append(_new_record(names[j], j, rs.local, it, t0, t))
             done[j] += 1
-            if on_record is not None:
-                on_record(rec, False)
             rs.it = it + 1
+        self.records += burst
+        self.simulated += [False] * len(burst)
+        if self.on_records is not None:  # the whole burst in one call (Director.on_records)
+            self.on_records(burst, False)
 
     def _native_next(self, t, gid):
         """The native core's :meth:`_pred_end` for a rank whose next iteration it cannot park (mode not yet decided,
