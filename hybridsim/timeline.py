@@ -208,7 +208,10 @@ class JobState:
         in iteration order, so the latest two settle almost every ``before`` the controller asks about (a prediction,
         the shadow of the iteration that just completed, the edge before a prediction); a rank further ahead is
         looked up."""
-        last, prev = self.last_col[ranks], self.prev_col[ranks]
+        last = self.last_col[ranks]
+        if (last < before).all():  # the usual case: every rank's latest is before it
+            return last
+        prev = self.prev_col[ranks]
         out = np.where(last < before, last, np.where(prev < before, prev, -2))
         for k in np.flatnonzero(out == -2):  # a rank two or more simulated iterations ahead (rare): look back
             ok = np.flatnonzero(np.isfinite(self.truth[ranks[k], :before]))

@@ -334,6 +334,8 @@ class Surrogate(abc.ABC):
 def last_valid(history: np.ndarray) -> np.ndarray:
     """Last non-NaN value per row of ``history`` (R, L); NaN if a row has none."""
     h = np.asarray(history, dtype=np.float64)
+    if h.ndim == 2 and h.shape[1] == 1:  # a look-back of one (LAST): the column itself, NaN where NaN
+        return h[:, 0].copy()
     ok = ~np.isnan(h)
     idx = np.where(ok.any(axis=1), h.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1), 0)
     out = h[np.arange(h.shape[0]), idx]
