@@ -474,18 +474,22 @@ class Engine(Backend):
         self.mpi.start_iteration(t, rs, ops)
 
     def _predict(self, j, it, parked):
+        """Every rank of job ``j`` is parked at predicted iteration ``it`` (``parked``: (rank, time it stopped))."""
         parked.sort(key=lambda x: x[0].local)
-        ranks = np.array([rs.local for rs, _ in parked], dtype=np.int64)
-        starts = np.array([t for _, t in parked], dtype=np.float64)
+        self._predict_ranks(j, it, [rs for rs, _ in parked], [t for _, t in parked])
+
+    def _predict_ranks(self, j, it, rss, t0s):
+        """:meth:`_predict` of the job's ranks ``rss`` in local order, parked at times ``t0s``."""
+        ranks = np.array([rs.local for rs in rss], dtype=np.int64)
+        starts = np.array(t0s, dtype=np.float64)
         dur = np.asarray(self.director.predict(j, it, ranks, starts), dtype=np.float64).reshape(-1)
-        if dur.shape[0] != len(parked) or not np.all(np.isfinite(dur)) or (dur < 0).any():
-            raise EngineError(f"director.predict({j}, {it}) must return {len(parked)} finite durations >= 0")
+        if dur.shape[0] != len(rss) or not np.isfinite(dur).all() or (dur < 0).any():
+            raise EngineError(f"director.predict({j}, {it}) must return {len(rss)} finite durations >= 0")
         if self.native_pred:
-            t0s = starts.tolist()
-            self.mpi.core.pred_ends([rs.gid for rs, _ in parked], [rs.it for rs, _ in parked], t0s,
-                                    [t0 + d for t0, d in zip(t0s, dur.tolist())])
+            self.mpi.core.pred_ends([rs.gid for rs in rss], [rs.it for rs in rss], starts.tolist(),
+                                    (starts + dur).tolist())
         else:
-            for (rs, t0), d in zip(parked, dur.tolist()):
+            for rs, t0, d in zip(rss, t0s, dur.tolist()):
                 self.loop.at(t0 + d, self._pred_end, rs, t0)
         prof = self.profile.get(j)
         if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
@@ -533,7 +537,8 @@ class Engine(Backend):
     def _native_parked(self, j, it, gids, times):
         """Every rank of job ``j`` is parked at predicted iteration ``it`` (in the native core)."""
         ranks = self.mpi.ranks
-        self._predict(j, it, [(ranks[g], t) for g, t in zip(gids, times)])
+        order = sorted(range(len(gids)), key=gids.__getitem__)  # local order (a job's gids are its first + local)
+        self._predict_ranks(j, it, [ranks[gids[k]] for k in order], [times[k] for k in order])
 
     def _iteration_end(self, t, rs):
         """The MPI layer finished ``rs``'s iteration."""
