@@ -434,7 +434,9 @@ class Engine(Backend):
         key = (j, it)
         mode = self.modes.get(key)
         if mode is None:
-            mode = Mode(self.director.mode_for(j, it))
+            mode = self.director.mode_for(j, it)
+            if type(mode) is not Mode:  # a duck-typed director may answer with the mode's value
+                mode = Mode(mode)
             self.modes[key] = mode
             if self.native_pred:
                 self.mpi.core.set_mode(j, it, mode is _PREDICT)
