@@ -213,9 +213,12 @@ class JobState:
             return last
         prev = self.prev_col[ranks]
         out = np.where(last < before, last, np.where(prev < before, prev, -2))
-        for k in np.flatnonzero(out == -2):  # a rank two or more simulated iterations ahead (rare): look back
-            ok = np.flatnonzero(np.isfinite(self.truth[ranks[k], :before]))
-            out[k] = ok[-1] if len(ok) else -1
+        far = np.flatnonzero(out == -2)  # ranks two or more simulated iterations ahead (a shadow prediction's)
+        if len(far) and before <= 0:
+            out[far] = -1
+        elif len(far):  # look back, all of them at once: the last finite truth before ``before`` (-1: none)
+            ok = np.isfinite(self.truth[ranks[far], :before])
+            out[far] = np.where(ok.any(axis=1), before - 1 - np.argmax(ok[:, ::-1], axis=1), -1)
         return out
 
     def mean(self, arr: np.ndarray, i: int) -> float | None:
