@@ -102,15 +102,13 @@ SamplesCallback = Callable[[PortSamples], None]
 
 def records_sink(director, on_record: RecordCallback | None) -> Callable[[list[IterationRecord], bool], None] | None:
     """The batch form ``(records, simulated)`` of a run's ``on_record`` callback, for a backend that makes records in
-    bursts: the director's :meth:`Director.on_records` when ``on_record`` is the director's own ``on_record`` (and
-    it has ``on_records``: a duck-typed director may not), else ``on_record`` called on each record in turn; None
-    without a callback."""
+    bursts: the director's :meth:`Director.on_records` when ``on_record`` is the director's own ``on_record`` and
+    the director is a :class:`Director` (a duck-typed one declares no ``on_records``), else ``on_record`` called on
+    each record in turn; None without a callback."""
     if on_record is None:
         return None
-    if director is not None and getattr(on_record, "__self__", None) is director:
-        batch = getattr(director, "on_records", None)
-        if batch is not None:
-            return batch
+    if isinstance(director, Director) and getattr(on_record, "__self__", None) is director:
+        return director.on_records
 
     def each(records: list[IterationRecord], simulated: bool) -> None:
         for rec in records:
