@@ -74,7 +74,8 @@ def job_time(per_rank: np.ndarray) -> float:
     """The iteration time of a ``sync: job`` job from its ranks' times: the statistic its completion follows, the
     mean over ranks (a bulk-synchronous job's iterations take as long as its ranks do together; with right-skewed
     per-rank times the median would advance it too fast)."""
-    return float(np.mean(per_rank))
+    per_rank = np.asarray(per_rank, dtype=np.float64)
+    return float(np.add.reduce(per_rank, axis=None)) / per_rank.size  # np.mean's sum and division, without its checks
 
 
 #: a per-rank prediction more than this factor away from the rank's last simulated iteration time (or not finite,
@@ -244,8 +245,9 @@ class HybridController(Director):
             mode=modes[n - 1] if n else None, modes=Lazy(modes.__getitem__, n),
             truth=st.truth_means(n), predicted=st.predicted_means(n),
             errors=Lazy(errors.__getitem__, len(errors)), signed_errors=Lazy(st.signed.__getitem__, len(st.signed)),
-            costs={**self.wall_split(), "simulated_iterations": st.n_simulated,
-                   "predicted_iterations": st.n_predicted, "simulate": self.simulate_wall()},
+            costs={**self.wall, "controller": max(0.0, self._director_s - self.wall["inference"] - self.wall["tuning"]),
+                   "simulated_iterations": st.n_simulated, "predicted_iterations": st.n_predicted,
+                   "simulate": self.simulate_wall()},   # wall_split() inlined: once per decision
             now=self.now, start=self.started.get(st.job_id, 0.0), running=tuple(self.running),
         )
 
@@ -269,7 +271,7 @@ class HybridController(Director):
             raise PolicyError(f"policy {self.policy_name!r} raised at job {st.job!r} iteration {iteration}: "
                               f"{type(exc).__name__}: {exc}") from exc
         try:
-            mode = Mode(raw.value if isinstance(raw, Mode) else raw)
+            mode = raw if type(raw) is Mode else Mode(raw.value if isinstance(raw, Mode) else raw)
         except (ValueError, AttributeError):
             raise PolicyError(f"policy {self.policy_name!r} returned {raw!r} for job {st.job!r} iteration "
                               f"{iteration}; expected 'simulate' or 'predict'") from None
@@ -319,10 +321,6 @@ class HybridController(Director):
             corunners = self._corunners(job_id, mode)
         return info.load(sum(self.jobs[k][2] for k in corunners))
 
-    def _scale(self, st: JobState, lo: int, hi: int) -> np.ndarray | None:
-        v = self.volumes.get(st.job_id)
-        return None if v is None else v[lo:hi]
-
     def _context(self, st: JobState, iteration: int, ranks: np.ndarray) -> Context:
         return self.feeds[st.job_id].context(st, iteration, ranks)
 
@@ -345,24 +343,24 @@ class HybridController(Director):
         last = self._last_truth(st, iteration, ranks)
         with np.errstate(invalid="ignore", divide="ignore"):
             bad = ~np.isfinite(y) | (y <= 0) | (y > last * MAX_RATIO) | (y < last / MAX_RATIO)
-        if bad.any():
+        if bad.any():  # (when nothing is bad, y is finite and positive already)
             self.counts["fallback_predictions"] += int(bad.sum())
             st.fallbacks += int(bad.sum())
-        y[bad] = last[bad]
-        if (~np.isfinite(y) | (y <= 0)).any():
-            raise HybridError(f"surrogate {model.name!r} gave no usable prediction for job {st.job!r} "
-                              f"iteration {iteration}")
-        sc = self._scale(st, iteration, iteration + 1)
-        return y if sc is None else y * sc[0]
+            y[bad] = last[bad]
+            if (~np.isfinite(y) | (y <= 0)).any():
+                raise HybridError(f"surrogate {model.name!r} gave no usable prediction for job {st.job!r} "
+                                  f"iteration {iteration}")
+        v = self.volumes.get(st.job_id)
+        return y if v is None else y * v[iteration]
 
     def _last_truth(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
         """Each rank's last simulated iteration time before ``iteration`` (volume-normalised like the history; NaN
         for a rank with none)."""
         col = st.last_truth_col(iteration, ranks)
-        has = col >= 0
-        out = np.where(has, st.truth[ranks, np.maximum(col, 0)], np.nan)
+        c = np.maximum(col, 0)
+        out = np.where(col >= 0, st.truth[ranks, c], np.nan)
         v = self.volumes.get(st.job_id)
-        return out if v is None else out / v[np.maximum(col, 0)]
+        return out if v is None else out / v[c]
 
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
@@ -374,6 +372,7 @@ class HybridController(Director):
     def _predict_job(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         st = self.states[job_id]
         ranks = np.asarray(ranks, dtype=np.int64)
+        starts = np.asarray(starts, dtype=np.float64)
         if not st.fitted and not st.fit_deferred:
             # graph models are fitted here, at the first prediction: every rank of the job is parked, so every
             # warm-up iteration is complete (when the policy decides, other ranks may still be in the last one)
@@ -386,13 +385,11 @@ class HybridController(Director):
             # the skew between ranks grow with every predicted iteration and feed back through the waits measured
             # in the next truth window. So the job's ranks end together: latest start + the job's iteration time,
             # the statistic its completion follows (job_time: the mean over ranks).
-            starts = np.asarray(starts, dtype=np.float64)
             jt = job_time(y)
             y = (starts.max() + max(jt + corr, EDGE_FLOOR * jt)) - starts
         elif corr:
             y = np.maximum(y + corr, EDGE_FLOOR * y)
         st.pred[ranks, iteration] = y
-        starts = np.asarray(starts, dtype=np.float64)
         span = (float(starts.min()), float((starts + y).max()))
         self.pending.pop(job_id, None)
         self.pred_spans[job_id].append(span)
@@ -404,6 +401,27 @@ class HybridController(Director):
         t0 = time.perf_counter()
         try:
             self._on_record(rec, simulated)
+        finally:
+            self._director_s += time.perf_counter() - t0
+
+    def on_records(self, records: list[IterationRecord], simulated: bool) -> None:
+        """A burst of records (:meth:`Director.on_records`): one timed call for the whole burst. A predicted record
+        only moves the clock and the job's timeline (no feed, no truth-window work), which is done inline here."""
+        t0 = time.perf_counter()
+        try:
+            if simulated:
+                for rec in records:
+                    self._on_record(rec, True)
+                return
+            states, now = self.states, self.now
+            for rec in records:
+                end = rec.end
+                if end > now:
+                    now = end
+                st = states.get(rec.job_id)
+                if st is not None and rec.iteration < st.n_iterations:
+                    st.record(rec.rank, rec.iteration, rec.start, end, False)
+            self.now = now
         finally:
             self._director_s += time.perf_counter() - t0
 

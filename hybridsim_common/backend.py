@@ -19,6 +19,9 @@ Switching protocol (docs/design.md §3):
   ready it calls ``director.predict(job_id, iteration, ranks, starts)`` once and ends rank ``r``'s iteration at
   ``starts[r] + durations[r]``, injecting no packets. Records of predicted iterations are emitted with
   ``simulated=False``.
+* Records reach the run's ``on_record(record, simulated)`` in event order; a backend that makes them in bursts may
+  hand a burst to :meth:`Director.on_records` in one call when ``on_record`` is the director's own
+  (:func:`records_sink`); by default that is ``on_record`` on each.
 * Job streams (a scenario with a ``scheduler`` section): ``director.on_job_start(job_id, t, terminals)`` is called
   when the scheduler starts a job (before its first ``mode_for``) and ``director.on_job_end(job_id, t)`` when its
   last rank finishes; a job exists for the director only in between. Scenarios without a scheduler call neither.
@@ -61,6 +64,19 @@ class Director(abc.ABC):
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Predicted durations (ns, float64, one per rank in ``ranks``) of ``iteration``."""
 
+    def on_record(self, record: IterationRecord, simulated: bool) -> None:
+        """One iteration record (what a backend hands the run's ``on_record`` callback; the runner passes this
+        method). Default: nothing."""
+
+    def on_records(self, records: list[IterationRecord], simulated: bool) -> None:
+        """Several records at once, in event order, all ``simulated`` or all not: the same as :meth:`on_record` on
+        each in turn (the default). A backend that makes records in bursts (the embedded engine's native core hands
+        over predicted iterations that way) calls it once per burst when the run's ``on_record`` is this director's
+        own (:func:`records_sink`), so a director can take the burst in one call instead of one per record."""
+        on_record = self.on_record
+        for rec in records:
+            on_record(rec, simulated)
+
     def on_job_start(self, job_id: int, t: float, terminals: np.ndarray) -> None:
         """A job of a stream starts at ``t`` on ``terminals`` (rank r on ``terminals[r]``); default: nothing. Only
         job streams call it (a duck-typed director must define it to run one)."""
@@ -82,6 +98,23 @@ class AlwaysSimulate(Director):
 #: ``on_record(record, simulated)``; ``on_samples(block)`` with one or more sampling windows.
 RecordCallback = Callable[[IterationRecord, bool], None]
 SamplesCallback = Callable[[PortSamples], None]
+
+
+def records_sink(director, on_record: RecordCallback | None) -> Callable[[list[IterationRecord], bool], None] | None:
+    """The batch form ``(records, simulated)`` of a run's ``on_record`` callback, for a backend that makes records in
+    bursts: the director's :meth:`Director.on_records` when ``on_record`` is the director's own ``on_record`` and
+    the director is a :class:`Director` (a duck-typed one declares no ``on_records``), else ``on_record`` called on
+    each record in turn; None without a callback."""
+    if on_record is None:
+        return None
+    if isinstance(director, Director) and getattr(on_record, "__self__", None) is director:
+        return director.on_records
+
+    def each(records: list[IterationRecord], simulated: bool) -> None:
+        for rec in records:
+            on_record(rec, simulated)
+
+    return each
 
 
 @dataclass

@@ -334,6 +334,18 @@ class Surrogate(abc.ABC):
 def last_valid(history: np.ndarray) -> np.ndarray:
     """Last non-NaN value per row of ``history`` (R, L); NaN if a row has none."""
     h = np.asarray(history, dtype=np.float64)
+    if h.ndim == 2 and h.shape[1]:
+        # once per prediction: most rows end in a value, and only the others are searched
+        out = h[:, -1].copy()
+        miss = np.flatnonzero(np.isnan(out))
+        if len(miss):
+            out[miss] = _last_valid(h[miss])
+        return out
+    return _last_valid(h)
+
+
+def _last_valid(h: np.ndarray) -> np.ndarray:
+    """:func:`last_valid` by search over every row."""
     ok = ~np.isnan(h)
     idx = np.where(ok.any(axis=1), h.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1), 0)
     out = h[np.arange(h.shape[0]), idx]

@@ -53,7 +53,7 @@ class Timeline(Protocol):
     info: object             # the job's surrogate.base.JobInfo, or None
     load: np.ndarray         # (n_iterations,) co-runner load when each iteration started (NaN: not yet)
     flow: np.ndarray         # (n_iterations,) flow-model iteration time beside those co-runners (NaN: none)
-    done_count: np.ndarray   # (n_iterations,) ranks that have finished each iteration
+    done_count: list         # (n_iterations,) ranks that have finished each iteration
     modes: list              # decided modes so far
 
     def simulated(self, n: int) -> np.ndarray:
@@ -156,7 +156,7 @@ class HistoryFeed(JobFeed):
         else:
             # the latest simulated, complete, non-edge iterations; "window": only those of the latest simulated stretch
             cols = tl.latest_visible(self.lookback, iteration, same_stretch=self.history == "window")
-            hist = tl.truth[np.ix_(ranks, cols)]
+            hist = tl.truth[np.asarray(ranks)[:, None], cols]   # np.ix_'s table, without its checks
             if self.volumes is not None:
                 hist = hist / self.volumes[None, cols]
         if self.history == "mixed":
@@ -229,12 +229,13 @@ def _described(ctx: Context, tl: Timeline, cols: np.ndarray, lookback: int, iter
     ctx.ranks = np.asarray(ranks, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)[-lookback:]
     pad = lookback - len(cols)
-    ctx.columns = np.concatenate([np.full(pad, -1, np.int64), cols])
+    # once per prediction: without padding (the usual case) the columns are taken as they are, no concatenation
+    ctx.columns = np.concatenate([np.full(pad, -1, np.int64), cols]) if pad else cols.copy()
     ctx.info = tl.info
-    ctx.load = np.concatenate([np.full(pad, np.nan), tl.load[cols]])
+    ctx.load = np.concatenate([np.full(pad, np.nan), tl.load[cols]]) if pad else tl.load[cols]
     ctx.load_now = float(tl.load[iteration]) if iteration < len(tl.load) else None
     if tl.flow is not None and np.isfinite(tl.flow).any():
-        ctx.flow = np.concatenate([np.full(pad, np.nan), tl.flow[cols]])
+        ctx.flow = np.concatenate([np.full(pad, np.nan), tl.flow[cols]]) if pad else tl.flow[cols]
         ctx.flow_now = float(tl.flow[iteration]) if iteration < len(tl.flow) else None
     return ctx
 

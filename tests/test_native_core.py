@@ -175,6 +175,69 @@ def test_hybrid_runs_with_the_controller_give_identical_records(tmp_path, policy
     assert sum(ns["jobs"][job]["predicted_iterations"] for job in ("fast", "slow")) > 0
 
 
+def test_the_controller_takes_the_native_cores_record_bursts_as_it_takes_single_records():
+    """On the native core the controller gets predicted records in bursts (``Director.on_records``: the run's
+    ``on_record`` is its own); fed the same run record by record (through a callback of the test's own) it ends in
+    the same state, with the same records."""
+    from hybridsim.hybrid import HybridController
+
+    runs = []
+    for burst in (True, False):
+        sc = on_core(parse_scenario(HYBRID % ("aligned", "true")), "native")
+        ctl = build_controller(sc)
+        sizes = []
+        if burst:
+            def spy(recs, simulated, ctl=ctl, sizes=sizes):
+                sizes.append(len(recs))
+                HybridController.on_records(ctl, recs, simulated)
+            ctl.on_records = spy
+            res = Engine(sc).run(director=ctl, on_record=ctl.on_record)
+            assert max(sizes) > 1   # bursts did arrive
+        else:
+            res = Engine(sc).run(director=ctl, on_record=lambda rec, sim: ctl.on_record(rec, sim))
+        runs.append((res, ctl))
+    (r1, c1), (r2, c2) = runs
+    assert records(r1) == records(r2) and r1.simulated == r2.simulated
+    assert c1.now == c2.now
+    for jid, a in c1.states.items():
+        b = c2.states[jid]
+        if a is None:
+            assert b is None
+            continue
+        assert (a.lo, a.hi, a.done_count, a.n_complete, a.modes) == (b.lo, b.hi, b.done_count, b.n_complete, b.modes)
+        for name in ("truth", "pred", "raw"):
+            assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+    strip = lambda s: {k: v for k, v in s.items() if k != "wall"}
+    assert strip(c1.summary()) == strip(c2.summary())
+
+
+def test_records_sink_is_the_directors_own_on_records_or_else_on_record_on_each():
+    from hybridsim_common.backend import Director, Mode, records_sink
+    from hybridsim_common.records import IterationRecord
+
+    class Counting(Director):
+        def __init__(self):
+            self.seen, self.bursts = [], 0
+
+        def mode_for(self, job_id, iteration):
+            return Mode.SIMULATE
+
+        def predict(self, job_id, iteration, ranks, starts):
+            raise AssertionError
+
+        def on_record(self, rec, simulated):
+            self.seen.append((rec.rank, simulated))
+
+    recs = [IterationRecord("a", 0, r, 0, 0.0, 1.0) for r in range(3)]
+    d = Counting()
+    assert records_sink(d, None) is None
+    records_sink(d, d.on_record)(recs, False)           # the base class's on_records: on_record on each, in order
+    assert d.seen == [(0, False), (1, False), (2, False)]
+    other = []
+    records_sink(d, lambda rec, sim: other.append(rec.rank))(recs, True)   # not the director's own: each record
+    assert other == [0, 1, 2] and len(d.seen) == 3
+
+
 def test_pure_run_through_the_runner_writes_the_same_tables(tmp_path):
     import pyarrow.parquet as pq
     tables = {}

@@ -27,7 +27,7 @@ from typing import Optional
 
 import numpy as np
 
-from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult
+from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult, records_sink
 from hybridsim_common.records import IterationRecord
 from .cores import build as build_core, choose as choose_core
 from .core import EngineError, LimitExceeded, RunStop, current_stop
@@ -198,6 +198,7 @@ class Engine(Backend):
         director = director if director is not None else AlwaysSimulate()
         self.director = director
         self.on_record = on_record
+        self.on_records = records_sink(director, on_record)  # the native core's bursts of predicted records
         self.on_samples = on_samples
         self.rng = random.Random(sc.seed)
         self.bg_rng = random.Random(background_seed(sc.seed))
@@ -433,7 +434,9 @@ class Engine(Backend):
         key = (j, it)
         mode = self.modes.get(key)
         if mode is None:
-            mode = Mode(self.director.mode_for(j, it))
+            mode = self.director.mode_for(j, it)
+            if type(mode) is not Mode:  # a duck-typed director may answer with the mode's value
+                mode = Mode(mode)
             self.modes[key] = mode
             if self.native_pred:
                 self.mpi.core.set_mode(j, it, mode is _PREDICT)
@@ -473,18 +476,22 @@ class Engine(Backend):
         self.mpi.start_iteration(t, rs, ops)
 
     def _predict(self, j, it, parked):
+        """Every rank of job ``j`` is parked at predicted iteration ``it`` (``parked``: (rank, time it stopped))."""
         parked.sort(key=lambda x: x[0].local)
-        ranks = np.array([rs.local for rs, _ in parked], dtype=np.int64)
-        starts = np.array([t for _, t in parked], dtype=np.float64)
+        self._predict_ranks(j, it, [rs for rs, _ in parked], [t for _, t in parked])
+
+    def _predict_ranks(self, j, it, rss, t0s):
+        """:meth:`_predict` of the job's ranks ``rss`` in local order, parked at times ``t0s``."""
+        ranks = np.array([rs.local for rs in rss], dtype=np.int64)
+        starts = np.array(t0s, dtype=np.float64)
         dur = np.asarray(self.director.predict(j, it, ranks, starts), dtype=np.float64).reshape(-1)
-        if dur.shape[0] != len(parked) or not np.all(np.isfinite(dur)) or (dur < 0).any():
-            raise EngineError(f"director.predict({j}, {it}) must return {len(parked)} finite durations >= 0")
+        if dur.shape[0] != len(rss) or not np.isfinite(dur).all() or (dur < 0).any():
+            raise EngineError(f"director.predict({j}, {it}) must return {len(rss)} finite durations >= 0")
         if self.native_pred:
-            t0s = starts.tolist()
-            self.mpi.core.pred_ends([rs.gid for rs, _ in parked], [rs.it for rs, _ in parked], t0s,
-                                    [t0 + d for t0, d in zip(t0s, dur.tolist())])
+            self.mpi.core.pred_ends([rs.gid for rs in rss], [rs.it for rs in rss], starts.tolist(),
+                                    (starts + dur).tolist())
         else:
-            for (rs, t0), d in zip(parked, dur.tolist()):
+            for rs, t0, d in zip(rss, t0s, dur.tolist()):
                 self.loop.at(t0 + d, self._pred_end, rs, t0)
         prof = self.profile.get(j)
         if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
@@ -511,19 +518,26 @@ class Engine(Backend):
     def _native_records(self, gids, its, t0s, ends):
         """The native core's predicted iterations ended since it last called Python (gid, iteration, start, end
         each, in event order): what :meth:`_pred_end` records, before any other Python code runs."""
-        ranks, names, records, simulated, done = self.mpi.ranks, self.job_names, self.records, self.simulated, \
-            self.iters_done
-        on_record = self.on_record
+        ranks, names, done = self.mpi.ranks, self.job_names, self.iters_done
+        burst = []
         for gid, it, t0, t in zip(gids, its, t0s, ends):
             rs = ranks[gid]
             j = rs.job
-            rec = _new_record(names[j], j, rs.local, it, t0, t)
-            records.append(rec)
-            simulated.append(False)
+            # _new_record inlined (the commonest record of a hybrid run: for performance)
+            rec = _rec_new(IterationRecord)
+            _set_job(rec, names[j])
+            _set_job_id(rec, j)
+            _set_rank(rec, rs.local)
+            _set_iteration(rec, it)
+            _set_start(rec, t0)
+            _set_end(rec, t)
+            burst.append(rec)
             done[j] += 1
-            if on_record is not None:
-                on_record(rec, False)
             rs.it = it + 1
+        self.records += burst
+        self.simulated += [False] * len(burst)
+        if self.on_records is not None:  # the whole burst in one call (Director.on_records)
+            self.on_records(burst, False)
 
     def _native_next(self, t, gid):
         """The native core's :meth:`_pred_end` for a rank whose next iteration it cannot park (mode not yet decided,
@@ -533,7 +547,8 @@ class Engine(Backend):
     def _native_parked(self, j, it, gids, times):
         """Every rank of job ``j`` is parked at predicted iteration ``it`` (in the native core)."""
         ranks = self.mpi.ranks
-        self._predict(j, it, [(ranks[g], t) for g, t in zip(gids, times)])
+        order = sorted(range(len(gids)), key=gids.__getitem__)  # local order (a job's gids are its first + local)
+        self._predict_ranks(j, it, [ranks[gids[k]] for k in order], [times[k] for k in order])
 
     def _iteration_end(self, t, rs):
         """The MPI layer finished ``rs``'s iteration."""

@@ -119,7 +119,7 @@ class Ridge(Surrogate):
         x = h[:, -self.k:]
         bad = np.isnan(x).any(axis=1)
         rel = x[:, :-1] / last[:, None] - 1.0
-        pred = last * (1.0 + np.nan_to_num(rel) @ self.coef)
+        pred = last * (1.0 + np.nan_to_num(rel, copy=False) @ self.coef)   # rel is this call's own array
         return np.where(bad | ~np.isfinite(pred) | (pred <= 0), last, pred)
 
     def _state(self) -> dict:
