@@ -111,11 +111,11 @@ def _counter(name: str, doc: str) -> property:
 class NativeNetwork:
     """:class:`~.network.Network`'s interface (constants, counters, background load) over the native core.
 
-    The topology's tables and constants come from a Python :class:`~.network.Network` built once (``static``), so
-    both cores read them from one home; its event handlers are never called."""
+    The topology's tables and constants come from a Python :class:`~.network.Network` built once here, so both cores
+    read them from one home; its event handlers are never called, and it is not kept."""
 
     def __init__(self, topo, tcfg, rng, max_packets, mpi: "NativeMpi", debug: bool = False):
-        st = self.static = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets)
+        st = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets)
         self.topo = topo
         for name in ("a", "p", "g", "radix", "nv", "P", "n_ports", "port_class", "bw_bpns", "nspb_nominal",
                      "delay_nominal", "n_terminals", "tcap", "routing"):
@@ -191,11 +191,6 @@ class NativeNetwork:
     def bytes_in_network(self) -> int:
         """As :meth:`.network.Network.bytes_in_network`."""
         return self.core.bytes_in_network()
-
-    def set_background(self, util_by_port: dict[int, float]) -> None:
-        """As :meth:`.network.Network.set_background`."""
-        self.core.set_ports(list(range(self.n_ports)), list(self.nspb_nominal), list(self.delay_nominal))
-        self.set_port_background(list(util_by_port), list(util_by_port.values()))
 
     def set_port_background(self, ports, utils) -> None:
         """As :meth:`.network.Network.set_port_background` (same formula: :func:`~.network.loaded_port`)."""
