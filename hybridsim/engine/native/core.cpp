@@ -1,5 +1,5 @@
 // The native core of the embedded engine: event heap, network and MPI layer of hybridsim/engine/{core,network,mpi}.py
-// in C++, event for event. See hybridsim/engine/native_core.py for how it is wired and docs in
+// in C++, event for event. See hybridsim/engine/cores.py for how it is wired and docs in
 // hybridsim/engine/README.md ("The native core").
 //
 // Identity with the Python engine rests on three things, each kept exactly:
@@ -1443,7 +1443,7 @@ class Core {
 };
 
 PYBIND11_MODULE(_core, m) {
-    m.doc() = "Native core of hybridsim's embedded engine (event heap, network, MPI layer); see native_core.py";
+    m.doc() = "Native core of hybridsim's embedded engine (event heap, network, MPI layer); see engine/cores.py";
     py::class_<Core>(m, "Core")
         .def(py::init<py::dict>())
         .def("at", &Core::at, py::arg("t"), py::arg("handler"), py::arg("a") = py::none(), py::arg("b") = py::none())
