@@ -642,14 +642,13 @@ class Core {
         c = lgc(r, G);
     }
 
-    i32 prog_adaptive(i32 r, Pkt& pk0, i32 pki, bool at_source, i32 dg) {
+    i32 prog_adaptive(i32 r, i32 pki, bool at_source, i32 dg) {
         i32 mport;
         if (gpn(r, dg)) mport = best_global(gpc(r, dg), gpn(r, dg));
         else {
             if (!lgn(r, dg)) no_route(r, dg);
             mport = best_local(lgc(r, dg), lgn(r, dg));
         }
-        (void)pk0;
         Pkt* pk = &pkts[pki];
         i32 ig = pk->igroup;
         i32 nport = -1;
@@ -748,7 +747,7 @@ class Core {
         }
         i32 vc = pk->lhops;
         if (mode == PROG_ADAPTIVE) {
-            port = prog_adaptive(r, *pk, pki, at_source, dg);
+            port = prog_adaptive(r, pki, at_source, dg);
         } else if (mode == MINIMAL) {
             const i32* cc;
             i32 n;
