@@ -271,6 +271,21 @@ class Core {
         std::vector<int8_t> modes;
         std::vector<i64> park_gid;
         std::vector<double> park_t;
+        void clear_park() {
+            park_it = -1;
+            park_gid.clear();
+            park_t.clear();
+        }
+        // rank gid stops at predicted iteration it at t; true once every rank of the job is parked there
+        bool add_park(i64 it, i64 gid, double t) {
+            if (park_it != it) {
+                clear_park();
+                park_it = it;
+            }
+            park_gid.push_back(gid);
+            park_t.push_back(t);
+            return (i64)park_gid.size() >= n_ranks;
+        }
     };
     std::vector<JobPred> jp;
     std::vector<i64> rb_gid, rb_it;
@@ -475,10 +490,8 @@ class Core {
         JobPred& J = jp[j];
         J.iters = iters;
         J.n_ranks = n_ranks;
-        J.park_it = -1;
         J.modes.assign(iters, -1);
-        J.park_gid.clear();
-        J.park_t.clear();
+        J.clear_park();
     }
     void forget_job(i64 j) {
         if (j >= 0 && j < (i64)jp.size()) jp[j] = JobPred();
@@ -491,26 +504,13 @@ class Core {
     // of the job is parked (and forgets them), else None
     py::object park(i64 j, i64 it, i64 gid, double t) {
         JobPred& J = jp.at(j);
-        if (J.park_it != it) {
-            J.park_it = it;
-            J.park_gid.clear();
-            J.park_t.clear();
-        }
-        J.park_gid.push_back(gid);
-        J.park_t.push_back(t);
-        if ((i64)J.park_gid.size() < J.n_ranks) return py::none();
+        if (!J.add_park(it, gid, t)) return py::none();
         py::object out = py::make_tuple(py::cast(J.park_gid), py::cast(J.park_t));
-        J.park_it = -1;
-        J.park_gid.clear();
-        J.park_t.clear();
+        J.clear_park();
         return out;
     }
     void unpark(i64 j) {
-        if (j >= 0 && j < (i64)jp.size()) {
-            jp[j].park_it = -1;
-            jp[j].park_gid.clear();
-            jp[j].park_t.clear();
-        }
+        if (j >= 0 && j < (i64)jp.size()) jp[j].clear_park();
     }
     // _predict's scheduling: rank gids[k] ends its predicted iteration its[k] (started at t0s[k]) at ends[k]
     void pred_ends(const std::vector<i64>& gids, const std::vector<i64>& its, const std::vector<double>& t0s,
@@ -536,19 +536,12 @@ class Core {
         i64 it = ++rs->it;
         JobPred& J = jp[rs->job];
         if (it < J.iters && J.modes[it] == 1) {
-            if (J.park_it != it) {
-                J.park_it = it;
-                J.park_gid.clear();
-                J.park_t.clear();
-            }
-            J.park_gid.push_back(gid);
-            J.park_t.push_back(t);
-            if ((i64)J.park_gid.size() < J.n_ranks) return;
+            if (!J.add_park(it, gid, t)) return;
             std::vector<i64> g;
             std::vector<double> ts;
             g.swap(J.park_gid);
             ts.swap(J.park_t);
-            J.park_it = -1;
+            J.clear_park();
             flush_records();
             on_parked(rs->job, it, g, ts);
             return;
