@@ -1329,6 +1329,7 @@ class Core {
         for (size_t i = 0; i < vcs.size(); i++) w(i) = f(vcs[i]);
         return out;
     }
+    // network.py's Network.counters(): the names of Network.COUNTERS, one array each (copied once per port sample)
     py::dict counters() const {
         py::dict d;
         d["bytes"] = per_port<i64>([](const Port& p) { return p.bytes; });
@@ -1339,7 +1340,6 @@ class Core {
         d["qcount"] = per_port<i64>([](const Port& p) { return (i64)p.qcount; });
         d["port_occ"] = per_port<i64>([](const Port& p) { return (i64)p.occ; });
         d["nspb"] = per_port<double>([](const Port& p) { return p.nspb; });
-        d["delay"] = per_port<double>([](const Port& p) { return p.delay; });
         d["occ"] = per_vc<i64>([](const VC& v) { return (i64)v.occ; });
         d["occ_int"] = per_vc<double>([](const VC& v) { return v.occ_int; });
         d["occ_t"] = per_vc<double>([](const VC& v) { return v.occ_t; });
@@ -1444,7 +1444,6 @@ PYBIND11_MODULE(_core, m) {
         .def_readonly("now", &Core::now)
         .def_readonly("events", &Core::events)
         .def_property_readonly("pending", [](const Core& c) { return c.heap.size(); })
-        .def_property_readonly("n_leftover", [](const Core& c) { return c.leftover.size(); })
         .def_readonly("packets", &Core::packets)
         .def_readonly("bytes_self", &Core::bytes_self)
         .def_readonly("messages", &Core::messages)
@@ -1466,7 +1465,6 @@ PYBIND11_MODULE(_core, m) {
         .def("park", &Core::park)
         .def("unpark", &Core::unpark)
         .def("pred_ends", &Core::pred_ends)
-        .def("flush_records", &Core::flush_records)
         .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked) {
             c.on_records = std::move(rec);
             c.on_pred_next = std::move(nxt);
