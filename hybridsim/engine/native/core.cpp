@@ -998,10 +998,13 @@ class Core {
         push((t + 0.505) + 0.5 * rng.random(), K_INJECT, mi);
     }
 
+    // the job's per-port byte counters its messages carry (mpi.py's jb.get(job)): its id when counted, else -1
+    inline i32 counted(i64 job) const { return (job < (i64)jb_on.size() && jb_on[job]) ? (i32)job : -1; }
+
     void send(double t, Rank& rs, i64 dst, i64 nbytes, i64 tag, i32 rq) {
         Rank* d = rank_of(dst);
         if (!d) throw py::key_error(std::to_string(dst));
-        i32 jb = (rs.job < (i64)jb_on.size() && jb_on[rs.job]) ? (i32)rs.job : -1;
+        i32 jb = counted(rs.job);
         if (nbytes < EAGER_THRESHOLD)
             post((((t + SELF_OVERHEAD) + COPY_PER_BYTE * nbytes) + SOFT_DELAY) + NIC_DELAY, EAGER, rs.gid, dst, tag,
                  nbytes, nbytes, rs.term, d->term, rq, -1, jb);
@@ -1013,7 +1016,7 @@ class Core {
         Rank* rs = rank_of(gid);
         Rank* d = rank_of(dst);
         if (!rs || !d) throw py::key_error(std::to_string(rs ? dst : gid));
-        i32 jb = (rs->job < (i64)jb_on.size() && jb_on[rs->job]) ? (i32)rs->job : -1;
+        i32 jb = counted(rs->job);
         post(t, BG, gid, dst, 0, nbytes, nbytes, rs->term, d->term, -1, -1, jb);
     }
 
