@@ -236,7 +236,7 @@ class FlowModel:
         if rule not in ("max", "weighted"):
             raise ValueError(f"rule must be 'max' or 'weighted', got {rule!r}")
         self.rule = rule
-        self.traffic: dict[int, tuple] = {}        # job -> ("iterating", phases, compute) or ("background", phases)
+        self.traffic: dict[int, tuple] = {}        # job -> ("iterating" | "background", phases) (compute: below)
         self.phases: dict[int, np.ndarray] = {}   # placed iterating job -> (P, n_channels) bytes per iteration
         self.bytes: dict[int, np.ndarray] = {}    # placed iterating job -> (n_channels,) bytes per iteration
         self.compute: dict[int, float] = {}       # iterating job -> compute ns per iteration
@@ -266,7 +266,7 @@ class FlowModel:
         """An iterating job: ``tm`` its bytes per iteration, (R, R) rank i to rank j, one phase, or a sequence of
         phases (:func:`traffic_phases`; each an (R, R) array or (src, dst, bytes) arrays); ``compute_ns`` per
         iteration."""
-        self.traffic[job] = ("iterating", self._phases(tm), float(compute_ns))
+        self.traffic[job] = ("iterating", self._phases(tm))
         self.compute[job] = float(compute_ns)
 
     def set_background(self, job: int, n_ranks: int, msg_size: float, interval: float) -> None:

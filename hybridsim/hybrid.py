@@ -245,9 +245,8 @@ class HybridController(Director):
             mode=modes[n - 1] if n else None, modes=Lazy(modes.__getitem__, n),
             truth=st.truth_means(n), predicted=st.predicted_means(n),
             errors=Lazy(errors.__getitem__, len(errors)), signed_errors=Lazy(st.signed.__getitem__, len(st.signed)),
-            costs={**self.wall, "controller": max(0.0, self._director_s - self.wall["inference"] - self.wall["tuning"]),
-                   "simulated_iterations": st.n_simulated, "predicted_iterations": st.n_predicted,
-                   "simulate": self.simulate_wall()},   # wall_split() inlined: once per decision
+            costs={**self.wall_split(), "simulated_iterations": st.n_simulated,
+                   "predicted_iterations": st.n_predicted, "simulate": self.simulate_wall()},
             now=self.now, start=self.started.get(st.job_id, 0.0), running=tuple(self.running),
         )
 

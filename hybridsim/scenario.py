@@ -349,8 +349,8 @@ class EmbeddedBackend(_Model):
     max_events: Optional[StrictInt] = Field(None, ge=1)
     end_time: Optional[Duration] = Field(None, gt=0, le=MAX_VIRTUAL_TIME, description="stop at this virtual time (ns)")
     core: Literal["auto", "native", "python"] = Field(
-        "auto", description="engine core: native (C++, identical records, ~10x the events/s), python (the reference), "
-                            "auto (native when built and supported, else python with one line on stderr)")
+        "auto", description="engine core: native (C++, identical records, 13-16x the events/s), python (the reference), "
+                            "auto (native when built, else python with one line on stderr)")
 
 
 class CodesBackend(_Model):

@@ -5,9 +5,12 @@ An engine core is an event loop, a network and an MPI layer. The **Python core**
 (``hybridsim/engine/native/core.cpp``, built as the optional extension ``hybridsim.engine.native._core``): one
 heap of ``(time, seq)``-ordered events whose handlers are line-by-line ports of network.py and mpi.py, with CPython's
 Mersenne Twister taken over from the run's ``random.Random`` (its state goes back when the run returns). The engine's
-own events (iteration starts and ends, the director, jobs, sampling, keep_background phases, background senders) stay
+own events (iteration starts, simulated iterations' ends, the director, jobs, sampling, keep_background phases) stay
 Python callables on the same heap with the same insertion counter, so the events run in the same order and the
-records are identical, float for float.
+records are identical, float for float. Two of the engine's commonest events run in the core, as the Python handlers
+would: predicted iterations' ends with the parking of ranks at the next predicted iteration (their records handed to
+the engine in bursts before any Python code runs), and the periodic sends of ``uniform`` background senders
+(:meth:`NativeMpi.start_background`).
 
 :func:`choose` applies ``backend.embedded.core`` (``auto`` | ``native`` | ``python``); :func:`build` makes the
 pieces. The classes below give the native core the Python pieces' interface (what :class:`~.engine.Engine` and
@@ -111,11 +114,11 @@ def _counter(name: str, doc: str) -> property:
 class NativeNetwork:
     """:class:`~.network.Network`'s interface (constants, counters, background load) over the native core.
 
-    The topology's tables and constants come from a Python :class:`~.network.Network` built once (``static``), so
-    both cores read them from one home; its event handlers are never called."""
+    The topology's tables and constants come from a Python :class:`~.network.Network` built once here, so both cores
+    read them from one home; its event handlers are never called, and it is not kept."""
 
     def __init__(self, topo, tcfg, rng, max_packets, mpi: "NativeMpi", debug: bool = False):
-        st = self.static = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets)
+        st = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets)
         self.topo = topo
         for name in ("a", "p", "g", "radix", "nv", "P", "n_ports", "port_class", "bw_bpns", "nspb_nominal",
                      "delay_nominal", "n_terminals", "tcap", "routing"):
@@ -191,11 +194,6 @@ class NativeNetwork:
     def bytes_in_network(self) -> int:
         """As :meth:`.network.Network.bytes_in_network`."""
         return self.core.bytes_in_network()
-
-    def set_background(self, util_by_port: dict[int, float]) -> None:
-        """As :meth:`.network.Network.set_background`."""
-        self.core.set_ports(list(range(self.n_ports)), list(self.nspb_nominal), list(self.delay_nominal))
-        self.set_port_background(list(util_by_port), list(util_by_port.values()))
 
     def set_port_background(self, ports, utils) -> None:
         """As :meth:`.network.Network.set_port_background` (same formula: :func:`~.network.loaded_port`)."""

@@ -1,5 +1,5 @@
 // The native core of the embedded engine: event heap, network and MPI layer of hybridsim/engine/{core,network,mpi}.py
-// in C++, event for event. See hybridsim/engine/native_core.py for how it is wired and docs in
+// in C++, event for event. See hybridsim/engine/cores.py for how it is wired and docs in
 // hybridsim/engine/README.md ("The native core").
 //
 // Identity with the Python engine rests on three things, each kept exactly:
@@ -271,6 +271,21 @@ class Core {
         std::vector<int8_t> modes;
         std::vector<i64> park_gid;
         std::vector<double> park_t;
+        void clear_park() {
+            park_it = -1;
+            park_gid.clear();
+            park_t.clear();
+        }
+        // rank gid stops at predicted iteration it at t; true once every rank of the job is parked there
+        bool add_park(i64 it, i64 gid, double t) {
+            if (park_it != it) {
+                clear_park();
+                park_it = it;
+            }
+            park_gid.push_back(gid);
+            park_t.push_back(t);
+            return (i64)park_gid.size() >= n_ranks;
+        }
     };
     std::vector<JobPred> jp;
     std::vector<i64> rb_gid, rb_it;
@@ -475,10 +490,8 @@ class Core {
         JobPred& J = jp[j];
         J.iters = iters;
         J.n_ranks = n_ranks;
-        J.park_it = -1;
         J.modes.assign(iters, -1);
-        J.park_gid.clear();
-        J.park_t.clear();
+        J.clear_park();
     }
     void forget_job(i64 j) {
         if (j >= 0 && j < (i64)jp.size()) jp[j] = JobPred();
@@ -491,26 +504,13 @@ class Core {
     // of the job is parked (and forgets them), else None
     py::object park(i64 j, i64 it, i64 gid, double t) {
         JobPred& J = jp.at(j);
-        if (J.park_it != it) {
-            J.park_it = it;
-            J.park_gid.clear();
-            J.park_t.clear();
-        }
-        J.park_gid.push_back(gid);
-        J.park_t.push_back(t);
-        if ((i64)J.park_gid.size() < J.n_ranks) return py::none();
+        if (!J.add_park(it, gid, t)) return py::none();
         py::object out = py::make_tuple(py::cast(J.park_gid), py::cast(J.park_t));
-        J.park_it = -1;
-        J.park_gid.clear();
-        J.park_t.clear();
+        J.clear_park();
         return out;
     }
     void unpark(i64 j) {
-        if (j >= 0 && j < (i64)jp.size()) {
-            jp[j].park_it = -1;
-            jp[j].park_gid.clear();
-            jp[j].park_t.clear();
-        }
+        if (j >= 0 && j < (i64)jp.size()) jp[j].clear_park();
     }
     // _predict's scheduling: rank gids[k] ends its predicted iteration its[k] (started at t0s[k]) at ends[k]
     void pred_ends(const std::vector<i64>& gids, const std::vector<i64>& its, const std::vector<double>& t0s,
@@ -536,19 +536,12 @@ class Core {
         i64 it = ++rs->it;
         JobPred& J = jp[rs->job];
         if (it < J.iters && J.modes[it] == 1) {
-            if (J.park_it != it) {
-                J.park_it = it;
-                J.park_gid.clear();
-                J.park_t.clear();
-            }
-            J.park_gid.push_back(gid);
-            J.park_t.push_back(t);
-            if ((i64)J.park_gid.size() < J.n_ranks) return;
+            if (!J.add_park(it, gid, t)) return;
             std::vector<i64> g;
             std::vector<double> ts;
             g.swap(J.park_gid);
             ts.swap(J.park_t);
-            J.park_it = -1;
+            J.clear_park();
             flush_records();
             on_parked(rs->job, it, g, ts);
             return;
@@ -642,14 +635,13 @@ class Core {
         c = lgc(r, G);
     }
 
-    i32 prog_adaptive(i32 r, Pkt& pk0, i32 pki, bool at_source, i32 dg) {
+    i32 prog_adaptive(i32 r, i32 pki, bool at_source, i32 dg) {
         i32 mport;
         if (gpn(r, dg)) mport = best_global(gpc(r, dg), gpn(r, dg));
         else {
             if (!lgn(r, dg)) no_route(r, dg);
             mport = best_local(lgc(r, dg), lgn(r, dg));
         }
-        (void)pk0;
         Pkt* pk = &pkts[pki];
         i32 ig = pk->igroup;
         i32 nport = -1;
@@ -748,7 +740,7 @@ class Core {
         }
         i32 vc = pk->lhops;
         if (mode == PROG_ADAPTIVE) {
-            port = prog_adaptive(r, *pk, pki, at_source, dg);
+            port = prog_adaptive(r, pki, at_source, dg);
         } else if (mode == MINIMAL) {
             const i32* cc;
             i32 n;
@@ -1006,10 +998,13 @@ class Core {
         push((t + 0.505) + 0.5 * rng.random(), K_INJECT, mi);
     }
 
+    // the job's per-port byte counters its messages carry (mpi.py's jb.get(job)): its id when counted, else -1
+    inline i32 counted(i64 job) const { return (job < (i64)jb_on.size() && jb_on[job]) ? (i32)job : -1; }
+
     void send(double t, Rank& rs, i64 dst, i64 nbytes, i64 tag, i32 rq) {
         Rank* d = rank_of(dst);
         if (!d) throw py::key_error(std::to_string(dst));
-        i32 jb = (rs.job < (i64)jb_on.size() && jb_on[rs.job]) ? (i32)rs.job : -1;
+        i32 jb = counted(rs.job);
         if (nbytes < EAGER_THRESHOLD)
             post((((t + SELF_OVERHEAD) + COPY_PER_BYTE * nbytes) + SOFT_DELAY) + NIC_DELAY, EAGER, rs.gid, dst, tag,
                  nbytes, nbytes, rs.term, d->term, rq, -1, jb);
@@ -1021,7 +1016,7 @@ class Core {
         Rank* rs = rank_of(gid);
         Rank* d = rank_of(dst);
         if (!rs || !d) throw py::key_error(std::to_string(rs ? dst : gid));
-        i32 jb = (rs->job < (i64)jb_on.size() && jb_on[rs->job]) ? (i32)rs->job : -1;
+        i32 jb = counted(rs->job);
         post(t, BG, gid, dst, 0, nbytes, nbytes, rs->term, d->term, -1, -1, jb);
     }
 
@@ -1337,6 +1332,7 @@ class Core {
         for (size_t i = 0; i < vcs.size(); i++) w(i) = f(vcs[i]);
         return out;
     }
+    // network.py's Network.counters(): the names of Network.COUNTERS, one array each (copied once per port sample)
     py::dict counters() const {
         py::dict d;
         d["bytes"] = per_port<i64>([](const Port& p) { return p.bytes; });
@@ -1347,7 +1343,6 @@ class Core {
         d["qcount"] = per_port<i64>([](const Port& p) { return (i64)p.qcount; });
         d["port_occ"] = per_port<i64>([](const Port& p) { return (i64)p.occ; });
         d["nspb"] = per_port<double>([](const Port& p) { return p.nspb; });
-        d["delay"] = per_port<double>([](const Port& p) { return p.delay; });
         d["occ"] = per_vc<i64>([](const VC& v) { return (i64)v.occ; });
         d["occ_int"] = per_vc<double>([](const VC& v) { return v.occ_int; });
         d["occ_t"] = per_vc<double>([](const VC& v) { return v.occ_t; });
@@ -1443,7 +1438,7 @@ class Core {
 };
 
 PYBIND11_MODULE(_core, m) {
-    m.doc() = "Native core of hybridsim's embedded engine (event heap, network, MPI layer); see native_core.py";
+    m.doc() = "Native core of hybridsim's embedded engine (event heap, network, MPI layer); see engine/cores.py";
     py::class_<Core>(m, "Core")
         .def(py::init<py::dict>())
         .def("at", &Core::at, py::arg("t"), py::arg("handler"), py::arg("a") = py::none(), py::arg("b") = py::none())
@@ -1452,7 +1447,6 @@ PYBIND11_MODULE(_core, m) {
         .def_readonly("now", &Core::now)
         .def_readonly("events", &Core::events)
         .def_property_readonly("pending", [](const Core& c) { return c.heap.size(); })
-        .def_property_readonly("n_leftover", [](const Core& c) { return c.leftover.size(); })
         .def_readonly("packets", &Core::packets)
         .def_readonly("bytes_self", &Core::bytes_self)
         .def_readonly("messages", &Core::messages)
@@ -1474,7 +1468,6 @@ PYBIND11_MODULE(_core, m) {
         .def("park", &Core::park)
         .def("unpark", &Core::unpark)
         .def("pred_ends", &Core::pred_ends)
-        .def("flush_records", &Core::flush_records)
         .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked) {
             c.on_records = std::move(rec);
             c.on_pred_next = std::move(nxt);
