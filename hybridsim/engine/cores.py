@@ -23,7 +23,7 @@ import math
 import sys
 
 from .core import EngineError, EventLoop
-from .mpi import MpiLayer
+from .mpi import MessageLayer, MpiLayer
 from .network import Network, loaded_port, too_many_packets
 
 try:
@@ -203,8 +203,8 @@ class NativeNetwork:
         self.core.set_ports(ports, [v[0] for v in vals], [v[1] for v in vals])
 
 
-class NativeMpi:
-    """:class:`~.mpi.MpiLayer`'s interface over the native core. ``ranks``: the Python :class:`~.mpi.Rank` objects
+class NativeMpi(MessageLayer):
+    """The :class:`~.mpi.MessageLayer` of the native core. ``ranks``: the Python :class:`~.mpi.Rank` objects
     of the running jobs by global id (the engine's bookkeeping: iteration, start, done); the core keeps their MPI
     state."""
 

@@ -18,6 +18,7 @@ iteration at once (an event at the same instant).
 
 from __future__ import annotations
 
+import abc
 from collections import deque
 
 from ..workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
@@ -101,15 +102,53 @@ class Rank:
         self.bg_k = 0
 
 
-class MpiLayer:
-    """Runs ranks' op lists over a :class:`~hybridsim.engine.network.Network`.
+class MessageLayer(abc.ABC):
+    """What the engine asks of a core's message layer: :class:`MpiLayer` here, ``NativeMpi`` over the native core
+    (:mod:`hybridsim.engine.cores`).
 
-    ``on_iteration_end(t, rank)`` is called when a rank has finished its current iteration (the engine records it and
-    starts the next one). The engine drives it through :meth:`add_ranks`, :meth:`start_iteration`,
-    :meth:`send_background`, :meth:`stop_rank`, :meth:`drop_ranks` and the per-job byte counters
-    (:meth:`count_bytes`, :meth:`job_bytes`, :meth:`forget_bytes`); the native core
-    (:mod:`hybridsim.engine.cores`) offers the same methods.
-    """
+    ``ranks``: the running jobs' :class:`Rank` objects by global id; ``messages``: network messages posted so far;
+    ``on_iteration_end(t, rank)``: set by the engine, called when a rank has finished its current iteration (the
+    engine records it and starts the next one)."""
+
+    ranks: dict
+    on_iteration_end = None
+
+    @abc.abstractmethod
+    def add_ranks(self, ranks) -> None:
+        """A job starts: its ranks (consecutive global ids) can send and receive."""
+
+    @abc.abstractmethod
+    def drop_ranks(self, ranks) -> None:
+        """A job ended: messages still arriving for its ranks are dropped."""
+
+    @abc.abstractmethod
+    def stop_rank(self, rs: Rank) -> None:
+        """``rs`` is done (finished, or its job was killed): whatever of it is still scheduled does nothing."""
+
+    @abc.abstractmethod
+    def start_iteration(self, t, rs: Rank, ops) -> None:
+        """Run ``rs``'s next iteration, the op list ``ops`` (``rs.it`` set by the caller), from ``t``."""
+
+    @abc.abstractmethod
+    def send_background(self, t, rs: Rank, dst: int, nbytes: int) -> None:
+        """A background message: straight to the NIC, no protocol."""
+
+    @abc.abstractmethod
+    def count_bytes(self, j: int) -> None:
+        """Count job ``j``'s bytes per port from now on (its messages carry the counters)."""
+
+    @abc.abstractmethod
+    def job_bytes(self, j: int):
+        """Job ``j``'s bytes per port so far (a sequence by port id), or None if not counted."""
+
+    @abc.abstractmethod
+    def forget_bytes(self, j: int) -> None:
+        """Stop counting job ``j``'s bytes."""
+
+
+class MpiLayer(MessageLayer):
+    """Runs ranks' op lists over a :class:`~hybridsim.engine.network.Network` (the Python core's
+    :class:`MessageLayer`)."""
 
     def __init__(self, net, loop, rng):
         self.net = net
@@ -125,32 +164,26 @@ class MpiLayer:
 
     # ------------------------------------------------------------------------------------------------ the engine's side
     def add_ranks(self, ranks) -> None:
-        """A job starts: its ranks (consecutive global ids) can send and receive."""
         for rs in ranks:
             self.ranks[rs.gid] = rs
 
     def drop_ranks(self, ranks) -> None:
-        """A job ended: messages still arriving for its ranks are dropped."""
         for rs in ranks:
             del self.ranks[rs.gid]
 
     def stop_rank(self, rs: Rank) -> None:
-        """``rs`` is done (finished, or its job was killed): whatever of it is still scheduled does nothing."""
         rs.done = True
 
     def start_iteration(self, t, rs: Rank, ops) -> None:
-        """Run ``rs``'s next iteration, the op list ``ops`` (``rs.it`` set by the caller), from ``t``."""
         rs.ops = ops
         rs.pc = 0
         rs.reqs = {}
         self.advance(t, rs)
 
     def count_bytes(self, j: int) -> None:
-        """Count job ``j``'s bytes per port from now on (its messages carry the counters)."""
         self.jb[j] = [0] * self.net.n_ports
 
     def job_bytes(self, j: int):
-        """Job ``j``'s bytes per port so far (a list by port id), or None if not counted."""
         return self.jb.get(j)
 
     def forget_bytes(self, j: int) -> None:
@@ -173,7 +206,6 @@ class MpiLayer:
             self._post(t + CONTROL_OFFSET, msg)
 
     def send_background(self, t, rs: Rank, dst: int, nbytes: int):
-        """A background message: straight to the NIC, no protocol."""
         d = self.ranks[dst]
         msg = Message(BG, rs.gid, dst, 0, nbytes, nbytes, rs.term, d.term, None, None,
                       self.jb.get(rs.job))
