@@ -255,5 +255,28 @@ class NativeMpi(MessageLayer):
     def forget_bytes(self, j: int) -> None:
         self.core.forget_bytes(j)
 
+    # predicted iterations: the core ends them and parks ranks whose next iteration is already decided PREDICT
+    # itself (the hybrid loop's commonest events), handing the records over in bursts before any Python code runs
+    def set_pred_callbacks(self, records, next_, parked) -> None:
+        self.core.set_pred_callbacks(records, next_, parked)
+
+    def pred_job(self, j: int, iters: int, n_ranks: int) -> None:
+        self.core.pred_job(j, iters, n_ranks)
+
+    def forget_job(self, j: int) -> None:
+        self.core.forget_job(j)
+
+    def set_mode(self, j: int, it: int, predict: bool) -> None:
+        self.core.set_mode(j, it, predict)
+
+    def park(self, j: int, it: int, gid: int, t: float):
+        return self.core.park(j, it, gid, t)
+
+    def unpark(self, j: int) -> None:
+        self.core.unpark(j)
+
+    def pred_ends(self, gids, its, t0s, ends) -> None:
+        self.core.pred_ends(gids, its, t0s, ends)
+
 
 __all__ = ["CORES", "NATIVE_MISSING", "NativeCore", "NativeLoop", "NativeMpi", "NativeNetwork", "build", "choose"]

@@ -198,7 +198,7 @@ class Engine(Backend):
         director = director if director is not None else AlwaysSimulate()
         self.director = director
         self.on_record = on_record
-        self.on_records = records_sink(director, on_record)  # the native core's bursts of predicted records
+        self.on_records = records_sink(director, on_record)  # predicted records, in bursts on the native core
         self.on_samples = on_samples
         self.rng = random.Random(sc.seed)
         self.bg_rng = random.Random(background_seed(sc.seed))
@@ -226,17 +226,14 @@ class Engine(Backend):
         self.bg_mode = background_mode(director.keep_background)
         self.keep_bg = self.bg_mode is not None
         mpi.on_iteration_end = self._iteration_end
-        # the native core ends predicted iterations and parks their ranks itself (for performance: the hybrid loop's
-        # commonest events), handing the records over before any Python code runs (_native_records)
-        self.native_pred = self.core == "native"
-        if self.native_pred:
-            mpi.core.set_pred_callbacks(self._native_records, self._native_next, self._native_parked)
+        # predicted iterations: the message layer parks ranks and ends their iterations (mpi.MessageLayer; the native
+        # core parks ranks whose next iteration is already decided itself and hands the records over in bursts)
+        mpi.set_pred_callbacks(self._pred_records, self._pred_next, self._pred_parked)
         self.job_start: dict[int, float] = {}
 
         self.records: list[IterationRecord] = []
         self.simulated: list[bool] = []
         self.modes: dict = {}
-        self.parked: dict = {}
         self.ranks_done = [0] * self.n_jobs
         self.iters_done = [0] * self.n_jobs   # records emitted per job
         self.job_end: dict[str, float] = {}
@@ -365,8 +362,8 @@ class Engine(Backend):
         job_ranks = [Rank(base + local, j, local, term) for local, term in enumerate(terminals.tolist())]
         self.mpi.add_ranks(job_ranks)
         self.job_ranks[j] = job_ranks
-        if self.native_pred and not self.is_bg[j]:
-            self.mpi.core.pred_job(j, self.iters[j], len(job_ranks))
+        if not self.is_bg[j]:
+            self.mpi.pred_job(j, self.iters[j], len(job_ranks))
         if self.keep_bg and not self.is_bg[j]:
             self.mpi.count_bytes(j)
         if self.stream:
@@ -392,8 +389,7 @@ class Engine(Backend):
             d.pop(j, None)
         for key in [k for k in self.modes if k[0] == j]:
             del self.modes[key]
-        if self.native_pred:
-            self.mpi.core.forget_job(j)
+        self.mpi.forget_job(j)
         if self.stream:
             self.director.on_job_end(j, t)
             self.sched.release(j, t)
@@ -409,10 +405,7 @@ class Engine(Backend):
             return  # it ended first
         for rs in self.job_ranks[j]:
             self.mpi.stop_rank(rs)
-        for key in [k for k in self.parked if k[0] == j]:
-            del self.parked[key]
-        if self.native_pred:
-            self.mpi.core.unpark(j)
+        self.mpi.unpark(j)
         self.killed.append(j)
         self.ranks_done[j] = self.n_ranks[j] - 1
         self._rank_done(t, self.job_ranks[j][0])  # the job's end, as when its last rank finishes
@@ -438,14 +431,13 @@ class Engine(Backend):
             if type(mode) is not Mode:  # a duck-typed director may answer with the mode's value
                 mode = Mode(mode)
             self.modes[key] = mode
-            if self.native_pred:
-                self.mpi.core.set_mode(j, it, mode is _PREDICT)
+            self.mpi.set_mode(j, it, mode is _PREDICT)
             if self.keep_bg:
                 self._update_background(t, j, mode)
         return mode
 
     def _iter_start(self, t, rs, _=None):
-        """Rank ``rs`` is ready for its next iteration (event handler; also called by :meth:`_pred_end`)."""
+        """Rank ``rs`` is ready for its next iteration (event handler; also called by :meth:`_pred_next`)."""
         j, it = rs.job, rs.it
         if rs.done:  # its job was killed at its walltime
             return
@@ -455,19 +447,10 @@ class Engine(Backend):
         mode = self.modes.get((j, it))  # inlined _mode (once per rank-iteration: for performance)
         if mode is None:
             mode = self._mode(t, j, it)
-        if mode is _PREDICT:
-            if self.native_pred:  # parked in the core, with the ranks it parks itself (_pred_end's there)
-                full = self.mpi.core.park(j, it, rs.gid, t)
-                if full is not None:
-                    self._native_parked(j, it, *full)
-                return
-            key = (j, it)
-            parked = self.parked.get(key)
-            if parked is None:
-                parked = self.parked[key] = []
-            parked.append((rs, t))
-            if len(parked) == self.n_ranks[j]:
-                self._predict(j, it, self.parked.pop(key))
+        if mode is _PREDICT:  # parked until every rank of the job is there (the message layer's, mpi.MessageLayer)
+            full = self.mpi.park(j, it, rs.gid, t)
+            if full is not None:
+                self._pred_parked(j, it, *full)
             return
         # generating a rank's ops can be slow (a custom function, LAMMPS' first call per rank): check before each
         self.stop.check(f"at t={t:,.0f} ns while generating the ops of job {self.job_names[j]!r}")
@@ -475,49 +458,24 @@ class Engine(Backend):
         rs.start = t
         self.mpi.start_iteration(t, rs, ops)
 
-    def _predict(self, j, it, parked):
-        """Every rank of job ``j`` is parked at predicted iteration ``it`` (``parked``: (rank, time it stopped))."""
-        parked.sort(key=lambda x: x[0].local)
-        self._predict_ranks(j, it, [rs for rs, _ in parked], [t for _, t in parked])
-
     def _predict_ranks(self, j, it, rss, t0s):
-        """:meth:`_predict` of the job's ranks ``rss`` in local order, parked at times ``t0s``."""
+        """Every rank of job ``j`` is parked at predicted iteration ``it``: ``rss`` in local order, parked at times
+        ``t0s``. The director's durations end their iterations (the message layer's ``pred_ends``)."""
         ranks = np.array([rs.local for rs in rss], dtype=np.int64)
         starts = np.array(t0s, dtype=np.float64)
         dur = np.asarray(self.director.predict(j, it, ranks, starts), dtype=np.float64).reshape(-1)
         if dur.shape[0] != len(rss) or not np.isfinite(dur).all() or (dur < 0).any():
             raise EngineError(f"director.predict({j}, {it}) must return {len(rss)} finite durations >= 0")
-        if self.native_pred:
-            self.mpi.core.pred_ends([rs.gid for rs in rss], [rs.it for rs in rss], starts.tolist(),
-                                    (starts + dur).tolist())
-        else:
-            for rs, t0, d in zip(rss, t0s, dur.tolist()):
-                self.loop.at(t0 + d, self._pred_end, rs, t0)
+        self.mpi.pred_ends([rs.gid for rs in rss], [rs.it for rs in rss], starts.tolist(), (starts + dur).tolist())
         prof = self.profile.get(j)
         if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
             self._set_load(j, 0)
             if len(prof[1]) > 1:
                 self._replay(j, prof[1], float((starts + dur).min()))
 
-    def _pred_end(self, t, rs, t0):
-        """A predicted iteration of rank ``rs`` ends (event handler, Python core; the native core's ``pred_end`` does
-        the same, see :meth:`_native_records`): :meth:`_record` inlined (once per predicted rank-iteration, the
-        hybrid loop's commonest event: for performance), then its next iteration."""
-        if rs.done:  # its job was killed at its walltime
-            return
-        j = rs.job
-        rec = _new_record(self.job_names[j], j, rs.local, rs.it, t0, t)
-        self.records.append(rec)
-        self.simulated.append(False)
-        self.iters_done[j] += 1
-        if self.on_record is not None:
-            self.on_record(rec, False)
-        rs.it += 1
-        self._iter_start(t, rs)
-
-    def _native_records(self, gids, its, t0s, ends):
-        """The native core's predicted iterations ended since it last called Python (gid, iteration, start, end
-        each, in event order): what :meth:`_pred_end` records, before any other Python code runs."""
+    def _pred_records(self, gids, its, t0s, ends):
+        """Predicted iterations that ended (gid, iteration, start, end each, in event order; the native core hands
+        over all since it last called Python, before any other Python code runs): their records."""
         ranks, names, done = self.mpi.ranks, self.job_names, self.iters_done
         burst = []
         for gid, it, t0, t in zip(gids, its, t0s, ends):
@@ -539,13 +497,13 @@ class Engine(Backend):
         if self.on_records is not None:  # the whole burst in one call (Director.on_records)
             self.on_records(burst, False)
 
-    def _native_next(self, t, gid):
-        """The native core's :meth:`_pred_end` for a rank whose next iteration it cannot park (mode not yet decided,
-        simulated, or past the last)."""
+    def _pred_next(self, t, gid):
+        """Rank ``gid``'s predicted iteration ended and its next one is to start (the native core calls this only
+        where it cannot park the rank itself: mode not yet decided, simulated, or past the last)."""
         self._iter_start(t, self.mpi.ranks[gid])
 
-    def _native_parked(self, j, it, gids, times):
-        """Every rank of job ``j`` is parked at predicted iteration ``it`` (in the native core)."""
+    def _pred_parked(self, j, it, gids, times):
+        """Every rank of job ``j`` is parked at predicted iteration ``it`` (``gids``, ``times``: in parking order)."""
         ranks = self.mpi.ranks
         order = sorted(range(len(gids)), key=gids.__getitem__)  # local order (a job's gids are its first + local)
         self._predict_ranks(j, it, [ranks[gids[k]] for k in order], [times[k] for k in order])

@@ -145,6 +145,40 @@ class MessageLayer(abc.ABC):
     def forget_bytes(self, j: int) -> None:
         """Stop counting job ``j``'s bytes."""
 
+    # predicted iterations: the engine parks a job's ranks at an iteration the director predicts until all are
+    # there, asks for the durations, and has each rank's predicted iteration end at its start plus its duration
+    @abc.abstractmethod
+    def set_pred_callbacks(self, records, next_, parked) -> None:
+        """The engine's hooks: ``records(gids, its, t0s, ends)`` predicted iterations that ended (event order),
+        ``next_(t, gid)`` rank ``gid`` is ready for its next iteration, ``parked(j, it, gids, times)`` every rank
+        of job ``j`` is parked at predicted iteration ``it``."""
+
+    @abc.abstractmethod
+    def pred_job(self, j: int, iters: int, n_ranks: int) -> None:
+        """Job ``j`` (``iters`` iterations of ``n_ranks`` ranks) started."""
+
+    @abc.abstractmethod
+    def forget_job(self, j: int) -> None:
+        """Job ``j`` ended."""
+
+    @abc.abstractmethod
+    def set_mode(self, j: int, it: int, predict: bool) -> None:
+        """The director decided iteration ``it`` of job ``j`` (a layer may use it to park ranks without asking)."""
+
+    @abc.abstractmethod
+    def park(self, j: int, it: int, gid: int, t: float):
+        """Rank ``gid`` waits at predicted iteration ``it`` from ``t``: ``(gids, times)`` of the job's ranks once
+        every one is parked (and they are forgotten), else None."""
+
+    @abc.abstractmethod
+    def unpark(self, j: int) -> None:
+        """Forget job ``j``'s parked ranks (it was killed)."""
+
+    @abc.abstractmethod
+    def pred_ends(self, gids, its, t0s, ends) -> None:
+        """Rank ``gids[k]``'s predicted iteration ``its[k]``, started at ``t0s[k]``, ends at ``ends[k]``: then
+        ``records``, then ``next_`` (or ``parked``)."""
+
 
 class MpiLayer(MessageLayer):
     """Runs ranks' op lists over a :class:`~hybridsim.engine.network.Network` (the Python core's
@@ -156,6 +190,8 @@ class MpiLayer(MessageLayer):
         self.ranks: dict[int, Rank] = {}   # the running jobs' ranks by global id
         self.rng = rng
         self.jb: dict[int, list] = {}      # per-port byte counters of the jobs counted (keep_background)
+        self.pred_ranks: dict[int, int] = {}         # ranks per running job (park)
+        self.parked: dict[tuple, tuple] = {}         # (job, iteration) -> (gids, times) of the ranks parked there
         net.on_local = self.local_complete
         net.on_deliver = self.deliver
         self.on_iteration_end = None
@@ -188,6 +224,48 @@ class MpiLayer(MessageLayer):
 
     def forget_bytes(self, j: int) -> None:
         self.jb.pop(j, None)
+
+    # ------------------------------------------------------------------------------------------------ predicted iterations
+    def set_pred_callbacks(self, records, next_, parked) -> None:
+        self._pred_records, self._pred_next, self._pred_parked = records, next_, parked
+
+    def pred_job(self, j: int, iters: int, n_ranks: int) -> None:
+        self.pred_ranks[j] = n_ranks
+
+    def forget_job(self, j: int) -> None:
+        self.pred_ranks.pop(j, None)
+        self.unpark(j)
+
+    def set_mode(self, j: int, it: int, predict: bool) -> None:
+        pass  # every rank comes back to the engine (next_), which knows the modes
+
+    def park(self, j: int, it: int, gid: int, t: float):
+        key = (j, it)
+        parked = self.parked.get(key)
+        if parked is None:
+            parked = self.parked[key] = ([], [])
+        parked[0].append(gid)
+        parked[1].append(t)
+        if len(parked[0]) < self.pred_ranks[j]:
+            return None
+        return self.parked.pop(key)
+
+    def unpark(self, j: int) -> None:
+        for key in [k for k in self.parked if k[0] == j]:
+            del self.parked[key]
+
+    def pred_ends(self, gids, its, t0s, ends) -> None:
+        at, ranks, h = self.loop.at, self.ranks, self._pred_end
+        for gid, it, t0, t in zip(gids, its, t0s, ends):
+            at(t, h, ranks[gid], (it, t0))
+
+    def _pred_end(self, t, rs: Rank, it_t0):
+        """A predicted iteration of ``rs`` ends (event handler)."""
+        if rs.done:  # its job was killed at its walltime
+            return
+        it, t0 = it_t0
+        self._pred_records((rs.gid,), (it,), (t0,), (t,))
+        self._pred_next(t, rs.gid)
 
     # ------------------------------------------------------------------------------------------------ sending
     def _post(self, t, msg):
