@@ -8,6 +8,7 @@ surrogate's iteration times). It never sees packets, models or the engine.
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -80,6 +81,23 @@ class Policy(abc.ABC):
     @abc.abstractmethod
     def decide(self, view: JobView) -> Mode | str:
         """Mode for ``view.iteration`` of ``view.job``."""
+
+    def horizon(self, view: JobView) -> tuple[int, float]:
+        """Asked right after :meth:`decide` answered PREDICT for ``view``: ``(n, until)``, a promise that
+        :meth:`decide` would answer PREDICT for this job's next ``n`` iterations at every one of their boundaries
+        that comes before virtual time ``until`` -- whatever the other jobs' boundaries that are not decided
+        meanwhile do -- and that those calls would change nothing but what :meth:`fast_forwarded` then applies.
+        The hybrid controller then fast-forwards the job through them without a call per iteration; any other
+        decision, a job's start or end, or a job finishing its iterations ends the stretch at the job's next
+        boundary (the promise only has to hold until then). Must not change the policy's state. Default ``(0, -inf)``:
+        no promise, every iteration is decided on its own."""
+        return 0, -math.inf
+
+    def fast_forwarded(self, job_id: int, n_iterations: int | None, iterations, nows) -> None:
+        """The calls of :meth:`decide` that a :meth:`horizon` made unnecessary: job ``job_id`` (``n_iterations``)
+        reached each iteration of ``iterations`` at virtual time ``nows[k]`` (``JobView.now`` of that call), and its
+        answer was PREDICT. Bring the policy's state to what those calls would have left. Default: nothing (a
+        policy that keeps no state per call)."""
 
     def describe(self) -> dict:
         return {"policy": self.name}

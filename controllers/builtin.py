@@ -78,6 +78,9 @@ class SurrogateOnly(Policy):
     def decide(self, view: JobView) -> Mode:
         return SIM if view.iteration < self.warmup else PRED
 
+    def horizon(self, view: JobView) -> tuple[int, float]:
+        return MAX_PARAM, math.inf
+
     def describe(self) -> dict:
         return {"policy": self.name, "warmup": self.warmup}
 
@@ -91,6 +94,12 @@ class _Cyclic(Policy):
 
     def interval(self, view: JobView) -> int:
         raise NotImplementedError
+
+    def horizon(self, view: JobView) -> tuple[int, float]:
+        """After a PREDICT: the rest of the predicted stretch (its length only depends on the job's own modes and,
+        for ``error-adaptive``, on errors that only truth windows add)."""
+        run = view.run_length(PRED) if view.mode == PRED else 0
+        return max(0, self.interval(view) - run - 1), math.inf
 
     def decide(self, view: JobView) -> Mode:
         if view.iteration < self.warmup:
@@ -181,6 +190,10 @@ class Budget(_Cyclic):
         k = math.ceil(f * self.truth / (1 - f))
         return max(1, min(k, self.max_interval))
 
+    def horizon(self, view: JobView) -> tuple[int, float]:
+        """No promise: the stretch follows the measured wall costs, which change with every call."""
+        return 0, -math.inf
+
     def describe(self) -> dict:
         return {"policy": self.name, "target_speedup": self.target, "warmup": self.warmup, "truth": self.truth}
 
@@ -200,10 +213,14 @@ class _JobSlot:
 
     def observe(self, view: JobView, now: float) -> None:
         """The job asks at ``now`` for ``view.iteration``: the length of its previous iteration, where it is."""
-        if self.asked is not None and view.iteration == self.iteration + 1:
+        self.reached(view.iteration, view.n_iterations, now)
+
+    def reached(self, iteration: int, n_iterations: int | None, now: float) -> None:
+        """:meth:`observe` of the job reaching ``iteration`` at ``now``."""
+        if self.asked is not None and iteration == self.iteration + 1:
             self.length = now - self.asked
         self.asked = now
-        self.n_iterations, self.iteration = view.n_iterations, view.iteration
+        self.n_iterations, self.iteration = n_iterations, iteration
 
 
 class Aligned(Policy):
@@ -286,6 +303,25 @@ class Aligned(Policy):
             if self._finishing(s) and not s.ended and now >= s.asked + s.length:
                 s.ended = ended = True
         return ended
+
+    def horizon(self, view: JobView) -> tuple[int, float]:
+        """In the forward phase every boundary before the next window's opening time answers PREDICT and only
+        moves the job's own slot (:meth:`fast_forwarded`), as long as no job's end can be noticed (``_job_ended``:
+        a finishing job's latest boundary plus its iteration length) and the job does not reach its last iteration
+        (where it starts finishing, which the others' decisions read)."""
+        if self.phase != "forward" or view.n_iterations is None:
+            return 0, -math.inf
+        until = self.next_open
+        if self.on_job_end:
+            for s in self.jobs.values():
+                if self._finishing(s) and not s.ended:
+                    until = min(until, s.asked + s.length)
+        return max(0, view.n_iterations - 2 - view.iteration), until
+
+    def fast_forwarded(self, job_id: int, n_iterations: int | None, iterations, nows) -> None:
+        js = self.jobs[job_id]
+        for it, now in zip(iterations, nows):
+            js.reached(int(it), n_iterations, float(now))
 
     def _leader(self) -> _JobSlot | None:
         """The unfinished job with the longest latest iteration."""

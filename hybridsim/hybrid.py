@@ -86,6 +86,25 @@ MAX_RATIO = 100.0
 EDGE_FLOOR = 0.1
 
 
+class _Stretch:
+    """A fast-forward stretch granted to one job (:meth:`HybridController.fast_forward`): per iteration from
+    ``first``, the decision time and what its prediction writes (the model's per-rank times ``raw``, the ranks'
+    ``starts`` and ``durations``, the ranks that fell back); the co-runner ``load`` (and ``corunners`` and their
+    ``flow`` time) every decision of it records; how many decisions and predictions have been applied."""
+
+    def __init__(self, first: int, load: float, corunners: tuple, flow):
+        self.first, self.load, self.corunners, self.flow = first, load, corunners, flow
+        self.times, self.raw, self.starts, self.durations, self.bad = [], [], [], [], []
+        self.decided = self.predicted = 0
+
+    def add(self, t: float, raw: np.ndarray, starts: np.ndarray, durations: np.ndarray, bad: int) -> None:
+        self.times.append(t)
+        self.raw.append(raw)
+        self.starts.append(starts)
+        self.durations.append(durations)
+        self.bad.append(bad)
+
+
 class HybridController(Director):
     """Director for a hybrid run. ``jobs`` = list of (name, workload kind, n_ranks, n_iterations or None);
     ``surrogate`` = one model per job id (dict) or a single model instance deep-copied per job (a model is fitted
@@ -155,6 +174,10 @@ class HybridController(Director):
         self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0,
                        "fallback_predictions": 0, "edge_corrections": 0}
+        #: fast-forward: job -> (iteration, n, until), the policy's horizon after its latest PREDICT (dropped by any
+        #: other decision); job -> the stretch granted on it (:class:`_Stretch`) until all of it is applied
+        self._horizon: dict[int, tuple[int, int, float]] = {}
+        self._stretches: dict[int, _Stretch] = {}
 
     def _feed(self, jid: int, terminals=None) -> JobFeed:
         name, _kind, _r, n_it = self.jobs[jid]
@@ -177,6 +200,7 @@ class HybridController(Director):
             self._director_s += time.perf_counter() - t0
 
     def _on_job_start(self, job_id: int, t: float, terminals) -> None:
+        self._horizon.clear()
         self.started[job_id] = t
         self.running[job_id] = None
         if self.flow is not None:
@@ -191,6 +215,7 @@ class HybridController(Director):
         self.feeds[job_id] = self._feed(job_id, terminals)
 
     def on_job_end(self, job_id: int, t: float) -> None:
+        self._horizon.clear()
         self.running.pop(job_id, None)
 
     @property
@@ -264,8 +289,9 @@ class HybridController(Director):
             return Mode.SIMULATE
         if iteration < len(st.modes):
             return st.modes[iteration]
+        view = self.view(st, iteration)
         try:
-            raw = self.policy.decide(self.view(st, iteration))
+            raw = self.policy.decide(view)
         except Exception as exc:
             raise PolicyError(f"policy {self.policy_name!r} raised at job {st.job!r} iteration {iteration}: "
                               f"{type(exc).__name__}: {exc}") from exc
@@ -290,6 +316,13 @@ class HybridController(Director):
         if mode == Mode.PREDICT:
             self.pending[job_id] = self.now   # its first rank stops injecting now (the others as they get here)
         st.decide(mode)
+        # what the policy promised before this decision may not hold after it (Policy.horizon); this job's own
+        # promise, asked now, is granted as a stretch at its prediction (fast_forward)
+        self._horizon.clear()
+        if mode == Mode.PREDICT and self.feeds[job_id].fixed_context:
+            n, until = self.policy.horizon(view)
+            if n > 0:
+                self._horizon[job_id] = (iteration, int(n), float(until))
         return mode
 
     def _corunners(self, job_id: int, mode: Mode) -> list[int]:
@@ -333,24 +366,32 @@ class HybridController(Director):
             self.counts["inference_calls"] += 1
         else:  # fit deferred (see _fit): every rank falls back below
             y = np.full(len(ranks), np.nan)
-        if y.shape[0] != len(ranks):
-            raise HybridError(f"surrogate {model.name!r} returned {y.shape[0]} predictions for "
-                              f"{len(ranks)} ranks of job {st.job!r}")
+        y, n_bad = self._checked(st, iteration, y, self._last_truth(st, iteration, ranks))
+        if n_bad:
+            self.counts["fallback_predictions"] += n_bad
+            st.fallbacks += n_bad
+        return y
+
+    def _checked(self, st: JobState, iteration: int, y: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, int]:
+        """A model's per-rank times ``y`` for ``iteration`` as the job's predictions: failed ranks replaced by their
+        last truth ``last`` (and counted), times the iteration's volume. ``y`` is changed in place."""
+        if y.shape[0] != len(last):
+            raise HybridError(f"surrogate {self.models[st.job_id].name!r} returned {y.shape[0]} predictions for "
+                              f"{len(last)} ranks of job {st.job!r}")
         # a model may fail on a rank (NaN, <= 0, or more than MAX_RATIO away from the rank's last simulated time,
         # which no real job's iterations come near): fall back to that rank's last simulated time (a chain of
         # predictions may have drifted, so the reference is truth)
-        last = self._last_truth(st, iteration, ranks)
         with np.errstate(invalid="ignore", divide="ignore"):
             bad = ~np.isfinite(y) | (y <= 0) | (y > last * MAX_RATIO) | (y < last / MAX_RATIO)
+        n_bad = 0
         if bad.any():  # (when nothing is bad, y is finite and positive already)
-            self.counts["fallback_predictions"] += int(bad.sum())
-            st.fallbacks += int(bad.sum())
+            n_bad = int(bad.sum())
             y[bad] = last[bad]
             if (~np.isfinite(y) | (y <= 0)).any():
-                raise HybridError(f"surrogate {model.name!r} gave no usable prediction for job {st.job!r} "
-                                  f"iteration {iteration}")
+                raise HybridError(f"surrogate {self.models[st.job_id].name!r} gave no usable prediction for job "
+                                  f"{st.job!r} iteration {iteration}")
         v = self.volumes.get(st.job_id)
-        return y if v is None else y * v[iteration]
+        return (y if v is None else y * v[iteration]), n_bad
 
     def _last_truth(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
         """Each rank's last simulated iteration time before ``iteration`` (volume-normalised like the history; NaN
@@ -378,22 +419,133 @@ class HybridController(Director):
             self._fit(st, iteration)
         y = self._predict(st, iteration, ranks)
         st.raw[ranks, iteration] = y
-        corr = self._edge_correction(st, iteration)
+        d = self._durations(y, starts, self._edge_correction(st, iteration))
+        self._predicted(st, iteration, ranks, starts, d)
+        return d
+
+    def _durations(self, y: np.ndarray, starts: np.ndarray, corr: float) -> np.ndarray:
+        """The ranks' durations of a predicted iteration from the job's per-rank predictions ``y``, ranks starting
+        at ``starts``, shifted by the edge correction ``corr``."""
         if self.sync == "job":
             # Ranks of a coupled job finish an iteration together; ending each at its own start + prediction lets
             # the skew between ranks grow with every predicted iteration and feed back through the waits measured
             # in the next truth window. So the job's ranks end together: latest start + the job's iteration time,
             # the statistic its completion follows (job_time: the mean over ranks).
             jt = job_time(y)
-            y = (starts.max() + max(jt + corr, EDGE_FLOOR * jt)) - starts
-        elif corr:
-            y = np.maximum(y + corr, EDGE_FLOOR * y)
-        st.pred[ranks, iteration] = y
-        span = (float(starts.min()), float((starts + y).max()))
-        self.pending.pop(job_id, None)
-        self.pred_spans[job_id].append(span)
-        self.max_span[job_id] = max(self.max_span[job_id], span[1] - span[0])
+            return (starts.max() + max(jt + corr, EDGE_FLOOR * jt)) - starts
+        if corr:
+            return np.maximum(y + corr, EDGE_FLOOR * y)
         return y
+
+    def _predicted(self, st: JobState, iteration: int, ranks, starts: np.ndarray, d: np.ndarray) -> None:
+        """Iteration ``iteration`` of ``ranks`` is predicted to last ``d`` from ``starts``: the job's tables, its
+        predicted span, and it no longer pending."""
+        st.pred[ranks, iteration] = d
+        span = (float(starts.min()), float((starts + d).max()))
+        self.pending.pop(st.job_id, None)
+        self.pred_spans[st.job_id].append(span)
+        self.max_span[st.job_id] = max(self.max_span[st.job_id], span[1] - span[0])
+
+    # ------------------------------------------------------------------------------------------------ fast-forward
+    def fast_forward(self, job_id: int, iteration: int, ends: np.ndarray) -> np.ndarray | None:
+        """The stretch after predicted ``iteration`` (:meth:`Director.fast_forward`): the iterations the policy's
+        :meth:`~controllers.base.Policy.horizon` promised PREDICT when it decided ``iteration`` (no decision since),
+        before the job's last, whose decision times (the first rank's end of the one before, as the engine asks)
+        come before the promise's ``until``, predicted in one :meth:`~surrogate.base.Surrogate.predict_many` call.
+        Only for feeds whose context does not move over a predicted stretch (``JobFeed.fixed_context``). What the
+        per-iteration calls would record is applied as the backend reports the stretch reached
+        (:meth:`fast_forwarded`)."""
+        t0 = self._clock()
+        try:
+            return self._fast_forward(job_id, iteration, np.asarray(ends, dtype=np.float64))
+        finally:
+            self._director_s += time.perf_counter() - t0
+
+    def _fast_forward(self, job_id: int, iteration: int, ends: np.ndarray) -> np.ndarray | None:
+        h = self._horizon.pop(job_id, None)
+        st = self.states.get(job_id)
+        if h is None or h[0] != iteration or st is None or not st.fitted:
+            return None
+        _, n, until = h
+        n = min(n, st.n_iterations - 2 - iteration)  # the last iteration is decided on its own (others read its end)
+        if n <= 0 or not ends.min() < until:
+            return None
+        first = iteration + 1
+        ranks = np.arange(st.n_ranks)
+        # the decisions' co-runners: the same at every boundary of a stretch (no job starts, ends or completes its
+        # iterations in one: the backend ends it then)
+        corunners = self._corunners(job_id, Mode.PREDICT)
+        load = self._corunner_load(job_id, Mode.PREDICT, corunners)
+        flow = self.flow.iteration_time(job_id, corunners) if self.flow is not None else None
+        keep = st.load[first], st.flow[first]
+        st.load[first] = load   # the context reads the decision's co-runner load (and flow), as after mode_for
+        if flow is not None:
+            st.flow[first] = flow
+        try:
+            ctx = self._context(st, first, ranks)
+        finally:
+            st.load[first], st.flow[first] = keep
+        model = self.models[job_id]
+        t0 = time.perf_counter()
+        ys = np.asarray(model.predict_many(ctx, n), dtype=np.float64)
+        self.wall["inference"] += time.perf_counter() - t0
+        if ys.shape != (n, st.n_ranks):
+            raise HybridError(f"surrogate {model.name!r}: predict_many gave shape {ys.shape} for {n} iterations of "
+                              f"{st.n_ranks} ranks of job {st.job!r}")
+        last = self._last_truth(st, first, ranks)
+        plan = _Stretch(first, load, tuple(corunners), flow)
+        starts = ends
+        for m in range(n):
+            t = float(starts.min())   # the decision: when the first rank gets there
+            if not t < until:
+                break
+            y, n_bad = self._checked(st, first + m, ys[m].copy(), last)
+            d = self._durations(y, starts, 0.0)
+            plan.add(t, y, starts, d, n_bad)
+            starts = starts + d
+        if not plan.times:
+            return None
+        self._stretches[job_id] = plan
+        return np.vstack(plan.durations)
+
+    def fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
+        """Apply the stretch's first ``decided`` decisions and ``predicted`` predictions (those not applied yet) as
+        :meth:`mode_for` and :meth:`predict` would have: the job's tables, counts, spans and pending mark, and the
+        policy's :meth:`~controllers.base.Policy.fast_forwarded`."""
+        t0 = self._clock()
+        try:
+            self._fast_forwarded(job_id, decided, predicted)
+        finally:
+            self._director_s += time.perf_counter() - t0
+
+    def _fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
+        plan = self._stretches[job_id]
+        st = self.states[job_id]
+        ranks = np.arange(st.n_ranks)
+        if decided > plan.decided:
+            its = range(plan.first + plan.decided, plan.first + decided)
+            for it in its:
+                st.load[it] = plan.load
+                if plan.flow is not None:
+                    self._sets.setdefault(job_id, {})[it] = plan.corunners
+                    st.flow[it] = plan.flow
+                st.decide(Mode.PREDICT)
+            self.policy.fast_forwarded(job_id, st.n_iterations, its, plan.times[plan.decided:decided])
+            self.pending[job_id] = plan.times[decided - 1]
+            plan.decided = decided
+        for m in range(plan.predicted, predicted):
+            it = plan.first + m
+            self.counts["inference_calls"] += 1
+            if plan.bad[m]:
+                self.counts["fallback_predictions"] += plan.bad[m]
+                st.fallbacks += plan.bad[m]
+            st.raw[ranks, it] = plan.raw[m]
+            self._predicted(st, it, ranks, plan.starts[m], plan.durations[m])
+        plan.predicted = max(plan.predicted, predicted)
+        if plan.decided > plan.predicted:
+            self.pending[job_id] = plan.times[plan.decided - 1]   # reached, not yet predicted
+        if plan.predicted == len(plan.times):
+            del self._stretches[job_id]
 
     # ------------------------------------------------------------------------------------------------ truth
     def on_record(self, rec: IterationRecord, simulated: bool) -> None:

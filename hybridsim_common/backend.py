@@ -22,6 +22,12 @@ Switching protocol (docs/design.md §3):
 * Records reach the run's ``on_record(record, simulated)`` in event order; a backend that makes them in bursts may
   hand a burst to :meth:`Director.on_records` in one call when ``on_record`` is the director's own
   (:func:`records_sink`); by default that is ``on_record`` on each.
+* Fast-forward (optional): right after ``predict`` a backend may ask ``director.fast_forward(job_id, iteration,
+  ends)`` for the durations of the job's next iterations that the director already knows to be PREDICT; it then
+  advances the job through them without a call per iteration and tells the director how far it got
+  (``fast_forwarded``) before any other director call, ending the stretch at the job's next boundary when another
+  decision, a job start or end, or a job's last iteration completing could change what the director would say.
+  The records, events and the director's state are those of the per-iteration protocol.
 * Job streams (a scenario with a ``scheduler`` section): ``director.on_job_start(job_id, t, terminals)`` is called
   when the scheduler starts a job (before its first ``mode_for``) and ``director.on_job_end(job_id, t)`` when its
   last rank finishes; a job exists for the director only in between. Scenarios without a scheduler call neither.
@@ -63,6 +69,23 @@ class Director(abc.ABC):
     @abc.abstractmethod
     def predict(self, job_id: int, iteration: int, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Predicted durations (ns, float64, one per rank in ``ranks``) of ``iteration``."""
+
+    def fast_forward(self, job_id: int, iteration: int, ends: np.ndarray) -> np.ndarray | None:
+        """Asked by a backend that can fast-forward, right after :meth:`predict` of ``iteration``, whose ranks end
+        at ``ends`` (one per rank, local order): the durations (ns, float64, (h, ranks)) of the job's next ``h``
+        iterations, each rank starting one where it ended the previous, when the director knows already that they
+        are PREDICT and what it would predict for them; None (the default) or h = 0: no stretch. The backend then
+        advances the job through them with no :meth:`mode_for` or :meth:`predict` call, and reports how far it got
+        with :meth:`fast_forwarded` before every other director call; it ends the stretch at the job's next
+        boundary after any other :meth:`mode_for`, a job's start or end, or a job completing its last iteration
+        (what can change another decision), so a stretch only has to be right until then."""
+        return None
+
+    def fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
+        """The first ``decided`` iterations of the job's latest :meth:`fast_forward` stretch have been reached (the
+        :meth:`mode_for` calls they replace would have been made) and the first ``predicted`` of them ended on their
+        given durations (their :meth:`predict` calls), counted from the stretch's start; called again as the counts
+        grow. Default: nothing."""
 
     def on_record(self, record: IterationRecord, simulated: bool) -> None:
         """One iteration record (what a backend hands the run's ``on_record`` callback; the runner passes this

@@ -26,6 +26,7 @@ is, fixed when it starts and known before anything of it is simulated.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,6 +308,20 @@ class Surrogate(abc.ABC):
     @abc.abstractmethod
     def predict(self, ctx: Context) -> np.ndarray:
         """Next iteration time (ns, float64, shape (R,)) for every rank of ``ctx``."""
+
+    def predict_many(self, ctx: Context, k: int) -> np.ndarray:
+        """The next ``k`` iteration times of every rank, float64 (k, R), when nothing is learnt in between and each
+        iteration's context is ``ctx`` one iteration on: row m is :meth:`predict` of ``ctx`` with ``iteration``
+        advanced by m (a history feed on truth gives exactly these contexts over a predicted stretch, as no truth
+        arrives in it; the hybrid controller's fast-forward asks for a stretch in one call). It must equal those k
+        one-step predictions, value for value: the default makes them; a model that does not read
+        ``ctx.iteration`` may compute one row and repeat it."""
+        if k <= 0:
+            return np.zeros((0, len(ctx.history)))
+        base = ctx.iteration if ctx.iteration is not None else -1
+        rows = [np.asarray(self.predict(dataclasses.replace(ctx, iteration=base + m)), dtype=np.float64).reshape(-1)
+                for m in range(k)]
+        return np.vstack(rows)
 
     def tune(self, dataset, window_idx, **kw) -> dict:
         """Online update on a window of new ground truth (default: nothing to tune)."""

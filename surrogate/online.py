@@ -95,6 +95,10 @@ class JobFeed:
     wants_samples: ClassVar[bool] = False
     #: fit at the job's first prediction (True) or when the policy first answers PREDICT (False)
     fit_at_first_prediction: ClassVar[bool] = False
+    #: whether the contexts of a predicted stretch are one context with ``iteration`` moved on (no truth arrives in a
+    #: stretch, and nothing predicted is fed back): the controller may then predict the stretch in one
+    #: ``Surrogate.predict_many`` call (its fast-forward)
+    fixed_context: bool = False
 
     def __init__(self, model: Surrogate, job_id: int, lookback: int, volumes: np.ndarray | None = None):
         self.model = model
@@ -149,6 +153,7 @@ class HistoryFeed(JobFeed):
         if history not in HISTORY_MODES:
             raise ValueError(f"history must be 'mixed', 'truth' or 'window', got {history!r}")
         self.history = history
+        self.fixed_context = history != "mixed"   # "mixed" feeds the model's own predictions back
 
     def context(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> Context:
         if self.history == "mixed":

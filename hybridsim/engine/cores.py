@@ -284,5 +284,14 @@ class NativeMpi(MessageLayer):
     def pred_ends(self, gids, its, t0s, ends) -> None:
         self.core.pred_ends(gids, its, t0s, ends)
 
+    def stretch(self, j: int, first: int, durations) -> None:
+        self.core.stretch(j, first, [list(map(float, row)) for row in durations])
+
+    def stretch_state(self, j: int):
+        return self.core.stretch_state(j)
+
+    def cut(self, j: int) -> None:
+        self.core.cut(j)
+
 
 __all__ = ["CORES", "NATIVE_MISSING", "NativeCore", "NativeLoop", "NativeMpi", "NativeNetwork", "build", "choose"]

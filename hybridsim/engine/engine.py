@@ -229,6 +229,12 @@ class Engine(Backend):
         # predicted iterations: the message layer parks ranks and ends their iterations (mpi.MessageLayer; the native
         # core parks ranks whose next iteration is already decided itself and hands the records over in bursts)
         mpi.set_pred_callbacks(self._pred_records, self._pred_next, self._pred_parked)
+        # fast-forward (Director.fast_forward): job -> its open stretch [first iteration, length, reached, scheduled]
+        # as last told to the director; a duck-typed director without the method is asked per iteration
+        self.ffwd = getattr(director, "fast_forward", None) if hasattr(director, "fast_forwarded") else None
+        self.stretches: dict[int, list] = {}
+        self.rec_total = [self.iters[j] * self.n_ranks[j] for j in range(self.n_jobs)]
+        self.iters_recorded: set[int] = set()   # jobs whose every iteration has been recorded
         self.job_start: dict[int, float] = {}
 
         self.records: list[IterationRecord] = []
@@ -307,6 +313,8 @@ class Engine(Backend):
         try:
             partial = loop.run(until=until, max_events=emb.max_events, on_check=on_check,
                                check_every=self.CHECK_EVERY)
+            if self.stretches:  # the director's state as the per-iteration protocol leaves it
+                self._settle(cut=True)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -367,6 +375,8 @@ class Engine(Backend):
         if self.keep_bg and not self.is_bg[j]:
             self.mpi.count_bytes(j)
         if self.stream:
+            if self.stretches:
+                self._settle(cut=True)
             self.director.on_job_start(j, t, terminals)
             if self.kill_after[j] < float("inf"):
                 self.loop.at(t + self.kill_after[j], self._kill, j)
@@ -389,6 +399,9 @@ class Engine(Backend):
             d.pop(j, None)
         for key in [k for k in self.modes if k[0] == j]:
             del self.modes[key]
+        if self.stretches:
+            self._settle(cut=True)
+            self.stretches.pop(j, None)
         self.mpi.forget_job(j)
         if self.stream:
             self.director.on_job_end(j, t)
@@ -403,6 +416,8 @@ class Engine(Backend):
         recorded, and it ends now."""
         if j not in self.job_ranks or self.ranks_done[j] == self.n_ranks[j]:
             return  # it ended first
+        if self.stretches:
+            self._settle(cut=True)
         for rs in self.job_ranks[j]:
             self.mpi.stop_rank(rs)
         self.mpi.unpark(j)
@@ -427,6 +442,8 @@ class Engine(Backend):
         key = (j, it)
         mode = self.modes.get(key)
         if mode is None:
+            if self.stretches:  # a decision may change what the open stretches' directors promised: cut them
+                self._settle(cut=True)
             mode = self.director.mode_for(j, it)
             if type(mode) is not Mode:  # a duck-typed director may answer with the mode's value
                 mode = Mode(mode)
@@ -463,15 +480,62 @@ class Engine(Backend):
         ``t0s``. The director's durations end their iterations (the message layer's ``pred_ends``)."""
         ranks = np.array([rs.local for rs in rss], dtype=np.int64)
         starts = np.array(t0s, dtype=np.float64)
+        if self.stretches:
+            self._settle(cut=False)
         dur = np.asarray(self.director.predict(j, it, ranks, starts), dtype=np.float64).reshape(-1)
         if dur.shape[0] != len(rss) or not np.isfinite(dur).all() or (dur < 0).any():
             raise EngineError(f"director.predict({j}, {it}) must return {len(rss)} finite durations >= 0")
-        self.mpi.pred_ends([rs.gid for rs in rss], [rs.it for rs in rss], starts.tolist(), (starts + dur).tolist())
+        ends = starts + dur
+        self.mpi.pred_ends([rs.gid for rs in rss], [rs.it for rs in rss], starts.tolist(), ends.tolist())
         prof = self.profile.get(j)
         if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
             self._set_load(j, 0)
             if len(prof[1]) > 1:
-                self._replay(j, prof[1], float((starts + dur).min()))
+                self._replay(j, prof[1], float(ends.min()))
+        # fast-forward: the iterations after this one that the director already knows, run by the message layer
+        # without a call per iteration. Not where a skipped decision would change the stand-in load (keep_background
+        # before the job has a profile, or a profile of several phases, whose replay is scheduled per iteration)
+        if self.ffwd is not None and (not self.keep_bg or (prof is not None and len(prof[1]) == 1)):
+            plan = self.ffwd(j, it, ends)
+            if plan is not None:
+                self._stretch(j, it, plan)
+
+    def _stretch(self, j, it, plan):
+        """Job ``j``'s iterations after ``it`` run on the director's durations ``plan`` (h, ranks) (a stretch)."""
+        plan = np.asarray(plan, dtype=np.float64)
+        if len(plan) == 0:
+            return
+        if (plan.ndim != 2 or plan.shape[1] != self.n_ranks[j] or not np.isfinite(plan).all() or (plan < 0).any()
+                or it + 1 + len(plan) > self.iters[j]):
+            raise EngineError(f"director.fast_forward({j}, {it}) must return (h, {self.n_ranks[j]}) finite durations "
+                              f">= 0 for iterations before the job's last ({self.iters[j]}), got shape {plan.shape}")
+        self.mpi.stretch(j, it + 1, plan.tolist())
+        self.stretches[j] = [it + 1, len(plan), 0, 0]
+
+    def _settle(self, cut: bool) -> None:
+        """Tell the director how far the open stretches got (``Director.fast_forwarded``) and apply what the
+        skipped decisions do on the engine's side (their modes; keep_background's generation, replay start and byte
+        snapshot, as ``_update_background`` for a predicted iteration after a predicted one); with ``cut``, end each
+        at its latest reached iteration. Called before every director call that reads or changes what a stretch
+        assumed."""
+        for j in list(self.stretches):
+            s = self.stretches[j]
+            reached, scheduled, t, jb = self.mpi.stretch_state(j)
+            if reached > s[2]:
+                for i in range(s[0] + s[2], s[0] + reached):
+                    self.modes[(j, i)] = _PREDICT
+                if self.keep_bg and jb is not None:
+                    self.bg_gen[j] += reached - s[2]
+                    self.replay_t0[j] = t
+                    self.snap[j] = (t, list(jb))
+            if reached > s[2] or scheduled > s[3]:
+                s[2], s[3] = reached, scheduled
+                self.director.fast_forwarded(j, reached, scheduled)
+            if cut and s[1] > reached:
+                self.mpi.cut(j)
+                s[1] = reached
+            if s[3] == s[1]:
+                del self.stretches[j]
 
     def _pred_records(self, gids, its, t0s, ends):
         """Predicted iterations that ended (gid, iteration, start, end each, in event order; the native core hands
@@ -494,8 +558,18 @@ class Engine(Backend):
             rs.it = it + 1
         self.records += burst
         self.simulated += [False] * len(burst)
+        if self.stretches:
+            self._completed_cut()
         if self.on_records is not None:  # the whole burst in one call (Director.on_records)
             self.on_records(burst, False)
+
+    def _completed_cut(self) -> None:
+        """A job whose every iteration is now recorded changes the others' co-runners: the open stretches end."""
+        done, tot, seen = self.iters_done, self.rec_total, self.iters_recorded
+        new = [j for j in range(self.n_jobs) if tot[j] and done[j] == tot[j] and j not in seen]
+        if new:
+            seen.update(new)
+            self._settle(cut=True)
 
     def _pred_next(self, t, gid):
         """Rank ``gid``'s predicted iteration ended and its next one is to start (the native core calls this only
@@ -519,6 +593,9 @@ class Engine(Backend):
         self.records.append(rec)
         self.simulated.append(simulated)
         self.iters_done[rs.job] += 1
+        if self.stretches:  # a simulated record reads the predicted spans of the others (their stretches too)
+            self._settle(cut=False)
+            self._completed_cut()
         if self.on_record is not None:
             self.on_record(rec, simulated)
 

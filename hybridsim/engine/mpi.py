@@ -179,6 +179,24 @@ class MessageLayer(abc.ABC):
         """Rank ``gids[k]``'s predicted iteration ``its[k]``, started at ``t0s[k]``, ends at ``ends[k]``: then
         ``records``, then ``next_`` (or ``parked``)."""
 
+    # a fast-forward stretch (Director.fast_forward): iterations the director has decided PREDICT and predicted
+    # already, which the layer runs without the engine: at each, it parks the job's ranks and, once all are there,
+    # ends them at their park time plus their duration (what ``parked`` and ``pred_ends`` would do, the same events)
+    @abc.abstractmethod
+    def stretch(self, j: int, first: int, durations) -> None:
+        """Job ``j``'s iterations ``first`` .. ``first + len(durations) - 1`` are a stretch: row m the durations of
+        iteration ``first + m``, one per rank in local order."""
+
+    @abc.abstractmethod
+    def stretch_state(self, j: int):
+        """``(reached, scheduled, t, job_bytes)`` of job ``j``'s latest stretch: how many of its iterations a rank
+        has reached (the decisions they replace) and had their ends scheduled (the predictions), the time the
+        latest was reached and the job's byte counters then (None if not counted or none reached)."""
+
+    @abc.abstractmethod
+    def cut(self, j: int) -> None:
+        """End job ``j``'s stretch at its latest reached iteration (the later ones go back to the engine)."""
+
 
 class MpiLayer(MessageLayer):
     """Runs ranks' op lists over a :class:`~hybridsim.engine.network.Network` (the Python core's
@@ -192,6 +210,7 @@ class MpiLayer(MessageLayer):
         self.jb: dict[int, list] = {}      # per-port byte counters of the jobs counted (keep_background)
         self.pred_ranks: dict[int, int] = {}         # ranks per running job (park)
         self.parked: dict[tuple, tuple] = {}         # (job, iteration) -> (gids, times) of the ranks parked there
+        self.ff: dict[int, list] = {}                # job -> its stretch [first, durations, reached, scheduled, t, bytes]
         net.on_local = self.local_complete
         net.on_deliver = self.deliver
         self.on_iteration_end = None
@@ -234,6 +253,7 @@ class MpiLayer(MessageLayer):
 
     def forget_job(self, j: int) -> None:
         self.pred_ranks.pop(j, None)
+        self.ff.pop(j, None)
         self.unpark(j)
 
     def set_mode(self, j: int, it: int, predict: bool) -> None:
@@ -265,7 +285,43 @@ class MpiLayer(MessageLayer):
             return
         it, t0 = it_t0
         self._pred_records((rs.gid,), (it,), (t0,), (t,))
+        ff = self.ff.get(rs.job)
+        if ff is not None and ff[0] <= it + 1 < ff[0] + len(ff[1]):
+            self._stretch_park(t, rs, it + 1, ff)
+            return
         self._pred_next(t, rs.gid)
+
+    def stretch(self, j: int, first: int, durations) -> None:
+        self.ff[j] = [first, [list(map(float, row)) for row in durations], 0, 0, 0.0, None]
+
+    def stretch_state(self, j: int):
+        ff = self.ff.get(j)
+        if ff is None:
+            return 0, 0, 0.0, None
+        return ff[2], ff[3], ff[4], ff[5]
+
+    def cut(self, j: int) -> None:
+        ff = self.ff.get(j)
+        if ff is not None:
+            del ff[1][ff[2]:]
+
+    def _stretch_park(self, t, rs: Rank, it: int, ff: list) -> None:
+        """``rs`` reached iteration ``it`` of its job's stretch: parked; once the job's ranks are all there, their
+        ends scheduled in local order (the engine's ``_pred_parked`` with the stretch's durations)."""
+        j = rs.job
+        if (j, it) not in self.parked:  # the first rank there: the decision the engine would have asked for
+            ff[2], ff[4] = it - ff[0] + 1, t
+            jb = self.jb.get(j)
+            ff[5] = None if jb is None else list(jb)
+        full = self.park(j, it, rs.gid, t)
+        if full is None:
+            return
+        gids, times = full
+        order = sorted(range(len(gids)), key=gids.__getitem__)  # local order
+        dur = ff[1][it - ff[0]]
+        starts = [times[k] for k in order]
+        self.pred_ends([gids[k] for k in order], [it] * len(gids), starts, [s + d for s, d in zip(starts, dur)])
+        ff[3] = it - ff[0] + 1
 
     # ------------------------------------------------------------------------------------------------ sending
     def _post(self, t, msg):

@@ -8,7 +8,16 @@ import numpy as np
 from ..base import MAX_LOOKBACK, Context, Surrogate, last_valid
 
 
-class Last(Surrogate):
+class _Repeating(Surrogate):
+    """A model whose prediction reads only ``ctx.history``: a stretch of k predictions from one context is one
+    prediction repeated (:meth:`Surrogate.predict_many`, computed once)."""
+
+    def predict_many(self, ctx: Context, k: int) -> np.ndarray:
+        y = np.asarray(self.predict(ctx), dtype=np.float64).reshape(1, -1)
+        return np.repeat(y, max(int(k), 0), axis=0)
+
+
+class Last(_Repeating):
     """ŷ(t+1) = y(t)."""
 
     name = "last"
@@ -18,7 +27,7 @@ class Last(Surrogate):
         return last_valid(ctx.history)
 
 
-class Mean(Surrogate):
+class Mean(_Repeating):
     """ŷ(t+1) = mean of the last k values."""
 
     name = "mean"
@@ -36,7 +45,7 @@ class Mean(Surrogate):
             return np.nanmean(np.where(np.isnan(h).all(axis=1, keepdims=True), 0.0, h), axis=1)
 
 
-class Ewma(Surrogate):
+class Ewma(_Repeating):
     """Exponentially weighted moving average with smoothing ``alpha`` over the last ``k`` values."""
 
     name = "ewma"
@@ -62,7 +71,7 @@ class Ewma(Surrogate):
         return out
 
 
-class Ridge(Surrogate):
+class Ridge(_Repeating):
     """Ridge regression from the last ``k`` iteration times to the next one (CODES' stock director fits a ridge on the
     last 4 values). Fitted on all gap-free (rank, window) pairs of the training history, in relative form:
     features ``x_i / x_last - 1``, target ``y / x_last - 1``, no intercept, coefficients penalised by ``alpha`` -- so

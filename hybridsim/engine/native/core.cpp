@@ -271,6 +271,15 @@ class Core {
         std::vector<int8_t> modes;
         std::vector<i64> park_gid;
         std::vector<double> park_t;
+        // a fast-forward stretch (stretch()): iterations ff_first .. ff_first + ff_h - 1, already decided PREDICT,
+        // with their per-rank durations (row-major, local order); ff_dec of them reached (a rank arrived: the
+        // decision the engine would have asked for), ff_pred of them scheduled; ff_t the time of the latest arrival
+        // at a new one and ff_bytes the job's byte counters then (keep_background's snapshot)
+        i64 ff_first = 0, ff_h = 0, ff_dec = 0, ff_pred = 0;
+        double ff_t = 0.0;
+        std::vector<double> ff_dur;
+        std::vector<i64> ff_bytes;
+        bool in_stretch(i64 it) const { return it >= ff_first && it < ff_first + ff_h; }
         void clear_park() {
             park_it = -1;
             park_gid.clear();
@@ -536,7 +545,17 @@ class Core {
         i64 it = ++rs->it;
         JobPred& J = jp[rs->job];
         if (it < J.iters && J.modes[it] == 1) {
+            bool ff = J.in_stretch(it);
+            if (ff && J.park_it != it) {  // the first rank at a boundary of the stretch: the skipped decision
+                J.ff_dec = it - J.ff_first + 1;
+                J.ff_t = t;
+                if (counted(rs->job) >= 0) J.ff_bytes = jbytes[rs->job];
+            }
             if (!J.add_park(it, gid, t)) return;
+            if (ff) {  // _predict_ranks with the stretch's durations: ends pushed in local order, as pred_ends
+                stretch_ends(J, it);
+                return;
+            }
             std::vector<i64> g;
             std::vector<double> ts;
             g.swap(J.park_gid);
@@ -548,6 +567,62 @@ class Core {
         }
         flush_records();
         on_pred_next(t, gid);
+    }
+    // every rank of job J is parked at iteration it of its stretch: each ends it at its park time plus its
+    // duration, pushed in local order (what the engine's _pred_parked and pred_ends do, the same events in the same
+    // order)
+    void stretch_ends(JobPred& J, i64 it) {
+        i64 n = J.n_ranks;
+        std::vector<double> t0(n, 0.0);
+        std::vector<i64> gid(n, -1);
+        for (size_t k = 0; k < J.park_gid.size(); k++) {
+            Rank* rs = ranks[J.park_gid[k]].get();
+            t0[rs->local] = J.park_t[k];
+            gid[rs->local] = J.park_gid[k];
+        }
+        J.clear_park();
+        i64 row = it - J.ff_first;
+        const double* d = J.ff_dur.data() + row * n;
+        for (i64 l = 0; l < n; l++) {
+            Rank* rs = ranks[gid[l]].get();
+            rs->pred_t0 = t0[l];
+            push(t0[l] + d[l], K_PRED, (i32)gid[l]);
+        }
+        J.ff_pred = row + 1;
+    }
+    // the engine's fast-forward of job j (Director.fast_forward): iterations first .. first + h - 1 are PREDICT
+    // with durations dur (h rows of n_ranks, local order); its ranks park and end them here, no Python call
+    void stretch(i64 j, i64 first, const std::vector<std::vector<double>>& dur) {
+        JobPred& J = jp.at(j);
+        i64 h = (i64)dur.size();
+        if (first < 0 || first + h > J.iters) throw py::value_error("stretch beyond the job's iterations");
+        J.ff_first = first;
+        J.ff_h = h;
+        J.ff_dec = J.ff_pred = 0;
+        J.ff_dur.assign(h * J.n_ranks, 0.0);
+        for (i64 m = 0; m < h; m++) {
+            if ((i64)dur[m].size() != J.n_ranks) throw py::value_error("a stretch row needs one duration per rank");
+            for (i64 l = 0; l < J.n_ranks; l++) {
+                double x = dur[m][l];
+                if (!(x >= 0.0) || !std::isfinite(x)) throw py::value_error("stretch durations must be finite, >= 0");
+                J.ff_dur[m * J.n_ranks + l] = x;
+            }
+            J.modes[first + m] = 1;
+        }
+    }
+    // (reached, scheduled, time of the latest reached, byte counters then or None)
+    py::object stretch_state(i64 j) {
+        JobPred& J = jp.at(j);
+        py::object b = py::none();
+        if (J.ff_dec > 0 && counted(j) >= 0) b = py::cast(J.ff_bytes);
+        return py::make_tuple(J.ff_dec, J.ff_pred, J.ff_t, b);
+    }
+    // end the stretch at its latest reached iteration: the ones not reached yet are undecided again
+    void cut(i64 j) {
+        if (j < 0 || j >= (i64)jp.size()) return;
+        JobPred& J = jp[j];
+        for (i64 it = J.ff_first + J.ff_dec; it < J.ff_first + J.ff_h; it++) J.modes[it] = -1;
+        J.ff_h = J.ff_dec;
     }
     void flush_records() {
         if (rb_gid.empty()) return;
@@ -1468,6 +1543,9 @@ PYBIND11_MODULE(_core, m) {
         .def("park", &Core::park)
         .def("unpark", &Core::unpark)
         .def("pred_ends", &Core::pred_ends)
+        .def("stretch", &Core::stretch)
+        .def("stretch_state", &Core::stretch_state)
+        .def("cut", &Core::cut)
         .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked) {
             c.on_records = std::move(rec);
             c.on_pred_next = std::move(nxt);
