@@ -93,6 +93,12 @@ class Policy(abc.ABC):
         no promise, every iteration is decided on its own."""
         return 0, -math.inf
 
+    def standing(self, job_id: int, until: float) -> float:
+        """After a decision for another job: the part of a :meth:`horizon` promise given to ``job_id`` with ``until``
+        that still stands, as a new ``until`` (-inf: none; never more than ``until``). Default -inf: every other
+        decision ends every promise."""
+        return -math.inf
+
     def fast_forwarded(self, job_id: int, n_iterations: int | None, iterations, nows) -> None:
         """The calls of :meth:`decide` that a :meth:`horizon` made unnecessary: job ``job_id`` (``n_iterations``)
         reached each iteration of ``iterations`` at virtual time ``nows[k]`` (``JobView.now`` of that call), and its

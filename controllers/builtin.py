@@ -81,6 +81,9 @@ class SurrogateOnly(Policy):
     def horizon(self, view: JobView) -> tuple[int, float]:
         return MAX_PARAM, math.inf
 
+    def standing(self, job_id: int, until: float) -> float:
+        return until
+
     def describe(self) -> dict:
         return {"policy": self.name, "warmup": self.warmup}
 
@@ -100,6 +103,9 @@ class _Cyclic(Policy):
         for ``error-adaptive``, on errors that only truth windows add)."""
         run = view.run_length(PRED) if view.mode == PRED else 0
         return max(0, self.interval(view) - run - 1), math.inf
+
+    def standing(self, job_id: int, until: float) -> float:
+        return until  # another job's decision does not touch this job's stretch
 
     def decide(self, view: JobView) -> Mode:
         if view.iteration < self.warmup:
@@ -309,18 +315,31 @@ class Aligned(Policy):
         moves the job's own slot (:meth:`fast_forwarded`), as long as no job's end can be noticed (``_job_ended``:
         a finishing job's latest boundary plus its iteration length) and the job does not reach its last iteration
         (where it starts finishing, which the others' decisions read)."""
-        if self.phase != "forward" or view.n_iterations is None:
+        if view.n_iterations is None:
             return 0, -math.inf
+        return max(0, view.n_iterations - 2 - view.iteration), self._until()
+
+    def standing(self, job_id: int, until: float) -> float:
+        """What another job's decision leaves of a promise: the same bound, taken again (a window that opened, or
+        a job end noticed, moves it)."""
+        return min(until, self._until())
+
+    def _until(self) -> float:
+        """Before this virtual time every boundary of the forward phase answers PREDICT (``horizon``)."""
+        if self.phase != "forward":
+            return -math.inf
         until = self.next_open
-        if self.on_job_end:
-            for s in self.jobs.values():
-                if self._finishing(s) and not s.ended:
-                    until = min(until, s.asked + s.length)
-        return max(0, view.n_iterations - 2 - view.iteration), until
+        for s in self.jobs.values():
+            if self._finishing(s) and not s.ended:
+                until = min(until, s.asked + s.length)
+        return until
 
     def fast_forwarded(self, job_id: int, n_iterations: int | None, iterations, nows) -> None:
+        """Each skipped call only observed the job (its slot's ``reached``); of consecutive iterations the last two
+        calls leave the same slot as all of them."""
         js = self.jobs[job_id]
-        for it, now in zip(iterations, nows):
+        its, nows = list(iterations)[-2:], list(nows)[-2:]
+        for it, now in zip(its, nows):
             js.reached(int(it), n_iterations, float(now))
 
     def _leader(self) -> _JobSlot | None:

@@ -51,6 +51,7 @@ truth up to date as records arrive, and a policy's view reads the per-iteration 
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 
@@ -87,22 +88,21 @@ EDGE_FLOOR = 0.1
 
 
 class _Stretch:
-    """A fast-forward stretch granted to one job (:meth:`HybridController.fast_forward`): per iteration from
-    ``first``, the decision time and what its prediction writes (the model's per-rank times ``raw``, the ranks'
-    ``starts`` and ``durations``, the ranks that fell back); the co-runner ``load`` (and ``corunners`` and their
-    ``flow`` time) every decision of it records; how many decisions and predictions have been applied."""
+    """A fast-forward stretch granted to one job (:meth:`HybridController.fast_forward`): from iteration ``first``,
+    per iteration its decision time, the model's per-rank times ``raw`` (k, R) and the ranks that fell back (``bad``
+    counts), the ranks' ``starts`` and ``durations``; the co-runner ``load`` (and ``corunners`` and their ``flow``
+    time) every decision of it records; the promise's ``until``; how many decisions and predictions are applied."""
 
-    def __init__(self, first: int, load: float, corunners: tuple, flow):
-        self.first, self.load, self.corunners, self.flow = first, load, corunners, flow
-        self.times, self.raw, self.starts, self.durations, self.bad = [], [], [], [], []
+    def __init__(self, first: int, load: float, corunners: tuple, flow, until: float, raw: np.ndarray,
+                 bad: np.ndarray):
+        self.first, self.load, self.corunners, self.flow, self.until = first, load, corunners, flow, until
+        self.raw, self.bad = raw, bad
+        self.times, self.starts, self.durations = [], [], []
         self.decided = self.predicted = 0
 
-    def add(self, t: float, raw: np.ndarray, starts: np.ndarray, durations: np.ndarray, bad: int) -> None:
-        self.times.append(t)
-        self.raw.append(raw)
-        self.starts.append(starts)
-        self.durations.append(durations)
-        self.bad.append(bad)
+    def truncate(self, h: int) -> None:
+        for seq in (self.times, self.starts, self.durations):
+            del seq[h:]
 
 
 class HybridController(Director):
@@ -316,9 +316,11 @@ class HybridController(Director):
         if mode == Mode.PREDICT:
             self.pending[job_id] = self.now   # its first rank stops injecting now (the others as they get here)
         st.decide(mode)
-        # what the policy promised before this decision may not hold after it (Policy.horizon); this job's own
-        # promise, asked now, is granted as a stretch at its prediction (fast_forward)
-        self._horizon.clear()
+        # what the policy promised before this decision may hold for less after it (Policy.standing); this job's
+        # own promise, asked now, is granted as a stretch at its prediction (fast_forward)
+        if self._horizon:
+            stand = self.policy.standing
+            self._horizon = {k: (i, n, stand(k, u)) for k, (i, n, u) in self._horizon.items() if k != job_id}
         if mode == Mode.PREDICT and self.feeds[job_id].fixed_context:
             n, until = self.policy.horizon(view)
             if n > 0:
@@ -366,32 +368,34 @@ class HybridController(Director):
             self.counts["inference_calls"] += 1
         else:  # fit deferred (see _fit): every rank falls back below
             y = np.full(len(ranks), np.nan)
-        y, n_bad = self._checked(st, iteration, y, self._last_truth(st, iteration, ranks))
+        y, bad = self._checked(st, iteration, y, self._last_truth(st, iteration, ranks))
+        n_bad = int(bad.sum())
         if n_bad:
             self.counts["fallback_predictions"] += n_bad
             st.fallbacks += n_bad
         return y
 
-    def _checked(self, st: JobState, iteration: int, y: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, int]:
+    def _checked(self, st: JobState, iteration, y: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A model's per-rank times ``y`` for ``iteration`` as the job's predictions: failed ranks replaced by their
-        last truth ``last`` (and counted), times the iteration's volume. ``y`` is changed in place."""
-        if y.shape[0] != len(last):
-            raise HybridError(f"surrogate {self.models[st.job_id].name!r} returned {y.shape[0]} predictions for "
-                              f"{len(last)} ranks of job {st.job!r}")
+        last truth ``last`` (flagged in the returned mask), times the iteration's volume. ``y`` is changed in place.
+        Also row by row for a stretch: ``y`` (k, R), ``iteration`` a slice of k iterations, ``last`` (1, R)."""
+        if y.shape[-1] != last.shape[-1]:
+            raise HybridError(f"surrogate {self.models[st.job_id].name!r} returned {y.shape[-1]} predictions for "
+                              f"{last.shape[-1]} ranks of job {st.job!r}")
         # a model may fail on a rank (NaN, <= 0, or more than MAX_RATIO away from the rank's last simulated time,
         # which no real job's iterations come near): fall back to that rank's last simulated time (a chain of
         # predictions may have drifted, so the reference is truth)
         with np.errstate(invalid="ignore", divide="ignore"):
             bad = ~np.isfinite(y) | (y <= 0) | (y > last * MAX_RATIO) | (y < last / MAX_RATIO)
-        n_bad = 0
         if bad.any():  # (when nothing is bad, y is finite and positive already)
-            n_bad = int(bad.sum())
-            y[bad] = last[bad]
+            np.copyto(y, np.broadcast_to(last, y.shape), where=bad)
             if (~np.isfinite(y) | (y <= 0)).any():
                 raise HybridError(f"surrogate {self.models[st.job_id].name!r} gave no usable prediction for job "
                                   f"{st.job!r} iteration {iteration}")
         v = self.volumes.get(st.job_id)
-        return (y if v is None else y * v[iteration]), n_bad
+        if v is None:
+            return y, bad
+        return (y * v[iteration] if y.ndim == 1 else y * v[iteration][:, None]), bad
 
     def _last_truth(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
         """Each rank's last simulated iteration time before ``iteration`` (volume-normalised like the history; NaN
@@ -423,15 +427,15 @@ class HybridController(Director):
         self._predicted(st, iteration, ranks, starts, d)
         return d
 
-    def _durations(self, y: np.ndarray, starts: np.ndarray, corr: float) -> np.ndarray:
+    def _durations(self, y: np.ndarray, starts: np.ndarray, corr: float, jt: float | None = None) -> np.ndarray:
         """The ranks' durations of a predicted iteration from the job's per-rank predictions ``y``, ranks starting
-        at ``starts``, shifted by the edge correction ``corr``."""
+        at ``starts``, shifted by the edge correction ``corr`` (``jt``: ``job_time(y)`` when known already)."""
         if self.sync == "job":
             # Ranks of a coupled job finish an iteration together; ending each at its own start + prediction lets
             # the skew between ranks grow with every predicted iteration and feed back through the waits measured
             # in the next truth window. So the job's ranks end together: latest start + the job's iteration time,
             # the statistic its completion follows (job_time: the mean over ranks).
-            jt = job_time(y)
+            jt = job_time(y) if jt is None else jt
             return (starts.max() + max(jt + corr, EDGE_FLOOR * jt)) - starts
         if corr:
             return np.maximum(y + corr, EDGE_FLOOR * y)
@@ -487,26 +491,44 @@ class HybridController(Director):
             st.load[first], st.flow[first] = keep
         model = self.models[job_id]
         t0 = time.perf_counter()
-        ys = np.asarray(model.predict_many(ctx, n), dtype=np.float64)
+        ys = np.array(model.predict_many(ctx, n), dtype=np.float64)   # a copy: the fallback writes into it
         self.wall["inference"] += time.perf_counter() - t0
         if ys.shape != (n, st.n_ranks):
             raise HybridError(f"surrogate {model.name!r}: predict_many gave shape {ys.shape} for {n} iterations of "
                               f"{st.n_ranks} ranks of job {st.job!r}")
-        last = self._last_truth(st, first, ranks)
-        plan = _Stretch(first, load, tuple(corunners), flow)
+        # _checked for every row at once (elementwise, so the same values)
+        ys, bad = self._checked(st, slice(first, first + n), ys, self._last_truth(st, first, ranks)[None, :])
+        plan = _Stretch(first, load, tuple(corunners), flow, until, ys, bad.sum(axis=1))
+        # job_time of every row at once (a row's sum is the 1-D sum of it: the same value)
+        jts = (np.add.reduce(ys, axis=1) / ys.shape[1]).tolist()
         starts = ends
-        for m in range(n):
-            t = float(starts.min())   # the decision: when the first rank gets there
+        for m in range(n):   # each iteration's durations, the ranks starting where they ended the one before
+            t = float(starts.min())   # its decision: when the first rank gets there
             if not t < until:
                 break
-            y, n_bad = self._checked(st, first + m, ys[m].copy(), last)
-            d = self._durations(y, starts, 0.0)
-            plan.add(t, y, starts, d, n_bad)
+            d = self._durations(ys[m], starts, 0.0, jts[m])
+            plan.times.append(t)
+            plan.starts.append(starts)
+            plan.durations.append(d)
             starts = starts + d
         if not plan.times:
             return None
         self._stretches[job_id] = plan
         return np.vstack(plan.durations)
+
+    def fast_forward_kept(self, job_id: int, reached: int) -> int:
+        """After a decision for another job: how many iterations of job ``job_id``'s stretch still stand (at least the
+        ``reached`` ones): those whose decision times come before what the policy's promise keeps
+        (:meth:`~controllers.base.Policy.standing`)."""
+        plan = self._stretches.get(job_id)
+        if plan is None:
+            return reached
+        plan.until = self.policy.standing(job_id, plan.until)
+        keep = max(reached, bisect.bisect_left(plan.times, plan.until))
+        plan.truncate(keep)
+        if plan.predicted >= len(plan.times):
+            del self._stretches[job_id]
+        return keep
 
     def fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
         """Apply the stretch's first ``decided`` decisions and ``predicted`` predictions (those not applied yet) as
@@ -521,29 +543,37 @@ class HybridController(Director):
     def _fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
         plan = self._stretches[job_id]
         st = self.states[job_id]
-        ranks = np.arange(st.n_ranks)
-        if decided > plan.decided:
-            its = range(plan.first + plan.decided, plan.first + decided)
-            for it in its:
-                st.load[it] = plan.load
-                if plan.flow is not None:
-                    self._sets.setdefault(job_id, {})[it] = plan.corunners
-                    st.flow[it] = plan.flow
-                st.decide(Mode.PREDICT)
-            self.policy.fast_forwarded(job_id, st.n_iterations, its, plan.times[plan.decided:decided])
-            self.pending[job_id] = plan.times[decided - 1]
-            plan.decided = decided
-        for m in range(plan.predicted, predicted):
-            it = plan.first + m
-            self.counts["inference_calls"] += 1
-            if plan.bad[m]:
-                self.counts["fallback_predictions"] += plan.bad[m]
-                st.fallbacks += plan.bad[m]
-            st.raw[ranks, it] = plan.raw[m]
-            self._predicted(st, it, ranks, plan.starts[m], plan.durations[m])
-        plan.predicted = max(plan.predicted, predicted)
+        a, b = plan.decided, decided
+        if b > a:
+            its = range(plan.first + a, plan.first + b)
+            st.load[its.start:its.stop] = plan.load
+            if plan.flow is not None:
+                sets = self._sets.setdefault(job_id, {})
+                for it in its:
+                    sets[it] = plan.corunners
+                st.flow[its.start:its.stop] = plan.flow
+            st.decide(Mode.PREDICT, b - a)
+            self.policy.fast_forwarded(job_id, st.n_iterations, its, plan.times[a:b])
+            plan.decided = b
+        a, b = plan.predicted, predicted
+        if b > a:
+            cols = slice(plan.first + a, plan.first + b)
+            n_bad = int(plan.bad[a:b].sum())
+            self.counts["inference_calls"] += b - a
+            if n_bad:
+                self.counts["fallback_predictions"] += n_bad
+                st.fallbacks += n_bad
+            st.raw[:, cols] = plan.raw[a:b].T
+            starts, durs = np.vstack(plan.starts[a:b]), np.vstack(plan.durations[a:b])
+            st.pred[:, cols] = durs.T
+            spans = list(zip(starts.min(axis=1).tolist(), (starts + durs).max(axis=1).tolist()))  # _predicted's
+            self.pred_spans[job_id] += spans
+            self.max_span[job_id] = max(self.max_span[job_id], max(e - s for s, e in spans))
+            plan.predicted = b
         if plan.decided > plan.predicted:
-            self.pending[job_id] = plan.times[plan.decided - 1]   # reached, not yet predicted
+            self.pending[job_id] = plan.times[plan.decided - 1]   # reached, not yet predicted (mode_for's mark)
+        else:
+            self.pending.pop(job_id, None)
         if plan.predicted == len(plan.times):
             del self._stretches[job_id]
 
@@ -564,15 +594,23 @@ class HybridController(Director):
                 for rec in records:
                     self._on_record(rec, True)
                 return
-            states, now = self.states, self.now
+            if not records:
+                return
+            by_job: dict[int, list] = {}
+            now = self.now
             for rec in records:
-                end = rec.end
-                if end > now:
-                    now = end
-                st = states.get(rec.job_id)
-                if st is not None and rec.iteration < st.n_iterations:
-                    st.record(rec.rank, rec.iteration, rec.start, end, False)
+                if rec.end > now:
+                    now = rec.end
+                g = by_job.get(rec.job_id)
+                if g is None:
+                    g = by_job[rec.job_id] = []
+                g.append(rec)
             self.now = now
+            states = self.states
+            for j, recs in by_job.items():
+                st = states.get(j)
+                if st is not None:
+                    st.record_predicted(recs)
         finally:
             self._director_s += time.perf_counter() - t0
 

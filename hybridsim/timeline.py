@@ -112,17 +112,18 @@ class JobState:
                    last_col=np.full(R, -1, np.int64), prev_col=np.full(R, -1, np.int64))
 
     # ------------------------------------------------------------------------------------------------ writing
-    def decide(self, mode: Mode) -> None:
-        """The mode of the next iteration (``len(modes)``) is decided."""
+    def decide(self, mode: Mode, count: int = 1) -> None:
+        """The mode of the next iteration (``len(modes)``) is decided; ``count``: of the next ``count`` ones."""
         i = len(self.modes)
         if i < self.n_iterations:
-            self.sim[i] = mode == Mode.SIMULATE
-            self.stretch[i] = self.stretch[i - 1] + (mode != self.modes[-1]) if i else 0
+            k = min(i + count, self.n_iterations)
+            self.sim[i:k] = mode == Mode.SIMULATE
+            self.stretch[i:k] = self.stretch[i - 1] + (mode != self.modes[-1]) if i else 0
         if mode == Mode.SIMULATE:
-            self.n_simulated += 1
+            self.n_simulated += count
         else:
-            self.n_predicted += 1
-        self.modes.append(mode)
+            self.n_predicted += count
+        self.modes.extend([mode] * count)
 
     def record(self, rank: int, iteration: int, start: float, end: float, simulated: bool) -> bool:
         """An iteration record; returns whether it completed the iteration (every rank has finished it)."""
@@ -142,6 +143,28 @@ class JobState:
         while self.n_complete < self.n_iterations and done[self.n_complete] == self.n_ranks:
             self.n_complete += 1
         return True
+
+    def record_predicted(self, records) -> None:
+        """:meth:`record` of each of ``records`` (this job's, predicted, ``IterationRecord``-like: ``rank``,
+        ``iteration``, ``start``, ``end``), for a burst in one call (the native core hands most of a hybrid run's
+        records over in bursts: for performance)."""
+        lo, hi, done, R, N = self.lo, self.hi, self.done_count, self.n_ranks, self.n_iterations
+        completed = False
+        for rec in records:
+            it = rec.iteration
+            if it >= N:
+                continue
+            start, end = rec.start, rec.end
+            if start < lo[it]:
+                lo[it] = start
+            if end > hi[it]:
+                hi[it] = end
+            n = done[it] = done[it] + 1
+            if n == R:
+                completed = True
+        if completed:
+            while self.n_complete < N and done[self.n_complete] == R:
+                self.n_complete += 1
 
     def settle(self, it: int) -> None:
         """Simulated iteration ``it`` is complete and ``clean[it]`` is known: settle the edge marks (module

@@ -76,10 +76,17 @@ class Director(abc.ABC):
         iterations, each rank starting one where it ended the previous, when the director knows already that they
         are PREDICT and what it would predict for them; None (the default) or h = 0: no stretch. The backend then
         advances the job through them with no :meth:`mode_for` or :meth:`predict` call, and reports how far it got
-        with :meth:`fast_forwarded` before every other director call; it ends the stretch at the job's next
-        boundary after any other :meth:`mode_for`, a job's start or end, or a job completing its last iteration
-        (what can change another decision), so a stretch only has to be right until then."""
+        with :meth:`fast_forwarded` before every other director call; after any other :meth:`mode_for` it keeps
+        what :meth:`fast_forward_kept` says, and it ends the stretch at the job's next boundary on a job's start or
+        end or a job completing its last iteration (what changes every job's co-runners), so a stretch only has to
+        be right until then."""
         return None
+
+    def fast_forward_kept(self, job_id: int, reached: int) -> int:
+        """After a :meth:`mode_for` for another job: how many iterations of job ``job_id``'s open stretch still stand
+        (at least ``reached``, the ones a rank has reached; the backend ends the stretch there). Default
+        ``reached``."""
+        return reached
 
     def fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
         """The first ``decided`` iterations of the job's latest :meth:`fast_forward` stretch have been reached (the

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import sys
 
+from hybridsim_common.records import IterationRecord
+
 from .core import EngineError, EventLoop
 from .mpi import MessageLayer, MpiLayer
 from .network import Network, loaded_port, too_many_packets
@@ -263,8 +265,9 @@ class NativeMpi(MessageLayer):
 
     # predicted iterations: the core ends them and parks ranks whose next iteration is already decided PREDICT
     # itself (the hybrid loop's commonest events), handing the records over in bursts before any Python code runs
-    def set_pred_callbacks(self, records, next_, parked) -> None:
-        self.core.set_pred_callbacks(records, next_, parked)
+    def set_pred_callbacks(self, records, next_, parked, names) -> None:
+        # the core makes the records itself (IterationRecord's slots, for performance)
+        self.core.set_pred_callbacks(records, next_, parked, IterationRecord, list(names))
 
     def pred_job(self, j: int, iters: int, n_ranks: int) -> None:
         self.core.pred_job(j, iters, n_ranks)
@@ -290,8 +293,8 @@ class NativeMpi(MessageLayer):
     def stretch_state(self, j: int):
         return self.core.stretch_state(j)
 
-    def cut(self, j: int) -> None:
-        self.core.cut(j)
+    def cut(self, j: int, h: int) -> None:
+        self.core.cut(j, h)
 
 
 __all__ = ["CORES", "NATIVE_MISSING", "NativeCore", "NativeLoop", "NativeMpi", "NativeNetwork", "build", "choose"]

@@ -228,7 +228,7 @@ class Engine(Backend):
         mpi.on_iteration_end = self._iteration_end
         # predicted iterations: the message layer parks ranks and ends their iterations (mpi.MessageLayer; the native
         # core parks ranks whose next iteration is already decided itself and hands the records over in bursts)
-        mpi.set_pred_callbacks(self._pred_records, self._pred_next, self._pred_parked)
+        mpi.set_pred_callbacks(self._pred_records, self._pred_next, self._pred_parked, self.job_names)
         # fast-forward (Director.fast_forward): job -> its open stretch [first iteration, length, reached, scheduled]
         # as last told to the director; a duck-typed director without the method is asked per iteration
         self.ffwd = getattr(director, "fast_forward", None) if hasattr(director, "fast_forwarded") else None
@@ -442,9 +442,11 @@ class Engine(Backend):
         key = (j, it)
         mode = self.modes.get(key)
         if mode is None:
-            if self.stretches:  # a decision may change what the open stretches' directors promised: cut them
-                self._settle(cut=True)
+            if self.stretches:
+                self._settle(cut=False)
             mode = self.director.mode_for(j, it)
+            if self.stretches:  # a decision may change what was promised for the open stretches: what is kept
+                self._kept()
             if type(mode) is not Mode:  # a duck-typed director may answer with the mode's value
                 mode = Mode(mode)
             self.modes[key] = mode
@@ -512,6 +514,18 @@ class Engine(Backend):
         self.mpi.stretch(j, it + 1, plan.tolist())
         self.stretches[j] = [it + 1, len(plan), 0, 0]
 
+    def _kept(self) -> None:
+        """After a decision: each open stretch shortened to what the director still stands by
+        (``Director.fast_forward_kept``)."""
+        for j in list(self.stretches):
+            s = self.stretches[j]
+            h = min(s[1], max(s[2], int(self.director.fast_forward_kept(j, s[2]))))
+            if h < s[1]:
+                self.mpi.cut(j, h)
+                s[1] = h
+                if s[3] == h:
+                    del self.stretches[j]
+
     def _settle(self, cut: bool) -> None:
         """Tell the director how far the open stretches got (``Director.fast_forwarded``) and apply what the
         skipped decisions do on the engine's side (their modes; keep_background's generation, replay start and byte
@@ -532,30 +546,17 @@ class Engine(Backend):
                 s[2], s[3] = reached, scheduled
                 self.director.fast_forwarded(j, reached, scheduled)
             if cut and s[1] > reached:
-                self.mpi.cut(j)
+                self.mpi.cut(j, reached)
                 s[1] = reached
             if s[3] == s[1]:
                 del self.stretches[j]
 
-    def _pred_records(self, gids, its, t0s, ends):
-        """Predicted iterations that ended (gid, iteration, start, end each, in event order; the native core hands
-        over all since it last called Python, before any other Python code runs): their records."""
-        ranks, names, done = self.mpi.ranks, self.job_names, self.iters_done
-        burst = []
-        for gid, it, t0, t in zip(gids, its, t0s, ends):
-            rs = ranks[gid]
-            j = rs.job
-            # _new_record inlined (the commonest record of a hybrid run: for performance)
-            rec = _rec_new(IterationRecord)
-            _set_job(rec, names[j])
-            _set_job_id(rec, j)
-            _set_rank(rec, rs.local)
-            _set_iteration(rec, it)
-            _set_start(rec, t0)
-            _set_end(rec, t)
-            burst.append(rec)
-            done[j] += 1
-            rs.it = it + 1
+    def _pred_records(self, burst, counts):
+        """The records of predicted iterations that ended (in event order; the native core hands over all since it
+        last called Python, before any other Python code runs), ``counts`` of them per job."""
+        done = self.iters_done
+        for j, n in counts.items():
+            done[j] += n
         self.records += burst
         self.simulated += [False] * len(burst)
         if self.stretches:
@@ -571,16 +572,21 @@ class Engine(Backend):
             seen.update(new)
             self._settle(cut=True)
 
-    def _pred_next(self, t, gid):
-        """Rank ``gid``'s predicted iteration ended and its next one is to start (the native core calls this only
-        where it cannot park the rank itself: mode not yet decided, simulated, or past the last)."""
-        self._iter_start(t, self.mpi.ranks[gid])
+    def _pred_next(self, t, gid, it):
+        """Rank ``gid``'s predicted iteration ended and its next one, ``it``, is to start (the message layer calls
+        this only where it cannot park the rank itself: mode not yet decided, simulated, or past the last)."""
+        rs = self.mpi.ranks[gid]
+        rs.it = it
+        self._iter_start(t, rs)
 
     def _pred_parked(self, j, it, gids, times):
         """Every rank of job ``j`` is parked at predicted iteration ``it`` (``gids``, ``times``: in parking order)."""
         ranks = self.mpi.ranks
         order = sorted(range(len(gids)), key=gids.__getitem__)  # local order (a job's gids are its first + local)
-        self._predict_ranks(j, it, [ranks[gids[k]] for k in order], [times[k] for k in order])
+        rss = [ranks[gids[k]] for k in order]
+        for rs in rss:
+            rs.it = it
+        self._predict_ranks(j, it, rss, [times[k] for k in order])
 
     def _iteration_end(self, t, rs):
         """The MPI layer finished ``rs``'s iteration."""

@@ -21,6 +21,8 @@ from __future__ import annotations
 import abc
 from collections import deque
 
+from hybridsim_common.records import IterationRecord
+
 from ..workloads.ops import COMPUTE, IRECV, ISEND, RECV, SEND, WAITALL
 
 EAGER_THRESHOLD = 8192
@@ -148,10 +150,11 @@ class MessageLayer(abc.ABC):
     # predicted iterations: the engine parks a job's ranks at an iteration the director predicts until all are
     # there, asks for the durations, and has each rank's predicted iteration end at its start plus its duration
     @abc.abstractmethod
-    def set_pred_callbacks(self, records, next_, parked) -> None:
-        """The engine's hooks: ``records(gids, its, t0s, ends)`` predicted iterations that ended (event order),
-        ``next_(t, gid)`` rank ``gid`` is ready for its next iteration, ``parked(j, it, gids, times)`` every rank
-        of job ``j`` is parked at predicted iteration ``it``."""
+    def set_pred_callbacks(self, records, next_, parked, names) -> None:
+        """The engine's hooks: ``records(recs, counts)`` the :class:`~hybridsim_common.records.IterationRecord` of
+        predicted iterations that ended (event order; job ``j`` named ``names[j]``) and how many per job,
+        ``next_(t, gid, it)`` rank ``gid`` is ready for its next iteration ``it``, ``parked(j, it, gids, times)``
+        every rank of job ``j`` is parked at predicted iteration ``it``."""
 
     @abc.abstractmethod
     def pred_job(self, j: int, iters: int, n_ranks: int) -> None:
@@ -194,8 +197,9 @@ class MessageLayer(abc.ABC):
         latest was reached and the job's byte counters then (None if not counted or none reached)."""
 
     @abc.abstractmethod
-    def cut(self, j: int) -> None:
-        """End job ``j``'s stretch at its latest reached iteration (the later ones go back to the engine)."""
+    def cut(self, j: int, h: int) -> None:
+        """Shorten job ``j``'s stretch to its first ``h`` iterations, ``h`` at least those reached (the later ones
+        go back to the engine)."""
 
 
 class MpiLayer(MessageLayer):
@@ -245,8 +249,9 @@ class MpiLayer(MessageLayer):
         self.jb.pop(j, None)
 
     # ------------------------------------------------------------------------------------------------ predicted iterations
-    def set_pred_callbacks(self, records, next_, parked) -> None:
+    def set_pred_callbacks(self, records, next_, parked, names) -> None:
         self._pred_records, self._pred_next, self._pred_parked = records, next_, parked
+        self.names = names
 
     def pred_job(self, j: int, iters: int, n_ranks: int) -> None:
         self.pred_ranks[j] = n_ranks
@@ -284,12 +289,13 @@ class MpiLayer(MessageLayer):
         if rs.done:  # its job was killed at its walltime
             return
         it, t0 = it_t0
-        self._pred_records((rs.gid,), (it,), (t0,), (t,))
-        ff = self.ff.get(rs.job)
+        j = rs.job
+        self._pred_records([IterationRecord(self.names[j], j, rs.local, it, t0, t)], {j: 1})
+        ff = self.ff.get(j)
         if ff is not None and ff[0] <= it + 1 < ff[0] + len(ff[1]):
             self._stretch_park(t, rs, it + 1, ff)
             return
-        self._pred_next(t, rs.gid)
+        self._pred_next(t, rs.gid, it + 1)
 
     def stretch(self, j: int, first: int, durations) -> None:
         self.ff[j] = [first, [list(map(float, row)) for row in durations], 0, 0, 0.0, None]
@@ -300,10 +306,10 @@ class MpiLayer(MessageLayer):
             return 0, 0, 0.0, None
         return ff[2], ff[3], ff[4], ff[5]
 
-    def cut(self, j: int) -> None:
+    def cut(self, j: int, h: int) -> None:
         ff = self.ff.get(j)
         if ff is not None:
-            del ff[1][ff[2]:]
+            del ff[1][max(h, ff[2]):]
 
     def _stretch_park(self, t, rs: Rank, it: int, ff: list) -> None:
         """``rs`` reached iteration ``it`` of its job's stretch: parked; once the job's ranks are all there, their

@@ -237,5 +237,5 @@ def workload_volumes(scenario, job_index: int, n_iterations: int, sample_ranks: 
     vol = np.zeros(n_iterations)
     for it in range(n_iterations):
         for r in ranks:
-            vol[it] += sum(op[2] for op in wl.ops(int(r), it) if op[0] in (ISEND, SEND))
+            vol[it] += wl.bytes_sent(int(r), it)
     return vol / len(ranks)

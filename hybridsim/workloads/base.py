@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .ops import COMPUTE
+from .ops import COMPUTE, ISEND, SEND
 
 
 class WorkloadError(ValueError):
@@ -88,6 +88,12 @@ class JobWorkload:
     def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         """The workload's ops of ``rank``'s ``iteration`` (without the job's compute phase)."""
         raise NotImplementedError
+
+    def bytes_sent(self, rank: int, iteration: int) -> int:
+        """Bytes ``rank`` sends in ``iteration`` (its ISEND and SEND ops; what the hybrid controller's volume
+        normalisation reads before the run, :func:`hybridsim.workloads.workload_volumes`). A workload that knows it
+        without generating the ops may say so (for performance: the controller asks for every iteration)."""
+        return sum(op[2] for op in self.ops(rank, iteration) if op[0] in (ISEND, SEND))
 
     def _check(self, rank: int, iteration: int) -> None:
         if not 0 <= rank < self.n_ranks:

@@ -83,6 +83,7 @@ class MilcJob(JobWorkload):
         self.allreduce_count = int(w.allreduce_count)
         self.allreduce_size = int(w.allreduce_size)
         self._cache: dict[int, tuple] = {}
+        self._bytes: dict[int, int] = {}
 
     def neighbors(self, rank: int) -> list[int]:
         return milc_neighbors(rank, self.dims, self.max_distance)
@@ -106,3 +107,11 @@ class MilcJob(JobWorkload):
         if t is None:
             t = self._cache[rank] = self._build(rank)
         return list(t)
+
+    def bytes_sent(self, rank: int, iteration: int) -> int:
+        """The same every iteration (one op list per rank): counted once per rank."""
+        self._check(rank, iteration)
+        b = self._bytes.get(rank)
+        if b is None:
+            b = self._bytes[rank] = super().bytes_sent(rank, iteration)
+        return b

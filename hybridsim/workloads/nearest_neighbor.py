@@ -75,6 +75,11 @@ class NearestNeighborJob(JobWorkload):
         """How many SWM iterations hybridsim iteration ``iteration`` holds."""
         return min(self.per_sync, self.swm_iterations - iteration * self.per_sync)
 
+    def bytes_sent(self, rank: int, iteration: int) -> int:
+        """One ``msg_size`` ISEND per neighbour per SWM iteration (:meth:`iteration_ops`), without making the ops."""
+        self._check(rank, iteration)
+        return self.swm_iterations_in(iteration) * len(self.neighbors(rank)) * self.msg_size
+
     def iteration_ops(self, rank: int, iteration: int) -> list[tuple]:
         self._check(rank, iteration)
         p = Program(rank, self.n_ranks)

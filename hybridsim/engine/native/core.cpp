@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+#include <structmember.h>
 
 #include <algorithm>
 #include <cmath>
@@ -300,6 +301,12 @@ class Core {
     std::vector<i64> rb_gid, rb_it;
     std::vector<double> rb_t0, rb_t;
     py::object on_records, on_pred_next, on_parked;
+    // the records of predicted iterations are made here, for performance (22 k of them in a 600-iteration mix, most
+    // of a hybrid run's records): IterationRecord (a slots dataclass) allocated by its type and its six slots set
+    // at the offsets its member descriptors give, as object.__setattr__ through those descriptors would
+    py::object rec_type;
+    Py_ssize_t rec_off[6] = {0, 0, 0, 0, 0, 0};
+    std::vector<py::object> job_names;
 
     Core(py::dict c) {
         a = c["a"].cast<i32>();
@@ -566,7 +573,7 @@ class Core {
             return;
         }
         flush_records();
-        on_pred_next(t, gid);
+        on_pred_next(t, gid, it);
     }
     // every rank of job J is parked at iteration it of its stretch: each ends it at its park time plus its
     // duration, pushed in local order (what the engine's _pred_parked and pred_ends do, the same events in the same
@@ -617,13 +624,48 @@ class Core {
         if (J.ff_dec > 0 && counted(j) >= 0) b = py::cast(J.ff_bytes);
         return py::make_tuple(J.ff_dec, J.ff_pred, J.ff_t, b);
     }
-    // end the stretch at its latest reached iteration: the ones not reached yet are undecided again
-    void cut(i64 j) {
+    // shorten the stretch to its first h iterations (at least the reached ones): the others are undecided again
+    void cut(i64 j, i64 h) {
         if (j < 0 || j >= (i64)jp.size()) return;
         JobPred& J = jp[j];
-        for (i64 it = J.ff_first + J.ff_dec; it < J.ff_first + J.ff_h; it++) J.modes[it] = -1;
-        J.ff_h = J.ff_dec;
+        h = std::max(h, J.ff_dec);
+        for (i64 it = J.ff_first + h; it < J.ff_first + J.ff_h; it++) J.modes[it] = -1;
+        J.ff_h = std::min(J.ff_h, h);
     }
+    void set_record_type(py::object type, py::list names) {
+        static const char* fields[6] = {"job", "job_id", "rank", "iteration", "start", "end"};
+        if (!PyType_Check(type.ptr())) throw py::type_error("a record type is needed");
+        PyTypeObject* tp = (PyTypeObject*)type.ptr();
+        for (int k = 0; k < 6; k++) {
+            PyObject* d = PyDict_GetItemString(tp->tp_dict, fields[k]);
+            if (!d || !PyObject_TypeCheck(d, &PyMemberDescr_Type))
+                throw py::type_error(std::string("the record type has no slot ") + fields[k]);
+            PyMemberDef* m = ((PyMemberDescrObject*)d)->d_member;
+            if (m->type != T_OBJECT_EX) throw py::type_error(std::string("slot ") + fields[k] + " is not an object");
+            rec_off[k] = m->offset;
+        }
+        rec_type = type;
+        job_names.clear();
+        for (auto n : names) job_names.push_back(py::reinterpret_borrow<py::object>(n));
+    }
+    PyObject* make_record(i64 job, i64 local, i64 it, double t0, double t1) {
+        PyTypeObject* tp = (PyTypeObject*)rec_type.ptr();
+        PyObject* o = tp->tp_alloc(tp, 0);
+        if (!o) throw py::error_already_set();
+        PyObject* v[6] = {job_names.at(job).ptr(), PyLong_FromLongLong(job), PyLong_FromLongLong(local),
+                          PyLong_FromLongLong(it), PyFloat_FromDouble(t0), PyFloat_FromDouble(t1)};
+        Py_INCREF(v[0]);
+        for (int k = 0; k < 6; k++) {
+            if (!v[k]) {
+                for (int q = k + 1; q < 6; q++) Py_XDECREF(v[q]);
+                Py_DECREF(o);
+                throw py::error_already_set();
+            }
+            *(PyObject**)((char*)o + rec_off[k]) = v[k];
+        }
+        return o;
+    }
+    // hand the buffered records over: on_records(records, {job: count}) in event order
     void flush_records() {
         if (rb_gid.empty()) return;
         std::vector<i64> g, it;
@@ -632,7 +674,19 @@ class Core {
         it.swap(rb_it);
         t0.swap(rb_t0);
         t1.swap(rb_t);
-        on_records(g, it, t0, t1);
+        size_t n = g.size();
+        py::list recs(n);
+        std::vector<i64> count;
+        for (size_t k = 0; k < n; k++) {
+            const Rank* rs = ranks[g[k]].get();
+            PyList_SET_ITEM(recs.ptr(), k, make_record(rs->job, rs->local, it[k], t0[k], t1[k]));
+            if (rs->job >= (i64)count.size()) count.resize(rs->job + 1, 0);
+            count[rs->job]++;
+        }
+        py::dict counts;
+        for (size_t j = 0; j < count.size(); j++)
+            if (count[j]) counts[py::int_(j)] = py::int_(count[j]);
+        on_records(recs, counts);
     }
 
     // ---------------------------------------------------------------------------------------------- FIFOs
@@ -1546,10 +1600,12 @@ PYBIND11_MODULE(_core, m) {
         .def("stretch", &Core::stretch)
         .def("stretch_state", &Core::stretch_state)
         .def("cut", &Core::cut)
-        .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked) {
+        .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked, py::object type,
+                                      py::list names) {
             c.on_records = std::move(rec);
             c.on_pred_next = std::move(nxt);
             c.on_parked = std::move(parked);
+            c.set_record_type(type, names);
         })
         .def("set_bg_rng_state", &Core::set_bg_rng_state)
         .def("bg_rng_state", &Core::bg_rng_state)
