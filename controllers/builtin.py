@@ -160,6 +160,11 @@ class ErrorAdaptive(_Cyclic):
         self.interval(view)  # fold in new errors as soon as they exist
         return super().decide(view)
 
+    def horizon(self, view: JobView) -> tuple[int, float]:
+        """From the stretch's second iteration on: at its first, the truth window's last iteration may still be
+        completing on some ranks, and its error, landing later, would change the interval."""
+        return super().horizon(view) if view.mode == PRED else (0, -math.inf)
+
     def describe(self) -> dict:
         return {"policy": self.name, "warmup": self.warmup, "truth": self.truth, "threshold": self.threshold,
                 "min_interval": self.min_interval, "max_interval": self.max_interval}
@@ -551,6 +556,11 @@ class Confident(Aligned):
         mode = self._decide(view)
         js = self.jobs.get(view.job_id)
         return SIM if view.iteration == 0 or js is None or not js.warmed else mode
+
+    def horizon(self, view: JobView) -> tuple[int, float]:
+        """``aligned``'s, from the stretch's second iteration on: at its first, the window's last iteration may still
+        be completing on some ranks, and its signed error, folded at the next decision, moves the bound."""
+        return super().horizon(view) if view.mode == PRED else (0, -math.inf)
 
     def _decide(self, view: JobView) -> Mode:
         now = float(view.now)

@@ -524,25 +524,22 @@ class HybridController(Director):
         if plan is None:
             return reached
         plan.until = self.policy.standing(job_id, plan.until)
-        keep = max(reached, bisect.bisect_left(plan.times, plan.until))
-        plan.truncate(keep)
-        if plan.predicted >= len(plan.times):
-            del self._stretches[job_id]
-        return keep
+        return max(reached, bisect.bisect_left(plan.times, plan.until))
 
-    def fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
+    def fast_forwarded(self, job_id: int, decided: int, predicted: int, length: int) -> None:
         """Apply the stretch's first ``decided`` decisions and ``predicted`` predictions (those not applied yet) as
         :meth:`mode_for` and :meth:`predict` would have: the job's tables, counts, spans and pending mark, and the
         policy's :meth:`~controllers.base.Policy.fast_forwarded`."""
         t0 = self._clock()
         try:
-            self._fast_forwarded(job_id, decided, predicted)
+            self._fast_forwarded(job_id, decided, predicted, length)
         finally:
             self._director_s += time.perf_counter() - t0
 
-    def _fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
+    def _fast_forwarded(self, job_id: int, decided: int, predicted: int, length: int) -> None:
         plan = self._stretches[job_id]
         st = self.states[job_id]
+        plan.truncate(length)
         a, b = plan.decided, decided
         if b > a:
             its = range(plan.first + a, plan.first + b)

@@ -88,11 +88,12 @@ class Director(abc.ABC):
         ``reached``."""
         return reached
 
-    def fast_forwarded(self, job_id: int, decided: int, predicted: int) -> None:
+    def fast_forwarded(self, job_id: int, decided: int, predicted: int, length: int) -> None:
         """The first ``decided`` iterations of the job's latest :meth:`fast_forward` stretch have been reached (the
         :meth:`mode_for` calls they replace would have been made) and the first ``predicted`` of them ended on their
-        given durations (their :meth:`predict` calls), counted from the stretch's start; called again as the counts
-        grow. Default: nothing."""
+        given durations (their :meth:`predict` calls), counted from the stretch's start, which now has ``length``
+        iterations (fewer than granted where the backend ended it early); called again as these change, the last
+        time with ``predicted == length``. Default: nothing."""
 
     def on_record(self, record: IterationRecord, simulated: bool) -> None:
         """One iteration record (what a backend hands the run's ``on_record`` callback; the runner passes this

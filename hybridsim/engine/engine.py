@@ -524,6 +524,7 @@ class Engine(Backend):
                 self.mpi.cut(j, h)
                 s[1] = h
                 if s[3] == h:
+                    self.director.fast_forwarded(j, s[2], s[3], h)
                     del self.stretches[j]
 
     def _settle(self, cut: bool) -> None:
@@ -542,12 +543,13 @@ class Engine(Backend):
                     self.bg_gen[j] += reached - s[2]
                     self.replay_t0[j] = t
                     self.snap[j] = (t, list(jb))
-            if reached > s[2] or scheduled > s[3]:
-                s[2], s[3] = reached, scheduled
-                self.director.fast_forwarded(j, reached, scheduled)
-            if cut and s[1] > reached:
+            cut_here = cut and s[1] > reached
+            if cut_here:
                 self.mpi.cut(j, reached)
                 s[1] = reached
+            if reached > s[2] or scheduled > s[3] or cut_here:
+                s[2], s[3] = reached, scheduled
+                self.director.fast_forwarded(j, reached, scheduled, s[1])
             if s[3] == s[1]:
                 del self.stretches[j]
 
