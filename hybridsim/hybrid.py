@@ -87,6 +87,12 @@ MAX_RATIO = 100.0
 EDGE_FLOOR = 0.1
 
 
+def _job_span(jt: float, corr: float) -> float:
+    """A ``sync: job`` iteration's length from the latest start: the job time ``jt`` shifted by the edge correction
+    ``corr``, never below :data:`EDGE_FLOOR` of it."""
+    return max(jt + corr, EDGE_FLOOR * jt)
+
+
 class _Stretch:
     """A fast-forward stretch granted to one job (:meth:`HybridController.fast_forward`): from iteration ``first``,
     per iteration its decision time, the model's per-rank times ``raw`` (k, R) and the ranks that fell back (``bad``
@@ -97,12 +103,13 @@ class _Stretch:
                  bad: np.ndarray):
         self.first, self.load, self.corunners, self.flow, self.until = first, load, corunners, flow, until
         self.raw, self.bad = raw, bad
-        self.times, self.starts, self.durations = [], [], []
+        self.times: list[float] = []
+        self.starts = self.durations = np.zeros((0, 0))   # (k, R) each, set with the times
         self.decided = self.predicted = 0
 
     def truncate(self, h: int) -> None:
-        for seq in (self.times, self.starts, self.durations):
-            del seq[h:]
+        del self.times[h:]
+        self.starts, self.durations = self.starts[:h], self.durations[:h]
 
 
 class HybridController(Director):
@@ -321,8 +328,8 @@ class HybridController(Director):
         if self._horizon:
             stand = self.policy.standing
             self._horizon = {k: (i, n, stand(k, u)) for k, (i, n, u) in self._horizon.items() if k != job_id}
-        if mode == Mode.PREDICT and self.feeds[job_id].fixed_context:
-            n, until = self.policy.horizon(view)
+        if mode == Mode.PREDICT and self.feeds[job_id].fixed_context and isinstance(self.policy, Policy):
+            n, until = self.policy.horizon(view)   # (a duck-typed policy promises nothing)
             if n > 0:
                 self._horizon[job_id] = (iteration, int(n), float(until))
         return mode
@@ -436,7 +443,7 @@ class HybridController(Director):
             # in the next truth window. So the job's ranks end together: latest start + the job's iteration time,
             # the statistic its completion follows (job_time: the mean over ranks).
             jt = job_time(y) if jt is None else jt
-            return (starts.max() + max(jt + corr, EDGE_FLOOR * jt)) - starts
+            return (starts.max() + _job_span(jt, corr)) - starts
         if corr:
             return np.maximum(y + corr, EDGE_FLOOR * y)
         return y
@@ -501,20 +508,39 @@ class HybridController(Director):
         plan = _Stretch(first, load, tuple(corunners), flow, until, ys, bad.sum(axis=1))
         # job_time of every row at once (a row's sum is the 1-D sum of it: the same value)
         jts = (np.add.reduce(ys, axis=1) / ys.shape[1]).tolist()
+        times, rows_s, rows_d = plan.times, [], []
         starts = ends
-        for m in range(n):   # each iteration's durations, the ranks starting where they ended the one before
+        m = 0
+        while m < n:   # each iteration's durations, the ranks starting where they ended the one before
             t = float(starts.min())   # its decision: when the first rank gets there
             if not t < until:
                 break
+            if self.sync == "job" and t == float(starts.max()):
+                # from here every rank starts together, and _durations' float64 operations are the same for each:
+                # done once per iteration on Python floats (the same IEEE arithmetic; for performance)
+                c = t
+                while m < n and c < until:
+                    d = (c + _job_span(jts[m], 0.0)) - c
+                    times.append(c)
+                    rows_s.append(c)
+                    rows_d.append(d)
+                    c = c + d
+                    m += 1
+                break
             d = self._durations(ys[m], starts, 0.0, jts[m])
-            plan.times.append(t)
-            plan.starts.append(starts)
-            plan.durations.append(d)
+            times.append(t)
+            rows_s.append(starts)
+            rows_d.append(d)
             starts = starts + d
-        if not plan.times:
+            m += 1
+        if not times:
             return None
+        plan.starts, plan.durations = np.empty((len(times), st.n_ranks)), np.empty((len(times), st.n_ranks))
+        for k, (a, b) in enumerate(zip(rows_s, rows_d)):
+            plan.starts[k] = a
+            plan.durations[k] = b
         self._stretches[job_id] = plan
-        return np.vstack(plan.durations)
+        return plan.durations
 
     def fast_forward_kept(self, job_id: int, reached: int) -> int:
         """After a decision for another job: how many iterations of job ``job_id``'s stretch still stand (at least the
@@ -561,7 +587,7 @@ class HybridController(Director):
                 self.counts["fallback_predictions"] += n_bad
                 st.fallbacks += n_bad
             st.raw[:, cols] = plan.raw[a:b].T
-            starts, durs = np.vstack(plan.starts[a:b]), np.vstack(plan.durations[a:b])
+            starts, durs = plan.starts[a:b], plan.durations[a:b]
             st.pred[:, cols] = durs.T
             spans = list(zip(starts.min(axis=1).tolist(), (starts + durs).max(axis=1).tolist()))  # _predicted's
             self.pred_spans[job_id] += spans

@@ -231,7 +231,7 @@ class Engine(Backend):
         mpi.set_pred_callbacks(self._pred_records, self._pred_next, self._pred_parked, self.job_names)
         # fast-forward (Director.fast_forward): job -> its open stretch [first iteration, length, reached, scheduled]
         # as last told to the director; a duck-typed director without the method is asked per iteration
-        self.ffwd = getattr(director, "fast_forward", None) if hasattr(director, "fast_forwarded") else None
+        self.ffwd = director.fast_forward if isinstance(director, Director) else None
         self.stretches: dict[int, list] = {}
         self.rec_total = [self.iters[j] * self.n_ranks[j] for j in range(self.n_jobs)]
         self.iters_recorded: set[int] = set()   # jobs whose every iteration has been recorded
