@@ -280,3 +280,25 @@ def test_a_policy_promises_nothing_by_default():
             return "predict"
     assert Mine().horizon(None)[0] == 0 and Mine().standing(0, 1.0) == -np.inf
     assert Budget().horizon(None)[0] == 0
+
+
+@native
+@pytest.mark.parametrize("bad", ["shape", "nan", "past-the-end"])
+def test_a_directors_bad_stretch_is_an_engine_error(bad):
+    from hybridsim.engine import EngineError
+    sc = _scenario("benchmarks/scenarios/mix-72-600.yaml")
+    ctl = build_controller(sc)
+    inner = ctl.fast_forward
+
+    def broken(job_id, iteration, ends):
+        plan = inner(job_id, iteration, ends)
+        if plan is None:
+            return None
+        if bad == "shape":
+            return plan[:, :-1]
+        if bad == "nan":
+            return np.where(np.arange(plan.shape[1]) == 0, np.nan, plan)
+        return np.ones((sc.jobs[job_id].iterations, plan.shape[1]))
+    ctl.fast_forward = broken
+    with pytest.raises(EngineError, match="fast_forward"):
+        Engine(sc).run(director=ctl, on_record=ctl.on_record)

@@ -288,7 +288,7 @@ class NativeMpi(MessageLayer):
         self.core.pred_ends(gids, its, t0s, ends)
 
     def stretch(self, j: int, first: int, durations) -> None:
-        self.core.stretch(j, first, [list(map(float, row)) for row in durations])
+        self.core.stretch(j, first, durations)
 
     def stretch_state(self, j: int):
         return self.core.stretch_state(j)

@@ -511,7 +511,7 @@ class Engine(Backend):
                 or it + 1 + len(plan) > self.iters[j]):
             raise EngineError(f"director.fast_forward({j}, {it}) must return (h, {self.n_ranks[j]}) finite durations "
                               f">= 0 for iterations before the job's last ({self.iters[j]}), got shape {plan.shape}")
-        self.mpi.stretch(j, it + 1, plan.tolist())
+        self.mpi.stretch(j, it + 1, plan)
         self.stretches[j] = [it + 1, len(plan), 0, 0]
 
     def _kept(self) -> None:

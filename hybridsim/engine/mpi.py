@@ -187,8 +187,8 @@ class MessageLayer(abc.ABC):
     # ends them at their park time plus their duration (what ``parked`` and ``pred_ends`` would do, the same events)
     @abc.abstractmethod
     def stretch(self, j: int, first: int, durations) -> None:
-        """Job ``j``'s iterations ``first`` .. ``first + len(durations) - 1`` are a stretch: row m the durations of
-        iteration ``first + m``, one per rank in local order."""
+        """Job ``j``'s iterations ``first`` .. ``first + len(durations) - 1`` are a stretch: row m of the float64
+        array ``durations`` the durations of iteration ``first + m``, one per rank in local order."""
 
     @abc.abstractmethod
     def stretch_state(self, j: int):
@@ -298,7 +298,7 @@ class MpiLayer(MessageLayer):
         self._pred_next(t, rs.gid, it + 1)
 
     def stretch(self, j: int, first: int, durations) -> None:
-        self.ff[j] = [first, [list(map(float, row)) for row in durations], 0, 0, 0.0, None]
+        self.ff[j] = [first, [[float(x) for x in row] for row in durations], 0, 0, 0.0, None]
 
     def stretch_state(self, j: int):
         ff = self.ff.get(j)

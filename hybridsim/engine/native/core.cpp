@@ -599,23 +599,20 @@ class Core {
     }
     // the engine's fast-forward of job j (Director.fast_forward): iterations first .. first + h - 1 are PREDICT
     // with durations dur (h rows of n_ranks, local order); its ranks park and end them here, no Python call
-    void stretch(i64 j, i64 first, const std::vector<std::vector<double>>& dur) {
+    void stretch(i64 j, i64 first, py::array_t<double, py::array::c_style | py::array::forcecast> dur) {
         JobPred& J = jp.at(j);
-        i64 h = (i64)dur.size();
+        if (dur.ndim() != 2 || dur.shape(1) != J.n_ranks)
+            throw py::value_error("a stretch is (iterations, ranks) durations, one per rank");
+        i64 h = (i64)dur.shape(0);
         if (first < 0 || first + h > J.iters) throw py::value_error("stretch beyond the job's iterations");
+        const double* d = dur.data();
+        for (i64 k = 0; k < h * J.n_ranks; k++)
+            if (!(d[k] >= 0.0) || !std::isfinite(d[k])) throw py::value_error("stretch durations must be finite, >= 0");
         J.ff_first = first;
         J.ff_h = h;
         J.ff_dec = J.ff_pred = 0;
-        J.ff_dur.assign(h * J.n_ranks, 0.0);
-        for (i64 m = 0; m < h; m++) {
-            if ((i64)dur[m].size() != J.n_ranks) throw py::value_error("a stretch row needs one duration per rank");
-            for (i64 l = 0; l < J.n_ranks; l++) {
-                double x = dur[m][l];
-                if (!(x >= 0.0) || !std::isfinite(x)) throw py::value_error("stretch durations must be finite, >= 0");
-                J.ff_dur[m * J.n_ranks + l] = x;
-            }
-            J.modes[first + m] = 1;
-        }
+        J.ff_dur.assign(d, d + h * J.n_ranks);
+        for (i64 m = 0; m < h; m++) J.modes[first + m] = 1;
     }
     // (reached, scheduled, time of the latest reached, byte counters then or None)
     py::object stretch_state(i64 j) {
