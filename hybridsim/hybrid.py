@@ -84,6 +84,7 @@ MAX_RATIO = 100.0
 
 #: an edge correction never shortens a predicted iteration below this fraction of the prediction
 EDGE_FLOOR = 0.1
+SYNCS = ("job", "skew", "rank")   # how a predicted iteration ends on the ranks of a job (scenario controller.sync)
 
 
 class HybridController(Director):
@@ -114,8 +115,8 @@ class HybridController(Director):
         self.keep_background = keep_background
         self.lookback = int(lookback or max([m.lookback for m in self.models.values()] + [1]))
         self.do_tune = tune
-        if sync not in ("job", "rank"):
-            raise ValueError(f"sync must be 'job' or 'rank', got {sync!r}")
+        if sync not in SYNCS:
+            raise ValueError(f"sync must be one of {', '.join(SYNCS)}, got {sync!r}")
         self.sync = sync
         # workload volume normalisation: job id -> (iterations,) relative bytes sent per iteration (mean 1)
         self.volumes = {jid: r for jid, v in (volumes or {}).items() if (r := relative_volumes(v)) is not None}
@@ -386,6 +387,12 @@ class HybridController(Director):
             # the statistic its completion follows (job_time: the mean over ranks).
             jt = job_time(y)
             y = (starts.max() + max(jt + corr, EDGE_FLOOR * jt)) - starts
+        elif self.sync == "skew":
+            # Every rank advances by the job's iteration time from its own start: the skew between ranks that the
+            # last simulated iteration left is carried through the predicted stretch unchanged (neither erased, as
+            # "job" does, nor grown, as per-rank predictions do), so the next truth window starts from it.
+            jt = job_time(y)
+            y = np.full_like(y, max(jt + corr, EDGE_FLOOR * jt))
         elif corr:
             y = np.maximum(y + corr, EDGE_FLOOR * y)
         st.pred[ranks, iteration] = y
