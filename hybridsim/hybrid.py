@@ -85,6 +85,7 @@ MAX_RATIO = 100.0
 
 #: an edge correction never shortens a predicted iteration below this fraction of the prediction
 EDGE_FLOOR = 0.1
+SYNCS = ("job", "skew", "rank")   # how a predicted iteration ends on the ranks of a job (scenario controller.sync)
 
 
 def _job_span(jt: float, corr: float) -> float:
@@ -140,8 +141,8 @@ class HybridController(Director):
         self.keep_background = keep_background
         self.lookback = int(lookback or max([m.lookback for m in self.models.values()] + [1]))
         self.do_tune = tune
-        if sync not in ("job", "rank"):
-            raise ValueError(f"sync must be 'job' or 'rank', got {sync!r}")
+        if sync not in SYNCS:
+            raise ValueError(f"sync must be one of {', '.join(SYNCS)}, got {sync!r}")
         self.sync = sync
         # workload volume normalisation: job id -> (iterations,) relative bytes sent per iteration (mean 1)
         self.volumes = {jid: r for jid, v in (volumes or {}).items() if (r := relative_volumes(v)) is not None}
@@ -444,6 +445,12 @@ class HybridController(Director):
             # the statistic its completion follows (job_time: the mean over ranks).
             jt = job_time(y) if jt is None else jt
             return (starts.max() + _job_span(jt, corr)) - starts
+        if self.sync == "skew":
+            # Every rank advances by the job's iteration time from its own start: the skew between ranks that the
+            # last simulated iteration left is carried through the predicted stretch unchanged (neither erased, as
+            # "job" does, nor grown, as per-rank predictions do), so the next truth window starts from it.
+            jt = job_time(y) if jt is None else jt
+            return np.full_like(y, _job_span(jt, corr))
         if corr:
             return np.maximum(y + corr, EDGE_FLOOR * y)
         return y

@@ -436,10 +436,13 @@ class ControllerSection(_Model):
         True, description="what a predicted job leaves in the network: false = nothing (its ranks inject no packets); "
                           "true = its last simulated iteration's mean per-port load; profile = that iteration's "
                           "per-port load phase by phase, replayed over each predicted iteration at the predicted pace")
-    sync: Literal["job", "rank"] = Field(
+    sync: Literal["job", "skew", "rank"] = Field(
         "job", description="job: a predicted iteration ends at the same time on every rank of the job (the latest "
-                           "start plus the median predicted time), as bulk-synchronous codes do; rank: each rank ends "
-                           "at its own start plus its own prediction")
+                           "start plus the job's iteration time, the mean of the ranks' predictions), as "
+                           "bulk-synchronous codes do; skew: every rank ends at its own start plus the job's "
+                           "iteration time, so the skew between ranks that the last simulated iteration left is kept "
+                           "through the predicted iterations; rank: each rank ends at its own start plus its own "
+                           "prediction")
 
 
 # ---------------------------------------------------------------------------------------------------------- limits

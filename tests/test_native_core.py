@@ -156,15 +156,16 @@ jobs:
 placement: {policy: random}
 sampling: {interval: 50us}
 surrogate: {model: mean, config: {k: 2}}
-controller: {policy: %s, params: {warmup: 2, ft: 4, truth: 1}, keep_background: %s}
+controller: {policy: %s, params: {warmup: 2, ft: 4, truth: 1}, keep_background: %s, sync: %s}
 """
 
 
-@pytest.mark.parametrize("policy,keep", [("aligned", "false"), ("periodic", "true"), ("aligned", "profile")])
-def test_hybrid_runs_with_the_controller_give_identical_records(tmp_path, policy, keep):
+@pytest.mark.parametrize("policy,keep,sync", [("aligned", "false", "job"), ("periodic", "true", "job"),
+                                              ("aligned", "profile", "job"), ("aligned", "true", "skew")])
+def test_hybrid_runs_with_the_controller_give_identical_records(tmp_path, policy, keep, sync):
     out = {}
     for core in ("native", "python"):
-        sc = on_core(parse_scenario(HYBRID % (policy, keep)), core)
+        sc = on_core(parse_scenario(HYBRID % (policy, keep, sync)), core)
         ctl = build_controller(sc)
         _rd, res, summary = run_scenario(sc, tmp_path / core, mode="hybrid", progress=False, controller=ctl)
         out[core] = (res, summary)
@@ -183,7 +184,7 @@ def test_the_controller_takes_the_native_cores_record_bursts_as_it_takes_single_
 
     runs = []
     for burst in (True, False):
-        sc = on_core(parse_scenario(HYBRID % ("aligned", "true")), "native")
+        sc = on_core(parse_scenario(HYBRID % ("aligned", "true", "job")), "native")
         ctl = build_controller(sc)
         sizes = []
         if burst:
