@@ -482,7 +482,11 @@ class HybridController(Director):
     def _fast_forward(self, job_id: int, iteration: int, ends: np.ndarray) -> np.ndarray | None:
         h = self._horizon.pop(job_id, None)
         st = self.states.get(job_id)
-        if h is None or h[0] != iteration or st is None or not st.fitted:
+        # sync "job" only: its ranks end an iteration after the last of them started it, so the run's virtual time
+        # never goes back and each skipped decision's JobView.now is the time its first rank gets there. Per-rank
+        # ends ("skew", "rank") can end a rank's iteration before the last rank has started it (a skew larger than
+        # the iteration), after which `now`, the latest end seen, depends on every other job's records.
+        if h is None or h[0] != iteration or st is None or not st.fitted or self.sync != "job":
             return None
         _, n, until = h
         n = min(n, st.n_iterations - 2 - iteration)  # the last iteration is decided on its own (others read its end)
