@@ -489,6 +489,9 @@ class HybridController(Director):
         if h is None or h[0] != iteration or st is None or not st.fitted or self.sync != "job":
             return None
         _, n, until = h
+        if self.flow is not None and any(k not in self.flow.period for k in self.running
+                                         if self.states.get(k) is not None):
+            return None   # a job's first truth will set its flow period, and every job's flow values move with it
         n = min(n, st.n_iterations - 2 - iteration)  # the last iteration is decided on its own (others read its end)
         if n <= 0 or not ends.min() < until:
             return None

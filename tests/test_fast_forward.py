@@ -145,6 +145,20 @@ def test_mix_72_600_other_keep_background(keep):
 
 
 @native
+def test_a_model_that_reads_the_flow_model():
+    """``flow`` (``needs_flow``): stretches once every job's flow period is measured."""
+    assert_fast_forward_changes_nothing(_scenario("benchmarks/scenarios/mix-72-600.yaml", surrogate="{model: flow}"))
+
+
+@native
+def test_a_mixed_history_is_left_to_the_per_iteration_path():
+    """``history: mixed`` feeds the model's own predictions back: its contexts move over a stretch, no fast-forward."""
+    assert_fast_forward_changes_nothing(_scenario("benchmarks/scenarios/mix-72-600.yaml",
+                                                  surrogate="{model: mean, config: {k: 4}, history: mixed}"),
+                                        stretches=False)
+
+
+@native
 def test_the_confident_policy():
     assert_fast_forward_changes_nothing(_scenario(
         "benchmarks/scenarios/mix-72-600.yaml",
