@@ -80,3 +80,23 @@ def test_dataset_volumes_from_scenario(repo):
     heavy = np.flatnonzero(v[lam] > 1.1)
     np.testing.assert_array_equal(heavy, [10, 20])        # neighbour exchange every 10 steps
     assert v[lam][10] / v[lam][0] == pytest.approx(1.33, abs=0.02)
+
+
+@pytest.mark.parametrize("path", ["benchmarks/scenarios/mix-72-600.yaml", "examples/stream-72.yaml"])
+def test_a_workloads_bytes_sent_is_the_sum_of_its_send_ops(path):
+    """``JobWorkload.bytes_sent`` (what the controller's volumes read) is the ISEND/SEND bytes of ``ops``, also where
+    a workload computes it without the ops (nearest neighbour, MILC)."""
+    from pathlib import Path
+
+    from hybridsim.scenario import load_scenario
+    from hybridsim.workloads import ISEND, SEND, build_workload
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / path)
+    for j, job in enumerate(sc.jobs):
+        if job.is_background:
+            continue
+        wl = build_workload(job, j, sc.seed, scenario=sc)
+        for rank in sorted({0, job.ranks // 2, job.ranks - 1}):
+            for it in sorted({0, 1, wl.iterations - 1}):
+                ops = build_workload(job, j, sc.seed, scenario=sc).ops(rank, it)
+                assert wl.bytes_sent(rank, it) == sum(op[2] for op in ops if op[0] in (ISEND, SEND))
