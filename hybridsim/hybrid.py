@@ -482,18 +482,19 @@ class HybridController(Director):
     def _fast_forward(self, job_id: int, iteration: int, ends: np.ndarray) -> np.ndarray | None:
         h = self._horizon.pop(job_id, None)
         st = self.states.get(job_id)
-        # sync "job" only: its ranks end an iteration after the last of them started it, so the run's virtual time
-        # never goes back and each skipped decision's JobView.now is the time its first rank gets there. Per-rank
-        # ends ("skew", "rank") can end a rank's iteration before the last rank has started it (a skew larger than
-        # the iteration), after which `now`, the latest end seen, depends on every other job's records.
-        if h is None or h[0] != iteration or st is None or not st.fitted or self.sync != "job":
+        if h is None or h[0] != iteration or st is None or not st.fitted:
             return None
         _, n, until = h
         if self.flow is not None and any(k not in self.flow.period for k in self.running
                                          if self.states.get(k) is not None):
             return None   # a job's first truth will set its flow period, and every job's flow values move with it
         n = min(n, st.n_iterations - 2 - iteration)  # the last iteration is decided on its own (others read its end)
-        if n <= 0 or not ends.min() < until:
+        # Each skipped decision's JobView.now must be the time its first rank gets there: true while virtual time
+        # runs forward (the latest record end seen is then the current time). It runs back where an iteration ends
+        # on some rank before its last rank started it (per-rank ends, "skew" or "rank", with a skew larger than the
+        # iteration): not at all in a stretch (it stops before such an iteration), not in the others' (the backend
+        # ends every stretch then), and not before this one (now, the latest end seen, is not past its start).
+        if n <= 0 or not ends.min() < until or not self.now <= ends.min():
             return None
         first = iteration + 1
         ranks = np.arange(st.n_ranks)
@@ -542,10 +543,13 @@ class HybridController(Director):
                     m += 1
                 break
             d = self._durations(ys[m], starts, 0.0, jts[m])
+            nxt = starts + d
+            if nxt.min() < starts.max():
+                break   # a rank would end this iteration before the last one starts it: virtual time would go back
             times.append(t)
             rows_s.append(starts)
             rows_d.append(d)
-            starts = starts + d
+            starts = nxt
             m += 1
         if not times:
             return None

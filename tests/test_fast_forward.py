@@ -123,15 +123,27 @@ def _scenario(path, replace=(), **sections):
 native = pytest.mark.skipif(cores.NativeCore is None, reason="native core not built")
 
 
+def _sync(path, sync):
+    """The example's controller section with ``sync`` set."""
+    import yaml
+    ctl = yaml.safe_load((REPO / path).read_text())["controller"]
+    ctl["sync"] = sync
+    return json.dumps(ctl)
+
+
 @native
-def test_hybrid_72_long():
-    granted = assert_fast_forward_changes_nothing(_scenario("examples/hybrid-72-long.yaml"))
+@pytest.mark.parametrize("sync", ["job", "skew"])
+def test_hybrid_72_long(sync):
+    path = "examples/hybrid-72-long.yaml"
+    granted = assert_fast_forward_changes_nothing(_scenario(path, controller=_sync(path, sync)))
     assert sum(granted) > 100
 
 
 @native
-def test_mix_72_600():
-    granted = assert_fast_forward_changes_nothing(_scenario("benchmarks/scenarios/mix-72-600.yaml"))
+@pytest.mark.parametrize("sync", ["job", "skew"])
+def test_mix_72_600(sync):
+    path = "benchmarks/scenarios/mix-72-600.yaml"
+    granted = assert_fast_forward_changes_nothing(_scenario(path, controller=_sync(path, sync)))
     assert sum(granted) > 500
 
 
@@ -192,11 +204,10 @@ controller: {policy: %s, params: {warmup: 2, ft: 8, truth: 1}, keep_background: 
 @pytest.mark.parametrize("policy", ["aligned", "periodic"])
 @pytest.mark.parametrize("sync", ["job", "skew", "rank"])
 def test_the_three_syncs(policy, sync):
-    """``job`` is fast-forwarded; ``skew`` and ``rank`` (per-rank ends, which can make virtual time go back) are left
-    to the per-iteration path."""
+    """Every sync; with per-rank ends (``skew``, ``rank``) a stretch stops where virtual time would go back."""
     sc = parse_scenario(SMALL % (policy, sync))
     sc.backend.embedded.progress = False
-    assert_fast_forward_changes_nothing(sc, stretches=sync == "job")
+    assert_fast_forward_changes_nothing(sc)
 
 
 @native

@@ -488,6 +488,10 @@ class Engine(Backend):
         if dur.shape[0] != len(rss) or not np.isfinite(dur).all() or (dur < 0).any():
             raise EngineError(f"director.predict({j}, {it}) must return {len(rss)} finite durations >= 0")
         ends = starts + dur
+        if self.stretches and ends.min() < starts.max():
+            # a rank ends this iteration before the last one started it (per-rank ends): virtual time goes back, and
+            # the open stretches' skipped decisions would no longer see it where they assumed: they end here
+            self._settle(cut=True)
         self.mpi.pred_ends([rs.gid for rs in rss], [rs.it for rs in rss], starts.tolist(), ends.tolist())
         prof = self.profile.get(j)
         if prof is not None:  # the job's last rank has stopped injecting: its stand-in takes over
