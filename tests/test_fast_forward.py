@@ -157,6 +157,19 @@ def test_mix_72_600_other_keep_background(keep):
 
 
 @native
+@pytest.mark.parametrize("stop", [{"end_time": 12.3e6}, {"max_events": 250_000}])
+def test_a_partial_run_stops_inside_stretches(stop):
+    """A run that stops in the middle (``end_time``, ``max_events``) leaves the director as the per-iteration run
+    does: the stretches are reported as far as they got."""
+    sc = _scenario("benchmarks/scenarios/mix-72-600.yaml")
+    for k, v in stop.items():
+        setattr(sc.backend.embedded, k, v)
+    ref, *_ = _run(sc.model_copy(deep=True), ffwd=False)
+    assert ref.partial
+    assert_fast_forward_changes_nothing(sc)
+
+
+@native
 def test_a_model_that_reads_the_flow_model():
     """``flow`` (``needs_flow``): stretches once every job's flow period is measured."""
     assert_fast_forward_changes_nothing(_scenario("benchmarks/scenarios/mix-72-600.yaml", surrogate="{model: flow}"))
