@@ -26,7 +26,7 @@ from hybridsim_common.records import IterationRecord
 
 from .core import EngineError, EventLoop
 from .mpi import MessageLayer, MpiLayer
-from .network import Network, loaded_port, too_many_packets
+from .network import Network, loaded_ports, too_many_packets
 
 try:
     from .native._core import Core as NativeCore
@@ -198,11 +198,11 @@ class NativeNetwork:
         return self.core.bytes_in_network()
 
     def set_port_background(self, ports, utils) -> None:
-        """As :meth:`.network.Network.set_port_background` (same formula: :func:`~.network.loaded_port`)."""
-        P, nom_s, nom_d = self.P, self.nspb_nominal, self.delay_nominal
+        """As :meth:`.network.Network.set_port_background` (same formula: :func:`~.network.loaded_ports`)."""
+        nom_s, nom_d = self.nspb_nominal, self.delay_nominal
         ports = [int(p) for p in ports]
-        vals = [loaded_port(nom_s[p], nom_d[p], P, u) for p, u in zip(ports, utils)]
-        self.core.set_ports(ports, [v[0] for v in vals], [v[1] for v in vals])
+        ns, ds = loaded_ports([nom_s[p] for p in ports], [nom_d[p] for p in ports], self.P, list(utils))
+        self.core.set_ports(ports, ns, ds)
 
 
 class NativeMpi(MessageLayer):
