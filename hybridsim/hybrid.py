@@ -14,9 +14,13 @@ Ground truth and the surrogate meet in three places:
   error-driven policies see;
 * end of a truth window: ``surrogate.tune`` on the window (``surrogate.tune`` is told the iteration indices).
 
-With ``sync="job"`` (the default) the ranks of a job end a predicted iteration together (the latest start plus the
-job's iteration time, :func:`job_time`: the mean of the per-rank predictions), as bulk-synchronous codes do; per-rank
-ends let inter-rank skew grow without bound (it feeds back through the waits measured in truth windows).
+A predicted iteration advances the job by its iteration time, :func:`job_time` (the mean of the per-rank
+predictions, the statistic a bulk-synchronous job's completion follows). With ``sync="skew"`` (the default) every rank
+advances by it from its own start, so the skew between ranks that the last simulated iteration left is carried
+through the predicted stretch; with ``sync="job"`` the ranks end together (the latest start plus the job time), which
+erases the skew: the next truth window then starts in a lockstep the pure run never has, and a job whose ranks wait on
+late neighbours (nearest-neighbour exchanges) runs it 6-12 % fast. Per-rank ends (``sync="rank"``) let the skew grow
+without bound (it feeds back through the waits measured in truth windows).
 
 With ``volumes`` (bytes each iteration sends, known from the workload definition), the surrogate works on
 volume-normalised times: history and training targets are divided by the iteration's relative volume and
@@ -98,7 +102,7 @@ class HybridController(Director):
 
     def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool | str = True,
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
-                 sync: str = "job", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
+                 sync: str = "skew", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,
                  infos: dict[int, JobInfo] | None = None, flow=None):
         self.policy = policy
@@ -390,9 +394,11 @@ class HybridController(Director):
         elif self.sync == "skew":
             # Every rank advances by the job's iteration time from its own start: the skew between ranks that the
             # last simulated iteration left is carried through the predicted stretch unchanged (neither erased, as
-            # "job" does, nor grown, as per-rank predictions do), so the next truth window starts from it.
+            # "job" does, nor grown, as per-rank predictions do), so the next truth window starts from it. No rank
+            # of a coupled job ends an iteration before every rank has started it (nor, in the engine, before the
+            # moment it is predicted: the job's latest start), which bounds the skew by one iteration time.
             jt = job_time(y)
-            y = np.full_like(y, max(jt + corr, EDGE_FLOOR * jt))
+            y = np.maximum(max(jt + corr, EDGE_FLOOR * jt), starts.max() - starts)
         elif corr:
             y = np.maximum(y + corr, EDGE_FLOOR * y)
         st.pred[ranks, iteration] = y
