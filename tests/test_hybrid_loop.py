@@ -476,27 +476,24 @@ def test_job_advances_by_the_mean_of_right_skewed_rank_predictions():
 
 
 def test_skew_sync_keeps_the_ranks_skew_through_predicted_iterations():
-    """sync: skew. Same iteration 0 as above (100, 100, 100, 500 ns: job time = mean = 200). Every rank advances by
-    the job time from its own start: ends 300, 300, 300, 700 (the skew of 400 ns that the simulated iteration left is
-    kept), then the next predicted iteration starts there and keeps it again: 500, 500, 500, 900."""
+    """sync: skew. Iteration 0 takes 100, 100, 100 and 160 ns (job time = mean = 115): every rank advances by the job
+    time from its own start, ending iteration 1 at 215, 215, 215 and 275 (the 60 ns skew the simulated iteration left
+    is kept; sync: job would end all four at 275). With 100, 100, 100 and 500 ns (job time 200) ranks 0-2 would end
+    at 300, before rank 3 starts at 500 (and before the engine predicts, at the latest start): they end at 500."""
     from hybridsim.hybrid import HybridController
     from hybridsim_common.records import IterationRecord
     from surrogate.registry import create
 
-    ctl = HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, sync="skew")
-    assert ctl.mode_for(0, 0).value == "simulate"
-    for r, d in enumerate([100.0, 100.0, 100.0, 500.0]):
-        ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, d), True)
-    starts = np.array([100.0, 100.0, 100.0, 500.0])
-    assert ctl.mode_for(0, 1).value == "predict"
-    y = ctl.predict(0, 1, np.arange(4), starts)
-    assert np.allclose(y, [200.0] * 4)
-    assert np.allclose(starts + y, [300.0, 300.0, 300.0, 700.0])
-    for r in range(4):
-        ctl.on_record(IterationRecord("a", 0, r, 1, starts[r], starts[r] + y[r]), False)
-    assert ctl.mode_for(0, 2).value == "predict"
-    y2 = ctl.predict(0, 2, np.arange(4), starts + y)
-    assert np.allclose(starts + y + y2, [500.0, 500.0, 500.0, 900.0])
+    for times, ends in (([100.0, 100.0, 100.0, 160.0], [215.0, 215.0, 215.0, 275.0]),
+                        ([100.0, 100.0, 100.0, 500.0], [500.0, 500.0, 500.0, 700.0])):
+        ctl = HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, sync="skew")
+        assert ctl.mode_for(0, 0).value == "simulate"
+        for r, d in enumerate(times):
+            ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, d), True)
+        starts = np.array(times)
+        assert ctl.mode_for(0, 1).value == "predict"
+        y = ctl.predict(0, 1, np.arange(4), starts)
+        assert np.allclose(starts + y, ends)
     with pytest.raises(ValueError, match="sync must be one of job, skew, rank"):
         HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, sync="lockstep")
 
