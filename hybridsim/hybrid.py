@@ -106,8 +106,10 @@ def _skew_run(starts: np.ndarray, jts, until: float) -> tuple[int, np.ndarray, n
     ``_durations`` gives one iteration at a time (for performance)."""
     jt = np.asarray(jts, dtype=np.float64)
     span = np.maximum(jt + 0.0, EDGE_FLOOR * jt)   # _job_span of each, element by element
-    rows = np.add.accumulate(np.vstack([starts[None, :], np.broadcast_to(span[:, None], (len(span), len(starts)))]),
-                             axis=0)
+    rows = np.empty((len(span) + 1, len(starts)))
+    rows[0] = starts
+    rows[1:] = span[:, None]
+    rows = np.add.accumulate(rows, axis=0)
     cur, nxt = rows[:-1], rows[1:]
     hi = cur.max(axis=1)
     ok = (((hi[:, None] - cur) <= span[:, None]).all(axis=1) & (cur.min(axis=1) < until)
@@ -520,6 +522,12 @@ class HybridController(Director):
         # ends every stretch then), and not before this one (now, the latest end seen, is not past its start).
         if n <= 0 or not ends.min() < until or not self.now <= ends.min():
             return None
+        if math.isfinite(until):
+            # as many as fit before ``until`` at the pace of the iteration just predicted, and some: a stretch that
+            # ends before ``until`` is as right as a longer one (the next iteration is then asked for on its own)
+            pace = float(np.mean(st.pred[:, iteration]))
+            if pace > 0:
+                n = min(n, int((until - float(ends.min())) / pace * 1.25) + 4)
         first = iteration + 1
         ranks = np.arange(st.n_ranks)
         # the decisions' co-runners: the same at every boundary of a stretch (no job starts, ends or completes its
