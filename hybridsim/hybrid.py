@@ -48,6 +48,13 @@ Wall time is split into simulation (the backend's time between director calls), 
 themselves, less the surrogate's share: views, policy, bookkeeping), inference and tuning; building graphs for a
 context counts as inference, for a fit/tune series as tuning. Policies see all four in ``JobView.costs``.
 
+Fast-forward: when the policy promises, at a PREDICT decision, that the job's next iterations are PREDICT too
+(``Policy.horizon``), the controller hands the backend the whole stretch after that iteration's prediction
+(:meth:`HybridController.fast_forward`: one ``Surrogate.predict_many`` call, every rank's start and duration as the
+per-iteration calls would compute them) and applies what the skipped ``mode_for`` and ``predict`` calls would have
+done as the backend reports the stretch reached (:meth:`HybridController.fast_forwarded`); the results are the
+per-iteration path's (hybridsim/engine/README.md, "Fast-forward").
+
 Per decision and per prediction the controller's work does not grow with the iterations a job has run: the job's
 timeline (:class:`hybridsim.timeline.JobState`) keeps its counts, edge marks, visible truth and each rank's latest
 truth up to date as records arrive, and a policy's view reads the per-iteration tables lazily.
