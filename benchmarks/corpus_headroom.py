@@ -19,6 +19,10 @@ folders (a test scenario's pure runs over seeds); each is reported in rows of it
   covers the iteration's start; background included) differs from that at iteration t - h; MEAN's MAPE is also
   split into iterations with and without such a change.
 
+A second table gives the size of what moves: at each co-runner change with four iterations of the same co-runners
+on both sides, the job's mean time over the four after against the four before; and a job's first iteration against
+its later mean (the start transient).
+
 A row gives, over the jobs of its runs, the mean of the per-job MAPEs (each job counts once) with a 95 % interval
 from resampling whole runs (2,000 bootstrap draws, seed 0), and the share of iterations with a change (every
 iteration counts once).
@@ -111,11 +115,30 @@ def job_scores(job: dict, h: int) -> dict | None:
             "mean_steady": 100 * mean[~changed].mean() if (~changed).any() else None}
 
 
+def shifts(job: dict, k: int = 4) -> list[float]:
+    """Relative change of the job's time at each co-runner change with ``k`` iterations of the same co-runners on
+    both sides: the mean of the ``k`` after over the mean of the ``k`` before, minus 1."""
+    y, sets = job["y"], job["sets"]
+    out = []
+    for t in range(k, len(y) - k + 1):
+        if sets[t] != sets[t - 1] and len(set(sets[t - k:t])) == 1 and len(set(sets[t:t + k])) == 1:
+            before, after = np.nanmean(y[t - k:t]), np.nanmean(y[t:t + k])
+            if np.isfinite(before) and np.isfinite(after) and before > 0:
+                out.append(float(after / before - 1.0))
+    return out
+
+
 def headroom(path: Path, horizons: list[int], min_iterations: int = 2) -> dict:
     runs = run_dirs(path)
     jobs = [{**j, "run": k} for k, r in enumerate(runs) for j in job_series(r) if len(j["y"]) >= min_iterations]
     out = {"path": str(path), "runs": len(runs), "jobs": len(jobs),
            "iterations": int(sum(np.isfinite(j["y"]).sum() for j in jobs)), "horizons": {}}
+    sh = 100 * np.abs([x for j in jobs for x in shifts(j)])
+    first = [100 * (j["y"][0] / np.nanmean(j["y"][1:]) - 1) for j in jobs if len(j["y"]) >= 6]
+    out["shifts"] = {"changes": int(len(sh)), "mean_abs": float(sh.mean()) if len(sh) else None,
+                     "median_abs": float(np.median(sh)) if len(sh) else None, "above_5": int((sh > 5).sum()),
+                     "above_10": int((sh > 10).sum()),
+                     "first_vs_rest": float(np.mean(first)) if first else None}
     for h in horizons:
         pairs = [(s, j) for s, j in ((job_scores(j, h), j) for j in jobs) if s is not None]
         sc = [s for s, _ in pairs]
@@ -186,6 +209,14 @@ def main(argv=None) -> int:
                   f"{_fmt(s['last'])} {_ci(s['last_ci'])} | {_fmt(s['mean'])} {_ci(s['mean_ci'])} | 0 | "
                   f"{_fmt(s['changed_share'], True)} | {s['jobs_with_change']} | "
                   f"{_fmt(s['mean_on_changed'])} / {_fmt(s['mean_on_steady'])} |")
+    print()
+    print("| corpus | co-runner changes (4 steady iterations each side) | mean / median abs. shift of the job's time % "
+          "| shifts > 5 % / > 10 % | first iteration against the job's later mean % |")
+    print("|---|---:|---:|---:|---:|")
+    for r in res:
+        s = r["shifts"]
+        print(f"| {Path(r['path']).name} | {s['changes']} | {_fmt(s['mean_abs'])} / {_fmt(s['median_abs'])} | "
+              f"{s['above_5']} / {s['above_10']} | {_fmt(s['first_vs_rest'])} |")
     print()
     print("MEAN job MAPE % per workload kind (one-step and the largest horizon):")
     for r in res:

@@ -48,3 +48,10 @@ def test_the_run_bootstrap_interval_holds_the_mean(hr):
     ci = hr._bootstrap([1.0, 2.0, 3.0, 4.0], [0, 0, 1, 2], 3)
     assert ci[0] <= 2.5 <= ci[1] and 1.0 <= ci[0] and ci[1] <= 4.0
     assert hr._bootstrap([2.0, 2.0], [0, 1], 2) == [2.0, 2.0]
+
+
+def test_the_shift_at_a_change_compares_the_steady_iterations_on_both_sides(hr):
+    a, b = frozenset({"a"}), frozenset({"b"})
+    job = {"y": np.array([1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.5]), "sets": [a, a, a, b, b, b, b]}
+    assert hr.shifts(job, 3) == [pytest.approx(0.5)]
+    assert hr.shifts(job, 4) == []  # only three iterations beside "a"
