@@ -17,6 +17,14 @@ is drawn and validated before anything runs.
 Spec fields (:class:`CorpusSpec`, :class:`Space`): ranges are ``[low, high]``, inclusive, drawn uniformly (message
 sizes and background intervals log-uniformly); lists are choices drawn uniformly. ``base`` holds scenario sections
 every run shares (``sampling``, ``output``, ``limits``, ``backend.embedded``, ...).
+
+``space.stream`` (:class:`StreamSpace`) draws job streams instead of jobs that all start at t = 0 beside the same
+co-runners to their end (where a job's iteration times barely move): a ``scheduler`` section (queue and allocation
+drawn), ``stream.jobs`` foreground jobs whose arrivals are spread uniformly over a window drawn from ``stream.window``
+(the first at 0) and whose walltimes are ``stream.walltime`` times their typical run time. With more ranks than the
+machine holds, jobs queue, starts and ends are staggered and a job's co-runners change while it runs. ``stream.share``
+of the runs are streams, the rest co-start as without it. A spec without ``stream`` draws exactly what it drew
+before the option existed (same generator calls).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
@@ -73,6 +81,46 @@ def _range(v, kind=int):
     return [lo, hi]
 
 
+class StreamSpace(_Spec):
+    """Job streams (``space.stream``): see the module docstring. Durations in ns."""
+
+    share: float = Field(1.0, ge=0.0, le=1.0, description="fraction of runs drawn as streams (the rest co-start)")
+    jobs: list = Field(default_factory=lambda: [8, 14], description="foreground jobs per stream, [low, high]")
+    queue: list[Literal["fcfs", "easy", "conservative"]] = Field(default_factory=lambda: ["easy"], min_length=1)
+    allocation: list[Literal["contiguous", "random", "random-router", "random-group"]] = Field(
+        default_factory=lambda: ["random-router"], min_length=1,
+        description="the scheduler's allocation (a stream's runs do not use space.placement)")
+    window: list = Field(default_factory=lambda: [1.0e6, 4.0e6],
+                         description="ns over which a stream's arrivals are spread, uniform")
+    walltime: list = Field(default_factory=lambda: [1.0, 4.0],
+                           description="walltime / (iterations x the kind's typical iteration time), uniform")
+    slowdown_tau: float = Field(100_000.0, gt=0, description="scheduler.slowdown_tau, ns")
+
+    @field_validator("jobs")
+    @classmethod
+    def _jobs(cls, v):
+        v = _range(v)
+        if v[0] < 1:
+            raise ValueError("a stream needs at least one foreground job (low >= 1)")
+        return v
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, v):
+        v = [float(x) for x in _range(v, float)]
+        if v[0] < 0:
+            raise ValueError("low must be >= 0 ns")
+        return v
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, v):
+        v = [float(x) for x in _range(v, float)]
+        if v[0] <= 0:
+            raise ValueError("low must be > 0 (a factor on the job's typical run time)")
+        return v
+
+
 class Space(_Spec):
     """What a run is drawn from."""
 
@@ -93,6 +141,7 @@ class Space(_Spec):
     background_msg_size: list = Field(default_factory=lambda: [1024, 8192])
     background_interval: list = Field(default_factory=lambda: [5000.0, 50000.0],
                                       description="ns between a background rank's messages, log-uniform")
+    stream: Optional[StreamSpace] = Field(None, description="draw job streams (a scheduler, staggered arrivals)")
 
     @field_validator("jobs", "ranks", "iterations", "msg_size", "background", "background_ranks",
                      "background_msg_size")
@@ -256,25 +305,39 @@ def draw(spec: CorpusSpec, i: int) -> dict:
     params: dict = {"topology_index": k, "routing": str(rng.choice(sp.routing)),
                     "placement": str(rng.choice(sp.placement)), "seed": int(rng.integers(0, 2**31 - 1)), "jobs": [],
                     "background": []}
+    if sp.stream is not None and rng.random() < sp.stream.share:
+        return _draw_stream(sp, rng, params, free)
     n_jobs = int(rng.integers(sp.jobs[0], sp.jobs[1] + 1))
     for j in range(n_jobs):
-        for _ in range(MAX_TRIES):
-            kind = str(rng.choice(sp.workloads))
-            if free < sp.ranks[0]:
-                break
-            choices = np.arange(sp.ranks[0], min(sp.ranks[1], free) + 1)
-            if kind in ("milc", "nearest_neighbor"):  # grids of small factors, as real decompositions are
-                smooth = choices[[max(_prime_factors(int(n)) or [1]) <= 5 for n in choices]]
-                choices = smooth if smooth.size else choices
-            ranks = int(rng.choice(choices))
-            msg = _log_uniform_int(rng, *sp.msg_size)
-            w = _workload(kind, ranks, msg)
-            if w is not None:
-                params["jobs"].append({"name": f"j{j}-{kind}", "ranks": ranks,
-                                       "iterations": int(rng.integers(sp.iterations[0], sp.iterations[1] + 1)),
-                                       "workload": w})
-                free -= ranks
-                break
+        job = _draw_job(sp, rng, f"j{j}", free)
+        if job is not None:
+            params["jobs"].append(job)
+            free -= job["ranks"]
+    _draw_background(sp, rng, params, free)
+    return params
+
+
+def _draw_job(sp: Space, rng, name: str, free: int) -> dict | None:
+    """One foreground job of at most ``free`` ranks (None when no rank count in range gives a valid workload)."""
+    for _ in range(MAX_TRIES):
+        kind = str(rng.choice(sp.workloads))
+        if free < sp.ranks[0]:
+            return None
+        choices = np.arange(sp.ranks[0], min(sp.ranks[1], free) + 1)
+        if kind in ("milc", "nearest_neighbor"):  # grids of small factors, as real decompositions are
+            smooth = choices[[max(_prime_factors(int(n)) or [1]) <= 5 for n in choices]]
+            choices = smooth if smooth.size else choices
+        ranks = int(rng.choice(choices))
+        msg = _log_uniform_int(rng, *sp.msg_size)
+        w = _workload(kind, ranks, msg)
+        if w is not None:
+            return {"name": f"{name}-{kind}", "ranks": ranks,
+                    "iterations": int(rng.integers(sp.iterations[0], sp.iterations[1] + 1)), "workload": w}
+    return None
+
+
+def _draw_background(sp: Space, rng, params: dict, free: int) -> int:
+    """Background jobs into ``params["background"]`` within ``free`` terminals; returns the terminals left."""
     for b in range(int(rng.integers(sp.background[0], sp.background[1] + 1))):
         ranks = min(int(rng.integers(sp.background_ranks[0], sp.background_ranks[1] + 1)), free)
         if ranks < 1:
@@ -285,6 +348,31 @@ def draw(spec: CorpusSpec, i: int) -> dict:
                                                   "msg_size": _log_uniform_int(rng, *sp.background_msg_size),
                                                   "interval": round(iv, 1)}})
         free -= ranks
+    return free
+
+
+def _draw_stream(sp: Space, rng, params: dict, free: int) -> dict:
+    """A job stream (``space.stream``): background first (it holds its terminals for the whole run), then the
+    foreground jobs, each of at most the terminals the background leaves, arriving over the drawn window."""
+    from .workloads import ITERATION_TIME_NS
+
+    st = sp.stream
+    left = _draw_background(sp, rng, params, free)
+    window = float(rng.uniform(st.window[0], st.window[1]))
+    params["stream"] = {"queue": str(rng.choice(st.queue)), "allocation": str(rng.choice(st.allocation)),
+                        "window": round(window, 1)}
+    params["placement"] = params["stream"]["allocation"]  # what places the jobs (params stay self-describing)
+    n_jobs = int(rng.integers(st.jobs[0], st.jobs[1] + 1))
+    arrivals = np.sort(rng.uniform(0.0, window, n_jobs))
+    arrivals[0] = 0.0  # the machine is not idle before the first job
+    for j in range(n_jobs):
+        job = _draw_job(sp, rng, f"j{j:02d}", left)
+        if job is None:
+            continue
+        typical = job["iterations"] * ITERATION_TIME_NS[job["workload"]["kind"]]
+        job["arrival"] = round(float(arrivals[j]), 1)
+        job["walltime"] = round(float(rng.uniform(st.walltime[0], st.walltime[1])) * typical, 1)
+        params["jobs"].append(job)
     return params
 
 
@@ -296,8 +384,14 @@ def scenario_dict(spec: CorpusSpec, i: int, params: dict) -> dict:
     d["name"] = f"{spec.name}-{i:04d}"
     d["seed"] = params["seed"]
     d["topology"] = {**spec.space.topology[params["topology_index"]], "routing": params["routing"]}
-    d["placement"] = {**(d.get("placement") or {}), "policy": params["placement"]}
     d["jobs"] = copy.deepcopy(params["jobs"] + params["background"])
+    st = params.get("stream")
+    if st is None:
+        d["placement"] = {**(d.get("placement") or {}), "policy": params["placement"]}
+        return d
+    # a stream: the scheduler places the jobs when they start; ``base.scheduler`` may add its other fields
+    d["scheduler"] = {**(d.get("scheduler") or {}), "queue": st["queue"], "allocation": st["allocation"]}
+    d["scheduler"].setdefault("slowdown_tau", spec.space.stream.slowdown_tau)
     return d
 
 
@@ -327,9 +421,29 @@ def scenario_of(ls: LoadedSpec, i: int):
     if bad:
         problems = [f"{ls.where(('base', 'limits'))}: run {i}: {'.'.join(map(str, loc))}: {msg}" for loc, msg in bad]
         raise CorpusError("\n".join(problems), problems)
+    if sc.is_stream:
+        _check_stream(ls, i, sc)
     # relative paths in base resolve beside the spec
     sc.provenance = yamlio.Provenance(path=ls.prov.path.parent / f"{d['name']}.yaml")
     return sc, params
+
+
+def _check_stream(ls: LoadedSpec, i: int, sc) -> None:
+    """A drawn stream the scheduler cannot run (a job larger than the machine beside the background, a job that can
+    never start): a problem located at ``space.stream``."""
+    from .scenario import stream_jobs, stream_problems
+    from .scheduler import SchedulerError, dry_run
+
+    at = ls.where(("space", "stream"))
+    problems = [f"{at}: run {i}: {'.'.join(map(str, loc))}: {msg}" for loc, msg in stream_problems(sc)]
+    if not problems:  # schedule it with run time = walltime: a job that can never start fails here, before a run
+        sec = sc.scheduler
+        try:
+            dry_run(stream_jobs(sc), sc.topology.shape, sec.queue, sec.allocation, sc.scheduler_seed)
+        except SchedulerError as exc:
+            problems = [f"{at}: run {i}: scheduler: {exc}"]
+    if problems:
+        raise CorpusError("\n".join(problems), problems)
 
 
 # ------------------------------------------------------------------------------------------------------ running

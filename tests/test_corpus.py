@@ -219,3 +219,94 @@ def test_a_corrupt_corpus_json_is_rebuilt_from_the_runs(tmp_path, capsys):
     assert main(["corpus", str(spec), "-o", str(out), "--no-progress"]) == 0
     assert "2 runs, 2 already completed, 0 to run" in capsys.readouterr().out
     assert load_corpus(out)["counts"] == {"completed": 2, "failed": 0, "pending": 0}
+
+
+STREAM_SPEC = SPEC.replace("  background: [0, 0]\n", """\
+  background: [0, 1]
+  background_ranks: [1, 2]
+  stream: {jobs: [5, 7], window: [10000, 50000], walltime: [1.5, 2.5], queue: [easy, fcfs],
+           allocation: [random, random-group], share: 1.0}
+""").replace("runs: 2", "runs: 6")
+
+
+def test_stream_draws_are_deterministic_and_within_the_declared_ranges(tmp_path):
+    from hybridsim.workloads import ITERATION_TIME_NS
+
+    ls = load_spec(_spec(tmp_path, STREAM_SPEC))
+    again = load_spec(_spec(tmp_path, STREAM_SPEC, "again.yaml"))
+    draws = [scenario_of(ls, i) for i in range(6)]
+    assert [p for _, p in draws] == [scenario_of(again, i)[1] for i in range(6)]
+    for sc, p in draws:
+        st = p["stream"]
+        assert sc.is_stream and sc.scheduler.queue == st["queue"] in ("easy", "fcfs")
+        assert sc.scheduler.allocation == st["allocation"] in ("random", "random-group")
+        assert 10000 <= st["window"] <= 50000
+        jobs = p["jobs"]
+        assert 5 <= len(jobs) <= 7
+        arrivals = [j["arrival"] for j in jobs]
+        assert arrivals[0] == 0.0 and arrivals == sorted(arrivals) and arrivals[-1] <= st["window"]
+        held = sum(b["ranks"] for b in p["background"])
+        assert held <= 2
+        for j in jobs:
+            assert 2 <= j["ranks"] <= 12 - held and 2 <= j["iterations"] <= 3
+            typical = j["iterations"] * ITERATION_TIME_NS[j["workload"]["kind"]]
+            assert 1.5 * typical - 0.1 <= j["walltime"] <= 2.5 * typical + 0.1
+        # the scenario carries the draw: arrivals, walltimes, the background with no arrival
+        by_name = {j.name: j for j in sc.jobs}
+        assert all(by_name[j["name"]].arrival == j["arrival"] and by_name[j["name"]].walltime == j["walltime"]
+                   for j in jobs)
+        assert all(by_name[b["name"]].arrival == 0 for b in p["background"])
+    # more ranks than the 12 terminals hold, in some stream: jobs must queue
+    assert any(sum(j["ranks"] for j in p["jobs"]) > 12 for _, p in draws)
+
+
+def test_stream_share_and_a_spec_without_stream(tmp_path):
+    none = load_spec(_spec(tmp_path, STREAM_SPEC.replace("share: 1.0", "share: 0.0"), "none.yaml"))
+    assert all("stream" not in scenario_of(none, i)[1] and not scenario_of(none, i)[0].is_stream for i in range(6))
+    half = load_spec(_spec(tmp_path, STREAM_SPEC.replace("share: 1.0", "share: 0.5").replace("runs: 6", "runs: 20"),
+                           "half.yaml"))
+    kinds = [scenario_of(half, i)[0].is_stream for i in range(20)]
+    assert 0 < sum(kinds) < 20
+
+
+@pytest.mark.parametrize("edit, where, msg", [
+    (("window: [10000, 50000]", "window: [50000, 10000]"), ":19:34: space.stream.window:", "low 50000 > high 10000"),
+    (("walltime: [1.5, 2.5]", "walltime: [0, 2.5]"), ":19:60: space.stream.walltime:", "low must be > 0"),
+    (("jobs: [5, 7]", "jobs: [0, 7]"), ":19:18: space.stream.jobs:", "at least one foreground job"),
+    (("queue: [easy, fcfs]", "queue: [easy, lifo]"), ":19:86: space.stream.queue.1:", "lifo"),
+    (("share: 1.0", "share: 1.5"), ":20:55: space.stream.share:", "less than or equal to 1"),
+    (("share: 1.0", "shares: 1.0"), ":20:48: space.stream.shares:", "unknown key 'shares'"),
+])
+def test_stream_spec_errors_name_file_line_and_field(tmp_path, edit, where, msg):
+    spec = _spec(tmp_path, STREAM_SPEC.replace(*edit))
+    with pytest.raises(CorpusError) as exc:
+        load_spec(spec)
+    assert f"{spec}{where}" in str(exc.value) and msg in str(exc.value)
+
+
+def test_a_stream_corpus_runs_and_its_jobs_see_their_co_runners_change(tmp_path):
+    from surrogate.pretrain import job_tables
+
+    spec = _spec(tmp_path, STREAM_SPEC.replace("runs: 6", "runs: 2").replace("iterations: [2, 3]",
+                                                                            "iterations: [4, 6]"))
+    m = build_corpus(spec, tmp_path / "c", progress=False, out=open(os.devnull, "w"))
+    assert [r["status"] for r in m["runs"]] == ["completed", "completed"]
+    changed = 0
+    for r in m["runs"]:
+        rm = read_manifest(tmp_path / "c" / r["dir"])
+        assert rm["scenario"]["scheduler"]["queue"] == r["params"]["stream"]["queue"]
+        for job in job_tables(tmp_path / "c" / r["dir"]):
+            changed += int(len(set(job["load"].round(6))) > 1)
+    assert changed > 0
+
+
+def test_moving_72_spec_in_the_repo_draws_streams_outside_the_test_scenarios():
+    root = Path(__file__).resolve().parents[1]
+    ls = load_spec(root / "corpora" / "moving-72.yaml")
+    draws = [scenario_of(ls, i) for i in range(ls.spec.runs)]
+    streams = [p for sc, p in draws if sc.is_stream]
+    assert len(streams) >= ls.spec.runs // 2
+    assert sum(sum(j["ranks"] for j in p["jobs"]) > 72 for p in streams) == len(streams)
+    assert len({p["stream"]["allocation"] for p in streams}) == 3
+    # no run shares a seed with the 72-node test scenarios and their benches (seeds 1-11)
+    assert all(p["seed"] > 11 for _, p in draws)
