@@ -426,11 +426,11 @@ class SurrogateSection(_Model):
 
 
 class ControllerSection(_Model):
-    """The switching policy: a built-in name (pdes, surrogate, periodic, error-adaptive, budget, aligned (the
-    default)), an installed ``hybridsim.policies`` entry point, or ``module:Class``; ``params`` go to its
-    constructor."""
+    """The switching policy: a built-in name (pdes, surrogate, periodic, error-adaptive, budget, aligned, confident
+    (the default: truth windows spaced so each job's completion error stays within ``params.target_error``, 2 %)), an
+    installed ``hybridsim.policies`` entry point, or ``module:Class``; ``params`` go to its constructor."""
 
-    policy: str = "aligned"
+    policy: str = "confident"
     params: dict[str, Any] = Field(default_factory=dict)
     keep_background: Union[StrictBool, Literal["profile"]] = Field(
         True, description="what a predicted job leaves in the network: false = nothing (its ranks inject no packets); "

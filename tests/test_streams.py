@@ -266,7 +266,7 @@ jobs:
      compute: {delay: 3us}}
 """
     sc = parse_scenario(text, str(tmp_path / "s.yaml"))
-    assert sc.controller.policy == "aligned"
+    assert sc.controller.policy == "confident"
     rd, res, summary = run_scenario(sc, tmp_path / "h", mode="hybrid", progress=False)
     assert set(res.job_end) == {"a", "b", "c"}
     # b waited for a's terminals; c started on arrival beside a
