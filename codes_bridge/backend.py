@@ -98,14 +98,14 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     if mode not in ("simulate", "hybrid", "floor"):
         raise ValueError(f"mode must be simulate, hybrid or floor, got {mode!r}")
     if mode in ("hybrid", "floor"):
-        from .hybrid import DirectorPlan, DirectorThread, director_section, plan_director
+        from .hybrid import DirectorPlan, DirectorThread, check_standin, director_section, plan_director
 
         plan = plan_director(scenario) if mode == "hybrid" else DirectorPlan([], [], {})
         if plan.windows or mode == "floor":
             t_load = time.monotonic()
             director = DirectorThread(scenario, log=_progress_log(progress))
             startup_s = time.monotonic() - t_load  # the surrogate's loading, before CODES starts
-            writer_options["director"] = director_section(plan.windows)
+            writer_options["director"] = director_section(plan.windows, standin=scenario.backend.codes.standin)
     inputs = write_codes_inputs(scenario, codes_dir, **writer_options)
     t0 = time.monotonic()
     with director or contextlib.nullcontext():
@@ -115,6 +115,10 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     wall = time.monotonic() - t0
     if director is not None:
         from .importer import DIRECTOR_ANSWERS, write_director_answers
+
+        if plan.windows and (why := check_standin(launched.stdout.read_text(errors="replace"),
+                                                  scenario.backend.codes.standin)) is not None:
+            raise CodesRunError(why, cause="bad-config", run_dir=codes_dir)
 
         write_director_answers(codes_dir / DIRECTOR_ANSWERS, director.service.answers)
     try:

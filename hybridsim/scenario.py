@@ -363,6 +363,18 @@ class CodesBackend(_Model):
     timeout: Optional[Duration] = Field(None, gt=0, description="wall-clock seconds x 1e9 (ns) or '30min'-style")
     sample_count: StrictInt = Field(400, ge=1, description="--sample-count: model-stats samples pre-allocated per LP")
     payload_size: StrictInt = Field(4096, gt=0, description="--payload_sz for synthetic background jobs")
+    standin: str = Field("none", description="hybrid runs: what stands in for a predicted job's traffic. replay: "
+                                             "its ranks keep sending their last simulated iteration's messages "
+                                             "(needs CODES built by scripts/build-codes.sh, which patches CODES); "
+                                             "none: CODES drops it (docs/codes.md)")
+
+    @field_validator("standin", mode="before")
+    @classmethod
+    def _standin(cls, v):
+        if v not in ("replay", "none"):
+            raise ValueError(f"backend.codes.standin must be 'replay' (a predicted job's ranks keep sending their "
+                             f"last simulated iteration's messages) or 'none' (CODES drops its traffic), got {v!r}")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> "CodesBackend":

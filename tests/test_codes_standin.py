@@ -1,0 +1,101 @@
+"""The stand-in for a predicted job's traffic on CODES (``backend.codes.standin``; docs/codes.md section 3): the
+scenario option and its validation, the ``DIRECTOR/standin`` key the bridge writes for each value, and the check that
+the CODES build really started the stand-in (an unpatched CODES ignores the key and would drop the traffic
+silently). CODES is replaced by the launcher tests' stand-in executable; the stand-in's effect on a real CODES is
+measured in tests/codes_live and benchmarks/RESULTS_codes_hybrid.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from codes_bridge.hybrid import STANDIN_BANNER, STANDIN_MODES, check_standin, director_section
+from codes_bridge.writers import parse_conf
+from hybridsim.scenario import Scenario, ScenarioError, load_scenario
+
+from test_codes_hybrid import _scenario, _standin
+from test_codes_launcher_standins import _script, bins  # noqa: F401  (fixture)
+
+
+def _with_standin(sc: Scenario, value: str) -> Scenario:
+    d = sc.model_dump(mode="json", exclude_none=True)
+    d["backend"]["codes"]["standin"] = value
+    return Scenario.model_validate(d)
+
+
+@pytest.mark.parametrize("value", ["replay", "none"])
+def test_director_section_writes_the_standin_key(value):
+    assert director_section([(8, 20)], standin=value)["standin"] == value
+    assert director_section([], standin=value)["standin"] == value  # the floor run's section too
+
+
+def test_director_section_refuses_an_unknown_standin():
+    with pytest.raises(ValueError, match="standin must be one of replay, none, got 'replay '"):
+        director_section([(8, 20)], standin="replay ")
+    assert STANDIN_MODES == ("replay", "none")
+
+
+def test_scenario_standin_values_and_default():
+    sc = _scenario(None, "mpirun")
+    assert sc.backend.codes.standin == "none"
+    assert _with_standin(sc, "none").backend.codes.standin == "none"
+
+
+@pytest.mark.parametrize("bad", ["Replay", "drop", "", 1])
+def test_scenario_refuses_a_bad_standin_with_the_choices(bad, tmp_path):
+    text = ("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+            "jobs: [{name: milc, ranks: 8, iterations: 4, workload: {kind: milc, dimension_sizes: [2, 2, 2]}}]\n"
+            f"backend: {{kind: codes, codes: {{standin: {bad!r}}}}}\n")
+    with pytest.raises(ScenarioError, match=r"backend\.codes\.standin.*'replay'.*'none'"):
+        (tmp_path / "s.yaml").write_text(text)
+        load_scenario(tmp_path / "s.yaml")
+
+
+def test_check_standin_reads_the_banner():
+    assert check_standin("x\n" + STANDIN_BANNER + " (predicted ranks ...)\n", "replay") is None
+    assert check_standin("no banner here", "none") is None
+    why = check_standin("ROSS banner only", "replay")
+    assert why is not None and "0001-standin-traffic.patch" in why and "standin: none" in why
+
+
+#: a patched CODES: prints the banner when its conf asks for the stand-in (as model-net-mpi-replay does at start)
+BANNER = """
+import re
+if re.search(r'standin\\s*=\\s*"replay"', text):
+    print({banner!r}, flush=True)
+"""
+
+
+def _hybrid(b, mpirun, standin):
+    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}}, surrogate={"model": "mean"})
+    return _with_standin(sc, standin)
+
+
+@pytest.mark.parametrize("standin", ["replay", "none"])
+def test_hybrid_run_writes_the_key_and_a_patched_codes_runs(bins, tmp_path, codes_data, standin):
+    from hybridsim.runner import run_scenario
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq")
+    exe = b / "model-net-mpi-replay"
+    anchor = "text = open(conf).read()\n"
+    body = exe.read_text()
+    assert body.count(anchor) == 1
+    _script(exe, body.split("\n", 1)[1].replace(anchor, anchor + BANNER.format(banner=STANDIN_BANNER)))
+    _, _, summary = run_scenario(_hybrid(b, mpirun, standin), tmp_path / "run", mode="hybrid", progress=False)
+    conf = parse_conf((tmp_path / "run" / "codes" / "dfdally-72.conf").read_text())
+    assert conf["DIRECTOR"]["standin"] == standin
+    out = (tmp_path / "run" / "codes" / "model-output.txt").read_text()
+    assert (STANDIN_BANNER in out) == (standin == "replay")
+    assert summary["backend_stats"]["director"]["windows"] == [[8, 20]]
+
+
+def test_hybrid_run_refuses_a_codes_without_the_patch(bins, tmp_path, codes_data):
+    """An unpatched CODES ignores DIRECTOR/standin: the run must not pass for one with the stand-in."""
+    from hybridsim.runner import RunError, run_scenario
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq")   # prints no banner
+    with pytest.raises(RunError, match="lacks hybridsim's patch"):
+        run_scenario(_hybrid(b, mpirun, "replay"), tmp_path / "run", mode="hybrid", progress=False)
+    # with the stand-in off the same CODES is fine
+    run_scenario(_hybrid(b, mpirun, "none"), tmp_path / "run2", mode="hybrid", progress=False)
