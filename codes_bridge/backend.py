@@ -105,7 +105,9 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
             t_load = time.monotonic()
             director = DirectorThread(scenario, log=_progress_log(progress))
             startup_s = time.monotonic() - t_load  # the surrogate's loading, before CODES starts
-            writer_options["director"] = director_section(plan.windows, standin=scenario.backend.codes.standin)
+            codes = scenario.backend.codes
+            writer_options["director"] = director_section(plan.windows, standin=codes.standin,
+                                                          standin_scale=codes.standin_scale)
     inputs = write_codes_inputs(scenario, codes_dir, **writer_options)
     t0 = time.monotonic()
     with director or contextlib.nullcontext():

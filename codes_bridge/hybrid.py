@@ -217,16 +217,19 @@ def plan_director(scenario, nominal_ns: dict[int, float] | None = None) -> Direc
 
 
 def director_section(windows: list[tuple[int, int]], backend_name: str = "hybridsim",
-                     standin: str = "none") -> dict[str, str]:
+                     standin: str = "none", standin_scale: float = 1.0) -> dict[str, str]:
     """CODES' DIRECTOR section for predicted-iteration windows ``[a, b)`` (see the module doc for the numbering).
     Training and inference on: CODES streams every rank's iteration times to the server and asks it for one
     prediction per rank and skipped iteration. The server is hybridsim's, started and stopped by the run, so CODES
     does not send it ``exit``. ``standin``: what stands in for a predicted job's traffic (:data:`STANDIN_MODES`),
-    always written (CODES without hybridsim's patch ignores the key; :func:`check_standin` catches that)."""
+    always written (CODES without hybridsim's patch ignores the key; :func:`check_standin` catches that), with
+    ``standin_scale`` (the fraction of each message's bytes replayed) for ``replay``."""
     if len(windows) > MAX_WINDOWS:
         raise ValueError(f"at most {MAX_WINDOWS} windows, got {windows}")
     if standin not in STANDIN_MODES:
         raise ValueError(f"standin must be one of {', '.join(STANDIN_MODES)}, got {standin!r}")
+    if not 0 < standin_scale <= 1:
+        raise ValueError(f"standin_scale must be in (0, 1], got {standin_scale!r}")
     if not windows:  # the director LPs and their records, but no window (CODES' own never-reached default)
         windows = [(NEVER_ITER + 1, NEVER_ITER + 2)]
     sec = {
@@ -241,6 +244,8 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
         "shutdown_zmqml_server_on_finalize": "0",
         "standin": standin,
     }
+    if standin == "replay":
+        sec["standin_scale"] = repr(float(standin_scale))
     if len(windows) == 2:
         sec.update(second_surrogate_enabled="1", second_start_iter=str(windows[1][0] - 1),
                    second_end_iter=str(windows[1][1] - 1))

@@ -367,6 +367,8 @@ class CodesBackend(_Model):
                                              "its ranks keep sending their last simulated iteration's messages "
                                              "(needs CODES built by scripts/build-codes.sh, which patches CODES); "
                                              "none: CODES drops it (docs/codes.md)")
+    standin_scale: float = Field(1.0, gt=0, le=1, description="standin: replay: the fraction of each message's bytes "
+                                                              "replayed (fewer events, less load)")
 
     @field_validator("standin", mode="before")
     @classmethod

@@ -193,7 +193,7 @@ def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data)
     assert conf["DIRECTOR"] == {
         "surrogate_family": "iteration-time", "surrogate_backend": "hybridsim", "surrogate_enabled": "1",
         "training_enabled": "1", "inferencing_enabled": "1", "start_iter": "7", "end_iter": "19",
-        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0"}
+        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0", "standin": "none"}
 
     talk = json.loads((d / "director-replies.json").read_text())
     assert talk["endpoint"].startswith("tcp://127.0.0.1:")

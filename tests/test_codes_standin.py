@@ -28,6 +28,15 @@ def test_director_section_writes_the_standin_key(value):
     assert director_section([], standin=value)["standin"] == value  # the floor run's section too
 
 
+def test_director_section_writes_the_scale_of_a_replay_only():
+    assert director_section([(8, 20)], standin="replay", standin_scale=0.5)["standin_scale"] == "0.5"
+    assert director_section([(8, 20)], standin="replay")["standin_scale"] == "1.0"
+    assert "standin_scale" not in director_section([(8, 20)], standin="none", standin_scale=0.5)
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"standin_scale must be in \(0, 1\]"):
+            director_section([(8, 20)], standin="replay", standin_scale=bad)
+
+
 def test_director_section_refuses_an_unknown_standin():
     with pytest.raises(ValueError, match="standin must be one of replay, none, got 'replay '"):
         director_section([(8, 20)], standin="replay ")
@@ -50,6 +59,30 @@ def test_scenario_refuses_a_bad_standin_with_the_choices(bad, tmp_path):
         load_scenario(tmp_path / "s.yaml")
 
 
+@pytest.mark.parametrize("bad", [0, 1.5, -1])
+def test_scenario_refuses_a_standin_scale_outside_0_1(bad):
+    d = _scenario(None, "mpirun").model_dump(mode="json", exclude_none=True)
+    d["backend"]["codes"]["standin_scale"] = bad
+    with pytest.raises(ValueError, match="standin_scale"):
+        Scenario.model_validate(d)
+
+
+def test_a_pure_run_is_the_same_whatever_the_standin_says():
+    """``bench --pure`` judges a scenario's stand-in settings against one pure run: the stand-in keys are hybrid-only,
+    every other key still tells two scenarios apart."""
+    from hybridsim.pure_run import _pure_relevant
+    from hybridsim.scenario import scenario_to_dict
+
+    sc = _scenario(None, "mpirun")
+    a = scenario_to_dict(sc)
+    b = scenario_to_dict(_with_standin(sc, "replay"))
+    b["backend"]["codes"]["standin_scale"] = 0.5
+    assert a != b and _pure_relevant(a) == _pure_relevant(b)
+    c = scenario_to_dict(sc)
+    c["backend"]["codes"]["timeout"] = 1.0
+    assert _pure_relevant(a) != _pure_relevant(c)
+
+
 def test_check_standin_reads_the_banner():
     assert check_standin("x\n" + STANDIN_BANNER + " (predicted ranks ...)\n", "replay") is None
     assert check_standin("no banner here", "none") is None
@@ -66,7 +99,8 @@ if re.search(r'standin\\s*=\\s*"replay"', text):
 
 
 def _hybrid(b, mpirun, standin):
-    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}}, surrogate={"model": "mean"})
+    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}},
+                   surrogate={"model": "mean"})
     return _with_standin(sc, standin)
 
 
