@@ -87,6 +87,7 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive integer, got '$JOBS'" 2
+[[ $PATCHES -eq 0 || -d "$PATCH_DIR" ]] || die "no CODES patches folder $PATCH_DIR next to this script (copy scripts/codes-patches with it, or build CODES unpatched with --no-patches)" 2
 
 mkdir -p "$PREFIX"
 PREFIX=$(cd "$PREFIX" && pwd)
