@@ -98,9 +98,16 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     if mode not in ("simulate", "hybrid", "floor"):
         raise ValueError(f"mode must be simulate, hybrid or floor, got {mode!r}")
     if mode in ("hybrid", "floor"):
-        from .hybrid import DirectorPlan, DirectorThread, check_standin, director_section, plan_director
+        from .hybrid import (STANDIN_MISSING, DirectorPlan, DirectorThread, check_standin, director_section,
+                             executable_has_standin, plan_director)
+        from .launcher import find_executable
 
         plan = plan_director(scenario) if mode == "hybrid" else DirectorPlan([], [], {})
+        if plan.windows and scenario.backend.codes.standin == "replay":
+            exe = find_executable(scenario.backend.codes, env)
+            if not executable_has_standin(exe):
+                raise CodesRunError(f"backend.codes.standin: replay (the default), but CODES {exe} cannot replay: "
+                                    + STANDIN_MISSING, cause="bad-config")
         if plan.windows or mode == "floor":
             t_load = time.monotonic()
             director = DirectorThread(scenario, log=_progress_log(progress))

@@ -51,6 +51,10 @@ MARKED_WORKLOADS = ("milc", "lammps")
 STANDIN_MODES = ("replay", "none")
 #: the line a patched CODES prints when the stand-in is on (an unpatched CODES ignores ``DIRECTOR/standin``)
 STANDIN_BANNER = "stand-in traffic: replay"
+#: what to do about a CODES without the stand-in patch
+STANDIN_MISSING = ("it lacks hybridsim's patch scripts/codes-patches/0001-standin-traffic.patch. Build CODES with "
+                   "scripts/build-codes.sh (it applies the patch), or set backend.codes.standin: none (a predicted "
+                   "job's traffic is then dropped, docs/codes.md)")
 #: the virtual length (ns) the dry run gives a LAMMPS step (SWM LAMMPS computes most of the step; ~2.2 ms on the
 #: quickstart's Dragonfly)
 LAMMPS_STEP_NS = 2.0e6
@@ -252,14 +256,27 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
     return sec
 
 
+def executable_has_standin(exe) -> bool:
+    """Whether the CODES executable ``exe`` carries hybridsim's stand-in patch (the banner's text is in it), read
+    before a run so a CODES that would ignore ``standin: replay`` is refused before it runs for minutes."""
+    import mmap
+
+    with open(exe, "rb") as f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return m.find(STANDIN_BANNER.encode()) >= 0
+        except ValueError:  # empty file
+            return False
+
+
 def check_standin(stdout_text: str, standin: str) -> str | None:
     """Why a CODES run's output shows the stand-in asked for is missing (``None`` when it is not asked or is there):
     CODES without hybridsim's patch ignores ``DIRECTOR/standin`` and would silently drop predicted jobs' traffic."""
     if standin != "replay" or STANDIN_BANNER in stdout_text:
         return None
     return ("backend.codes.standin: replay, but this CODES build did not start the stand-in traffic (its output has "
-            f"no {STANDIN_BANNER!r} line): it lacks hybridsim's patch scripts/codes-patches/0001-standin-traffic.patch. "
-            "Build CODES with scripts/build-codes.sh (it applies the patch) or set backend.codes.standin: none")
+            f"no {STANDIN_BANNER!r} line): " + STANDIN_MISSING)
+
 
 
 class DirectorThread:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from codes_bridge.hybrid import STANDIN_BANNER, STANDIN_MODES, check_standin, director_section
+from codes_bridge.hybrid import (STANDIN_BANNER, STANDIN_MODES, check_standin, director_section,
+                                 executable_has_standin)
 from codes_bridge.writers import parse_conf
 from hybridsim.scenario import Scenario, ScenarioError, load_scenario
 
 from test_codes_hybrid import _scenario, _standin
-from test_codes_launcher_standins import _script, bins  # noqa: F401  (fixture)
+from test_codes_launcher_standins import bins  # noqa: F401  (fixture)
 
 
 def _with_standin(sc: Scenario, value: str) -> Scenario:
@@ -45,7 +46,7 @@ def test_director_section_refuses_an_unknown_standin():
 
 def test_scenario_standin_values_and_default():
     sc = _scenario(None, "mpirun")
-    assert sc.backend.codes.standin == "none"
+    assert (sc.backend.codes.standin, sc.backend.codes.standin_scale) == ("replay", 1.0)
     assert _with_standin(sc, "none").backend.codes.standin == "none"
 
 
@@ -90,14 +91,6 @@ def test_check_standin_reads_the_banner():
     assert why is not None and "0001-standin-traffic.patch" in why and "standin: none" in why
 
 
-#: a patched CODES: prints the banner when its conf asks for the stand-in (as model-net-mpi-replay does at start)
-BANNER = """
-import re
-if re.search(r'standin\\s*=\\s*"replay"', text):
-    print({banner!r}, flush=True)
-"""
-
-
 def _hybrid(b, mpirun, standin):
     sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}},
                    surrogate={"model": "mean"})
@@ -109,12 +102,7 @@ def test_hybrid_run_writes_the_key_and_a_patched_codes_runs(bins, tmp_path, code
     from hybridsim.runner import run_scenario
 
     b, mpirun = bins
-    _standin(b, codes_data / "B-72node-milc" / "hf-seq")
-    exe = b / "model-net-mpi-replay"
-    anchor = "text = open(conf).read()\n"
-    body = exe.read_text()
-    assert body.count(anchor) == 1
-    _script(exe, body.split("\n", 1)[1].replace(anchor, anchor + BANNER.format(banner=STANDIN_BANNER)))
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq")   # patched: prints the banner when asked to replay
     _, _, summary = run_scenario(_hybrid(b, mpirun, standin), tmp_path / "run", mode="hybrid", progress=False)
     conf = parse_conf((tmp_path / "run" / "codes" / "dfdally-72.conf").read_text())
     assert conf["DIRECTOR"]["standin"] == standin
@@ -128,8 +116,17 @@ def test_hybrid_run_refuses_a_codes_without_the_patch(bins, tmp_path, codes_data
     from hybridsim.runner import RunError, run_scenario
 
     b, mpirun = bins
-    _standin(b, codes_data / "B-72node-milc" / "hf-seq")   # prints no banner
-    with pytest.raises(RunError, match="lacks hybridsim's patch"):
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq", patched=False)
+    with pytest.raises(RunError, match="cannot replay: it lacks hybridsim's patch"):
         run_scenario(_hybrid(b, mpirun, "replay"), tmp_path / "run", mode="hybrid", progress=False)
+    assert not (tmp_path / "run" / "codes" / "standin-argv.json").exists()  # refused before CODES ran
     # with the stand-in off the same CODES is fine
     run_scenario(_hybrid(b, mpirun, "none"), tmp_path / "run2", mode="hybrid", progress=False)
+
+
+def test_executable_check_reads_the_banner_in_the_binary(tmp_path):
+    (tmp_path / "patched").write_bytes(b"\x7fELF\x00..." + STANDIN_BANNER.encode() + b" (predicted ranks %g)\x00")
+    (tmp_path / "stock").write_bytes(b"\x7fELF\x00 tw_error DIRECTOR start_iter\x00")
+    (tmp_path / "empty").write_bytes(b"")
+    assert executable_has_standin(tmp_path / "patched")
+    assert not executable_has_standin(tmp_path / "stock") and not executable_has_standin(tmp_path / "empty")
