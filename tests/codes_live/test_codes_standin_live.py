@@ -19,14 +19,14 @@ import yaml
 from test_codes_live import DIRECTOR_TIMEOUT_S, _codes_backend, _hybridsim, _scenario_dict
 
 #: MILC predicted from iteration 8 (CODES windows [8, 10) and [11, 20): LAMMPS' last two steps too, see
-#: codes_bridge.hybrid.choose_windows); LAMMPS' steps 1-8 run beside the predicted MILC
+#: codes_bridge.hybrid.choose_windows); LAMMPS' steps 1-3 run beside the predicted MILC (2.9-7.4 ms)
 CONTROLLER = {"policy": "surrogate", "params": {"warmup": 8}}
 SURROGATE = {"model": "mean"}
-#: measured on this scenario (benchmarks/RESULTS_codes_hybrid.md, "Stand-in on the live scenario"): LAMMPS' steps beside
-#: the predicted MILC are NONE_BIAS_PCT % faster than pure without a stand-in (the lost traffic: an independent
-#: physical expectation, an emptier network is faster) ...
-NONE_BIAS_MAX_PCT = -1.5
-#: ... and the full replay removes at least this fraction of that bias
+#: LAMMPS' truth bias beside the predicted MILC without a stand-in: the lost traffic makes an emptier network, so
+#: its steps are faster than the pure run's (an independent, physical expectation; measured -9.5 % on this scenario,
+#: -4.7 % on codes-hybrid-72 and -14.5 % on codes-hybrid-1056: benchmarks/RESULTS_codes_hybrid.md) ...
+NONE_BIAS_MAX_PCT = -3.0
+#: ... and the full replay removes at least half of it (measured: 62 % here, 63 % and 58 % on the two benches)
 REPLAY_REMOVES = 0.5
 
 
