@@ -278,7 +278,6 @@ def check_standin(stdout_text: str, standin: str) -> str | None:
             f"no {STANDIN_BANNER!r} line): " + STANDIN_MISSING)
 
 
-
 class DirectorThread:
     """The director server for one CODES run, in a thread of this process: ``with DirectorThread(scenario) as d:``
     binds a free port of 127.0.0.1 (:attr:`endpoint`, for ``ZMQML_ENDPOINT``) and serves; leaving the block stops
