@@ -98,14 +98,23 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     if mode not in ("simulate", "hybrid", "floor"):
         raise ValueError(f"mode must be simulate, hybrid or floor, got {mode!r}")
     if mode in ("hybrid", "floor"):
-        from .hybrid import DirectorPlan, DirectorThread, director_section, plan_director
+        from .hybrid import (STANDIN_MISSING, DirectorPlan, DirectorThread, check_standin, director_section,
+                             executable_has_standin, plan_director)
+        from .launcher import find_executable
 
         plan = plan_director(scenario) if mode == "hybrid" else DirectorPlan([], [], {})
+        if plan.windows and scenario.backend.codes.standin == "replay":
+            exe = find_executable(scenario.backend.codes, env)
+            if not executable_has_standin(exe):
+                raise CodesRunError(f"backend.codes.standin: replay (the default), but CODES {exe} cannot replay: "
+                                    + STANDIN_MISSING, cause="bad-config")
         if plan.windows or mode == "floor":
             t_load = time.monotonic()
             director = DirectorThread(scenario, log=_progress_log(progress))
             startup_s = time.monotonic() - t_load  # the surrogate's loading, before CODES starts
-            writer_options["director"] = director_section(plan.windows)
+            codes = scenario.backend.codes
+            writer_options["director"] = director_section(plan.windows, standin=codes.standin,
+                                                          standin_scale=codes.standin_scale)
     inputs = write_codes_inputs(scenario, codes_dir, **writer_options)
     t0 = time.monotonic()
     with director or contextlib.nullcontext():
@@ -115,6 +124,10 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     wall = time.monotonic() - t0
     if director is not None:
         from .importer import DIRECTOR_ANSWERS, write_director_answers
+
+        if plan.windows and (why := check_standin(launched.stdout.read_text(errors="replace"),
+                                                  scenario.backend.codes.standin)) is not None:
+            raise CodesRunError(why, cause="bad-config", run_dir=codes_dir)
 
         write_director_answers(codes_dir / DIRECTOR_ANSWERS, director.service.answers)
     try:

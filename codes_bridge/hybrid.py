@@ -44,6 +44,17 @@ NEVER_ITER = 100000
 #: can skip them. Others (SWM nearest_neighbor writes none; synthetic background jobs have no iterations) are always
 #: simulated in a hybrid CODES run.
 MARKED_WORKLOADS = ("milc", "lammps")
+#: ``backend.codes.standin`` values, written as ``DIRECTOR/standin`` (scripts/codes-patches/0001-standin-traffic.patch):
+#: ``replay`` -- a predicted rank keeps sending its last simulated iteration's messages (destinations, sizes, send
+#: offsets, repeated every iteration length) until it is simulated again, so co-running jobs still meet its load;
+#: ``none`` -- CODES as it is: a predicted job's traffic is dropped
+STANDIN_MODES = ("replay", "none")
+#: the line a patched CODES prints when the stand-in is on (an unpatched CODES ignores ``DIRECTOR/standin``)
+STANDIN_BANNER = "stand-in traffic: replay"
+#: what to do about a CODES without the stand-in patch
+STANDIN_MISSING = ("it lacks hybridsim's patch scripts/codes-patches/0001-standin-traffic.patch. Build CODES with "
+                   "scripts/build-codes.sh (it applies the patch), or set backend.codes.standin: none (a predicted "
+                   "job's traffic is then dropped, docs/codes.md)")
 #: the virtual length (ns) the dry run gives a LAMMPS step (SWM LAMMPS computes most of the step; ~2.2 ms on the
 #: quickstart's Dragonfly)
 LAMMPS_STEP_NS = 2.0e6
@@ -209,13 +220,20 @@ def plan_director(scenario, nominal_ns: dict[int, float] | None = None) -> Direc
     return out
 
 
-def director_section(windows: list[tuple[int, int]], backend_name: str = "hybridsim") -> dict[str, str]:
+def director_section(windows: list[tuple[int, int]], backend_name: str = "hybridsim",
+                     standin: str = "none", standin_scale: float = 1.0) -> dict[str, str]:
     """CODES' DIRECTOR section for predicted-iteration windows ``[a, b)`` (see the module doc for the numbering).
     Training and inference on: CODES streams every rank's iteration times to the server and asks it for one
     prediction per rank and skipped iteration. The server is hybridsim's, started and stopped by the run, so CODES
-    does not send it ``exit``."""
+    does not send it ``exit``. ``standin``: what stands in for a predicted job's traffic (:data:`STANDIN_MODES`),
+    always written (CODES without hybridsim's patch ignores the key; :func:`check_standin` catches that), with
+    ``standin_scale`` (the fraction of each message's bytes replayed) for ``replay``."""
     if len(windows) > MAX_WINDOWS:
         raise ValueError(f"at most {MAX_WINDOWS} windows, got {windows}")
+    if standin not in STANDIN_MODES:
+        raise ValueError(f"standin must be one of {', '.join(STANDIN_MODES)}, got {standin!r}")
+    if not 0 < standin_scale <= 1:
+        raise ValueError(f"standin_scale must be in (0, 1], got {standin_scale!r}")
     if not windows:  # the director LPs and their records, but no window (CODES' own never-reached default)
         windows = [(NEVER_ITER + 1, NEVER_ITER + 2)]
     sec = {
@@ -228,11 +246,36 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
         "end_iter": str(windows[0][1] - 1),
         "debug_prints": "0",
         "shutdown_zmqml_server_on_finalize": "0",
+        "standin": standin,
     }
+    if standin == "replay":
+        sec["standin_scale"] = repr(float(standin_scale))
     if len(windows) == 2:
         sec.update(second_surrogate_enabled="1", second_start_iter=str(windows[1][0] - 1),
                    second_end_iter=str(windows[1][1] - 1))
     return sec
+
+
+def executable_has_standin(exe) -> bool:
+    """Whether the CODES executable ``exe`` carries hybridsim's stand-in patch (the banner's text is in it), read
+    before a run so a CODES that would ignore ``standin: replay`` is refused before it runs for minutes."""
+    import mmap
+
+    with open(exe, "rb") as f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return m.find(STANDIN_BANNER.encode()) >= 0
+        except ValueError:  # empty file
+            return False
+
+
+def check_standin(stdout_text: str, standin: str) -> str | None:
+    """Why a CODES run's output shows the stand-in asked for is missing (``None`` when it is not asked or is there):
+    CODES without hybridsim's patch ignores ``DIRECTOR/standin`` and would silently drop predicted jobs' traffic."""
+    if standin != "replay" or STANDIN_BANNER in stdout_text:
+        return None
+    return ("backend.codes.standin: replay, but this CODES build did not start the stand-in traffic (its output has "
+            f"no {STANDIN_BANNER!r} line): " + STANDIN_MISSING)
 
 
 class DirectorThread:

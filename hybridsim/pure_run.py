@@ -7,7 +7,8 @@ and what is wrong at the first failure:
 1. the manifest: a completed, not partial, simulate-mode run whose recorded digests still match its tables and its
    identity (:func:`hybridsim_common.rundir.verify_digests`; a run written before digests existed is refused, with how to
    make it again);
-2. the scenario: the manifest's, read through today's schema, equals the bench's; and the run's own
+2. the scenario: the manifest's, read through today's schema, equals the bench's (but for keys only hybrid runs
+   read, :data:`HYBRID_ONLY_KEYS`); and the run's own
    ``description.json`` agrees with it (topology, each job's name, workload, ranks, iterations and, for a placed
    scenario, terminals), so a manifest whose scenario was pasted in from another run is caught even when its
    digests were rewritten;
@@ -23,6 +24,7 @@ The digests catch an accident or a careless edit; the checks of 2-4 hold whateve
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from pathlib import Path
@@ -69,16 +71,33 @@ def read_pure_run(scenario, path) -> tuple[list[IterationRecord], dict]:
     return records_from_table(table), summary
 
 
+#: scenario keys only hybrid runs read: a pure run is the same whatever they say
+HYBRID_ONLY_KEYS = (("backend", "codes", "standin"), ("backend", "codes", "standin_scale"))
+
+
+def _pure_relevant(d: dict) -> dict:
+    """``d`` (a scenario as a dict) without :data:`HYBRID_ONLY_KEYS`, so a bench may judge a scenario's stand-in
+    settings against one pure run."""
+    d = copy.deepcopy(d)
+    for path in HYBRID_ONLY_KEYS:
+        node = d
+        for k in path[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return d
+
+
 def _check_scenario(scenario, p: Path, m: dict) -> None:
     from pydantic import ValidationError
 
     from .scenario import Scenario, scenario_to_dict
 
     try:  # read through today's schema: a run written before a field existed holds its default
-        theirs = scenario_to_dict(Scenario.model_validate(m.get("scenario")))
+        theirs = _pure_relevant(scenario_to_dict(Scenario.model_validate(m.get("scenario"))))
     except (ValidationError, TypeError, ValueError):
         theirs = None
-    if theirs != scenario_to_dict(scenario):
+    if theirs != _pure_relevant(scenario_to_dict(scenario)):
         raise RunDirError(f"{p}: holds a pure run of another scenario: its manifest's scenario differs from "
                           f"{scenario.name!r}'s; run the bench without --pure")
     from hybridsim_common.rundir import read_description

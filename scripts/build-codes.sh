@@ -9,6 +9,11 @@
 # builds); its git commit, when it has one, is recorded and a difference from the pin is reported.
 # Re-runs are incremental: a component whose source, commit and options did not change is not rebuilt (--force
 # rebuilds everything). The last line printed is the folder to put in a scenario as backend.codes.bin_dir.
+#
+# CODES is built from a copy of its source (under <prefix>/build) with hybridsim's patches applied to the copy:
+# scripts/codes-patches/NNNN-*.patch, in name order (0001: stand-in traffic for predicted jobs, docs/codes.md).
+# The source folder itself is never patched, so re-runs apply them to a fresh copy again (idempotent); --no-patches
+# builds CODES as it is at the pinned commit.
 set -euo pipefail
 
 # Pinned versions (the ones hybridsim's CODES bridge was checked against). Override with the environment variables.
@@ -39,6 +44,8 @@ usage: scripts/build-codes.sh [options]
   --build-type TYPE    CMake build type of ROSS and CODES (default: Release)
   --no-deps            do not install Debian packages (only check for them)
   --force              rebuild every component even if it is up to date
+  --no-patches         build CODES without hybridsim's patches (scripts/codes-patches/*.patch; the patched
+                       build behaves as the unpatched one unless a scenario turns a patch's feature on)
   -h, --help           this help
 
 Pinned commits (override with CODES_COMMIT, ROSS_COMMIT, SWM_COMMIT, ARGOBOTS_COMMIT; repositories with
@@ -57,6 +64,8 @@ SRC_DIR=
 BUILD_TYPE=Release
 INSTALL_DEPS=1
 FORCE=0
+PATCHES=1
+PATCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/codes-patches
 declare -A LOCAL_SRC=([codes]= [ross]= [swm]= [argobots]=)
 
 need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)" 2; }
@@ -72,11 +81,13 @@ while [[ $# -gt 0 ]]; do
         --build-type) need_arg "$@"; BUILD_TYPE=$2; shift 2 ;;
         --no-deps) INSTALL_DEPS=0; shift ;;
         --force) FORCE=1; shift ;;
+        --no-patches) PATCHES=0; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown option: $1" 2 ;;
     esac
 done
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive integer, got '$JOBS'" 2
+[[ $PATCHES -eq 0 || -d "$PATCH_DIR" ]] || die "no CODES patches folder $PATCH_DIR next to this script (copy scripts/codes-patches with it, or build CODES unpatched with --no-patches)" 2
 
 mkdir -p "$PREFIX"
 PREFIX=$(cd "$PREFIX" && pwd)
@@ -235,23 +246,41 @@ ross_build() (
         -DROSS_BUILD_MODELS=OFF -DROSS_BUILD_TESTING=OFF && cmake --build "$2" -j "$JOBS" && cmake --install "$2"
 )
 
-build_codes() {
-    local src key
-    src=$(src_for codes "$CODES_REPO" "$CODES_COMMIT")
-    printf '%s\n' "$src" >"$STAMP_DIR/codes.src"
-    # CODES links ROSS, SWM and argobots statically: rebuild it when any of them was rebuilt
-    key="$(source_id "$src") $BUILD_TYPE swm zeromq deps=$(cat "$STAMP_DIR/ross" "$STAMP_DIR/swm" "$STAMP_DIR/argobots" | md5sum | cut -c1-12)"
-    if up_to_date codes "$key" "$PREFIX/bin/model-net-mpi-replay"; then say "CODES: up to date"; return; fi
-    build CODES codes "$key" "$src" codes_build "$src" "$BUILD_DIR/codes"
+# codes_patches: hybridsim's CODES patches, in the order they are applied (none with --no-patches)
+codes_patches() {
+    [[ $PATCHES -eq 1 && -d "$PATCH_DIR" ]] || return 0
+    find "$PATCH_DIR" -maxdepth 1 -name '[0-9][0-9][0-9][0-9]-*.patch' -type f | LC_ALL=C sort
 }
 
-# codes_build SRC BUILD: its output is $BUILD_DIR/codes.log, whose configure summary must show SWM and the ZeroMQ
-# director client (without them CODES builds but cannot run SWM jobs or talk to a director)
+build_codes() {
+    local src key patches p pdigest=none
+    src=$(src_for codes "$CODES_REPO" "$CODES_COMMIT")
+    printf '%s\n' "$src" >"$STAMP_DIR/codes.src"
+    patches=$(codes_patches)
+    [[ -z "$patches" ]] || pdigest=$(while IFS= read -r p; do cat "$p"; done <<<"$patches" | md5sum | cut -c1-12)
+    # CODES links ROSS, SWM and argobots statically: rebuild it when any of them was rebuilt
+    key="$(source_id "$src") $BUILD_TYPE swm zeromq patches=$pdigest deps=$(cat "$STAMP_DIR/ross" "$STAMP_DIR/swm" "$STAMP_DIR/argobots" | md5sum | cut -c1-12)"
+    if up_to_date codes "$key" "$PREFIX/bin/model-net-mpi-replay"; then say "CODES: up to date"; return; fi
+    build CODES codes "$key" "$src" codes_build "$src" "$BUILD_DIR/codes" "$patches"
+}
+
+# codes_build SRC BUILD PATCHES: CODES from SRC, or with PATCHES (newline-separated files) from a patched copy of SRC
+# in BUILD-src; its output is $BUILD_DIR/codes.log, whose configure summary must show SWM and the ZeroMQ director
+# client (without them CODES builds but cannot run SWM jobs or talk to a director)
 codes_build() (
     rm -rf "$2"
+    local src=$1 p
+    if [[ -n "$3" ]]; then
+        src=$2-src
+        copy_tree "$1" "$src"
+        while IFS= read -r p; do
+            echo "applying $p"
+            patch -d "$src" -p1 --forward --no-backup-if-mismatch -s <"$p" || { echo "patch $p does not apply"; exit 1; }
+        done <<<"$3"
+    fi
     # SWM and argobots are found through pkg-config under the prefix; ROSS through its CMake package there.
     PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
-        cmake -S "$1" -B "$2" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_PREFIX_PATH="$PREFIX" \
+        cmake -S "$src" -B "$2" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_PREFIX_PATH="$PREFIX" \
         -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCODES_USE_SWM=ON -DCODES_USE_ZEROMQ=ON -DCODES_USE_TORCH=OFF \
         -DCODES_USE_UNION=OFF -DBUILD_TESTING=OFF \
         && cmake --build "$2" -j "$JOBS" && cmake --install "$2" || exit 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from codes_bridge.hybrid import choose_windows, director_section, plan_director, policy_plan
+from codes_bridge.hybrid import STANDIN_BANNER, choose_windows, director_section, plan_director, policy_plan
 from codes_bridge.writers import parse_conf
 from hybridsim_common.backend import Mode
 from hybridsim.scenario import Scenario
@@ -169,12 +169,26 @@ def _director_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "codes-director"]
 
 
-def _standin(b: Path, ref: Path, client: bool = True) -> None:
+#: a CODES built by scripts/build-codes.sh (stand-in patch): it prints the stand-in banner when its conf asks for it
+BANNER = """
+import re
+if re.search(r'standin\\s*=\\s*"replay"', text):
+    print({banner!r}, flush=True)
+"""
+
+
+def _standin(b: Path, ref: Path, client: bool = True, patched: bool = True) -> None:
+    """The CODES stand-in executable: it replays run ``ref``'s output, talks to the director (``client``) and, when
+    ``patched``, carries the stand-in patch (``backend.codes.standin: replay``, the default, needs it)."""
     body = REPLAY
     if client:  # after the stand-in has checked its inputs, before it writes CODES' output
         head, tail = body.split('json.dump({{"argv"', 1)
         body = head + DIRECTOR_CLIENT + 'json.dump({{"argv"' + tail
-    _script(b / "model-net-mpi-replay", body.format(ref=str(ref)))
+    body = body.format(ref=str(ref))
+    if patched:
+        anchor = "text = open(conf).read()\n"
+        body = body.replace(anchor, anchor + BANNER.format(banner=STANDIN_BANNER))
+    _script(b / "model-net-mpi-replay", body)
 
 
 def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data):
@@ -193,7 +207,7 @@ def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data)
     assert conf["DIRECTOR"] == {
         "surrogate_family": "iteration-time", "surrogate_backend": "hybridsim", "surrogate_enabled": "1",
         "training_enabled": "1", "inferencing_enabled": "1", "start_iter": "7", "end_iter": "19",
-        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0"}
+        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0", "standin": "replay", "standin_scale": "1.0"}
 
     talk = json.loads((d / "director-replies.json").read_text())
     assert talk["endpoint"].startswith("tcp://127.0.0.1:")
@@ -226,7 +240,9 @@ def test_hybrid_run_stops_the_director_when_codes_fails(bins, tmp_path):
     from hybridsim.runner import RunError, run_scenario
 
     b, mpirun = bins
-    _script(b / "model-net-mpi-replay", "import os, sys\nassert os.environ['ZMQML_ENDPOINT']\n" + FAIL_EXIT)
+    # a patched CODES (it carries the stand-in's banner) that fails
+    _script(b / "model-net-mpi-replay", f"# {STANDIN_BANNER}\nimport os, sys\nassert os.environ['ZMQML_ENDPOINT']\n"
+            + FAIL_EXIT)
     sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}})
     before = len(_director_threads())
     with pytest.raises(RunError, match="status 1"):

@@ -1,0 +1,132 @@
+"""The stand-in for a predicted job's traffic on CODES (``backend.codes.standin``; docs/codes.md section 3): the
+scenario option and its validation, the ``DIRECTOR/standin`` key the bridge writes for each value, and the check that
+the CODES build really started the stand-in (an unpatched CODES ignores the key and would drop the traffic
+silently). CODES is replaced by the launcher tests' stand-in executable; the stand-in's effect on a real CODES is
+measured in tests/codes_live and benchmarks/RESULTS_codes_hybrid.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from codes_bridge.hybrid import (STANDIN_BANNER, STANDIN_MODES, check_standin, director_section,
+                                 executable_has_standin)
+from codes_bridge.writers import parse_conf
+from hybridsim.scenario import Scenario, ScenarioError, load_scenario
+
+from test_codes_hybrid import _scenario, _standin
+from test_codes_launcher_standins import bins  # noqa: F401  (fixture)
+
+
+def _with_standin(sc: Scenario, value: str) -> Scenario:
+    d = sc.model_dump(mode="json", exclude_none=True)
+    d["backend"]["codes"]["standin"] = value
+    return Scenario.model_validate(d)
+
+
+@pytest.mark.parametrize("value", ["replay", "none"])
+def test_director_section_writes_the_standin_key(value):
+    assert director_section([(8, 20)], standin=value)["standin"] == value
+    assert director_section([], standin=value)["standin"] == value  # the floor run's section too
+
+
+def test_director_section_writes_the_scale_of_a_replay_only():
+    assert director_section([(8, 20)], standin="replay", standin_scale=0.5)["standin_scale"] == "0.5"
+    assert director_section([(8, 20)], standin="replay")["standin_scale"] == "1.0"
+    assert "standin_scale" not in director_section([(8, 20)], standin="none", standin_scale=0.5)
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"standin_scale must be in \(0, 1\]"):
+            director_section([(8, 20)], standin="replay", standin_scale=bad)
+
+
+def test_director_section_refuses_an_unknown_standin():
+    with pytest.raises(ValueError, match="standin must be one of replay, none, got 'replay '"):
+        director_section([(8, 20)], standin="replay ")
+    assert STANDIN_MODES == ("replay", "none")
+
+
+def test_scenario_standin_values_and_default():
+    sc = _scenario(None, "mpirun")
+    assert (sc.backend.codes.standin, sc.backend.codes.standin_scale) == ("replay", 1.0)
+    assert _with_standin(sc, "none").backend.codes.standin == "none"
+
+
+@pytest.mark.parametrize("bad", ["Replay", "drop", "", 1])
+def test_scenario_refuses_a_bad_standin_with_the_choices(bad, tmp_path):
+    text = ("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+            "jobs: [{name: milc, ranks: 8, iterations: 4, workload: {kind: milc, dimension_sizes: [2, 2, 2]}}]\n"
+            f"backend: {{kind: codes, codes: {{standin: {bad!r}}}}}\n")
+    with pytest.raises(ScenarioError, match=r"backend\.codes\.standin.*'replay'.*'none'"):
+        (tmp_path / "s.yaml").write_text(text)
+        load_scenario(tmp_path / "s.yaml")
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, -1])
+def test_scenario_refuses_a_standin_scale_outside_0_1(bad):
+    d = _scenario(None, "mpirun").model_dump(mode="json", exclude_none=True)
+    d["backend"]["codes"]["standin_scale"] = bad
+    with pytest.raises(ValueError, match="standin_scale"):
+        Scenario.model_validate(d)
+
+
+def test_a_pure_run_is_the_same_whatever_the_standin_says():
+    """``bench --pure`` judges a scenario's stand-in settings against one pure run: the stand-in keys are hybrid-only,
+    every other key still tells two scenarios apart."""
+    from hybridsim.pure_run import _pure_relevant
+    from hybridsim.scenario import scenario_to_dict
+
+    sc = _scenario(None, "mpirun")
+    a = scenario_to_dict(sc)
+    b = scenario_to_dict(_with_standin(sc, "replay"))
+    b["backend"]["codes"]["standin_scale"] = 0.5
+    assert a != b and _pure_relevant(a) == _pure_relevant(b)
+    c = scenario_to_dict(sc)
+    c["backend"]["codes"]["timeout"] = 1.0
+    assert _pure_relevant(a) != _pure_relevant(c)
+
+
+def test_check_standin_reads_the_banner():
+    assert check_standin("x\n" + STANDIN_BANNER + " (predicted ranks ...)\n", "replay") is None
+    assert check_standin("no banner here", "none") is None
+    why = check_standin("ROSS banner only", "replay")
+    assert why is not None and "0001-standin-traffic.patch" in why and "standin: none" in why
+
+
+def _hybrid(b, mpirun, standin):
+    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}},
+                   surrogate={"model": "mean"})
+    return _with_standin(sc, standin)
+
+
+@pytest.mark.parametrize("standin", ["replay", "none"])
+def test_hybrid_run_writes_the_key_and_a_patched_codes_runs(bins, tmp_path, codes_data, standin):
+    from hybridsim.runner import run_scenario
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq")   # patched: prints the banner when asked to replay
+    _, _, summary = run_scenario(_hybrid(b, mpirun, standin), tmp_path / "run", mode="hybrid", progress=False)
+    conf = parse_conf((tmp_path / "run" / "codes" / "dfdally-72.conf").read_text())
+    assert conf["DIRECTOR"]["standin"] == standin
+    out = (tmp_path / "run" / "codes" / "model-output.txt").read_text()
+    assert (STANDIN_BANNER in out) == (standin == "replay")
+    assert summary["backend_stats"]["director"]["windows"] == [[8, 20]]
+
+
+def test_hybrid_run_refuses_a_codes_without_the_patch(bins, tmp_path, codes_data):
+    """An unpatched CODES ignores DIRECTOR/standin: the run must not pass for one with the stand-in."""
+    from hybridsim.runner import RunError, run_scenario
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq", patched=False)
+    with pytest.raises(RunError, match="cannot replay: it lacks hybridsim's patch"):
+        run_scenario(_hybrid(b, mpirun, "replay"), tmp_path / "run", mode="hybrid", progress=False)
+    assert not (tmp_path / "run" / "codes" / "standin-argv.json").exists()  # refused before CODES ran
+    # with the stand-in off the same CODES is fine
+    run_scenario(_hybrid(b, mpirun, "none"), tmp_path / "run2", mode="hybrid", progress=False)
+
+
+def test_executable_check_reads_the_banner_in_the_binary(tmp_path):
+    (tmp_path / "patched").write_bytes(b"\x7fELF\x00..." + STANDIN_BANNER.encode() + b" (predicted ranks %g)\x00")
+    (tmp_path / "stock").write_bytes(b"\x7fELF\x00 tw_error DIRECTOR start_iter\x00")
+    (tmp_path / "empty").write_bytes(b"")
+    assert executable_has_standin(tmp_path / "patched")
+    assert not executable_has_standin(tmp_path / "stock") and not executable_has_standin(tmp_path / "empty")
