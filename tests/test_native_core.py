@@ -511,3 +511,35 @@ def test_port_samples_are_the_features_computed_column_by_column():
         want = np.stack(want, axis=1).astype(np.float32)
         assert got.dtype == np.float32 and np.array_equal(got, want), core
         assert want[:, 0].sum() > 0 and len(s.features) == want.shape[1]
+
+
+def test_native_sampler_kernel_gives_numpys_windows_and_refuses_other_arrays():
+    """The native core computes a window's features itself (``sample_ports``): over successive windows (previous
+    values carried from window to window, open busy and occupancy intervals growing with t) it writes the very
+    float32 values of the numpy path reading the same counters; ``combined()`` is the stack of the windows' blocks,
+    past the growth of its buffer; arrays of another dtype are refused, never silently copied (the previous values
+    would be lost)."""
+    from hybridsim.engine.sampling import PortSampler
+
+    eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), "native"))
+    eng.run()
+    net = eng.net
+    assert net.sample_ports is not None
+    kernel, numpy_ = PortSampler(net, 1.0), PortSampler(net, 1.0)
+    numpy_._native = None
+    t_end = eng.loop.now
+    for k in range(1, 21):  # 20 windows: the buffer of 8 grows twice
+        t = t_end * k / 20 + (k > 10) * 1234.5
+        a, b = kernel.sample(t).values, numpy_.sample(t).values
+        assert a.dtype == b.dtype == np.float32 and np.array_equal(a, b, equal_nan=True), k
+    assert np.array_equal(kernel.prev, numpy_.prev) and np.array_equal(kernel.prev_int, numpy_.prev_int)
+    assert kernel.blocks[0].values[0, :, 0].sum() > 0  # the first window carries the run's bytes
+    comb = kernel.combined()
+    assert comb.values.shape == (20, net.n_ports, len(kernel.features))
+    assert np.array_equal(comb.values, np.concatenate([blk.values for blk in kernel.blocks]))
+    assert np.array_equal(comb.t_end, np.concatenate([blk.t_end for blk in kernel.blocks]))
+    out = np.empty((net.n_ports, len(kernel.features)), np.float32)
+    with pytest.raises(TypeError):
+        net.sample_ports(t_end + 1.0, 1.0, kernel.bw, kernel.cap, kernel.prev.astype(np.float32), kernel.prev_int, out)
+    with pytest.raises(ValueError):
+        net.sample_ports(t_end + 1.0, 1.0, kernel.bw, kernel.cap, kernel.prev, kernel.prev_int, out[:, :5].copy())

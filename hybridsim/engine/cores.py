@@ -166,6 +166,9 @@ class NativeNetwork:
             reach_off=reach_off, reach_len=reach_len, reach_g=reach_g,
             on_iteration_end=mpi.iteration_end, raise_limit=raise_limit)
         self.core = NativeCore(cfg)
+        #: ``sample_ports(t, win, bw, cap, prev, prev_int, out)``: a port sample's features, computed in C++
+        #: (:meth:`.sampling.PortSampler.sample`; the Python network has no such method and numpy computes them)
+        self.sample_ports = self.core.sample_ports
 
     # counters, by port id or (port id * num_vcs + vc), as the Python network's flat views
     bytes_out = _counter("bytes", "bytes sent per port")

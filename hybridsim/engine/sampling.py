@@ -30,22 +30,47 @@ class PortSampler:
             f"vc{k}_{name}" for k in range(NV) for name in ("occ_mean", "occ_last", "credits"))
         n = net.n_ports
         self.bw = np.asarray(net.bw_bpns, dtype=np.float64)
-        self.cap = np.repeat(np.asarray(net.cap, dtype=np.float64)[:, None], NV, axis=1)
-        self.prev_bytes = np.zeros(n)
-        self.prev_pkts = np.zeros(n)
-        self.prev_busy = np.zeros(n)
-        self.prev_stalled = np.zeros(n)
+        self.cap = np.asarray(net.cap, dtype=np.float64)
+        #: the previous window's end values: bytes, packets, busy time, stalled packets (rows) per port; the VCs'
+        #: occupancy integrals (n, NV)
+        self.prev = np.zeros((4, n))
         self.prev_int = np.zeros((n, NV))
+        # the native core computes a window's features itself (NativeNetwork.sample_ports, the numpy lines below in
+        # C++, for performance); the Python network leaves them to numpy
+        self._native = getattr(net, "sample_ports", None)
         self.t0 = 0.0
         self.blocks: list[PortSamples] = []
+        # every window's values in one growing array, each block a view of its row: combined() slices it instead of
+        # concatenating the blocks (for performance)
+        self._rows = np.empty((8, n, len(self.features)), dtype=np.float32)
 
     def sample(self, t: float) -> PortSamples:
         net = self.net
-        NV, P = net.nv, net.P
         win = t - self.t0
         if win <= 0:
             raise ValueError("empty sampling window")
-        c = net.counters()  # one read of every counter (the native core copies them all per call)
+        k = len(self.blocks)
+        if k == len(self._rows):
+            rows = np.empty((2 * k,) + self._rows.shape[1:], dtype=np.float32)
+            rows[:k] = self._rows[:k]
+            self._rows = rows
+        values = self._rows[k:k + 1]
+        if self._native is not None:
+            self._native(t, win, self.bw, self.cap, self.prev, self.prev_int, values[0])
+        else:
+            self._sample_numpy(t, win, values[0])
+        self.t0 = t
+        block = PortSamples(np.array([t]), self.interval, net.radix, self.features, values,
+                            meta={"window_ns": win})
+        self.blocks.append(block)
+        return block
+
+    def _sample_numpy(self, t: float, win: float, v: np.ndarray) -> None:
+        """The window ``[t0, t)``'s features into ``v`` (n_ports, F) float32; ``prev`` / ``prev_int`` move on to
+        ``t``. The native core's ``sample_ports`` computes the same float64 expressions in the same order."""
+        net = self.net
+        NV, P = net.nv, net.P
+        c = net.counters()  # one read of every counter
         by = np.asarray(c["bytes"], dtype=np.float64)
         pk = np.asarray(c["pkts"], dtype=np.float64)
         bs = np.asarray(c["busy_start"], dtype=np.float64)
@@ -54,36 +79,30 @@ class PortSampler:
         occ = np.asarray(c["occ"], dtype=np.float64).reshape(-1, NV)
         occ_t = np.asarray(c["occ_t"], dtype=np.float64).reshape(-1, NV)
         integ = np.asarray(c["occ_int"], dtype=np.float64).reshape(-1, NV) + occ * (t - occ_t)
-        d_bytes = by - self.prev_bytes
-        # each feature computed in float64 and written into its float32 column (the cast astype would make; one
-        # array, no stack of columns: a window is sampled every interval, pure or hybrid, so this is for performance)
-        values = np.empty((1, len(by), len(self.features)), dtype=np.float32)
-        v = values[0]
+        prev = self.prev
+        d_bytes = by - prev[0]
+        # each feature computed in float64 and written into its float32 column (the cast astype would make)
         v[:, 0] = d_bytes
-        v[:, 1] = busy - self.prev_busy
+        v[:, 1] = busy - prev[2]
         v[:, 2] = d_bytes / (self.bw * win) * 100.0
-        v[:, 3] = st - self.prev_stalled
+        v[:, 3] = st - prev[3]
         tot = occ[:, 0].copy()  # the sum over VCs (whole numbers: exact in any order), cheaper than occ.sum(axis=1)
         for k in range(1, NV):
             tot += occ[:, k]
         v[:, 4] = tot * P
         v[:, 5] = np.asarray(c["qcount"], dtype=np.float64) * P
-        v[:, 6] = pk - self.prev_pkts
+        v[:, 6] = pk - prev[1]
         v[:, 7::3] = (integ - self.prev_int) / win * P   # per VC k: columns 7 + 3k (occ_mean), 8 + 3k, 9 + 3k
         v[:, 8::3] = occ * P
-        v[:, 9::3] = (self.cap - occ) * P
-        self.prev_bytes, self.prev_pkts, self.prev_busy, self.prev_stalled, self.prev_int = by, pk, busy, st, integ
-        self.t0 = t
-        block = PortSamples(np.array([t]), self.interval, net.radix, self.features, values,
-                            meta={"window_ns": win})
-        self.blocks.append(block)
-        return block
+        v[:, 9::3] = (self.cap[:, None] - occ) * P
+        prev[0], prev[1], prev[2], prev[3] = by, pk, busy, st
+        self.prev_int = integ
 
     def combined(self) -> PortSamples | None:
         if not self.blocks:
             return None
-        return PortSamples(np.concatenate([b.t_end for b in self.blocks]), self.interval, self.net.radix,
-                           self.features, np.concatenate([b.values for b in self.blocks], axis=0))
+        return PortSamples(np.array([b.t_end[0] for b in self.blocks]), self.interval, self.net.radix,
+                           self.features, self._rows[:len(self.blocks)])
 
     def link_totals(self, t: float) -> dict:
         """Per-port totals over the whole run (numpy arrays indexed by global port id)."""

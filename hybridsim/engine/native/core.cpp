@@ -1474,6 +1474,58 @@ class Core {
         d["occ_t"] = per_vc<double>([](const VC& v) { return v.occ_t; });
         return d;
     }
+    // sampling.py's PortSampler.sample, its per-port arithmetic (for performance: a window is sampled every
+    // interval, pure or hybrid, and the numpy version costs ~20 array operations on a few hundred ports): the same
+    // float64 expressions in the same order, each cast to float32 into ``out`` (n_ports, 7 + 3 NV) as numpy's
+    // assignment casts. ``prev`` (4, n_ports) and ``prev_int`` (n_ports, NV): the previous window's running values
+    // (bytes, packets, busy, stalled; the VCs' occupancy integrals), replaced by this window's.
+    // (c_style, no forcecast, noconvert at the binding: an array of another dtype or layout is refused, never
+    // silently copied)
+    using ArrD = py::array_t<double, py::array::c_style>;
+    void sample_ports(double t, double win, ArrD bw_, ArrD cap_, ArrD prev_, ArrD prev_int_,
+                      py::array_t<float, py::array::c_style> out_) {
+        const size_t n = ports.size();
+        const i32 F = 7 + 3 * NV;
+        if (bw_.ndim() != 1 || (size_t)bw_.shape(0) != n || cap_.ndim() != 1 || (size_t)cap_.shape(0) != n ||
+            prev_.ndim() != 2 || prev_.shape(0) != 4 || (size_t)prev_.shape(1) != n || prev_int_.ndim() != 2 ||
+            (size_t)prev_int_.shape(0) != n || prev_int_.shape(1) != NV || out_.ndim() != 2 ||
+            (size_t)out_.shape(0) != n || out_.shape(1) != F)
+            throw py::value_error("sample_ports: arrays of the wrong shape");
+        auto bw = bw_.unchecked<1>();
+        auto cap = cap_.unchecked<1>();
+        auto prev = prev_.mutable_unchecked<2>();
+        auto pint = prev_int_.mutable_unchecked<2>();
+        auto out = out_.mutable_unchecked<2>();
+        const double Pd = (double)P;
+        for (size_t i = 0; i < n; i++) {
+            const Port& p = ports[i];
+            const double by = (double)p.bytes, pk = (double)p.pkts, st = (double)p.stalled;
+            const double busy = p.busy_acc + (p.busy_start >= 0 ? t - p.busy_start : 0.0);
+            const double d_bytes = by - prev(0, i);
+            out(i, 0) = (float)d_bytes;
+            out(i, 1) = (float)(busy - prev(2, i));
+            out(i, 2) = (float)(d_bytes / (bw(i) * win) * 100.0);
+            out(i, 3) = (float)(st - prev(3, i));
+            double tot = (double)vcs[i * NV].occ;
+            for (i32 k = 1; k < NV; k++) tot += (double)vcs[i * NV + k].occ;
+            out(i, 4) = (float)(tot * Pd);
+            out(i, 5) = (float)((double)p.qcount * Pd);
+            out(i, 6) = (float)(pk - prev(1, i));
+            for (i32 k = 0; k < NV; k++) {
+                const VC& v = vcs[i * NV + k];
+                const double occ = (double)v.occ;
+                const double integ = v.occ_int + occ * (t - v.occ_t);
+                out(i, 7 + 3 * k) = (float)((integ - pint(i, k)) / win * Pd);
+                out(i, 8 + 3 * k) = (float)(occ * Pd);
+                out(i, 9 + 3 * k) = (float)((cap(i) - occ) * Pd);
+                pint(i, k) = integ;
+            }
+            prev(0, i) = by;
+            prev(1, i) = pk;
+            prev(2, i) = busy;
+            prev(3, i) = st;
+        }
+    }
     i64 bytes_injected() const {
         i64 s = 0;
         for (auto& tm : terms) s += tm.bytes_in;
@@ -1579,6 +1631,9 @@ PYBIND11_MODULE(_core, m) {
         .def("bytes_injected", &Core::bytes_injected)
         .def("bytes_delivered", &Core::bytes_delivered)
         .def("counters", &Core::counters)
+        .def("sample_ports", &Core::sample_ports, py::arg("t"), py::arg("win"), py::arg("bw").noconvert(),
+             py::arg("cap").noconvert(), py::arg("prev").noconvert(), py::arg("prev_int").noconvert(),
+             py::arg("out").noconvert())
         .def("check_invariants", &Core::check_invariants)
         .def("bytes_in_network", &Core::bytes_in_network)
         .def("set_ports", &Core::set_ports)
