@@ -539,7 +539,7 @@ class Engine(Backend):
         assumed."""
         for j in list(self.stretches):
             s = self.stretches[j]
-            reached, scheduled, t, jb = self.mpi.stretch_state(j)
+            reached, scheduled, t, jb = self.mpi.stretch_state(j, s[2])  # jb read only when reached > s[2]
             if reached > s[2]:
                 for i in range(s[0] + s[2], s[0] + reached):
                     self.modes[(j, i)] = _PREDICT

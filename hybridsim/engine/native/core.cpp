@@ -614,11 +614,12 @@ class Core {
         J.ff_dur.assign(d, d + h * J.n_ranks);
         for (i64 m = 0; m < h; m++) J.modes[first + m] = 1;
     }
-    // (reached, scheduled, time of the latest reached, byte counters then or None)
-    py::object stretch_state(i64 j) {
+    // (reached, scheduled, time of the latest reached, byte counters then or None; None too while reached <= since:
+    // the caller has them already, and a list of every port's counter is the costly part of the call)
+    py::object stretch_state(i64 j, i64 since) {
         JobPred& J = jp.at(j);
         py::object b = py::none();
-        if (J.ff_dec > 0 && counted(j) >= 0) b = py::cast(J.ff_bytes);
+        if (J.ff_dec > 0 && J.ff_dec > since && counted(j) >= 0) b = py::cast(J.ff_bytes);
         return py::make_tuple(J.ff_dec, J.ff_pred, J.ff_t, b);
     }
     // shorten the stretch to its first h iterations (at least the reached ones): the others are undecided again
@@ -1650,7 +1651,7 @@ PYBIND11_MODULE(_core, m) {
         .def("unpark", &Core::unpark)
         .def("pred_ends", &Core::pred_ends)
         .def("stretch", &Core::stretch)
-        .def("stretch_state", &Core::stretch_state)
+        .def("stretch_state", &Core::stretch_state, py::arg("j"), py::arg("since") = -1)
         .def("cut", &Core::cut)
         .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked, py::object type,
                                       py::list names) {
