@@ -543,3 +543,33 @@ def test_native_sampler_kernel_gives_numpys_windows_and_refuses_other_arrays():
         net.sample_ports(t_end + 1.0, 1.0, kernel.bw, kernel.cap, kernel.prev.astype(np.float32), kernel.prev_int, out)
     with pytest.raises(ValueError):
         net.sample_ports(t_end + 1.0, 1.0, kernel.bw, kernel.cap, kernel.prev, kernel.prev_int, out[:, :5].copy())
+
+
+def test_the_native_sampling_event_gives_the_per_window_path_and_stops_at_the_limit():
+    """Where nobody reads the windows as the run goes, the native core runs the sampling event itself (no Python call
+    per window): the same windows, values, event count and records as the per-window Python event (forced by an
+    ``on_samples`` listener), and the same limit error at the same window."""
+    out = {}
+    for listen in (False, True):
+        seen = []
+        eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), "native"))
+        res = eng.run(on_samples=seen.append if listen else None)
+        assert (eng.sampler._pull is None) and eng.net.sample_pull()[0] == []   # released, nothing left behind
+        out[listen] = (res, seen)
+    (nat, none_seen), (per, seen) = out[False], out[True]
+    assert not none_seen and len(seen) == len(per.ports.t_end)
+    py = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), "python")).run()
+    assert_same(nat, py)
+    assert_same(per, py)
+    assert nat.events == per.events and len(nat.ports.t_end) > 5
+    for blk, ref in zip(seen, per.ports.values):
+        assert np.array_equal(blk.values[0], ref)
+    errors = {}
+    for listen in (False, True):
+        sc = on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), "native")
+        sc.limits.max_samples = 3 * 252   # 3 windows x 252 ports
+        eng = Engine(sc)
+        with pytest.raises(LimitExceeded) as e:
+            eng.run(on_samples=(lambda b: None) if listen else None)
+        errors[listen] = (str(e.value), len(eng.sampler.blocks), eng.loop.events)
+    assert errors[False] == errors[True] and errors[False][1] == 3 and "max_samples" in errors[False][0]

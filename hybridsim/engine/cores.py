@@ -173,6 +173,11 @@ class NativeNetwork:
         #: ``sample_ports(t, win, bw, cap, prev, prev_int, out)``: a port sample's features, computed in C++
         #: (:meth:`.sampling.PortSampler.sample`; the Python network has no such method and numpy computes them)
         self.sample_ports = self.core.sample_ports
+        #: the engine's sampling event in C++ (:meth:`.sampling.PortSampler.run_natively`): ``sample_every``,
+        #: ``sample_pull`` (the windows so far), ``sample_stop``
+        self.sample_every = self.core.sample_every
+        self.sample_pull = self.core.sample_pull
+        self.sample_stop = self.core.sample_stop
 
     # counters, by port id or (port id * num_vcs + vc), as the Python network's flat views
     bytes_out = _counter("bytes", "bytes sent per port")

@@ -278,7 +278,10 @@ class Engine(Backend):
             for j, pl in enumerate(self.placement):
                 self._start_job(0.0, j, pl)
         self.sampler = PortSampler(net, sc.sampling.interval)
-        if sc.sampling.ports:
+        # the native core runs the sampling event itself where nobody reads the windows as the run goes (for
+        # performance: no Python call per window; PortSampler.run_natively)
+        if sc.sampling.ports and (self.on_samples is not None or not self.sampler.run_natively(
+                sc.sampling.interval, self.max_windows, self._sample)):
             loop.at(sc.sampling.interval, self._sample)
 
         until = emb.end_time if emb.end_time is not None else float("inf")
@@ -316,6 +319,7 @@ class Engine(Backend):
             if self.stretches:  # the director's state as the per-iteration protocol leaves it
                 self._settle(cut=True)
         finally:
+            self.sampler.release()
             if gc_was_enabled:
                 gc.enable()
             if pbar is not None:
@@ -738,6 +742,7 @@ class Engine(Backend):
 
     def _emit_samples(self, t):
         self.stop.check(f"at t={t:,.0f} ns (sampling the ports)")  # a window can cost more than many events
+        self.sampler.pull()   # the windows the native core took itself, if any
         if len(self.sampler.blocks) >= self.max_windows:
             raise LimitExceeded(f"max_samples: {len(self.sampler.blocks)} sample windows x {self.net.n_ports} ports "
                                 f"reach limits.max_samples = {self.scenario.limits.max_samples} at t={t:,.0f} ns")

@@ -38,6 +38,7 @@ class PortSampler:
         # the native core computes a window's features itself (NativeNetwork.sample_ports, the numpy lines below in
         # C++, for performance); the Python network leaves them to numpy
         self._native = getattr(net, "sample_ports", None)
+        self._pull = None   # the native core's sample_pull while it samples the windows itself (run_natively)
         self.t0 = 0.0
         self.blocks: list[PortSamples] = []
         # every window's values in one growing array, each block a view of its row: combined() slices it instead of
@@ -96,7 +97,48 @@ class PortSampler:
         v[:, 8::3] = occ * P
         v[:, 9::3] = (self.cap[:, None] - occ) * P
         prev[0], prev[1], prev[2], prev[3] = by, pk, busy, st
-        self.prev_int = integ
+        self.prev_int[...] = integ   # in place, as the native core's sample_ports (which may hold these arrays)
+
+    def run_natively(self, first: float, max_windows: int, fallback) -> bool:
+        """Let the native core take the windows from ``first`` on itself, every ``interval`` (its
+        ``sample_every``: the engine's sampling event run in C++ with :meth:`sample`'s values, no Python call per
+        window, for performance); ``fallback(t, None, None)``: the engine's handler, called for the window past
+        ``max_windows`` (which it refuses). The windows reach :attr:`blocks` at :meth:`pull`. False where the
+        network cannot (the Python core): the engine schedules its own events."""
+        every = getattr(self.net, "sample_every", None)
+        if every is None:
+            return False
+        every(float(first), self.interval, self.t0, max_windows - len(self.blocks), self.bw, self.cap, self.prev,
+              self.prev_int, fallback)
+        self._pull = self.net.sample_pull
+        return True
+
+    def pull(self) -> None:
+        """The windows the native core sampled since the last call, made blocks as :meth:`sample` makes them."""
+        if self._pull is None:
+            return
+        t_end, wins, rows = self._pull()
+        k0, k = len(self.blocks), len(t_end)
+        if not k:
+            return
+        if k0 + k > len(self._rows):
+            grown = np.empty((max(2 * len(self._rows), k0 + k),) + self._rows.shape[1:], dtype=np.float32)
+            grown[:k0] = self._rows[:k0]
+            self._rows = grown
+        self._rows[k0:k0 + k] = rows
+        net = self.net
+        for m in range(k):
+            self.blocks.append(PortSamples(np.array([t_end[m]]), self.interval, net.radix, self.features,
+                                           self._rows[k0 + m:k0 + m + 1], meta={"window_ns": wins[m]}))
+        self.t0 = t_end[-1]
+
+    def release(self) -> None:
+        """After the run: the native core's windows taken over (:meth:`pull`) and its sampling state dropped (it holds
+        the engine's handler: a reference cycle through the core otherwise)."""
+        if self._pull is not None:
+            self.pull()
+            self.net.sample_stop()
+            self._pull = None
 
     def combined(self) -> PortSamples | None:
         if not self.blocks:

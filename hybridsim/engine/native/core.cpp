@@ -85,7 +85,8 @@ struct MT {
 };
 
 // ------------------------------------------------------------------------------------------------ model objects
-enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY, K_BG, K_PRED };
+enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY, K_BG, K_PRED,
+                  K_SAMPLE };
 enum MsgKind : i32 { EAGER, RTS, ACK, DATA, BG };
 enum OpKind : i32 { COMPUTE = 0, ISEND = 1, IRECV = 2, SEND = 3, RECV = 4, WAITALL = 5 };
 enum Routing : i32 { MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE };
@@ -452,6 +453,7 @@ class Core {
             case K_RESUME: advance(t, e.a); break;
             case K_BG: bg_send(t, e.a); break;
             case K_PRED: pred_end(t, e.a); break;
+            case K_SAMPLE: sample_event(t); break;
             case K_PY: {
                 PySlot s = std::move(pyslots[e.a]);
                 pyfree.push_back(e.a);
@@ -1527,6 +1529,70 @@ class Core {
             prev(3, i) = st;
         }
     }
+    // ---------------------------------------------------------------------------------------------- port sampling
+    // The engine's sampling event (Engine._sample) run here, for performance, when nobody reads the windows as the
+    // run goes (no on_samples): each window's features computed by sample_ports into a buffer the PortSampler takes
+    // over (sample_pull) at the end, no Python call per window. Same event, same place in the heap (one push per
+    // window at t + interval while anything else is pending, as _sample's loop.at), same values. The window past
+    // the limit goes to Python (``fallback``, the engine's _sample, which raises the limit error there).
+    struct Sampling {
+        bool on = false;
+        double interval = 0.0, t0 = 0.0;
+        i64 left = 0;  // windows before the limit
+        py::array_t<double, py::array::c_style> bw, cap, prev, prev_int;
+        py::object fallback;
+        std::vector<double> t_end, win;
+        std::vector<float> rows;
+    } smp;
+    void sample_every(double first, double interval, double t0, i64 left, ArrD bw, ArrD cap, ArrD prev,
+                      ArrD prev_int, py::object fallback) {
+        if (!(first >= 0.0) || !(interval > 0.0)) throw py::value_error("sample_every: bad times");
+        smp.on = true;
+        smp.interval = interval;
+        smp.t0 = t0;
+        smp.left = left;
+        smp.bw = std::move(bw);
+        smp.cap = std::move(cap);
+        smp.prev = std::move(prev);
+        smp.prev_int = std::move(prev_int);
+        smp.fallback = std::move(fallback);
+        push(first, K_SAMPLE, 0);
+    }
+    void sample_event(double t) {
+        if (smp.left <= 0) {  // the limit: Python says so (and may raise)
+            flush_records();
+            smp.fallback(t, py::none(), py::none());
+            return;
+        }
+        const double win = t - smp.t0;
+        if (win <= 0) throw py::value_error("empty sampling window");
+        const size_t F = 7 + 3 * (size_t)NV, n = ports.size();
+        const size_t k = smp.t_end.size();
+        smp.rows.resize((k + 1) * n * F);
+        py::array_t<float, py::array::c_style> out({(py::ssize_t)n, (py::ssize_t)F},
+                                                   smp.rows.data() + k * n * F, py::none());
+        sample_ports(t, win, smp.bw, smp.cap, smp.prev, smp.prev_int, out);
+        smp.t_end.push_back(t);
+        smp.win.push_back(win);
+        smp.t0 = t;
+        smp.left--;
+        if (!heap.empty()) push(t + smp.interval, K_SAMPLE, 0);
+    }
+    // the windows sampled since the last call: (t_end list, window lengths list, float32 (k, n_ports, F)); the
+    // buffer is emptied
+    py::tuple sample_pull() {
+        const size_t F = 7 + 3 * (size_t)NV, n = ports.size(), k = smp.t_end.size();
+        py::array_t<float> rows({(py::ssize_t)k, (py::ssize_t)n, (py::ssize_t)F});
+        if (k) std::memcpy(rows.mutable_data(), smp.rows.data(), k * n * F * sizeof(float));
+        py::tuple out = py::make_tuple(py::cast(smp.t_end), py::cast(smp.win), rows);
+        smp.t_end.clear();
+        smp.win.clear();
+        smp.rows.clear();
+        return out;
+    }
+    void sample_stop() {
+        smp = Sampling();
+    }
     i64 bytes_injected() const {
         i64 s = 0;
         for (auto& tm : terms) s += tm.bytes_in;
@@ -1635,6 +1701,11 @@ PYBIND11_MODULE(_core, m) {
         .def("sample_ports", &Core::sample_ports, py::arg("t"), py::arg("win"), py::arg("bw").noconvert(),
              py::arg("cap").noconvert(), py::arg("prev").noconvert(), py::arg("prev_int").noconvert(),
              py::arg("out").noconvert())
+        .def("sample_every", &Core::sample_every, py::arg("first"), py::arg("interval"), py::arg("t0"),
+             py::arg("left"), py::arg("bw").noconvert(), py::arg("cap").noconvert(), py::arg("prev").noconvert(),
+             py::arg("prev_int").noconvert(), py::arg("fallback"))
+        .def("sample_pull", &Core::sample_pull)
+        .def("sample_stop", &Core::sample_stop)
         .def("check_invariants", &Core::check_invariants)
         .def("bytes_in_network", &Core::bytes_in_network)
         .def("set_ports", &Core::set_ports)
