@@ -743,8 +743,8 @@ class Engine(Backend):
     def _emit_samples(self, t):
         self.stop.check(f"at t={t:,.0f} ns (sampling the ports)")  # a window can cost more than many events
         self.sampler.pull()   # the windows the native core took itself, if any
-        if len(self.sampler.blocks) >= self.max_windows:
-            raise LimitExceeded(f"max_samples: {len(self.sampler.blocks)} sample windows x {self.net.n_ports} ports "
+        if self.sampler.n_windows >= self.max_windows:
+            raise LimitExceeded(f"max_samples: {self.sampler.n_windows} sample windows x {self.net.n_ports} ports "
                                 f"reach limits.max_samples = {self.scenario.limits.max_samples} at t={t:,.0f} ns")
         block = self.sampler.sample(t)
         if self.on_samples is not None:

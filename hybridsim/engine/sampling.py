@@ -40,31 +40,48 @@ class PortSampler:
         self._native = getattr(net, "sample_ports", None)
         self._pull = None   # the native core's sample_pull while it samples the windows itself (run_natively)
         self.t0 = 0.0
-        self.blocks: list[PortSamples] = []
-        # every window's values in one growing array, each block a view of its row: combined() slices it instead of
-        # concatenating the blocks (for performance)
+        #: the windows so far: their end times and lengths (ns); their values are the rows of one growing array,
+        #: which combined() slices (no block per window to concatenate: for performance)
+        self.t_end: list[float] = []
+        self.win: list[float] = []
         self._rows = np.empty((8, n, len(self.features)), dtype=np.float32)
+
+    @property
+    def n_windows(self) -> int:
+        return len(self.t_end)
+
+    @property
+    def blocks(self) -> list[PortSamples]:
+        """The windows so far, one :class:`PortSamples` block each (as :meth:`sample` returns them)."""
+        return [self._block(k) for k in range(len(self.t_end))]
+
+    def _block(self, k: int) -> PortSamples:
+        return PortSamples(np.array([self.t_end[k]]), self.interval, self.net.radix, self.features,
+                           self._rows[k:k + 1], meta={"window_ns": self.win[k]})
+
+    def _grow(self, n: int) -> None:
+        """Room for ``n`` windows in the rows (doubling)."""
+        if n > len(self._rows):
+            k = len(self.t_end)
+            rows = np.empty((max(2 * len(self._rows), n),) + self._rows.shape[1:], dtype=np.float32)
+            rows[:k] = self._rows[:k]
+            self._rows = rows
 
     def sample(self, t: float) -> PortSamples:
         net = self.net
         win = t - self.t0
         if win <= 0:
             raise ValueError("empty sampling window")
-        k = len(self.blocks)
-        if k == len(self._rows):
-            rows = np.empty((2 * k,) + self._rows.shape[1:], dtype=np.float32)
-            rows[:k] = self._rows[:k]
-            self._rows = rows
-        values = self._rows[k:k + 1]
+        k = len(self.t_end)
+        self._grow(k + 1)
         if self._native is not None:
-            self._native(t, win, self.bw, self.cap, self.prev, self.prev_int, values[0])
+            self._native(t, win, self.bw, self.cap, self.prev, self.prev_int, self._rows[k])
         else:
-            self._sample_numpy(t, win, values[0])
+            self._sample_numpy(t, win, self._rows[k])
         self.t0 = t
-        block = PortSamples(np.array([t]), self.interval, net.radix, self.features, values,
-                            meta={"window_ns": win})
-        self.blocks.append(block)
-        return block
+        self.t_end.append(t)
+        self.win.append(win)
+        return self._block(k)
 
     def _sample_numpy(self, t: float, win: float, v: np.ndarray) -> None:
         """The window ``[t0, t)``'s features into ``v`` (n_ports, F) float32; ``prev`` / ``prev_int`` move on to
@@ -108,28 +125,23 @@ class PortSampler:
         every = getattr(self.net, "sample_every", None)
         if every is None:
             return False
-        every(float(first), self.interval, self.t0, max_windows - len(self.blocks), self.bw, self.cap, self.prev,
+        every(float(first), self.interval, self.t0, max_windows - len(self.t_end), self.bw, self.cap, self.prev,
               self.prev_int, fallback)
         self._pull = self.net.sample_pull
         return True
 
     def pull(self) -> None:
-        """The windows the native core sampled since the last call, made blocks as :meth:`sample` makes them."""
+        """The windows the native core sampled since the last call, added to this sampler's."""
         if self._pull is None:
             return
         t_end, wins, rows = self._pull()
-        k0, k = len(self.blocks), len(t_end)
+        k0, k = len(self.t_end), len(t_end)
         if not k:
             return
-        if k0 + k > len(self._rows):
-            grown = np.empty((max(2 * len(self._rows), k0 + k),) + self._rows.shape[1:], dtype=np.float32)
-            grown[:k0] = self._rows[:k0]
-            self._rows = grown
+        self._grow(k0 + k)
         self._rows[k0:k0 + k] = rows
-        net = self.net
-        for m in range(k):
-            self.blocks.append(PortSamples(np.array([t_end[m]]), self.interval, net.radix, self.features,
-                                           self._rows[k0 + m:k0 + m + 1], meta={"window_ns": wins[m]}))
+        self.t_end += t_end
+        self.win += wins
         self.t0 = t_end[-1]
 
     def release(self) -> None:
@@ -141,10 +153,10 @@ class PortSampler:
             self._pull = None
 
     def combined(self) -> PortSamples | None:
-        if not self.blocks:
+        if not self.t_end:
             return None
-        return PortSamples(np.array([b.t_end[0] for b in self.blocks]), self.interval, self.net.radix,
-                           self.features, self._rows[:len(self.blocks)])
+        return PortSamples(np.array(self.t_end), self.interval, self.net.radix, self.features,
+                           self._rows[:len(self.t_end)])
 
     def link_totals(self, t: float) -> dict:
         """Per-port totals over the whole run (numpy arrays indexed by global port id)."""
