@@ -573,3 +573,29 @@ def test_the_native_sampling_event_gives_the_per_window_path_and_stops_at_the_li
             eng.run(on_samples=(lambda b: None) if listen else None)
         errors[listen] = (str(e.value), len(eng.sampler.blocks), eng.loop.events)
     assert errors[False] == errors[True] and errors[False][1] == 3 and "max_samples" in errors[False][0]
+
+
+def test_the_tables_only_network_has_the_full_ones_tables():
+    """What the native core reads from a Python network built with ``state=False`` (no VC buffers, no handlers) is
+    what a full one holds: constants, per-port values, routing tables (as port ids) and the terminals' VCs."""
+    from hybridsim.engine.core import EventLoop
+    from hybridsim.engine.network import Network
+
+    sc = parse_scenario(TOPO72 % "adaptive" + MIXED)
+    topo = sc.build_topology()
+    full = Network(topo, sc.topology, EventLoop(), random.Random(1))
+    lite = Network(topo, sc.topology, EventLoop(), random.Random(1), state=False)
+    assert lite.tvc is None and all(pt.vcs == () for pt in lite.ports) and full.ports[0].vcs
+    for name in ("a", "p", "g", "radix", "nv", "P", "n_ports", "port_class", "bw_bpns", "nspb_nominal",
+                 "delay_nominal", "n_terminals", "tcap", "routing", "cap", "credit_delay", "t_nspb", "t_lat",
+                 "reach"):
+        assert getattr(lite, name) == getattr(full, name), name
+    for name in ("cap", "nspb", "delay", "dest", "to_term", "local"):
+        assert [getattr(p, name) for p in lite.ports] == [getattr(p, name) for p in full.ports], name
+    pids = lambda tables: [{G: [p.pid for p in c] for G, c in t.items()} for t in tables]
+    assert pids(lite.gports) == pids(full.gports) and pids(lite.lgw) == pids(full.lgw)
+    assert [[p.pid if p else None for p in lp] for lp in lite.lport] == \
+        [[p.pid if p else None for p in lp] for lp in full.lport]
+    assert [tm.router for tm in lite.terms] == [tm.router for tm in full.terms]
+    assert [vc.port.pid * full.nv + vc.v for vc in full.tvc] == \
+        [pid * lite.nv + lite.vc_dest for pid in topo.terminal_port_ids.tolist()]

@@ -122,7 +122,7 @@ class NativeNetwork:
     read them from one home; its event handlers are never called, and it is not kept."""
 
     def __init__(self, topo, tcfg, rng, max_packets, mpi: "NativeMpi", debug: bool = False):
-        st = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets)
+        st = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets, state=False)
         self.topo = topo
         for name in ("a", "p", "g", "radix", "nv", "P", "n_ports", "port_class", "bw_bpns", "nspb_nominal",
                      "delay_nominal", "n_terminals", "tcap", "routing"):
@@ -164,7 +164,7 @@ class NativeNetwork:
             cap=[pt.cap for pt in ports], nspb=[pt.nspb for pt in ports], delay=[pt.delay for pt in ports],
             dest=[pt.dest for pt in ports], to_term=[pt.to_term for pt in ports], local=[pt.local for pt in ports],
             term_router=[tm.router for tm in st.terms],
-            tvc=[vc.port.pid * NV + vc.v for vc in st.tvc],
+            tvc=[pid * NV + st.vc_dest for pid in topo.terminal_port_ids.tolist()],  # the ports' VC vc_dest
             lport=[(pt.pid if pt is not None else -1) for lp in st.lport for pt in lp],
             gp_off=gp_off, gp_len=gp_len, gp_ports=gp_ports, lg_off=lg_off, lg_len=lg_len, lg_ports=lg_ports,
             reach_off=reach_off, reach_len=reach_len, reach_g=reach_g,
