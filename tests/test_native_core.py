@@ -178,38 +178,46 @@ def test_hybrid_runs_with_the_controller_give_identical_records(tmp_path, policy
 
 def test_the_controller_takes_the_native_cores_record_bursts_as_it_takes_single_records():
     """On the native core the controller gets predicted records in bursts (``Director.on_records``: the run's
-    ``on_record`` is its own); fed the same run record by record (through a callback of the test's own) it ends in
-    the same state, with the same records."""
+    ``on_record`` is its own) with their per-iteration summary (``spans``); taking the burst's records instead of
+    the summary, or fed the same run record by record (through a callback of the test's own), it ends in the same
+    state, with the same records."""
     from hybridsim.hybrid import HybridController
 
     runs = []
-    for burst in (True, False):
+    for how in ("spans", "records", "single"):
         sc = on_core(parse_scenario(HYBRID % ("aligned", "true", "job")), "native")
         ctl = build_controller(sc)
-        sizes = []
-        if burst:
-            def spy(recs, simulated, ctl=ctl, sizes=sizes):
+        sizes, summed = [], []
+        if how != "single":
+            def spy(recs, simulated, spans=None, ctl=ctl, sizes=sizes, summed=summed, keep=how == "spans"):
                 sizes.append(len(recs))
-                HybridController.on_records(ctl, recs, simulated)
+                if spans is not None:  # every record counted, one span per (job, iteration)
+                    keys = {(r.job_id, r.iteration) for r in recs}
+                    summed.append(sum(sp[2] for sp in spans) == len(recs) and len(spans) == len(keys) and
+                                  {(sp[0], sp[1]) for sp in spans} == keys)
+                HybridController.on_records(ctl, recs, simulated, spans if keep else None)
             ctl.on_records = spy
             res = Engine(sc).run(director=ctl, on_record=ctl.on_record)
             assert max(sizes) > 1   # bursts did arrive
+            assert summed and all(summed)   # with a summary of every record, one span per (job, iteration)
         else:
             res = Engine(sc).run(director=ctl, on_record=lambda rec, sim: ctl.on_record(rec, sim))
         runs.append((res, ctl))
-    (r1, c1), (r2, c2) = runs
-    assert records(r1) == records(r2) and r1.simulated == r2.simulated
-    assert c1.now == c2.now
-    for jid, a in c1.states.items():
-        b = c2.states[jid]
-        if a is None:
-            assert b is None
-            continue
-        assert (a.lo, a.hi, a.done_count, a.n_complete, a.modes) == (b.lo, b.hi, b.done_count, b.n_complete, b.modes)
-        for name in ("truth", "pred", "raw"):
-            assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
-    strip = lambda s: {k: v for k, v in s.items() if k != "wall"}
-    assert strip(c1.summary()) == strip(c2.summary())
+    for r2, c2 in runs[1:]:
+        r1, c1 = runs[0]
+        assert records(r1) == records(r2) and r1.simulated == r2.simulated
+        assert c1.now == c2.now
+        for jid, a in c1.states.items():
+            b = c2.states[jid]
+            if a is None:
+                assert b is None
+                continue
+            assert (a.lo, a.hi, a.done_count, a.n_complete, a.modes) == \
+                (b.lo, b.hi, b.done_count, b.n_complete, b.modes)
+            for name in ("truth", "pred", "raw"):
+                assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+        strip = lambda s: {k: v for k, v in s.items() if k != "wall"}
+        assert strip(c1.summary()) == strip(c2.summary())
 
 
 def test_records_sink_is_the_directors_own_on_records_or_else_on_record_on_each():

@@ -561,9 +561,10 @@ class Engine(Backend):
             if s[3] == s[1]:
                 del self.stretches[j]
 
-    def _pred_records(self, burst, counts):
+    def _pred_records(self, burst, counts, spans=None):
         """The records of predicted iterations that ended (in event order; the native core hands over all since it
-        last called Python, before any other Python code runs), ``counts`` of them per job."""
+        last called Python, before any other Python code runs), ``counts`` of them per job; ``spans``: the native
+        core's per-iteration summary of the burst (:meth:`Director.on_records`), None from the Python core."""
         done = self.iters_done
         for j, n in counts.items():
             done[j] += n
@@ -572,7 +573,7 @@ class Engine(Backend):
         if self.stretches:
             self._completed_cut()
         if self.on_records is not None:  # the whole burst in one call (Director.on_records)
-            self.on_records(burst, False)
+            self.on_records(burst, False, spans)
 
     def _completed_cut(self) -> None:
         """A job whose every iteration is now recorded changes the others' co-runners: the open stretches end."""

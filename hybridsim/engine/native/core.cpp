@@ -677,16 +677,40 @@ class Core {
         size_t n = g.size();
         py::list recs(n);
         std::vector<i64> count;
+        // per (job, iteration), in first-seen order: records, earliest start, latest end (a burst holds a few
+        // iterations of many ranks: what a director's timeline needs, without a look at every record)
+        struct Span {
+            i64 job, it, n;
+            double lo, hi;
+        };
+        std::vector<Span> spans;
         for (size_t k = 0; k < n; k++) {
             const Rank* rs = ranks[g[k]].get();
             PyList_SET_ITEM(recs.ptr(), k, make_record(rs->job, rs->local, it[k], t0[k], t1[k]));
             if (rs->job >= (i64)count.size()) count.resize(rs->job + 1, 0);
             count[rs->job]++;
+            Span* sp = nullptr;
+            for (size_t m = spans.size(); m-- > 0;)
+                if (spans[m].job == rs->job && spans[m].it == it[k]) {
+                    sp = &spans[m];
+                    break;
+                }
+            if (sp == nullptr) {
+                spans.push_back(Span{rs->job, it[k], 1, t0[k], t1[k]});
+            } else {
+                sp->n++;
+                if (t0[k] < sp->lo) sp->lo = t0[k];
+                if (t1[k] > sp->hi) sp->hi = t1[k];
+            }
         }
         py::dict counts;
         for (size_t j = 0; j < count.size(); j++)
             if (count[j]) counts[py::int_(j)] = py::int_(count[j]);
-        on_records(recs, counts);
+        py::list sp(spans.size());
+        for (size_t m = 0; m < spans.size(); m++)
+            PyList_SET_ITEM(sp.ptr(), m, py::make_tuple(spans[m].job, spans[m].it, spans[m].n, spans[m].lo,
+                                                        spans[m].hi).release().ptr());
+        on_records(recs, counts, sp);
     }
 
     // ---------------------------------------------------------------------------------------------- FIFOs
