@@ -174,8 +174,9 @@ class NativeNetwork:
         #: (:meth:`.sampling.PortSampler.sample`; the Python network has no such method and numpy computes them)
         self.sample_ports = self.core.sample_ports
         #: the engine's sampling event in C++ (:meth:`.sampling.PortSampler.run_natively`): ``sample_every``,
-        #: ``sample_pull`` (the windows so far), ``sample_stop``
+        #: ``sample_count`` and ``sample_pull`` (the windows so far, copied into the sampler's rows), ``sample_stop``
         self.sample_every = self.core.sample_every
+        self.sample_count = self.core.sample_count
         self.sample_pull = self.core.sample_pull
         self.sample_stop = self.core.sample_stop
 

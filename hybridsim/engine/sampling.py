@@ -134,12 +134,11 @@ class PortSampler:
         """The windows the native core sampled since the last call, added to this sampler's."""
         if self._pull is None:
             return
-        t_end, wins, rows = self._pull()
-        k0, k = len(self.t_end), len(t_end)
+        k0, k = len(self.t_end), self.net.sample_count()
         if not k:
             return
-        self._grow(k0 + k)
-        self._rows[k0:k0 + k] = rows
+        self._grow(k0 + k + 1)   # and room for the run's last window, sampled at its end
+        t_end, wins = self._pull(self._rows[k0:k0 + k])
         self.t_end += t_end
         self.win += wins
         self.t0 = t_end[-1]

@@ -308,6 +308,7 @@ class Core {
     py::object rec_type;
     Py_ssize_t rec_off[6] = {0, 0, 0, 0, 0, 0};
     std::vector<py::object> job_names;
+    bool rec_untrack = false;  // every job name an exact str (make_record)
 
     Core(py::dict c) {
         a = c["a"].cast<i32>();
@@ -646,7 +647,11 @@ class Core {
         }
         rec_type = type;
         job_names.clear();
-        for (auto n : names) job_names.push_back(py::reinterpret_borrow<py::object>(n));
+        rec_untrack = true;
+        for (auto n : names) {
+            job_names.push_back(py::reinterpret_borrow<py::object>(n));
+            if (!PyUnicode_CheckExact(n.ptr())) rec_untrack = false;
+        }
     }
     PyObject* make_record(i64 job, i64 local, i64 it, double t0, double t1) {
         PyTypeObject* tp = (PyTypeObject*)rec_type.ptr();
@@ -663,6 +668,10 @@ class Core {
             }
             *(PyObject**)((char*)o + rec_off[k]) = v[k];
         }
+        // a record holds a str, ints and floats only and is frozen: it can be in no reference cycle, so the cyclic
+        // collector need not track it (as CPython untracks tuples of such values); 22 k records of a hybrid run
+        // would otherwise make the first collection after the run walk them all (~2 ms)
+        if (rec_untrack && PyObject_IS_GC(o)) PyObject_GC_UnTrack(o);
         return o;
     }
     // hand the buffered records over: on_records(records, {job: count}) in event order
@@ -1602,17 +1611,20 @@ class Core {
         smp.left--;
         if (!heap.empty()) push(t + smp.interval, K_SAMPLE, 0);
     }
-    // the windows sampled since the last call: (t_end list, window lengths list, float32 (k, n_ports, F)); the
-    // buffer is emptied
-    py::tuple sample_pull() {
+    // the windows sampled since the last pull
+    i64 sample_count() const { return (i64)smp.t_end.size(); }
+    // those windows' values copied into ``out`` (sample_count(), n_ports, F) float32; returns (t_end list, window
+    // lengths list); the buffer is emptied
+    py::tuple sample_pull(py::array_t<float, py::array::c_style> out) {
         const size_t F = 7 + 3 * (size_t)NV, n = ports.size(), k = smp.t_end.size();
-        py::array_t<float> rows({(py::ssize_t)k, (py::ssize_t)n, (py::ssize_t)F});
-        if (k) std::memcpy(rows.mutable_data(), smp.rows.data(), k * n * F * sizeof(float));
-        py::tuple out = py::make_tuple(py::cast(smp.t_end), py::cast(smp.win), rows);
+        if (out.ndim() != 3 || (size_t)out.shape(0) != k || (size_t)out.shape(1) != n || (size_t)out.shape(2) != F)
+            throw py::value_error("sample_pull: an array of the wrong shape");
+        if (k) std::memcpy(out.mutable_data(), smp.rows.data(), k * n * F * sizeof(float));
+        py::tuple out_ = py::make_tuple(py::cast(smp.t_end), py::cast(smp.win));
         smp.t_end.clear();
         smp.win.clear();
         smp.rows.clear();
-        return out;
+        return out_;
     }
     void sample_stop() {
         smp = Sampling();
@@ -1728,7 +1740,8 @@ PYBIND11_MODULE(_core, m) {
         .def("sample_every", &Core::sample_every, py::arg("first"), py::arg("interval"), py::arg("t0"),
              py::arg("left"), py::arg("bw").noconvert(), py::arg("cap").noconvert(), py::arg("prev").noconvert(),
              py::arg("prev_int").noconvert(), py::arg("fallback"))
-        .def("sample_pull", &Core::sample_pull)
+        .def("sample_count", &Core::sample_count)
+        .def("sample_pull", &Core::sample_pull, py::arg("out").noconvert())
         .def("sample_stop", &Core::sample_stop)
         .def("check_invariants", &Core::check_invariants)
         .def("bytes_in_network", &Core::bytes_in_network)
