@@ -115,8 +115,14 @@ def load_profile(times, cum, bw, phases: int, merge: float = PROFILE_MERGE):
     ports = np.nonzero(cum[-1] - cum[0] > 0)[0]
     if len(ports) == 0 or times[-1] <= times[0]:
         return None
-    cum = cum[:, ports]
     win = times[-1] - times[0]
+    if phases == 1 and len(times) == 2:
+        # one phase between two snapshots (keep_background's mean, at every decision that turns a job predicted):
+        # the general path's interpolation weights are exactly 0 and 1 there, so its load is this difference over
+        # (bw x window), float for float, without its dozen array operations (for performance)
+        util = (cum[1, ports] - cum[0, ports]) / (np.asarray(bw, dtype=np.float64)[ports] * win)
+        return ports, np.zeros(1), util[None, :]
+    cum = cum[:, ports]
     b = times[0] + win * np.arange(phases + 1) / phases
     b[-1] = times[-1]
     idx = np.clip(np.searchsorted(times, b, side="right") - 1, 0, len(times) - 2)
