@@ -191,6 +191,12 @@ class Network:
     byte counters of its job, or ``None``) attributes.
     """
 
+    #: a port sample's features computed by the network itself, and the sampling event run by it
+    #: (:class:`~.sampling.PortSampler`): the native core's (cores.NativeNetwork); here none, numpy computes them and
+    #: the engine schedules its own events
+    sample_ports = None
+    sample_every = None
+
     def __init__(self, topo: Dragonfly, tcfg, loop, rng, debug: bool = False, exact_credits: bool = False,
                  max_packets: float = math.inf, state: bool = True):
         # ``state`` False: the constants and routing tables only (ports without VC buffers, no ``tvc``, no event

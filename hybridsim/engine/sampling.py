@@ -37,7 +37,7 @@ class PortSampler:
         self.prev_int = np.zeros((n, NV))
         # the native core computes a window's features itself (NativeNetwork.sample_ports, the numpy lines below in
         # C++, for performance); the Python network leaves them to numpy
-        self._native = getattr(net, "sample_ports", None)
+        self._native = net.sample_ports
         self._pull = None   # the native core's sample_pull while it samples the windows itself (run_natively)
         self.t0 = 0.0
         #: the windows so far: their end times and lengths (ns); their values are the rows of one growing array,
@@ -122,7 +122,7 @@ class PortSampler:
         window, for performance); ``fallback(t, None, None)``: the engine's handler, called for the window past
         ``max_windows`` (which it refuses). The windows reach :attr:`blocks` at :meth:`pull`. False where the
         network cannot (the Python core): the engine schedules its own events."""
-        every = getattr(self.net, "sample_every", None)
+        every = self.net.sample_every
         if every is None:
             return False
         every(float(first), self.interval, self.t0, max_windows - len(self.t_end), self.bw, self.cap, self.prev,
