@@ -621,3 +621,34 @@ def test_the_native_cores_records_are_not_tracked_by_the_cyclic_collector():
     from hybridsim_common.records import IterationRecord
     assert all(type(r) is IterationRecord and r == IterationRecord(*(getattr(r, f) for f in
                ("job", "job_id", "rank", "iteration", "start", "end"))) for r in made)
+
+
+def test_the_native_stand_in_load_is_loaded_ports_value_for_value():
+    """``set_port_loads`` (the native core's stand-in load) sets each port's ns per byte and hop delay to what
+    :func:`~hybridsim.engine.network.loaded_ports` computes from the nominal values, bit for bit: loads of zero,
+    below zero, above the cap and NaN included; ports not named keep theirs."""
+    from hybridsim.engine.core import EventLoop
+    from hybridsim.engine.network import MAX_BACKGROUND_UTILISATION, Network, loaded_ports
+
+    sc = parse_scenario(TOPO72 % "adaptive" + MIXED)
+    topo = sc.build_topology()
+    net = cores.build("native", topo, sc.topology, random.Random(1))[1]
+    ref = Network(topo, sc.topology, EventLoop(), random.Random(1))
+    rng = np.random.default_rng(11)
+    for k in range(30):
+        pids = np.sort(rng.choice(net.n_ports, size=int(rng.integers(1, net.n_ports)), replace=False))
+        u = rng.uniform(-0.2, 1.5, len(pids))
+        u[rng.uniform(size=len(pids)) < 0.15] = 0.0
+        u[rng.uniform(size=len(pids)) < 0.05] = np.nan
+        u[rng.uniform(size=len(pids)) < 0.05] = MAX_BACKGROUND_UTILISATION
+        net.set_port_background(pids, u)
+        ref.set_port_background(pids.tolist(), u.tolist())
+        want_s, want_d = loaded_ports(np.asarray(ref.nspb_nominal)[pids], np.asarray(ref.delay_nominal)[pids],
+                                      ref.P, u)
+        got = net.counters()["nspb"]
+        assert np.array_equal(got[pids], np.array(want_s), equal_nan=True), k
+        assert np.array_equal(got, np.array(ref.nspb), equal_nan=True), k   # every port as the Python network
+        assert np.array_equal(np.array([ref.ports[p].delay for p in pids]), np.array(want_d), equal_nan=True)
+    assert np.isnan(got).any() and (got == np.array(ref.nspb_nominal)).any()
+    with pytest.raises(IndexError):
+        net.set_port_background([net.n_ports], [0.5])

@@ -28,7 +28,7 @@ from hybridsim_common.records import IterationRecord
 
 from .core import EngineError, EventLoop
 from .mpi import MessageLayer, MpiLayer
-from .network import Network, loaded_ports, too_many_packets
+from .network import MAX_BACKGROUND_UTILISATION, Network, too_many_packets
 
 try:
     from .native._core import Core as NativeCore
@@ -128,8 +128,6 @@ class NativeNetwork:
                      "delay_nominal", "n_terminals", "tcap", "routing"):
             setattr(self, name, getattr(st, name))
         self.cap = st.cap
-        self._nom_s = np.asarray(st.nspb_nominal, dtype=np.float64)   # (set_port_background)
-        self._nom_d = np.asarray(st.delay_nominal, dtype=np.float64)
         ports = st.ports
         NV = st.nv
         g = st.g
@@ -162,6 +160,8 @@ class NativeNetwork:
             credit_delay=st.credit_delay, t_nspb=st.t_nspb, t_lat=st.t_lat, max_packets=float(max_packets),
             exact_credits=bool(st.exact_credits), debug=bool(debug),
             cap=[pt.cap for pt in ports], nspb=[pt.nspb for pt in ports], delay=[pt.delay for pt in ports],
+            nspb_nominal=list(st.nspb_nominal), delay_nominal=list(st.delay_nominal),
+            max_background=float(MAX_BACKGROUND_UTILISATION),
             dest=[pt.dest for pt in ports], to_term=[pt.to_term for pt in ports], local=[pt.local for pt in ports],
             term_router=[tm.router for tm in st.terms],
             tvc=[pid * NV + st.vc_dest for pid in topo.terminal_port_ids.tolist()],  # the ports' VC vc_dest
@@ -211,12 +211,9 @@ class NativeNetwork:
         return self.core.bytes_in_network()
 
     def set_port_background(self, ports, utils) -> None:
-        """As :meth:`.network.Network.set_port_background` (same formula: :func:`~.network.loaded_ports`; the ports'
-        nominal values picked by numpy indexing, for performance: a predicted job's stand-in sets its ports at each
-        decision)."""
-        pids = np.asarray(ports, dtype=np.int64)
-        ns, ds = loaded_ports(self._nom_s[pids], self._nom_d[pids], self.P, utils)
-        self.core.set_ports(pids.tolist(), ns, ds)
+        """As :meth:`.network.Network.set_port_background`: :func:`~.network.loaded_ports`' formula, computed by the
+        core (``set_port_loads``, for performance: a predicted job's stand-in sets its ports at each decision)."""
+        self.core.set_port_loads(np.asarray(ports, dtype=np.int64), np.asarray(utils, dtype=np.float64))
 
 
 class NativeMpi(MessageLayer):

@@ -737,7 +737,7 @@ class Engine(Backend):
         vals = tot[ports]
         vals[vals < 1e-12] = 0.0  # what is left of sums and differences once every load is gone
         tot[ports] = vals
-        self.net.set_port_background(ports.tolist(), vals.tolist())
+        self.net.set_port_background(ports, vals)
 
     # ------------------------------------------------------------------------------------------------ sampling
     def _sample(self, t, _a=None, _b=None):

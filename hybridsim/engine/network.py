@@ -61,9 +61,10 @@ def too_many_packets(size: int, npk: int, P: int, max_packets) -> LimitExceeded:
 
 def loaded_ports(nspb, delay, P: int, u) -> tuple[list, list]:
     """Ports' ns per byte and hop delay under background loads ``u`` (nominal ``nspb``, ``delay``, each a sequence
-    over the ports; packets of ``P`` bytes): see :meth:`Network.set_background`. One formula for both cores, in
-    float64 element by element (numpy, for performance: a predicted job's stand-in sets hundreds of ports at once);
-    a load ``<= 0`` leaves a port nominal."""
+    over the ports; packets of ``P`` bytes): see :meth:`Network.set_background`. In float64 element by element
+    (numpy, for performance: a predicted job's stand-in sets hundreds of ports at once); a load ``<= 0`` leaves a
+    port nominal. The native core computes the same expressions in the same order (``set_port_loads``;
+    tests/test_native_core.py compares them value for value)."""
     nspb, delay, u = (np.asarray(x, dtype=np.float64) for x in (nspb, delay, u))
     um = np.minimum(u, MAX_BACKGROUND_UTILISATION)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -329,6 +329,9 @@ class Core {
         auto cap = c["cap"].cast<std::vector<i32>>();
         auto nspb = c["nspb"].cast<std::vector<double>>();
         auto delay = c["delay"].cast<std::vector<double>>();
+        nom_nspb = c["nspb_nominal"].cast<std::vector<double>>();
+        nom_delay = c["delay_nominal"].cast<std::vector<double>>();
+        max_bg = c["max_background"].cast<double>();
         auto dest = c["dest"].cast<std::vector<i32>>();
         auto to_term = c["to_term"].cast<std::vector<bool>>();
         auto local = c["local"].cast<std::vector<bool>>();
@@ -1472,6 +1475,31 @@ class Core {
         return py::cast(jbytes[j]);
     }
 
+    // network.py's loaded_ports and set_port_background in one (for performance: a predicted job's stand-in load
+    // is set at each of its decisions and phases): ports ``pids`` under total loads ``utils``, from their nominal
+    // values, numpy's float64 expressions in the same order (a load <= 0, or NaN's comparison, as np.where picks)
+    std::vector<double> nom_nspb, nom_delay;
+    double max_bg = 0.0;
+    void set_port_loads(py::array_t<i64, py::array::c_style> pids_, py::array_t<double, py::array::c_style> u_) {
+        if (pids_.ndim() != 1 || u_.ndim() != 1 || pids_.shape(0) != u_.shape(0))
+            throw py::value_error("set_port_loads: two 1-d arrays of one length expected");
+        auto pids = pids_.unchecked<1>();
+        auto u = u_.unchecked<1>();
+        const double Pd = (double)P;
+        for (py::ssize_t i = 0; i < pids.shape(0); i++) {
+            const i64 p = pids(i);
+            if (p < 0 || p >= (i64)ports.size()) throw py::index_error("set_port_loads: no such port");
+            const double s = nom_nspb[p], d = nom_delay[p], ui = u(i);
+            if (ui <= 0.0) {
+                ports[p].nspb = s;
+                ports[p].delay = d;
+            } else {
+                const double um = (max_bg < ui) ? max_bg : ui;  // np.minimum (NaN stays NaN)
+                ports[p].nspb = s / (1.0 - um);
+                ports[p].delay = d + Pd * s * um / (2.0 * (1.0 - um));
+            }
+        }
+    }
     void set_ports(const std::vector<i32>& pids, const std::vector<double>& nspb, const std::vector<double>& delay) {
         for (size_t i = 0; i < pids.size(); i++) {
             ports[pids[i]].nspb = nspb[i];
@@ -1746,6 +1774,7 @@ PYBIND11_MODULE(_core, m) {
         .def("check_invariants", &Core::check_invariants)
         .def("bytes_in_network", &Core::bytes_in_network)
         .def("set_ports", &Core::set_ports)
+        .def("set_port_loads", &Core::set_port_loads, py::arg("pids").noconvert(), py::arg("utils").noconvert())
         .def("add_rank", &Core::add_rank)
         .def("drop_rank", &Core::drop_rank)
         .def("stop_rank", &Core::stop_rank)
