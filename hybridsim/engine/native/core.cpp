@@ -1603,7 +1603,8 @@ class Core {
         py::array_t<double, py::array::c_style> bw, cap, prev, prev_int;
         py::object fallback;
         std::vector<double> t_end, win;
-        std::vector<float> rows;
+        // one buffer per window (no reallocation of what is kept: a run's windows can take a GB), freed as taken
+        std::vector<std::vector<float>> rows;
     } smp;
     void sample_every(double first, double interval, double t0, i64 left, ArrD bw, ArrD cap, ArrD prev,
                       ArrD prev_int, py::object fallback) {
@@ -1628,10 +1629,9 @@ class Core {
         const double win = t - smp.t0;
         if (win <= 0) throw py::value_error("empty sampling window");
         const size_t F = 7 + 3 * (size_t)NV, n = ports.size();
-        const size_t k = smp.t_end.size();
-        smp.rows.resize((k + 1) * n * F);
-        py::array_t<float, py::array::c_style> out({(py::ssize_t)n, (py::ssize_t)F},
-                                                   smp.rows.data() + k * n * F, py::none());
+        smp.rows.emplace_back(n * F);
+        py::array_t<float, py::array::c_style> out({(py::ssize_t)n, (py::ssize_t)F}, smp.rows.back().data(),
+                                                   py::none());
         sample_ports(t, win, smp.bw, smp.cap, smp.prev, smp.prev_int, out);
         smp.t_end.push_back(t);
         smp.win.push_back(win);
@@ -1647,7 +1647,11 @@ class Core {
         const size_t F = 7 + 3 * (size_t)NV, n = ports.size(), k = smp.t_end.size();
         if (out.ndim() != 3 || (size_t)out.shape(0) != k || (size_t)out.shape(1) != n || (size_t)out.shape(2) != F)
             throw py::value_error("sample_pull: an array of the wrong shape");
-        if (k) std::memcpy(out.mutable_data(), smp.rows.data(), k * n * F * sizeof(float));
+        float* dst = out.mutable_data();
+        for (size_t m = 0; m < k; m++) {
+            std::memcpy(dst + m * n * F, smp.rows[m].data(), n * F * sizeof(float));
+            std::vector<float>().swap(smp.rows[m]);
+        }
         py::tuple out_ = py::make_tuple(py::cast(smp.t_end), py::cast(smp.win));
         smp.t_end.clear();
         smp.win.clear();
