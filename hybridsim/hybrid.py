@@ -675,9 +675,10 @@ class HybridController(Director):
         finally:
             self._director_s += time.perf_counter() - t0
 
-    def on_records(self, records: list[IterationRecord], simulated: bool) -> None:
+    def on_records(self, records: list[IterationRecord], simulated: bool, spans: list | None = None) -> None:
         """A burst of records (:meth:`Director.on_records`): one timed call for the whole burst. A predicted record
-        only moves the clock and the job's timeline (no feed, no truth-window work), which is done inline here."""
+        only moves the clock and the job's timeline (no feed, no truth-window work), which is done inline here, from
+        the burst's per-iteration ``spans`` where the backend gives them (the same clock and timeline)."""
         t0 = time.perf_counter()
         try:
             if simulated:
@@ -685,6 +686,9 @@ class HybridController(Director):
                     self._on_record(rec, True)
                 return
             if not records:
+                return
+            if spans is not None:
+                self._on_spans(spans)
                 return
             by_job: dict[int, list] = {}
             now = self.now
@@ -703,6 +707,24 @@ class HybridController(Director):
                     st.record_predicted(recs)
         finally:
             self._director_s += time.perf_counter() - t0
+
+    def _on_spans(self, spans: list) -> None:
+        """Predicted records summed up per (job, iteration) (:meth:`Director.on_records`' ``spans``)."""
+        now = self.now
+        by_job: dict[int, list] = {}
+        for sp in spans:
+            if sp[4] > now:
+                now = sp[4]
+            g = by_job.get(sp[0])
+            if g is None:
+                g = by_job[sp[0]] = []
+            g.append(sp)
+        self.now = now
+        states = self.states
+        for j, sps in by_job.items():
+            st = states.get(j)
+            if st is not None:
+                st.record_spans(sps)
 
     def _on_record(self, rec: IterationRecord, simulated: bool) -> None:
         st = self.states.get(rec.job_id)

@@ -166,6 +166,27 @@ class JobState:
             while self.n_complete < N and done[self.n_complete] == R:
                 self.n_complete += 1
 
+    def record_spans(self, spans) -> None:
+        """:meth:`record_predicted` of a burst summed up per iteration: ``spans`` of this job, each ``(job_id,
+        iteration, records, earliest start, latest end)`` (:meth:`~hybridsim_common.backend.Director.on_records`).
+        The same lows, highs and counts; an iteration completes where its count reaches the job's ranks."""
+        lo, hi, done, R, N = self.lo, self.hi, self.done_count, self.n_ranks, self.n_iterations
+        completed = False
+        for _, it, n, start, end in spans:
+            if it >= N:
+                continue
+            if start < lo[it]:
+                lo[it] = start
+            if end > hi[it]:
+                hi[it] = end
+            k = done[it]
+            done[it] = k + n
+            if k < R <= k + n:
+                completed = True
+        if completed:
+            while self.n_complete < N and done[self.n_complete] == R:
+                self.n_complete += 1
+
     def settle(self, it: int) -> None:
         """Simulated iteration ``it`` is complete and ``clean[it]`` is known: settle the edge marks (module
         docstring) and what the model may see."""

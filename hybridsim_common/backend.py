@@ -99,11 +99,14 @@ class Director(abc.ABC):
         """One iteration record (what a backend hands the run's ``on_record`` callback; the runner passes this
         method). Default: nothing."""
 
-    def on_records(self, records: list[IterationRecord], simulated: bool) -> None:
+    def on_records(self, records: list[IterationRecord], simulated: bool, spans: list | None = None) -> None:
         """Several records at once, in event order, all ``simulated`` or all not: the same as :meth:`on_record` on
         each in turn (the default). A backend that makes records in bursts (the embedded engine's native core hands
         over predicted iterations that way) calls it once per burst when the run's ``on_record`` is this director's
-        own (:func:`records_sink`), so a director can take the burst in one call instead of one per record."""
+        own (:func:`records_sink`), so a director can take the burst in one call instead of one per record.
+        ``spans`` (or None): the burst summed up per (job, iteration), in order of first appearance, as tuples
+        ``(job_id, iteration, records, earliest start, latest end)``, for a director whose bookkeeping needs no more
+        than that (the native core makes it while it makes the records: for performance)."""
         on_record = self.on_record
         for rec in records:
             on_record(rec, simulated)
@@ -131,8 +134,8 @@ RecordCallback = Callable[[IterationRecord, bool], None]
 SamplesCallback = Callable[[PortSamples], None]
 
 
-def records_sink(director, on_record: RecordCallback | None) -> Callable[[list[IterationRecord], bool], None] | None:
-    """The batch form ``(records, simulated)`` of a run's ``on_record`` callback, for a backend that makes records in
+def records_sink(director, on_record: RecordCallback | None) -> Callable[..., None] | None:
+    """The batch form ``(records, simulated, spans=None)`` of a run's ``on_record`` callback, for a backend that makes records in
     bursts: the director's :meth:`Director.on_records` when ``on_record`` is the director's own ``on_record`` and
     the director is a :class:`Director` (a duck-typed one declares no ``on_records``), else ``on_record`` called on
     each record in turn; None without a callback."""
@@ -141,7 +144,7 @@ def records_sink(director, on_record: RecordCallback | None) -> Callable[[list[I
     if isinstance(director, Director) and getattr(on_record, "__self__", None) is director:
         return director.on_records
 
-    def each(records: list[IterationRecord], simulated: bool) -> None:
+    def each(records: list[IterationRecord], simulated: bool, spans=None) -> None:
         for rec in records:
             on_record(rec, simulated)
 

@@ -373,3 +373,33 @@ def test_a_directors_bad_stretch_is_an_engine_error(bad):
     ctl.fast_forward = broken
     with pytest.raises(EngineError, match="fast_forward"):
         Engine(sc).run(director=ctl, on_record=ctl.on_record)
+
+
+@native
+def test_the_native_stretch_state_copies_the_byte_counters_only_when_new_iterations_were_reached():
+    """``stretch_state(j, since)``: the native core hands over the job's byte counters (a list over every port) only
+    when the stretch reached iterations beyond ``since``, the engine reading them only then; the run is the
+    per-iteration one all the same (keep_background's snapshots included, as every comparison here checks)."""
+    sc = _scenario("benchmarks/scenarios/mix-72-600.yaml")
+    sc.jobs[0].iterations = 200
+    ctl = build_controller(sc)
+    eng = Engine(sc)
+    seen = []
+    orig = cores.NativeMpi.stretch_state
+
+    def spy(self, j, since=-1):
+        out = orig(self, j, since)
+        seen.append((since, out[0], out[3] is not None))
+        return out
+    cores.NativeMpi.stretch_state = spy
+    try:
+        eng.run(director=ctl, on_record=ctl.on_record)
+    finally:
+        cores.NativeMpi.stretch_state = orig
+    assert seen and all(since >= 0 for since, _, _ in seen)
+    assert not any(given for since, reached, given in seen if reached <= since)
+    assert any(given for since, reached, given in seen if reached > since)
+    assert sum(reached <= since for since, reached, _ in seen) > 10   # calls that no longer copy them
+    sc2 = _scenario("benchmarks/scenarios/mix-72-600.yaml")
+    sc2.jobs[0].iterations = 200
+    assert_fast_forward_changes_nothing(sc2)

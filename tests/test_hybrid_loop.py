@@ -536,3 +536,29 @@ def test_decision_work_does_not_grow_with_iterations(reads_truth, monkeypatch):
     assert per_decision[30] == pytest.approx(expect) and per_decision[300] == pytest.approx(1.0 - 1 / 300 if reads_truth
                                                                                           else 0.0)
     assert {s for s in contexts} == {(4, 4)}
+
+
+def test_a_timelines_spans_are_its_records_summed_up():
+    """``JobState.record_spans`` (a burst summed up per iteration, as the native core hands it over) leaves a job's
+    lows, highs, counts and complete iterations as ``record_predicted`` of the same records does, bursts cutting
+    iterations anywhere, records past the job's last iteration ignored."""
+    from types import SimpleNamespace
+
+    from hybridsim.timeline import JobState
+
+    rng = np.random.default_rng(7)
+    R, N = 5, 6
+    recs = [SimpleNamespace(job_id=3, rank=r, iteration=i, start=float(rng.uniform(0, 10) + 10 * i),
+                            end=float(rng.uniform(10, 20) + 10 * i)) for i in range(N + 1) for r in rng.permutation(R)]
+    a, b = JobState.new("j", 3, "milc", R, N), JobState.new("j", 3, "milc", R, N)
+    cuts = [0, 3, 4, 11, 17, 18, 26, len(recs)]
+    for k0, k1 in zip(cuts, cuts[1:]):
+        burst = recs[k0:k1]
+        a.record_predicted(burst)
+        spans = {}
+        for r in burst:
+            n, lo, hi = spans.get(r.iteration, (0, np.inf, -np.inf))
+            spans[r.iteration] = (n + 1, min(lo, r.start), max(hi, r.end))
+        b.record_spans([(3, it, n, lo, hi) for it, (n, lo, hi) in spans.items()])
+        assert (a.lo, a.hi, a.done_count, a.n_complete) == (b.lo, b.hi, b.done_count, b.n_complete), (k0, k1)
+    assert a.n_complete == N and all(c == R for c in a.done_count)

@@ -178,38 +178,46 @@ def test_hybrid_runs_with_the_controller_give_identical_records(tmp_path, policy
 
 def test_the_controller_takes_the_native_cores_record_bursts_as_it_takes_single_records():
     """On the native core the controller gets predicted records in bursts (``Director.on_records``: the run's
-    ``on_record`` is its own); fed the same run record by record (through a callback of the test's own) it ends in
-    the same state, with the same records."""
+    ``on_record`` is its own) with their per-iteration summary (``spans``); taking the burst's records instead of
+    the summary, or fed the same run record by record (through a callback of the test's own), it ends in the same
+    state, with the same records."""
     from hybridsim.hybrid import HybridController
 
     runs = []
-    for burst in (True, False):
+    for how in ("spans", "records", "single"):
         sc = on_core(parse_scenario(HYBRID % ("aligned", "true", "job")), "native")
         ctl = build_controller(sc)
-        sizes = []
-        if burst:
-            def spy(recs, simulated, ctl=ctl, sizes=sizes):
+        sizes, summed = [], []
+        if how != "single":
+            def spy(recs, simulated, spans=None, ctl=ctl, sizes=sizes, summed=summed, keep=how == "spans"):
                 sizes.append(len(recs))
-                HybridController.on_records(ctl, recs, simulated)
+                if spans is not None:  # every record counted, one span per (job, iteration)
+                    keys = {(r.job_id, r.iteration) for r in recs}
+                    summed.append(sum(sp[2] for sp in spans) == len(recs) and len(spans) == len(keys) and
+                                  {(sp[0], sp[1]) for sp in spans} == keys)
+                HybridController.on_records(ctl, recs, simulated, spans if keep else None)
             ctl.on_records = spy
             res = Engine(sc).run(director=ctl, on_record=ctl.on_record)
             assert max(sizes) > 1   # bursts did arrive
+            assert summed and all(summed)   # with a summary of every record, one span per (job, iteration)
         else:
             res = Engine(sc).run(director=ctl, on_record=lambda rec, sim: ctl.on_record(rec, sim))
         runs.append((res, ctl))
-    (r1, c1), (r2, c2) = runs
-    assert records(r1) == records(r2) and r1.simulated == r2.simulated
-    assert c1.now == c2.now
-    for jid, a in c1.states.items():
-        b = c2.states[jid]
-        if a is None:
-            assert b is None
-            continue
-        assert (a.lo, a.hi, a.done_count, a.n_complete, a.modes) == (b.lo, b.hi, b.done_count, b.n_complete, b.modes)
-        for name in ("truth", "pred", "raw"):
-            assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
-    strip = lambda s: {k: v for k, v in s.items() if k != "wall"}
-    assert strip(c1.summary()) == strip(c2.summary())
+    for r2, c2 in runs[1:]:
+        r1, c1 = runs[0]
+        assert records(r1) == records(r2) and r1.simulated == r2.simulated
+        assert c1.now == c2.now
+        for jid, a in c1.states.items():
+            b = c2.states[jid]
+            if a is None:
+                assert b is None
+                continue
+            assert (a.lo, a.hi, a.done_count, a.n_complete, a.modes) == \
+                (b.lo, b.hi, b.done_count, b.n_complete, b.modes)
+            for name in ("truth", "pred", "raw"):
+                assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+        strip = lambda s: {k: v for k, v in s.items() if k != "wall"}
+        assert strip(c1.summary()) == strip(c2.summary())
 
 
 def test_records_sink_is_the_directors_own_on_records_or_else_on_record_on_each():
@@ -511,3 +519,136 @@ def test_port_samples_are_the_features_computed_column_by_column():
         want = np.stack(want, axis=1).astype(np.float32)
         assert got.dtype == np.float32 and np.array_equal(got, want), core
         assert want[:, 0].sum() > 0 and len(s.features) == want.shape[1]
+
+
+def test_native_sampler_kernel_gives_numpys_windows_and_refuses_other_arrays():
+    """The native core computes a window's features itself (``sample_ports``): over successive windows (previous
+    values carried from window to window, open busy and occupancy intervals growing with t) it writes the very
+    float32 values of the numpy path reading the same counters; ``combined()`` is the stack of the windows' blocks,
+    past the growth of its buffer; arrays of another dtype are refused, never silently copied (the previous values
+    would be lost)."""
+    from hybridsim.engine.sampling import PortSampler
+
+    eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), "native"))
+    eng.run()
+    net = eng.net
+    assert net.sample_ports is not None
+    kernel, numpy_ = PortSampler(net, 1.0), PortSampler(net, 1.0)
+    numpy_._native = None
+    t_end = eng.loop.now
+    for k in range(1, 21):  # 20 windows: the buffer of 8 grows twice
+        t = t_end * k / 20 + (k > 10) * 1234.5
+        a, b = kernel.sample(t).values, numpy_.sample(t).values
+        assert a.dtype == b.dtype == np.float32 and np.array_equal(a, b, equal_nan=True), k
+    assert np.array_equal(kernel.prev, numpy_.prev) and np.array_equal(kernel.prev_int, numpy_.prev_int)
+    assert kernel.blocks[0].values[0, :, 0].sum() > 0  # the first window carries the run's bytes
+    comb = kernel.combined()
+    assert comb.values.shape == (20, net.n_ports, len(kernel.features))
+    assert np.array_equal(comb.values, np.concatenate([blk.values for blk in kernel.blocks]))
+    assert np.array_equal(comb.t_end, np.concatenate([blk.t_end for blk in kernel.blocks]))
+    out = np.empty((net.n_ports, len(kernel.features)), np.float32)
+    with pytest.raises(TypeError):
+        net.sample_ports(t_end + 1.0, 1.0, kernel.bw, kernel.cap, kernel.prev.astype(np.float32), kernel.prev_int, out)
+    with pytest.raises(ValueError):
+        net.sample_ports(t_end + 1.0, 1.0, kernel.bw, kernel.cap, kernel.prev, kernel.prev_int, out[:, :5].copy())
+
+
+def test_the_native_sampling_event_gives_the_per_window_path_and_stops_at_the_limit():
+    """Where nobody reads the windows as the run goes, the native core runs the sampling event itself (no Python call
+    per window): the same windows, values, event count and records as the per-window Python event (forced by an
+    ``on_samples`` listener), and the same limit error at the same window."""
+    out = {}
+    for listen in (False, True):
+        seen = []
+        eng = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), "native"))
+        res = eng.run(on_samples=seen.append if listen else None)
+        assert (eng.sampler._pull is None) and eng.net.sample_count() == 0   # released, nothing left behind
+        out[listen] = (res, seen)
+    (nat, none_seen), (per, seen) = out[False], out[True]
+    assert not none_seen and len(seen) == len(per.ports.t_end)
+    py = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), "python")).run()
+    assert_same(nat, py)
+    assert_same(per, py)
+    assert nat.events == per.events and len(nat.ports.t_end) > 5
+    for blk, ref in zip(seen, per.ports.values):
+        assert np.array_equal(blk.values[0], ref)
+    errors = {}
+    for listen in (False, True):
+        sc = on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), "native")
+        sc.limits.max_samples = 3 * 252   # 3 windows x 252 ports
+        eng = Engine(sc)
+        with pytest.raises(LimitExceeded) as e:
+            eng.run(on_samples=(lambda b: None) if listen else None)
+        errors[listen] = (str(e.value), len(eng.sampler.blocks), eng.loop.events)
+    assert errors[False] == errors[True] and errors[False][1] == 3 and "max_samples" in errors[False][0]
+
+
+def test_the_tables_only_network_has_the_full_ones_tables():
+    """What the native core reads from a Python network built with ``state=False`` (no VC buffers, no handlers) is
+    what a full one holds: constants, per-port values, routing tables (as port ids) and the terminals' VCs."""
+    from hybridsim.engine.core import EventLoop
+    from hybridsim.engine.network import Network
+
+    sc = parse_scenario(TOPO72 % "adaptive" + MIXED)
+    topo = sc.build_topology()
+    full = Network(topo, sc.topology, EventLoop(), random.Random(1))
+    lite = Network(topo, sc.topology, EventLoop(), random.Random(1), state=False)
+    assert lite.tvc is None and all(pt.vcs == () for pt in lite.ports) and full.ports[0].vcs
+    for name in ("a", "p", "g", "radix", "nv", "P", "n_ports", "port_class", "bw_bpns", "nspb_nominal",
+                 "delay_nominal", "n_terminals", "tcap", "routing", "cap", "credit_delay", "t_nspb", "t_lat",
+                 "reach"):
+        assert getattr(lite, name) == getattr(full, name), name
+    for name in ("cap", "nspb", "delay", "dest", "to_term", "local"):
+        assert [getattr(p, name) for p in lite.ports] == [getattr(p, name) for p in full.ports], name
+    pids = lambda tables: [{G: [p.pid for p in c] for G, c in t.items()} for t in tables]
+    assert pids(lite.gports) == pids(full.gports) and pids(lite.lgw) == pids(full.lgw)
+    assert [[p.pid if p else None for p in lp] for lp in lite.lport] == \
+        [[p.pid if p else None for p in lp] for lp in full.lport]
+    assert [tm.router for tm in lite.terms] == [tm.router for tm in full.terms]
+    assert [vc.port.pid * full.nv + vc.v for vc in full.tvc] == \
+        [pid * lite.nv + lite.vc_dest for pid in topo.terminal_port_ids.tolist()]
+
+
+def test_the_native_cores_records_are_not_tracked_by_the_cyclic_collector():
+    """Records the native core makes (predicted iterations) hold a str, ints and floats only: the cyclic collector
+    does not track them (a collection after the run would walk them all), and they are the records all the same."""
+    import gc
+
+    d = Staggered()
+    res = Engine(on_core(parse_scenario(STREAM, "s.yaml"), "native")).run(director=d, on_record=d.on_record)
+    made = [r for r, s in zip(res.records, res.simulated) if not s]
+    assert len(made) > 10 and not any(gc.is_tracked(r) for r in made)
+    from hybridsim_common.records import IterationRecord
+    assert all(type(r) is IterationRecord and r == IterationRecord(*(getattr(r, f) for f in
+               ("job", "job_id", "rank", "iteration", "start", "end"))) for r in made)
+
+
+def test_the_native_stand_in_load_is_loaded_ports_value_for_value():
+    """``set_port_loads`` (the native core's stand-in load) sets each port's ns per byte and hop delay to what
+    :func:`~hybridsim.engine.network.loaded_ports` computes from the nominal values, bit for bit: loads of zero,
+    below zero, above the cap and NaN included; ports not named keep theirs."""
+    from hybridsim.engine.core import EventLoop
+    from hybridsim.engine.network import MAX_BACKGROUND_UTILISATION, Network, loaded_ports
+
+    sc = parse_scenario(TOPO72 % "adaptive" + MIXED)
+    topo = sc.build_topology()
+    net = cores.build("native", topo, sc.topology, random.Random(1))[1]
+    ref = Network(topo, sc.topology, EventLoop(), random.Random(1))
+    rng = np.random.default_rng(11)
+    for k in range(30):
+        pids = np.sort(rng.choice(net.n_ports, size=int(rng.integers(1, net.n_ports)), replace=False))
+        u = rng.uniform(-0.2, 1.5, len(pids))
+        u[rng.uniform(size=len(pids)) < 0.15] = 0.0
+        u[rng.uniform(size=len(pids)) < 0.05] = np.nan
+        u[rng.uniform(size=len(pids)) < 0.05] = MAX_BACKGROUND_UTILISATION
+        net.set_port_background(pids, u)
+        ref.set_port_background(pids.tolist(), u.tolist())
+        want_s, want_d = loaded_ports(np.asarray(ref.nspb_nominal)[pids], np.asarray(ref.delay_nominal)[pids],
+                                      ref.P, u)
+        got = net.counters()["nspb"]
+        assert np.array_equal(got[pids], np.array(want_s), equal_nan=True), k
+        assert np.array_equal(got, np.array(ref.nspb), equal_nan=True), k   # every port as the Python network
+        assert np.array_equal(np.array([ref.ports[p].delay for p in pids]), np.array(want_d), equal_nan=True)
+    assert np.isnan(got).any() and (got == np.array(ref.nspb_nominal)).any()
+    with pytest.raises(IndexError):
+        net.set_port_background([net.n_ports], [0.5])

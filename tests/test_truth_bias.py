@@ -66,6 +66,31 @@ def test_load_profile_cuts_the_iteration_into_phases_and_merges_equal_ones():
     assert background_mode("profile") == "profile"
 
 
+def test_a_one_phase_profile_between_two_snapshots_is_the_general_paths_float_for_float():
+    """load_profile's shortcut (one phase, two snapshots: keep_background's mean at a decision) gives the general
+    path's ports, starts and loads bit for bit: its interpolation weights are exactly 0 and 1 there."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        P = 40
+        c0 = np.floor(rng.uniform(0, 1e6, P)) * (rng.uniform(size=P) < 0.7)
+        c1 = c0 + np.floor(rng.uniform(0, 1e5, P)) * (rng.uniform(size=P) < 0.5)
+        t0 = rng.uniform(0, 1e6)
+        t1 = t0 + rng.uniform(1e-3, 1e5)
+        bw = rng.choice([5.36870912, 2.68435456, 10.73741824], P)
+        got = load_profile([t0, t1], [c0.tolist(), c1.tolist()], bw.tolist(), 1)
+        # the general path (load_profile's lines for phases >= 1), written out
+        times, cum = np.array([t0, t1]), np.array([c0, c1])
+        ports = np.nonzero(cum[-1] - cum[0] > 0)[0]
+        cum = cum[:, ports]
+        b = np.array([t0, t1])
+        idx = np.clip(np.searchsorted(times, b, side="right") - 1, 0, 0)
+        w = ((b - times[idx]) / (times[idx + 1] - times[idx]))[:, None]
+        at = cum[idx] * (1.0 - w) + cum[idx + 1] * w
+        util = np.diff(at, axis=0) / (bw[ports] * ((t1 - t0) / 1))
+        assert np.array_equal(got[0], ports) and got[1].tolist() == [0.0]
+        assert got[2].shape == (1, len(ports)) and got[2].dtype == np.float64 and np.array_equal(got[2], util)
+
+
 def test_replayed_profile_sets_each_phase_at_the_predicted_pace_and_leaves_nothing_behind():
     """A hand-built profile on ports 0 and 3 (u = 0.5 then 0.2 on port 0, 0 then 0.6 on port 3, phases starting at
     0 and 0.25 of the iteration) replayed over a predicted iteration from t = 100 to 500 ns: the second phase starts at

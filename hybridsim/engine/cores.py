@@ -22,11 +22,13 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
+
 from hybridsim_common.records import IterationRecord
 
 from .core import EngineError, EventLoop
 from .mpi import MessageLayer, MpiLayer
-from .network import Network, loaded_ports, too_many_packets
+from .network import MAX_BACKGROUND_UTILISATION, Network, too_many_packets
 
 try:
     from .native._core import Core as NativeCore
@@ -120,7 +122,7 @@ class NativeNetwork:
     read them from one home; its event handlers are never called, and it is not kept."""
 
     def __init__(self, topo, tcfg, rng, max_packets, mpi: "NativeMpi", debug: bool = False):
-        st = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets)
+        st = Network(topo, tcfg, EventLoop(), rng, max_packets=max_packets, state=False)
         self.topo = topo
         for name in ("a", "p", "g", "radix", "nv", "P", "n_ports", "port_class", "bw_bpns", "nspb_nominal",
                      "delay_nominal", "n_terminals", "tcap", "routing"):
@@ -158,14 +160,25 @@ class NativeNetwork:
             credit_delay=st.credit_delay, t_nspb=st.t_nspb, t_lat=st.t_lat, max_packets=float(max_packets),
             exact_credits=bool(st.exact_credits), debug=bool(debug),
             cap=[pt.cap for pt in ports], nspb=[pt.nspb for pt in ports], delay=[pt.delay for pt in ports],
+            nspb_nominal=list(st.nspb_nominal), delay_nominal=list(st.delay_nominal),
+            max_background=float(MAX_BACKGROUND_UTILISATION),
             dest=[pt.dest for pt in ports], to_term=[pt.to_term for pt in ports], local=[pt.local for pt in ports],
             term_router=[tm.router for tm in st.terms],
-            tvc=[vc.port.pid * NV + vc.v for vc in st.tvc],
+            tvc=[pid * NV + st.vc_dest for pid in topo.terminal_port_ids.tolist()],  # the ports' VC vc_dest
             lport=[(pt.pid if pt is not None else -1) for lp in st.lport for pt in lp],
             gp_off=gp_off, gp_len=gp_len, gp_ports=gp_ports, lg_off=lg_off, lg_len=lg_len, lg_ports=lg_ports,
             reach_off=reach_off, reach_len=reach_len, reach_g=reach_g,
             on_iteration_end=mpi.iteration_end, raise_limit=raise_limit)
         self.core = NativeCore(cfg)
+        #: ``sample_ports(t, win, bw, cap, prev, prev_int, out)``: a port sample's features, computed in C++
+        #: (:meth:`.sampling.PortSampler.sample`; the Python network has no such method and numpy computes them)
+        self.sample_ports = self.core.sample_ports
+        #: the engine's sampling event in C++ (:meth:`.sampling.PortSampler.run_natively`): ``sample_every``,
+        #: ``sample_count`` and ``sample_pull`` (the windows so far, copied into the sampler's rows), ``sample_stop``
+        self.sample_every = self.core.sample_every
+        self.sample_count = self.core.sample_count
+        self.sample_pull = self.core.sample_pull
+        self.sample_stop = self.core.sample_stop
 
     # counters, by port id or (port id * num_vcs + vc), as the Python network's flat views
     bytes_out = _counter("bytes", "bytes sent per port")
@@ -198,11 +211,9 @@ class NativeNetwork:
         return self.core.bytes_in_network()
 
     def set_port_background(self, ports, utils) -> None:
-        """As :meth:`.network.Network.set_port_background` (same formula: :func:`~.network.loaded_ports`)."""
-        nom_s, nom_d = self.nspb_nominal, self.delay_nominal
-        ports = [int(p) for p in ports]
-        ns, ds = loaded_ports([nom_s[p] for p in ports], [nom_d[p] for p in ports], self.P, list(utils))
-        self.core.set_ports(ports, ns, ds)
+        """As :meth:`.network.Network.set_port_background`: :func:`~.network.loaded_ports`' formula, computed by the
+        core (``set_port_loads``, for performance: a predicted job's stand-in sets its ports at each decision)."""
+        self.core.set_port_loads(np.asarray(ports, dtype=np.int64), np.asarray(utils, dtype=np.float64))
 
 
 class NativeMpi(MessageLayer):
@@ -290,8 +301,8 @@ class NativeMpi(MessageLayer):
     def stretch(self, j: int, first: int, durations) -> None:
         self.core.stretch(j, first, durations)
 
-    def stretch_state(self, j: int):
-        return self.core.stretch_state(j)
+    def stretch_state(self, j: int, since: int = -1):
+        return self.core.stretch_state(j, since)
 
     def cut(self, j: int, h: int) -> None:
         self.core.cut(j, h)

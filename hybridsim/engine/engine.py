@@ -115,8 +115,14 @@ def load_profile(times, cum, bw, phases: int, merge: float = PROFILE_MERGE):
     ports = np.nonzero(cum[-1] - cum[0] > 0)[0]
     if len(ports) == 0 or times[-1] <= times[0]:
         return None
-    cum = cum[:, ports]
     win = times[-1] - times[0]
+    if phases == 1 and len(times) == 2:
+        # one phase between two snapshots (keep_background's mean, at every decision that turns a job predicted):
+        # the general path's interpolation weights are exactly 0 and 1 there, so its load is this difference over
+        # (bw x window), float for float, without its dozen array operations (for performance)
+        util = (cum[1, ports] - cum[0, ports]) / (np.asarray(bw, dtype=np.float64)[ports] * win)
+        return ports, np.zeros(1), util[None, :]
+    cum = cum[:, ports]
     b = times[0] + win * np.arange(phases + 1) / phases
     b[-1] = times[-1]
     idx = np.clip(np.searchsorted(times, b, side="right") - 1, 0, len(times) - 2)
@@ -278,7 +284,10 @@ class Engine(Backend):
             for j, pl in enumerate(self.placement):
                 self._start_job(0.0, j, pl)
         self.sampler = PortSampler(net, sc.sampling.interval)
-        if sc.sampling.ports:
+        # the native core runs the sampling event itself where nobody reads the windows as the run goes (for
+        # performance: no Python call per window; PortSampler.run_natively)
+        if sc.sampling.ports and (self.on_samples is not None or not self.sampler.run_natively(
+                sc.sampling.interval, self.max_windows, self._sample)):
             loop.at(sc.sampling.interval, self._sample)
 
         until = emb.end_time if emb.end_time is not None else float("inf")
@@ -316,6 +325,7 @@ class Engine(Backend):
             if self.stretches:  # the director's state as the per-iteration protocol leaves it
                 self._settle(cut=True)
         finally:
+            self.sampler.release()
             if gc_was_enabled:
                 gc.enable()
             if pbar is not None:
@@ -539,7 +549,7 @@ class Engine(Backend):
         assumed."""
         for j in list(self.stretches):
             s = self.stretches[j]
-            reached, scheduled, t, jb = self.mpi.stretch_state(j)
+            reached, scheduled, t, jb = self.mpi.stretch_state(j, s[2])  # jb read only when reached > s[2]
             if reached > s[2]:
                 for i in range(s[0] + s[2], s[0] + reached):
                     self.modes[(j, i)] = _PREDICT
@@ -557,9 +567,10 @@ class Engine(Backend):
             if s[3] == s[1]:
                 del self.stretches[j]
 
-    def _pred_records(self, burst, counts):
+    def _pred_records(self, burst, counts, spans=None):
         """The records of predicted iterations that ended (in event order; the native core hands over all since it
-        last called Python, before any other Python code runs), ``counts`` of them per job."""
+        last called Python, before any other Python code runs), ``counts`` of them per job; ``spans``: the native
+        core's per-iteration summary of the burst (:meth:`Director.on_records`), None from the Python core."""
         done = self.iters_done
         for j, n in counts.items():
             done[j] += n
@@ -568,7 +579,7 @@ class Engine(Backend):
         if self.stretches:
             self._completed_cut()
         if self.on_records is not None:  # the whole burst in one call (Director.on_records)
-            self.on_records(burst, False)
+            self.on_records(burst, False, spans)
 
     def _completed_cut(self) -> None:
         """A job whose every iteration is now recorded changes the others' co-runners: the open stretches end."""
@@ -726,7 +737,7 @@ class Engine(Backend):
         vals = tot[ports]
         vals[vals < 1e-12] = 0.0  # what is left of sums and differences once every load is gone
         tot[ports] = vals
-        self.net.set_port_background(ports.tolist(), vals.tolist())
+        self.net.set_port_background(ports, vals)
 
     # ------------------------------------------------------------------------------------------------ sampling
     def _sample(self, t, _a=None, _b=None):
@@ -738,8 +749,9 @@ class Engine(Backend):
 
     def _emit_samples(self, t):
         self.stop.check(f"at t={t:,.0f} ns (sampling the ports)")  # a window can cost more than many events
-        if len(self.sampler.blocks) >= self.max_windows:
-            raise LimitExceeded(f"max_samples: {len(self.sampler.blocks)} sample windows x {self.net.n_ports} ports "
+        self.sampler.pull()   # the windows the native core took itself, if any
+        if self.sampler.n_windows >= self.max_windows:
+            raise LimitExceeded(f"max_samples: {self.sampler.n_windows} sample windows x {self.net.n_ports} ports "
                                 f"reach limits.max_samples = {self.scenario.limits.max_samples} at t={t:,.0f} ns")
         block = self.sampler.sample(t)
         if self.on_samples is not None:

@@ -191,10 +191,12 @@ class MessageLayer(abc.ABC):
         array ``durations`` the durations of iteration ``first + m``, one per rank in local order."""
 
     @abc.abstractmethod
-    def stretch_state(self, j: int):
+    def stretch_state(self, j: int, since: int = -1):
         """``(reached, scheduled, t, job_bytes)`` of job ``j``'s latest stretch: how many of its iterations a rank
         has reached (the decisions they replace) and had their ends scheduled (the predictions), the time the
-        latest was reached and the job's byte counters then (None if not counted or none reached)."""
+        latest was reached and the job's byte counters then (None if not counted or none reached). A layer may
+        also give None for the counters while ``reached <= since`` (the caller read them when it last saw ``since``
+        reached; the native core copies them only when asked for new ones)."""
 
     @abc.abstractmethod
     def cut(self, j: int, h: int) -> None:
@@ -300,7 +302,7 @@ class MpiLayer(MessageLayer):
     def stretch(self, j: int, first: int, durations) -> None:
         self.ff[j] = [first, [[float(x) for x in row] for row in durations], 0, 0, 0.0, None]
 
-    def stretch_state(self, j: int):
+    def stretch_state(self, j: int, since: int = -1):
         ff = self.ff.get(j)
         if ff is None:
             return 0, 0, 0.0, None

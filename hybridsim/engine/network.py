@@ -61,9 +61,10 @@ def too_many_packets(size: int, npk: int, P: int, max_packets) -> LimitExceeded:
 
 def loaded_ports(nspb, delay, P: int, u) -> tuple[list, list]:
     """Ports' ns per byte and hop delay under background loads ``u`` (nominal ``nspb``, ``delay``, each a sequence
-    over the ports; packets of ``P`` bytes): see :meth:`Network.set_background`. One formula for both cores, in
-    float64 element by element (numpy, for performance: a predicted job's stand-in sets hundreds of ports at once);
-    a load ``<= 0`` leaves a port nominal."""
+    over the ports; packets of ``P`` bytes): see :meth:`Network.set_background`. In float64 element by element
+    (numpy, for performance: a predicted job's stand-in sets hundreds of ports at once); a load ``<= 0`` leaves a
+    port nominal. The native core computes the same expressions in the same order (``set_port_loads``;
+    tests/test_native_core.py compares them value for value)."""
     nspb, delay, u = (np.asarray(x, dtype=np.float64) for x in (nspb, delay, u))
     um = np.minimum(u, MAX_BACKGROUND_UTILISATION)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -191,8 +192,16 @@ class Network:
     byte counters of its job, or ``None``) attributes.
     """
 
+    #: a port sample's features computed by the network itself, and the sampling event run by it
+    #: (:class:`~.sampling.PortSampler`): the native core's (cores.NativeNetwork); here none, numpy computes them and
+    #: the engine schedules its own events
+    sample_ports = None
+    sample_every = None
+
     def __init__(self, topo: Dragonfly, tcfg, loop, rng, debug: bool = False, exact_credits: bool = False,
-                 max_packets: float = math.inf):
+                 max_packets: float = math.inf, state: bool = True):
+        # ``state`` False: the constants and routing tables only (ports without VC buffers, no ``tvc``, no event
+        # handlers): what the native core reads from here (cores.NativeNetwork), built in a third of the time
         self.topo = topo
         self.max_packets = max_packets  # per message (limits.max_packets_per_message): refuse before building them
         self.exact_credits = exact_credits
@@ -225,8 +234,9 @@ class Network:
             c = pc[pid]
             pt = Port(pid, caps[c] // P, self.nspb_nominal[pid], self.router_delay + float(lat[c]),
                       peer_port[pid] if c == TERMINAL else peer[pid], c == TERMINAL, c == LOCAL)
-            pt.vcs = tuple(VC(pt, v) for v in range(NV))
-            pt.pends = tuple(vc.pend for vc in pt.vcs)
+            if state:
+                pt.vcs = tuple(VC(pt, v) for v in range(NV))
+                pt.pends = tuple(vc.pend for vc in pt.vcs)
             pt.rr = NV - 1
             self.ports.append(pt)
         self.delay_nominal = [pt.delay for pt in self.ports]
@@ -240,7 +250,7 @@ class Network:
 
         # routing tables (Port objects)
         ports = self.ports
-        self.tvc = [ports[pid].vcs[self.vc_dest] for pid in topo.terminal_port_ids.tolist()]
+        self.tvc = [ports[pid].vcs[self.vc_dest] for pid in topo.terminal_port_ids.tolist()] if state else None
         self.lport = []                    # lport[r][j]: Port from r to router j of its group
         self.gports = []                   # gports[r][G]: global Ports of r to group G
         self.lgw = []                      # lgw[r][G]: local Ports of r to routers of its group with links to G
@@ -274,7 +284,8 @@ class Network:
         self.on_deliver = None
         self.packets = 0
         self.bytes_self = 0
-        self._bind()
+        if state:
+            self._bind()
 
     # ------------------------------------------------------------------------------------------------ handlers
     def _bind(self) -> None:

@@ -85,7 +85,8 @@ struct MT {
 };
 
 // ------------------------------------------------------------------------------------------------ model objects
-enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY, K_BG, K_PRED };
+enum Kind : i32 { K_ARRIVE, K_PORT, K_CREDIT, K_TSEND, K_TCREDIT, K_TARRIVE, K_LOCAL, K_INJECT, K_RESUME, K_PY, K_BG, K_PRED,
+                  K_SAMPLE };
 enum MsgKind : i32 { EAGER, RTS, ACK, DATA, BG };
 enum OpKind : i32 { COMPUTE = 0, ISEND = 1, IRECV = 2, SEND = 3, RECV = 4, WAITALL = 5 };
 enum Routing : i32 { MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE };
@@ -307,6 +308,7 @@ class Core {
     py::object rec_type;
     Py_ssize_t rec_off[6] = {0, 0, 0, 0, 0, 0};
     std::vector<py::object> job_names;
+    bool rec_untrack = false;  // every job name an exact str (make_record)
 
     Core(py::dict c) {
         a = c["a"].cast<i32>();
@@ -327,6 +329,9 @@ class Core {
         auto cap = c["cap"].cast<std::vector<i32>>();
         auto nspb = c["nspb"].cast<std::vector<double>>();
         auto delay = c["delay"].cast<std::vector<double>>();
+        nom_nspb = c["nspb_nominal"].cast<std::vector<double>>();
+        nom_delay = c["delay_nominal"].cast<std::vector<double>>();
+        max_bg = c["max_background"].cast<double>();
         auto dest = c["dest"].cast<std::vector<i32>>();
         auto to_term = c["to_term"].cast<std::vector<bool>>();
         auto local = c["local"].cast<std::vector<bool>>();
@@ -452,6 +457,7 @@ class Core {
             case K_RESUME: advance(t, e.a); break;
             case K_BG: bg_send(t, e.a); break;
             case K_PRED: pred_end(t, e.a); break;
+            case K_SAMPLE: sample_event(t); break;
             case K_PY: {
                 PySlot s = std::move(pyslots[e.a]);
                 pyfree.push_back(e.a);
@@ -614,11 +620,12 @@ class Core {
         J.ff_dur.assign(d, d + h * J.n_ranks);
         for (i64 m = 0; m < h; m++) J.modes[first + m] = 1;
     }
-    // (reached, scheduled, time of the latest reached, byte counters then or None)
-    py::object stretch_state(i64 j) {
+    // (reached, scheduled, time of the latest reached, byte counters then or None; None too while reached <= since:
+    // the caller has them already, and a list of every port's counter is the costly part of the call)
+    py::object stretch_state(i64 j, i64 since) {
         JobPred& J = jp.at(j);
         py::object b = py::none();
-        if (J.ff_dec > 0 && counted(j) >= 0) b = py::cast(J.ff_bytes);
+        if (J.ff_dec > 0 && J.ff_dec > since && counted(j) >= 0) b = py::cast(J.ff_bytes);
         return py::make_tuple(J.ff_dec, J.ff_pred, J.ff_t, b);
     }
     // shorten the stretch to its first h iterations (at least the reached ones): the others are undecided again
@@ -643,7 +650,11 @@ class Core {
         }
         rec_type = type;
         job_names.clear();
-        for (auto n : names) job_names.push_back(py::reinterpret_borrow<py::object>(n));
+        rec_untrack = true;
+        for (auto n : names) {
+            job_names.push_back(py::reinterpret_borrow<py::object>(n));
+            if (!PyUnicode_CheckExact(n.ptr())) rec_untrack = false;
+        }
     }
     PyObject* make_record(i64 job, i64 local, i64 it, double t0, double t1) {
         PyTypeObject* tp = (PyTypeObject*)rec_type.ptr();
@@ -660,6 +671,10 @@ class Core {
             }
             *(PyObject**)((char*)o + rec_off[k]) = v[k];
         }
+        // a record holds a str, ints and floats only and is frozen: it can be in no reference cycle, so the cyclic
+        // collector need not track it (as CPython untracks tuples of such values); 22 k records of a hybrid run
+        // would otherwise make the first collection after the run walk them all (~2 ms)
+        if (rec_untrack && PyObject_IS_GC(o)) PyObject_GC_UnTrack(o);
         return o;
     }
     // hand the buffered records over: on_records(records, {job: count}) in event order
@@ -674,16 +689,40 @@ class Core {
         size_t n = g.size();
         py::list recs(n);
         std::vector<i64> count;
+        // per (job, iteration), in first-seen order: records, earliest start, latest end (a burst holds a few
+        // iterations of many ranks: what a director's timeline needs, without a look at every record)
+        struct Span {
+            i64 job, it, n;
+            double lo, hi;
+        };
+        std::vector<Span> spans;
         for (size_t k = 0; k < n; k++) {
             const Rank* rs = ranks[g[k]].get();
             PyList_SET_ITEM(recs.ptr(), k, make_record(rs->job, rs->local, it[k], t0[k], t1[k]));
             if (rs->job >= (i64)count.size()) count.resize(rs->job + 1, 0);
             count[rs->job]++;
+            Span* sp = nullptr;
+            for (size_t m = spans.size(); m-- > 0;)
+                if (spans[m].job == rs->job && spans[m].it == it[k]) {
+                    sp = &spans[m];
+                    break;
+                }
+            if (sp == nullptr) {
+                spans.push_back(Span{rs->job, it[k], 1, t0[k], t1[k]});
+            } else {
+                sp->n++;
+                if (t0[k] < sp->lo) sp->lo = t0[k];
+                if (t1[k] > sp->hi) sp->hi = t1[k];
+            }
         }
         py::dict counts;
         for (size_t j = 0; j < count.size(); j++)
             if (count[j]) counts[py::int_(j)] = py::int_(count[j]);
-        on_records(recs, counts);
+        py::list sp(spans.size());
+        for (size_t m = 0; m < spans.size(); m++)
+            PyList_SET_ITEM(sp.ptr(), m, py::make_tuple(spans[m].job, spans[m].it, spans[m].n, spans[m].lo,
+                                                        spans[m].hi).release().ptr());
+        on_records(recs, counts, sp);
     }
 
     // ---------------------------------------------------------------------------------------------- FIFOs
@@ -1436,6 +1475,31 @@ class Core {
         return py::cast(jbytes[j]);
     }
 
+    // network.py's loaded_ports and set_port_background in one (for performance: a predicted job's stand-in load
+    // is set at each of its decisions and phases): ports ``pids`` under total loads ``utils``, from their nominal
+    // values, numpy's float64 expressions in the same order (a load <= 0, or NaN's comparison, as np.where picks)
+    std::vector<double> nom_nspb, nom_delay;
+    double max_bg = 0.0;
+    void set_port_loads(py::array_t<i64, py::array::c_style> pids_, py::array_t<double, py::array::c_style> u_) {
+        if (pids_.ndim() != 1 || u_.ndim() != 1 || pids_.shape(0) != u_.shape(0))
+            throw py::value_error("set_port_loads: two 1-d arrays of one length expected");
+        auto pids = pids_.unchecked<1>();
+        auto u = u_.unchecked<1>();
+        const double Pd = (double)P;
+        for (py::ssize_t i = 0; i < pids.shape(0); i++) {
+            const i64 p = pids(i);
+            if (p < 0 || p >= (i64)ports.size()) throw py::index_error("set_port_loads: no such port");
+            const double s = nom_nspb[p], d = nom_delay[p], ui = u(i);
+            if (ui <= 0.0) {
+                ports[p].nspb = s;
+                ports[p].delay = d;
+            } else {
+                const double um = (max_bg < ui) ? max_bg : ui;  // np.minimum (NaN stays NaN)
+                ports[p].nspb = s / (1.0 - um);
+                ports[p].delay = d + Pd * s * um / (2.0 * (1.0 - um));
+            }
+        }
+    }
     void set_ports(const std::vector<i32>& pids, const std::vector<double>& nspb, const std::vector<double>& delay) {
         for (size_t i = 0; i < pids.size(); i++) {
             ports[pids[i]].nspb = nspb[i];
@@ -1473,6 +1537,129 @@ class Core {
         d["occ_int"] = per_vc<double>([](const VC& v) { return v.occ_int; });
         d["occ_t"] = per_vc<double>([](const VC& v) { return v.occ_t; });
         return d;
+    }
+    // sampling.py's PortSampler.sample, its per-port arithmetic (for performance: a window is sampled every
+    // interval, pure or hybrid, and the numpy version costs ~20 array operations on a few hundred ports): the same
+    // float64 expressions in the same order, each cast to float32 into ``out`` (n_ports, 7 + 3 NV) as numpy's
+    // assignment casts. ``prev`` (4, n_ports) and ``prev_int`` (n_ports, NV): the previous window's running values
+    // (bytes, packets, busy, stalled; the VCs' occupancy integrals), replaced by this window's.
+    // (c_style, no forcecast, noconvert at the binding: an array of another dtype or layout is refused, never
+    // silently copied)
+    using ArrD = py::array_t<double, py::array::c_style>;
+    void sample_ports(double t, double win, ArrD bw_, ArrD cap_, ArrD prev_, ArrD prev_int_,
+                      py::array_t<float, py::array::c_style> out_) {
+        const size_t n = ports.size();
+        const i32 F = 7 + 3 * NV;
+        if (bw_.ndim() != 1 || (size_t)bw_.shape(0) != n || cap_.ndim() != 1 || (size_t)cap_.shape(0) != n ||
+            prev_.ndim() != 2 || prev_.shape(0) != 4 || (size_t)prev_.shape(1) != n || prev_int_.ndim() != 2 ||
+            (size_t)prev_int_.shape(0) != n || prev_int_.shape(1) != NV || out_.ndim() != 2 ||
+            (size_t)out_.shape(0) != n || out_.shape(1) != F)
+            throw py::value_error("sample_ports: arrays of the wrong shape");
+        auto bw = bw_.unchecked<1>();
+        auto cap = cap_.unchecked<1>();
+        auto prev = prev_.mutable_unchecked<2>();
+        auto pint = prev_int_.mutable_unchecked<2>();
+        auto out = out_.mutable_unchecked<2>();
+        const double Pd = (double)P;
+        for (size_t i = 0; i < n; i++) {
+            const Port& p = ports[i];
+            const double by = (double)p.bytes, pk = (double)p.pkts, st = (double)p.stalled;
+            const double busy = p.busy_acc + (p.busy_start >= 0 ? t - p.busy_start : 0.0);
+            const double d_bytes = by - prev(0, i);
+            out(i, 0) = (float)d_bytes;
+            out(i, 1) = (float)(busy - prev(2, i));
+            out(i, 2) = (float)(d_bytes / (bw(i) * win) * 100.0);
+            out(i, 3) = (float)(st - prev(3, i));
+            double tot = (double)vcs[i * NV].occ;
+            for (i32 k = 1; k < NV; k++) tot += (double)vcs[i * NV + k].occ;
+            out(i, 4) = (float)(tot * Pd);
+            out(i, 5) = (float)((double)p.qcount * Pd);
+            out(i, 6) = (float)(pk - prev(1, i));
+            for (i32 k = 0; k < NV; k++) {
+                const VC& v = vcs[i * NV + k];
+                const double occ = (double)v.occ;
+                const double integ = v.occ_int + occ * (t - v.occ_t);
+                out(i, 7 + 3 * k) = (float)((integ - pint(i, k)) / win * Pd);
+                out(i, 8 + 3 * k) = (float)(occ * Pd);
+                out(i, 9 + 3 * k) = (float)((cap(i) - occ) * Pd);
+                pint(i, k) = integ;
+            }
+            prev(0, i) = by;
+            prev(1, i) = pk;
+            prev(2, i) = busy;
+            prev(3, i) = st;
+        }
+    }
+    // ---------------------------------------------------------------------------------------------- port sampling
+    // The engine's sampling event (Engine._sample) run here, for performance, when nobody reads the windows as the
+    // run goes (no on_samples): each window's features computed by sample_ports into a buffer the PortSampler takes
+    // over (sample_pull) at the end, no Python call per window. Same event, same place in the heap (one push per
+    // window at t + interval while anything else is pending, as _sample's loop.at), same values. The window past
+    // the limit goes to Python (``fallback``, the engine's _sample, which raises the limit error there).
+    struct Sampling {
+        bool on = false;
+        double interval = 0.0, t0 = 0.0;
+        i64 left = 0;  // windows before the limit
+        py::array_t<double, py::array::c_style> bw, cap, prev, prev_int;
+        py::object fallback;
+        std::vector<double> t_end, win;
+        // one buffer per window (no reallocation of what is kept: a run's windows can take a GB), freed as taken
+        std::vector<std::vector<float>> rows;
+    } smp;
+    void sample_every(double first, double interval, double t0, i64 left, ArrD bw, ArrD cap, ArrD prev,
+                      ArrD prev_int, py::object fallback) {
+        if (!(first >= 0.0) || !(interval > 0.0)) throw py::value_error("sample_every: bad times");
+        smp.on = true;
+        smp.interval = interval;
+        smp.t0 = t0;
+        smp.left = left;
+        smp.bw = std::move(bw);
+        smp.cap = std::move(cap);
+        smp.prev = std::move(prev);
+        smp.prev_int = std::move(prev_int);
+        smp.fallback = std::move(fallback);
+        push(first, K_SAMPLE, 0);
+    }
+    void sample_event(double t) {
+        if (smp.left <= 0) {  // the limit: Python says so (and may raise)
+            flush_records();
+            smp.fallback(t, py::none(), py::none());
+            return;
+        }
+        const double win = t - smp.t0;
+        if (win <= 0) throw py::value_error("empty sampling window");
+        const size_t F = 7 + 3 * (size_t)NV, n = ports.size();
+        smp.rows.emplace_back(n * F);
+        py::array_t<float, py::array::c_style> out({(py::ssize_t)n, (py::ssize_t)F}, smp.rows.back().data(),
+                                                   py::none());
+        sample_ports(t, win, smp.bw, smp.cap, smp.prev, smp.prev_int, out);
+        smp.t_end.push_back(t);
+        smp.win.push_back(win);
+        smp.t0 = t;
+        smp.left--;
+        if (!heap.empty()) push(t + smp.interval, K_SAMPLE, 0);
+    }
+    // the windows sampled since the last pull
+    i64 sample_count() const { return (i64)smp.t_end.size(); }
+    // those windows' values copied into ``out`` (sample_count(), n_ports, F) float32; returns (t_end list, window
+    // lengths list); the buffer is emptied
+    py::tuple sample_pull(py::array_t<float, py::array::c_style> out) {
+        const size_t F = 7 + 3 * (size_t)NV, n = ports.size(), k = smp.t_end.size();
+        if (out.ndim() != 3 || (size_t)out.shape(0) != k || (size_t)out.shape(1) != n || (size_t)out.shape(2) != F)
+            throw py::value_error("sample_pull: an array of the wrong shape");
+        float* dst = out.mutable_data();
+        for (size_t m = 0; m < k; m++) {
+            std::memcpy(dst + m * n * F, smp.rows[m].data(), n * F * sizeof(float));
+            std::vector<float>().swap(smp.rows[m]);
+        }
+        py::tuple out_ = py::make_tuple(py::cast(smp.t_end), py::cast(smp.win));
+        smp.t_end.clear();
+        smp.win.clear();
+        smp.rows.clear();
+        return out_;
+    }
+    void sample_stop() {
+        smp = Sampling();
     }
     i64 bytes_injected() const {
         i64 s = 0;
@@ -1579,9 +1766,19 @@ PYBIND11_MODULE(_core, m) {
         .def("bytes_injected", &Core::bytes_injected)
         .def("bytes_delivered", &Core::bytes_delivered)
         .def("counters", &Core::counters)
+        .def("sample_ports", &Core::sample_ports, py::arg("t"), py::arg("win"), py::arg("bw").noconvert(),
+             py::arg("cap").noconvert(), py::arg("prev").noconvert(), py::arg("prev_int").noconvert(),
+             py::arg("out").noconvert())
+        .def("sample_every", &Core::sample_every, py::arg("first"), py::arg("interval"), py::arg("t0"),
+             py::arg("left"), py::arg("bw").noconvert(), py::arg("cap").noconvert(), py::arg("prev").noconvert(),
+             py::arg("prev_int").noconvert(), py::arg("fallback"))
+        .def("sample_count", &Core::sample_count)
+        .def("sample_pull", &Core::sample_pull, py::arg("out").noconvert())
+        .def("sample_stop", &Core::sample_stop)
         .def("check_invariants", &Core::check_invariants)
         .def("bytes_in_network", &Core::bytes_in_network)
         .def("set_ports", &Core::set_ports)
+        .def("set_port_loads", &Core::set_port_loads, py::arg("pids").noconvert(), py::arg("utils").noconvert())
         .def("add_rank", &Core::add_rank)
         .def("drop_rank", &Core::drop_rank)
         .def("stop_rank", &Core::stop_rank)
@@ -1595,7 +1792,7 @@ PYBIND11_MODULE(_core, m) {
         .def("unpark", &Core::unpark)
         .def("pred_ends", &Core::pred_ends)
         .def("stretch", &Core::stretch)
-        .def("stretch_state", &Core::stretch_state)
+        .def("stretch_state", &Core::stretch_state, py::arg("j"), py::arg("since") = -1)
         .def("cut", &Core::cut)
         .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked, py::object type,
                                       py::list names) {
