@@ -165,7 +165,8 @@ Predictions = dict[int, tuple[np.ndarray, np.ndarray, list[int]]]
 
 def predictions_of(controller) -> Predictions:
     """:data:`Predictions` of an in-process :class:`~hybridsim.hybrid.HybridController` (the model's own per-rank
-    predictions before ``sync: job`` aligns the ends, beside the times the job advanced by)."""
+    predictions, before ``controller.sync`` turns them into each rank's duration, beside the times the job advanced
+    by)."""
     out = {}
     for jid, st in controller.states.items():
         if st is not None:

@@ -83,9 +83,9 @@ class HybridError(RuntimeError):
 
 
 def job_time(per_rank: np.ndarray) -> float:
-    """The iteration time of a ``sync: job`` job from its ranks' times: the statistic its completion follows, the
-    mean over ranks (a bulk-synchronous job's iterations take as long as its ranks do together; with right-skewed
-    per-rank times the median would advance it too fast)."""
+    """The iteration time of a job from its ranks' times (what ``sync: job`` and ``skew`` advance it by): the
+    statistic its completion follows, the mean over ranks (a bulk-synchronous job's iterations take as long as its
+    ranks do together; with right-skewed per-rank times the median would advance it too fast)."""
     per_rank = np.asarray(per_rank, dtype=np.float64)
     return float(np.add.reduce(per_rank, axis=None)) / per_rank.size  # np.mean's sum and division, without its checks
 

@@ -81,7 +81,7 @@ class JobState:
     lo: list | None = None           # per iteration: earliest start over ranks
     hi: list | None = None           # per iteration: latest end over ranks
     clean: np.ndarray | None = None  # per simulated iteration: no other job was predicted while it ran
-    raw: np.ndarray | None = None    # the model's own per-rank predictions (before sync=job aligns the ends)
+    raw: np.ndarray | None = None    # the model's own per-rank predictions (before sync makes them durations)
     drop_edges: bool = True          # window edges are left out of what the model sees (see edges())
     info: object = None              # the job's surrogate.base.JobInfo (what it is), for models that transfer
     load: np.ndarray | None = None   # per iteration: co-runner load when it was decided (NaN: not yet)

@@ -45,7 +45,8 @@ usage: scripts/build-codes.sh [options]
   --no-deps            do not install Debian packages (only check for them)
   --force              rebuild every component even if it is up to date
   --no-patches         build CODES without hybridsim's patches (scripts/codes-patches/*.patch; the patched
-                       build behaves as the unpatched one unless a scenario turns a patch's feature on)
+                       build behaves as the unpatched one unless a run uses a patch's feature, as hybrid runs
+                       do by default: backend.codes.standin: replay; an unpatched build needs standin: none)
   -h, --help           this help
 
 Pinned commits (override with CODES_COMMIT, ROSS_COMMIT, SWM_COMMIT, ARGOBOTS_COMMIT; repositories with

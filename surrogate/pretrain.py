@@ -139,10 +139,10 @@ def run_examples(run_dir: Path, rng: np.random.Generator, *, samples_per_job: in
     the look-back's arithmetic mean, "rank_true" (N,)
     log of the rank's own time, "t0" (N,) last-truth iteration, "group" (N,) sample id (from ``group0``)}`` of one
     run (see the module docstring). The target is the log of the job's iteration time -- the mean over all its
-    ranks of their times of the target iteration -- relative to the rank's level. The loop ends a predicted
-    iteration of a job's ranks together (``sync: job``, at the median of the per-rank predictions), and in a
-    bulk-synchronous job every rank's times sum to the same completion time, so the job advances by the mean over
-    ranks per iteration, not by the median: a nearest-neighbour rank's own time varies ~20 % around it, right-skewed
+    ranks of their times of the target iteration -- relative to the rank's level. The loop advances a predicted
+    iteration of a job by one time for all its ranks (``sync: skew``, the default, and ``job``: the mean of the
+    per-rank predictions), and in a bulk-synchronous job every rank's times sum to the same completion time, so the
+    job advances by the mean over ranks per iteration, not by the median: a nearest-neighbour rank's own time varies ~20 % around it, right-skewed
     (a rank that waited for a late neighbour), and does not persist (it catches up in the next iteration)."""
     from .models.pretrained import LOOKBACK, N_FEATURES, features
 
@@ -203,7 +203,8 @@ def _mape(pred_log: np.ndarray, true_log: np.ndarray) -> float | None:
 
 
 def _job_level(values: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Median of ``values`` per sample ``group`` (the loop's ``sync: job`` prediction), in group order."""
+    """Median of ``values`` per sample ``group``, in group order (the job-level prediction of :func:`scores`; the
+    loop itself advances a job by the mean, :func:`hybridsim.hybrid.job_time`)."""
     order = np.argsort(group, kind="stable")
     _, starts = np.unique(group[order], return_index=True)
     return np.array([np.median(part) for part in np.split(values[order], starts[1:])])
@@ -212,7 +213,7 @@ def _job_level(values: np.ndarray, group: np.ndarray) -> np.ndarray:
 def scores(model, ex: dict) -> dict:
     """MAPE % on examples ``ex`` of the model (without its online bias), of the untrained look-back (``base``), of
     LAST and of MEAN (the look-back's arithmetic mean): ``job`` the median prediction over a sample's ranks (the
-    loop's ``sync: job``) against the job's iteration time (the mean over its ranks: what its completion time
+    loop advances by their mean) against the job's iteration time (the mean over its ranks: what its completion time
     follows), ``rank`` each rank's prediction against its own time; ``zero_shot``: the same on the one-iteration
     warm-up examples alone (``t0 = 0``)."""
     baselines = (("base", ex["level"]), ("last", ex["last"]), ("mean", ex["mean"]))

@@ -5,12 +5,14 @@ An engine core is an event loop, a network and an MPI layer. The **Python core**
 (``hybridsim/engine/native/core.cpp``, built as the optional extension ``hybridsim.engine.native._core``): one
 heap of ``(time, seq)``-ordered events whose handlers are line-by-line ports of network.py and mpi.py, with CPython's
 Mersenne Twister taken over from the run's ``random.Random`` (its state goes back when the run returns). The engine's
-own events (iteration starts, simulated iterations' ends, the director, jobs, sampling, keep_background phases) stay
-Python callables on the same heap with the same insertion counter, so the events run in the same order and the
-records are identical, float for float. Two of the engine's commonest events run in the core, as the Python handlers
-would: predicted iterations' ends with the parking of ranks at the next predicted iteration (their records handed to
-the engine in bursts before any Python code runs), and the periodic sends of ``uniform`` background senders
-(:meth:`NativeMpi.start_background`).
+own events (iteration starts, simulated iterations' ends, the director, jobs, sampling read during the run,
+keep_background phases) stay Python callables on the same heap with the same insertion counter, so the events run in
+the same order and the records are identical, float for float. The engine's commonest events run in the core, as the
+Python handlers would: predicted iterations' ends with the parking of ranks at the next predicted iteration and the
+iterations of a fast-forward stretch (:meth:`~.mpi.MessageLayer.stretch`; their records handed to the engine in
+bursts, summed up per job and iteration, before any Python code runs), the port-sampling event where nobody reads the
+windows during the run (:meth:`~.sampling.PortSampler.run_natively`), and the periodic sends of ``uniform``
+background senders (:meth:`NativeMpi.start_background`).
 
 :func:`choose` applies ``backend.embedded.core`` (``auto`` | ``native`` | ``python``); :func:`build` makes the
 pieces. The classes below give the native core the Python pieces' interface (what :class:`~.engine.Engine` and

@@ -1,6 +1,7 @@
 """The oracle: a surrogate that answers every (job, rank, iteration) with a pure run's own time -- the floor of every
 accuracy table. What error a hybrid run with the oracle still has is the loop's (window edges, the ranks of a job
-ending an iteration together, the traffic a predicted co-runner leaves out), not a model's.
+advancing by the job's iteration time instead of their own (``controller.sync``), the traffic a predicted co-runner
+leaves out), not a model's.
 
     oracle:run=PATH      PATH: a completed pure simulation (``hybridsim run``, a bench's ``pure``) of the same
                          scenario; ``hybridsim bench --surrogate oracle`` uses the bench's own pure run.

@@ -20,7 +20,7 @@ millisecond iterations (:func:`features`):
 
 Online, ``fit``/``tune`` learn one scalar per job: the mean log error of the network's one-step predictions of the
 job's truth iterations (the job's time, the mean over its ranks, against the mean of the per-rank predictions, as
-the loop's ``sync: job`` uses them), shrunk towards 0 by ``tune_prior`` pseudo-observations.
+the loop's ``sync: skew`` (the default) and ``job`` use them), shrunk towards 0 by ``tune_prior`` pseudo-observations.
 """
 
 from __future__ import annotations
