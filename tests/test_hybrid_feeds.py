@@ -145,7 +145,7 @@ def test_every_builtin_model_completes_the_quickstart_in_the_loop(model, quick_p
     last truth, which is also what a deferred fit predicts) is 3.3 % (MILC) and 5.1 % (NN) off here, every model
     within 5.2 % when this test was written; a failing model (a fit on one target whose chain of predictions drifts,
     a collapse to the fallback limit) is off by tens of per cent or more. The job advances by the mean of its ranks'
-    predictions (sync: job), which follows a model whose per-rank chains fan out: the one-epoch DCRNN here predicts
+    predictions (sync: skew, the default here, and job), which follows a model whose per-rank chains fan out: the one-epoch DCRNN here predicts
     MILC's ranks 171-2199 us at the last iteration around a 347 us truth, +18 % on completion (the median of the
     ranks hid it: +2 %); it moves with the truth it learns from (+26 % once a predicted co-runner's stand-in load
     started at its last rank rather than its first; +33 % with sync: skew, where the truth windows no longer start in

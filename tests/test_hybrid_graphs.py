@@ -126,7 +126,7 @@ def test_dcrnn_in_the_loop(tmp_path):
 
 
 def test_warmup_of_one_defers_the_graph_fit(tmp_path):
-    """aligned with warm-up 1 (the default policy's default): a graph model has no target (iteration t from t-1) at
+    """aligned with warm-up 1 (its default): a graph model has no target (iteration t from t-1) at
     the first prediction. The run must not fail: the first predictions are each rank's last simulated time (counted
     as fallbacks), and the model is fitted at the end of the first truth window and predicts from then on."""
     sc = parse_scenario(SC.replace("controller: {policy: periodic, params: {warmup: 8, ft: 4, truth: 1}}",
