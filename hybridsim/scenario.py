@@ -454,10 +454,10 @@ class ControllerSection(_Model):
     sync: Literal["job", "skew", "rank"] = Field(
         "skew", description="job: a predicted iteration ends at the same time on every rank of the job (the latest "
                            "start plus the job's iteration time, the mean of the ranks' predictions), as "
-                           "bulk-synchronous codes do; skew: every rank ends at its own start plus the job's "
-                           "iteration time, so the skew between ranks that the last simulated iteration left is kept "
-                           "through the predicted iterations; rank: each rank ends at its own start plus its own "
-                           "prediction")
+                           "bulk-synchronous codes do; skew (default): every rank ends at its own start plus the "
+                           "job's iteration time (never before the job's latest start), so the skew between ranks "
+                           "that the last simulated iteration left is kept through the predicted iterations; "
+                           "rank: each rank ends at its own start plus its own prediction")
 
 
 # ---------------------------------------------------------------------------------------------------------- limits
