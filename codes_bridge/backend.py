@@ -48,6 +48,18 @@ class CodesBackend(Backend):
                     "(optimistic CODES asks for predictions before it sends the records they depend on, so the "
                     "first ranks get the server's fallback, and rolled-back events ask again and may get another "
                     "answer: measured MILC +12.6 % against +0.02 % sequential, docs/codes.md)")
+        from controllers import PolicyError, policy_class
+
+        try:
+            cls_ = policy_class(scenario.controller.policy)
+        except PolicyError:
+            return None   # an unknown policy is reported where every backend checks it (preflight.check_hybrid)
+        if not getattr(cls_, "plans_ahead", True):
+            return (f"controller.policy: {scenario.controller.policy} (the default when none is named) spaces its "
+                    "truth windows by the errors it measures during the run, and CODES' director fixes its windows "
+                    "before CODES starts, from a dry run where nothing is measured; name a policy whose schedule is "
+                    "known in advance, e.g. controller: {policy: aligned, params: {ft: 16}} or {policy: surrogate, "
+                    "params: {warmup: 8}} (docs/codes.md)")
         return None
 
     @classmethod

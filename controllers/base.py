@@ -77,6 +77,10 @@ class Policy(abc.ABC):
     ``controller.params``."""
 
     name: ClassVar[str] = "policy"
+    #: whether a dry run -- every iteration of a nominal length, no errors measured, no costs -- gives the schedule the
+    #: policy follows in a run: CODES' director fixes its windows from such a plan before CODES starts
+    #: (codes_bridge.hybrid.policy_plan), so a policy whose schedule follows what the run measures cannot drive it
+    plans_ahead: ClassVar[bool] = True
 
     @abc.abstractmethod
     def decide(self, view: JobView) -> Mode | str:

@@ -488,6 +488,7 @@ class Confident(Aligned):
     """
 
     name = "confident"
+    plans_ahead = False   # its gaps follow the windows' measured errors: a dry run holds them at min_ft
 
     def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
                  probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256):

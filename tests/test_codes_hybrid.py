@@ -339,3 +339,33 @@ def test_director_keeps_its_answers_for_the_run(tmp_path):
     got = svc.inference(["3", "2"], b"")
     assert svc.answers[3][0] == 1e6 and svc.answers[3][1:] == [float(v) for v in got["predictions"].split()]
     assert len(svc.answers[3]) == 3
+
+
+def test_a_policy_that_cannot_plan_ahead_is_refused_on_codes(tmp_path):
+    """confident (the default policy) spaces its windows by errors measured in the run; CODES' director plans its
+    windows from a dry run before CODES starts, where that policy would predict every other iteration and no window
+    fits: hybrid mode is refused before anything is written (exit 2, the reason and a policy that works named),
+    validate names it as a note, and an explicit fixed-schedule policy is accepted."""
+    import subprocess
+    import sys
+
+    from codes_bridge.backend import CodesBackend
+    from controllers.builtin import BUILTIN
+    from hybridsim.scenario import parse_scenario
+
+    assert [n for n, c in BUILTIN.items() if not c.plans_ahead] == ["confident"]
+    text = ("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+            "jobs:\n"
+            "  - {name: milc, ranks: 8, iterations: 20, workload: {kind: milc, dimension_sizes: [2, 2, 2]}}\n"
+            "backend: {kind: codes}\n")
+    f = tmp_path / "conf.yaml"
+    f.write_text(text)
+    run = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(f), "--mode", "hybrid", "-o",
+                          str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "controller.policy: confident" in run.stderr and "policy: aligned" in run.stderr
+    assert not (tmp_path / "out").exists()
+    val = subprocess.run([sys.executable, "-m", "hybridsim", "validate", str(f)], capture_output=True, text=True)
+    assert val.returncode == 0 and "--mode hybrid is refused" in val.stderr
+    assert CodesBackend.hybrid_refusal(parse_scenario(text + "controller: {policy: aligned}\n")) is None
+    assert "confident" in CodesBackend.hybrid_refusal(parse_scenario(text + "controller: {policy: confident}\n"))
