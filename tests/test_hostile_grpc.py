@@ -528,7 +528,7 @@ def test_flood_of_500_calls_leaves_both_services_serving(served):
     t0 = time.monotonic()
     with ThreadPoolExecutor(16) as pool:
         codes = list(pool.map(one, range(500)))
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60   # a hang guard, not a speed target (about 1 s idle, over 10 s on a loaded VM)
     assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED}
     assert codes.count(grpc.StatusCode.OK) > 100
     for ch in (served.s_channel, served.e_channel):
