@@ -303,3 +303,46 @@ def test_use_graph_parses_from_a_spec_and_defaults_on():
 
     assert create("smart-nollm").config()["use_graph"] is True
     assert split_spec("smart-nollm:use_graph=false") == ("smart-nollm", {"use_graph": False})
+
+
+@pytest.mark.parametrize("name", ["smart-nollm", "smart"])
+def test_no_port_features_ablation_ignores_the_loads_but_keeps_the_graph(series, lm_dirs, name, tmp_path):
+    """``port_features=False`` keeps the GCN and the temporal transformer but feeds them a constant per port: two
+    different port-feature tensors give bit-identical predictions with it, different ones without it (same seed, same
+    randomised weights, so the switch is the only difference). The weights are randomised first (the untrained head
+    starts near zero, which would hide the graph branch either way); the switch survives a checkpoint round trip."""
+    llm = dict(llm_path=lm_dirs["bert"], llm_layers=1, llm_dtype="float32", d_model=16, n_prototypes=16) \
+        if name == "smart" else {}
+    for port_features in (True, False):
+        m = create(name, hidden=16, tf_ff=32, epochs=2, patience=2, batch_windows=4, port_features=port_features,
+                   **llm)
+        assert m.config()["port_features"] is port_features
+        m.fit(series, series.indices("train"), series.indices("val"))
+        assert m.tune(series, series.indices("test")[:3])["steps"] == m.train_kw["tune_steps"]
+        gen = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for p in m.net.parameters():
+                if p.requires_grad:
+                    p.add_(0.3 * torch.randn(p.shape, generator=gen))
+        names = set(m.net.state_dict())
+        assert any(k.startswith("gcn.") for k in names) and any(k.startswith("temporal.") for k in names)
+        ctx = series.context(30, m.lookback, m.graph_lookback)
+        p0, p1, p2 = (m.predict(c) for c in (ctx, _random_graphs(ctx, 1), _random_graphs(ctx, 2)))
+        assert np.isfinite(p0).all() and (p0 > 0).all()
+        if port_features:
+            assert np.abs(p1 / p0 - 1).max() > 1e-3 and np.abs(p2 / p1 - 1).max() > 1e-3
+        else:
+            np.testing.assert_array_equal(p1, p0)
+            np.testing.assert_array_equal(p2, p0)
+        m.save(tmp_path / f"ck{port_features}")
+        m2 = load_surrogate(tmp_path / f"ck{port_features}")
+        assert m2.config() == m.config() and m2.config()["port_features"] is port_features
+        np.testing.assert_array_equal(m2.predict(ctx), p0)
+
+
+def test_port_features_parses_from_a_spec_and_defaults_on():
+    from surrogate.loading import split_spec
+
+    assert create("smart").config()["port_features"] is True
+    assert split_spec("smart:port_features=false") == ("smart", {"port_features": False})
+    assert create("smart-nollm", port_features=False).net is None  # built at the first fit, switch kept in config

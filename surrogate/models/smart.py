@@ -35,6 +35,12 @@ No graph (``use_graph=False``, an ablation): the GCN and the temporal transforme
 the look-back's level features, so the prediction comes from the look-back alone (base, LLM or linear head). The model
 still declares ``needs_graphs`` (a class-level property of the surrogate interface, and the graph series gives it the
 topology it is built for); it ignores the graphs it is given.
+
+No load features (``port_features=False``, an ablation): the GCN and the temporal transformer are kept, but every
+port's feature vector is replaced by a constant (all ones) before the GCN, so ``z_r`` can only carry what the
+router-port topology (through ``Â``'s degree normalisation and the rank's port) and the job's own look-back tell;
+the measured per-port loads (the co-runners' traffic) cannot reach the prediction. Against the full model it shows
+what the load features add; against ``use_graph=False`` what the graph's structure adds on its own.
 """
 
 from __future__ import annotations
@@ -92,10 +98,13 @@ class SmartNet(nn.Module):
 
     def __init__(self, in_features: int, adjacency, lookback: int = 8, hidden: int = 64, gcn_layers: int = 3,
                  tf_heads: int = 4, tf_layers: int = 1, tf_ff: int = 128, head_hidden: int = 0, lm=None,
-                 timellm_kw: dict | None = None, job_context: bool = True, use_graph: bool = True):
+                 timellm_kw: dict | None = None, job_context: bool = True, use_graph: bool = True,
+                 port_features: bool = True):
         super().__init__()
         self.hidden, self.lookback = hidden, lookback
         self.use_graph = bool(use_graph)
+        #: False: the no-load-features ablation (constant node features; see the module docstring)
+        self.port_features = bool(port_features)
         emb = hidden if self.use_graph else 0  # size of the graph embedding z_r joins the head with
         if self.use_graph:
             self.gcn = GCNEncoder(in_features, hidden, gcn_layers, adjacency)
@@ -137,6 +146,8 @@ class SmartNet(nn.Module):
     def node_embeddings(self, graphs: torch.Tensor, ports: np.ndarray) -> torch.Tensor:
         B, Lg, P, F = graphs.shape
         r = len(ports)
+        if not self.port_features:  # the ablation: topology only, the measured loads never reach the GCN
+            graphs = torch.ones_like(graphs)
         h = self.gcn(graphs.reshape(B * Lg, P, F), ports)  # (B*Lg, r, H)
         h = h.view(B, Lg, r, self.hidden).permute(0, 2, 1, 3).reshape(B * r, Lg, self.hidden)
         return self.temporal(h + self.pe[:Lg])[:, -1]  # (B*r, H)
@@ -189,6 +200,8 @@ class Smart(TorchSurrogate):
     ``llm_dtype`` (``bfloat16`` default, as Time-LLM runs its LLM; or ``float32``), ``job_context`` (True: a linear
     path from the job's mean look-back, see :meth:`SmartNet.forward`; False: the paper's per-rank inputs only),
     ``use_graph`` (True; False: the no-graph ablation, no GCN or temporal transformer, graphs ignored),
+    ``port_features`` (True; False: the no-load-features ablation, the GCN sees a constant feature on every port, so
+    only the topology and the job's own look-back remain),
     Time-LLM ``patch_len``/``stride``/``d_model``/``n_heads``/``d_keys``/``n_prototypes``/``top_k_lags``/
     ``prompt_decimals``.
     Training: ``epochs``, ``lr``, ``batch_windows`` (iterations per step), ``ranks_per_window`` (ranks sampled per
@@ -218,13 +231,14 @@ class Smart(TorchSurrogate):
                  prompt_decimals: int = 1, epochs: int = 60, lr: float = 2e-3, batch_windows: int = 8,
                  ranks_per_window: int = 64, patience: int = 8, weight_decay: float = 1e-4, tune_steps: int = 4,
                  tune_lr: float = 1e-4, seed: int = 0, topology: dict | None = None, in_features: int | None = None,
-                 job_context: bool = True, use_graph: bool = True):
+                 job_context: bool = True, use_graph: bool = True, port_features: bool = True):
         self.lookback, self.graph_lookback = int(lookback), int(graph_lookback)
         if self.lookback < 1 or self.graph_lookback < 1:
             raise SurrogateError(f"{self.name}: lookback and graph_lookback must be >= 1")
         self.arch = dict(hidden=int(hidden), gcn_layers=int(gcn_layers), tf_heads=int(tf_heads),
                          tf_layers=int(tf_layers), tf_ff=int(tf_ff), head_hidden=int(head_hidden),
-                         job_context=bool(job_context), use_graph=bool(use_graph))
+                         job_context=bool(job_context), use_graph=bool(use_graph),
+                         port_features=bool(port_features))
         self.llm_path = None if llm_path is None else str(llm_path)
         self.llm_layers = None if llm_layers is None else int(llm_layers)
         self.llm_dtype = str(llm_dtype)
