@@ -40,7 +40,9 @@ At every decision the controller records the job's co-runners as the model may s
 so a co-runner's start or end reaches the model before any truth of it does.
 
 A prediction that is not finite, not positive or more than ``MAX_RATIO`` (100x) away from the rank's last
-simulated iteration time is replaced by that time and counted (``summary()["counts"]["fallback_predictions"]``): a
+simulated iteration time, or refused by the model (a ``SurrogateError`` from ``predict``: counted again in
+``refused_predictions``, the latest message in the summary), is replaced by that time and counted
+(``summary()["counts"]["fallback_predictions"]``): a
 model fitted on a warm-up of one or two iterations can extrapolate into a collapse, and an iteration time of 0 would
 stop the run.
 
@@ -69,7 +71,7 @@ import time
 import numpy as np
 
 from controllers.base import JobView, Policy, PolicyError
-from surrogate.base import Context, JobInfo, Surrogate
+from surrogate.base import Context, JobInfo, Surrogate, SurrogateError
 from surrogate.online import Feeds, JobFeed, OnlineSeries
 from surrogate.volumes import relative_volumes
 
@@ -210,8 +212,9 @@ class HybridController(Director):
         self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
         self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
         self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
+        self.last_refusal: str | None = None  # the latest SurrogateError a model raised at a prediction (summary)
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0,
-                       "fallback_predictions": 0, "edge_corrections": 0}
+                       "fallback_predictions": 0, "edge_corrections": 0, "refused_predictions": 0}
         #: fast-forward: job -> (iteration, n, until), the policy's horizon after its latest PREDICT (dropped by any
         #: other decision); job -> the stretch granted on it (:class:`_Stretch`) until all of it is applied
         self._horizon: dict[int, tuple[int, int, float]] = {}
@@ -402,7 +405,14 @@ class HybridController(Director):
         if st.fitted:
             t0 = time.perf_counter()
             ctx = self._context(st, iteration, ranks)
-            y = np.asarray(model.predict(ctx), dtype=np.float64).reshape(-1)
+            try:
+                y = np.asarray(model.predict(ctx), dtype=np.float64).reshape(-1)
+            except SurrogateError as exc:
+                # a model that cannot answer from this context (e.g. a graph model whose look-back of some rank is
+                # all window edges) fails like a non-finite answer: every rank falls back below, and it is counted
+                y = np.full(len(ranks), np.nan)
+                self.counts["refused_predictions"] += 1
+                self.last_refusal = f"job {st.job!r} iteration {iteration}: {exc}"
             self.wall["inference"] += time.perf_counter() - t0
             self.counts["inference_calls"] += 1
         else:  # fit deferred (see _fit): every rank falls back below
@@ -884,4 +894,5 @@ class HybridController(Director):
         return {"policy": self.policy_name, "surrogate": self.surrogate.name if self.surrogate else None,
                 "lookback": self.lookback,
                 "keep_background": self.keep_background, "wall": self.wall_split(), "counts": dict(self.counts),
+                "last_refused_prediction": self.last_refusal,
                 "jobs": jobs}

@@ -562,3 +562,31 @@ def test_a_timelines_spans_are_its_records_summed_up():
         b.record_spans([(3, it, n, lo, hi) for it, (n, lo, hi) in spans.items()])
         assert (a.lo, a.hi, a.done_count, a.n_complete) == (b.lo, b.hi, b.done_count, b.n_complete), (k0, k1)
     assert a.n_complete == N and all(c == R for c in a.done_count)
+
+
+def test_a_model_that_refuses_a_prediction_falls_back_to_the_last_truth():
+    """A model raising SurrogateError at predict (e.g. a graph model whose look-back of a rank is all window edges)
+    does not stop the run: every rank takes its last simulated time (as for a non-finite answer), counted in
+    ``fallback_predictions`` and ``refused_predictions``, the message kept for the summary."""
+    from hybridsim.hybrid import HybridController
+    from hybridsim_common.records import IterationRecord
+    from surrogate.base import SurrogateError
+    from surrogate.registry import create
+
+    model = create("last")
+
+    def refuse(ctx):
+        raise SurrogateError("rank 0 has no finite iteration time in its history")
+
+    model.predict = refuse
+    ctl = HybridController([("a", "x", 3, 4)], _SimFirst(), {0: model})
+    assert ctl.mode_for(0, 0).value == "simulate"
+    for r, d in enumerate([100.0, 120.0, 140.0]):
+        ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, d), True)
+    assert ctl.mode_for(0, 1).value == "predict"
+    starts = np.array([100.0, 120.0, 140.0])
+    y = ctl.predict(0, 1, np.arange(3), starts)
+    # each rank's last truth (100, 120, 140): job time 120, every rank advances by it from its own start (sync skew)
+    assert np.allclose(starts + y, starts + 120.0)
+    assert ctl.counts["refused_predictions"] == 1 and ctl.counts["fallback_predictions"] == 3
+    assert "no finite iteration time" in ctl.summary()["last_refused_prediction"]
