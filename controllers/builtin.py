@@ -440,11 +440,46 @@ def _bias_spread(scores, coverage: float) -> tuple[float, float, int]:
     return abs(mu), _student(n - 1, (1.0 + coverage) / 2.0) * s, n
 
 
+def student_two_sided(t: float, dof: int) -> float:
+    """P(|T| < ``t``) for Student's T with an integer ``dof`` >= 1 degrees of freedom, in closed form (Abramowitz &
+    Stegun 26.7.3-4: with theta = atan(t / sqrt(dof)), a finite series in cos(theta)^2 times sin(theta), plus
+    2 theta / pi for odd ``dof``). Exact to rounding; no scipy (whose import alone cost a hybrid run 4 s)."""
+    th = math.atan(t / math.sqrt(dof))
+    c2, s = math.cos(th) ** 2, math.sin(th)
+    if dof % 2 == 0:
+        term = total = 1.0
+        for k in range(2, dof - 1, 2):   # (1 3 ... (k-1)) / (2 4 ... k) cos^k
+            term *= (k - 1) / k * c2
+            total += term
+        return s * total
+    if dof == 1:
+        return 2.0 * th / math.pi
+    term = total = 1.0
+    for k in range(3, dof - 1, 2):       # (2 4 ... (k-1)) / (3 5 ... k) cos^(k-1)
+        term *= (k - 1) / k * c2
+        total += term
+    return 2.0 / math.pi * (th + s * math.cos(th) * total)
+
+
 @functools.lru_cache(maxsize=256)
 def _student(dof: int, q: float) -> float:
-    """The Student t quantile ``q`` with ``dof`` degrees of freedom."""
-    from scipy.stats import t
-    return float(t.ppf(q, dof))
+    """The Student t quantile ``q`` (in (0.5, 1)) with an integer ``dof`` degrees of freedom: the root of
+    :func:`student_two_sided` = 2 q - 1, by bisection to float precision (cached: a policy asks for a few)."""
+    target = 2.0 * q - 1.0
+    lo, hi = 0.0, 1.0
+    while student_two_sided(hi, dof) < target:
+        hi *= 2.0
+        if hi > 1e12:
+            return math.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if student_two_sided(mid, dof) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
 
 
 class _ConfSlot(_JobSlot):

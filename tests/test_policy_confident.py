@@ -156,3 +156,25 @@ def test_validate_accepts_target_error_and_refuses_a_bad_one(tmp_path, capsys):
         assert main(["validate", str(f)]) == 2, bad
         err = capsys.readouterr().err
         assert "bad.yaml:4:" in err and "controller.params" in err and msg in err, err
+
+
+def test_student_quantile_matches_scipy_without_importing_it():
+    """The policy's Student quantile (closed-form CDF, bisection) against scipy's, and the policy never imports scipy
+    (its import alone once cost a hybrid run of the quickstart 4 s of controller time)."""
+    import subprocess
+    import sys
+
+    from scipy.stats import t
+
+    from controllers.builtin import _student, student_two_sided
+
+    for dof in (1, 2, 3, 4, 7, 15, 40):
+        for q in (0.6, 0.9, 0.95, 0.995):
+            assert _student(dof, q) == pytest.approx(float(t.ppf(q, dof)), rel=1e-10)
+    assert student_two_sided(1.0, 1) == pytest.approx(0.5)           # Cauchy: P(|T| < 1) = 1/2
+    assert student_two_sided(math.sqrt(2), 2) == pytest.approx(1 / math.sqrt(2))   # t / sqrt(2 + t^2)
+    code = ("import sys\nfrom controllers.builtin import Confident\n"
+            "Confident().largest_ft([0.5, -0.3, 0.2], 100.0)\n"
+            "print('scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
