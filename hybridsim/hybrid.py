@@ -96,6 +96,9 @@ def job_time(per_rank: np.ndarray) -> float:
 #: or <= 0) is a model failure: that time is used instead and ``counts["fallback_predictions"]`` counts it
 MAX_RATIO = 100.0
 
+#: clean warm-up iterations a job's model is scored on at its first fit (:meth:`HybridController._backtest`)
+BACKTEST = 8
+
 #: an edge correction never shortens a predicted iteration below this fraction of the prediction
 EDGE_FLOOR = 0.1
 SYNCS = ("job", "skew", "rank")   # how a predicted iteration ends on the ranks of a job (scenario controller.sync)
@@ -312,6 +315,7 @@ class HybridController(Director):
             mode=modes[n - 1] if n else None, modes=Lazy(modes.__getitem__, n),
             truth=st.truth_means(n), predicted=st.predicted_means(n),
             errors=Lazy(errors.__getitem__, len(errors)), signed_errors=Lazy(st.signed.__getitem__, len(st.signed)),
+            clean_signed_errors=Lazy(st.clean_signed.__getitem__, len(st.clean_signed)) if self.drop_edges else None,
             costs={**self.wall_split(), "simulated_iterations": st.n_simulated,
                    "predicted_iterations": st.n_predicted, "simulate": self.simulate_wall()},
             now=self.now, start=self.started.get(st.job_id, 0.0), running=tuple(self.running),
@@ -815,6 +819,8 @@ class HybridController(Director):
             st.errors.append((it, float(np.mean(np.abs(shadow - truth) / truth) * 100.0)))
             jt = job_time(truth)
             st.signed.append((it, (job_time(shadow) - jt) / jt * 100.0))
+            if self.drop_edges and st.clean[it]:
+                st.clean_signed.append(st.signed[-1])
         st.settle(it)
         # end of the truth window: the next iteration is not simulated or this is the last one
         nxt = it + 1
@@ -849,6 +855,30 @@ class HybridController(Director):
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["fit_calls"] += 1
         st.fitted = True
+        if not st.clean_signed and feed.fixed_context and self.drop_edges:
+            self._backtest(st, iteration)
+
+    def _backtest(self, st: JobState, upto: int) -> None:
+        """Shadow predictions of the job's last :data:`BACKTEST` clean simulated iterations before ``upto`` (its
+        warm-up, at its first fit), each from the history before it, recorded like a window's: the evidence a
+        policy has of the model before any window (a model that predicts the warm-up well is trusted sooner). Only
+        for feeds whose context is the truth before an iteration (``JobFeed.fixed_context``); a rank the model
+        cannot answer is left out, uncounted."""
+        t0 = time.perf_counter()
+        ranks = np.arange(st.n_ranks)
+        model = self.models[st.job_id]
+        its = [i for i in st.visible if 0 < i < upto and st.clean[i]][-BACKTEST:]
+        for it in its:
+            try:
+                y = np.asarray(model.predict(self._context(st, it, ranks)), dtype=np.float64).reshape(-1)
+                y, bad = self._checked(st, it, y, self._last_truth(st, it, ranks))
+            except (SurrogateError, HybridError):
+                continue
+            if bad.any():
+                continue
+            jt = job_time(st.truth[:, it])
+            st.clean_signed.append((it, (job_time(y) - jt) / jt * 100.0))
+        self.wall["inference"] += time.perf_counter() - t0
 
     def _tune(self, st: JobState, idx: list[int]) -> None:
         t0 = time.perf_counter()
