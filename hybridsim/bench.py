@@ -456,6 +456,8 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
         if floor is not None:
             m["perturbation_floor_pct"] = floor
         m["run"] = tag
+        m["runs_truth"] = hsum.get("hybrid", {}).get("runs_truth")
+        m.update(coverage(m, pol, params))
         m["params"] = params
         m["seed"] = scenario.seed
         if sweep is not None:
@@ -543,6 +545,27 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in text)
 
 
+#: the default policy's promise: this share of jobs within its ``target_error`` (controllers.builtin.Confident)
+DEFAULT_TARGET_ERROR, DEFAULT_COVERAGE = 2.0, 0.8
+
+
+def coverage(m: dict, policy: str, params: dict) -> dict:
+    """The share of a run's jobs within the error target (``coverage``): each job's run-time error in a stream (the
+    start moves with the jobs before it), else its completion error, against the policy's ``target_error``
+    (``confident``'s; 2 % for any other policy) and the share it promises (``coverage``, 0.8)."""
+    target = float(params.get("target_error", DEFAULT_TARGET_ERROR)) if policy == "confident" \
+        else DEFAULT_TARGET_ERROR
+    promised = float(params.get("coverage", DEFAULT_COVERAGE)) if policy == "confident" else None
+    errs = []
+    for j in m["jobs"].values():
+        e = j.get("run_time_error_pct", j.get("completion_error_pct"))
+        if isinstance(e, (int, float)) and math.isfinite(e):
+            errs.append(e)
+    within = sum(1 for e in errs if e <= target)
+    return {"coverage": within / len(errs) if errs else None, "coverage_within": within, "coverage_jobs": len(errs),
+            "coverage_target_pct": target, "coverage_promised": promised}
+
+
 def format_table(result: dict) -> str:
     """The bench as text: one row a run, job-level errors first (see the module docstring), per-rank MAPE last."""
     head = (f"{'run':<44} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'jobMAPE%':>9} {'maxErr%':>8} "
@@ -566,6 +589,14 @@ def format_table(result: dict) -> str:
                          f"({f(r['makespan_pure_ns'] / 1e6, '.3f')} ms pure), run-time error mean "
                          f"{f(r['mean_run_time_error_pct'], '.2f')} % max {f(r['max_run_time_error_pct'], '.2f')} %, "
                          f"{r['jobs_run_time_above_5pct']} jobs above 5 %")
+    for r in result["runs"]:
+        if r.get("coverage_jobs"):
+            promise = (f" (the policy promises {r['coverage_promised']:.0%})"
+                       if r.get("coverage_promised") is not None else "")
+            lines.append(f"{r['run']:<44} coverage: {r['coverage_within']} of {r['coverage_jobs']} jobs within "
+                         f"{r['coverage_target_pct']:g} %{promise}")
+        if r.get("runs_truth"):
+            lines.append(f"{r['run']:<44} ran the truth (the default controller): {r['runs_truth']}")
     lines.append("")
     for r in result["runs"]:
         for name, j in r["jobs"].items():

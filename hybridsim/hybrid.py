@@ -161,8 +161,10 @@ class HybridController(Director):
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "skew", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,
-                 infos: dict[int, JobInfo] | None = None, flow=None):
+                 infos: dict[int, JobInfo] | None = None, flow=None, truth_reason: str | None = None):
         self.policy = policy
+        #: why the default controller runs the truth instead (hybridsim.estimate: a hybrid run cannot pay), or None
+        self.truth_reason = truth_reason
         self.policy_name = policy_name or (policy.name if isinstance(policy, Policy) else type(policy).__name__)  # duck-typed plug-ins
         if isinstance(surrogate, dict):
             self.models = dict(surrogate)
@@ -921,7 +923,9 @@ class HybridController(Director):
                 "fallback_predictions": st.fallbacks,
                 "edge_shift_ns": st.edge_shift,
             }
-        return {"policy": self.policy_name, "surrogate": self.surrogate.name if self.surrogate else None,
+        return {"policy": self.policy_name if self.truth_reason is None else "pdes",
+                "runs_truth": self.truth_reason,
+                "surrogate": self.surrogate.name if self.surrogate else None,
                 "lookback": self.lookback,
                 "keep_background": self.keep_background, "wall": self.wall_split(), "counts": dict(self.counts),
                 "last_refused_prediction": self.last_refusal,
