@@ -577,26 +577,27 @@ class Confident(Aligned):
         stretches' spread taken as the scores' (no noise separated: :func:`completion_bound`)."""
         return completion_bound(scores, m, self.coverage)
 
+    def _terms(self, js: "_ConfSlot") -> tuple[float, float, float, float, float] | None:
+        """(|b|, t, s^2 / n, tau^2, sigma^2) of job ``js``'s windows (class docstring); None with fewer than 2."""
+        n = len(js.scores)
+        if n < 2:
+            return None
+        mu = sum(js.scores) / n
+        s2 = sum((e - mu) ** 2 for e in js.scores) / (n - 1)
+        sig2 = (js.noise or 0.0) ** 2
+        inv_c = sum(1.0 / max(c, 1) for c in js.counts) / len(js.counts) if js.counts else 1.0
+        return abs(mu), _student(n - 1, (1.0 + self.coverage) / 2.0), s2 / n, max(0.0, s2 - sig2 * inv_c), sig2
+
+    @staticmethod
+    def _bound(terms, m: float, length: float) -> float:
+        bias, t, var_bias, tau2, sig2 = terms
+        return bias + t * math.sqrt(var_bias + (tau2 + sig2 / max(length, 1.0)) / max(m, 1.0))
+
     def bound_at(self, js: "_ConfSlot", m: float, length: float) -> float:
         """Bound (%) on the mean error of ``m`` stretches of ``length`` iterations of job ``js`` (class docstring):
         its windows' bias and spread, the truth noise of its warm-up averaged over a stretch."""
-        bias, ts, n = _bias_spread(js.scores, self.coverage)
-        if n < 2:
-            return math.inf
-        t = ts / math.sqrt(max(self._s2(js), 1e-300)) if ts > 0 else 0.0
-        s2 = self._s2(js)
-        sig2 = (js.noise or 0.0) ** 2
-        inv_c = sum(1.0 / max(c, 1) for c in js.counts) / len(js.counts) if js.counts else 1.0
-        tau2 = max(0.0, s2 - sig2 * inv_c)
-        return bias + t * math.sqrt(s2 / n + (tau2 + sig2 / max(length, 1.0)) / max(m, 1.0))
-
-    @staticmethod
-    def _s2(js: "_ConfSlot") -> float:
-        n = len(js.scores)
-        if n < 2:
-            return math.inf
-        mu = sum(js.scores) / n
-        return sum((e - mu) ** 2 for e in js.scores) / (n - 1)
+        terms = self._terms(js)
+        return math.inf if terms is None else self._bound(terms, m, length)
 
     def largest_ft(self, scores, windows: float, js: "_ConfSlot | None" = None) -> int:
         """The largest ft in [min_ft, max_ft] whose predicted share keeps the completion error of a job within the
@@ -609,10 +610,12 @@ class Confident(Aligned):
                 if (ft - 1) / ft * (bias + ts * math.sqrt(1.0 / n + 1.0 / max(windows / ft, 1.0))) <= self.target:
                     return ft
             return self.min_ft
-        if len(js.scores) < 2:
+        terms = self._terms(js)
+        if terms is None:
             return self.min_ft
+        bound, per = self._bound, js.per_window
         for ft in range(self.max_ft, self.min_ft - 1, -1):
-            if (ft - 1) / ft * self.bound_at(js, windows / ft, (ft - 1) * js.per_window) <= self.target:
+            if (ft - 1) / ft * bound(terms, windows / ft, (ft - 1) * per) <= self.target:
                 return ft
         return self.min_ft
 
@@ -629,7 +632,7 @@ class Confident(Aligned):
             errs = view.signed_errors
         for k in range(js.seen, len(errs)):
             it, e = errs[k]
-            if js.warm_end is not None and it < js.warm_end:
+            if js.warm_end is None or it < js.warm_end:
                 # a shadow prediction of a warm-up iteration (the controller's backtest at its first fit): one
                 # iteration, one score
                 js.scores.append(float(e))
@@ -661,10 +664,12 @@ class Confident(Aligned):
             hi = view.iteration - 1
             vals = [v for v in (view.truth[i] for i in range(max(js.warm_from, hi - self.probe), hi))
                     if v is not None]
-            if done >= self.max_warmup or stationary(vals, self.target):
+            js.noise = truth_noise(vals)
+            left = (view.n_iterations - view.iteration) if view.n_iterations is not None else self.max_warmup
+            if done >= self.max_warmup or stationary(vals, self.target) or (
+                    len(js.scores) >= 3 and self.bound_at(js, 1.0, max(left, 1)) <= self.target):
                 js.warmed = True
                 js.warm_end = view.iteration
-                js.noise = truth_noise(vals)
             elif view.n_iterations is not None and view.n_iterations - view.iteration < self.probe:
                 js.exempt = True
         return js.warmed or js.exempt

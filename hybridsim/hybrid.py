@@ -812,6 +812,8 @@ class HybridController(Director):
             self._measured_period(st, it)
         if self.drop_edges:
             st.clean[it] = not self._overlaps_prediction(st, st.lo[it], st.hi[it])
+        if st.n_predicted == 0 and not st.fitted and it > 0 and self.drop_edges and st.clean[it]:
+            self._warmup_shadow(st, it)
         in_window = st.window_start is not None and it >= st.window_start
         if in_window and st.fitted:
             ranks = np.arange(st.n_ranks)
@@ -860,27 +862,48 @@ class HybridController(Director):
         if not st.clean_signed and feed.fixed_context and self.drop_edges:
             self._backtest(st, iteration)
 
+    def _warmup_shadow(self, st: JobState, it: int) -> None:
+        """A warm-up iteration ``it`` of a model that is cheap to fit (``Surrogate.cheap_fit``) with a feed whose
+        context is the truth before an iteration (``JobFeed.fixed_context``): the model is fitted on the history
+        before ``it`` and its prediction of ``it`` is scored like a window's shadow prediction (the evidence the
+        policy may end the job's warm-up on). The fit is provisional: the job's real fit comes at its first
+        prediction, on the whole warm-up."""
+        feed, model = self.feeds[st.job_id], self.models[st.job_id]
+        if not (model.cheap_fit and feed.fixed_context):
+            return
+        t0 = time.perf_counter()
+        series = feed.series(st)
+        idx = feed.targets(st, series, range(it))
+        if idx and feed.can_fit(series, idx):
+            feed.prepare_fit(st, series)
+            model.fit(series, idx)
+        self.wall["tuning"] += time.perf_counter() - t0
+        self._score_shadow(st, it)
+
+    def _score_shadow(self, st: JobState, it: int) -> None:
+        """Record the model's prediction of simulated iteration ``it`` from the history before it as a clean shadow
+        error (uncounted as a prediction; a rank the model cannot answer leaves the iteration unscored)."""
+        t0 = time.perf_counter()
+        ranks = np.arange(st.n_ranks)
+        try:
+            y = np.asarray(self.models[st.job_id].predict(self._context(st, it, ranks)),
+                           dtype=np.float64).reshape(-1)
+            y, bad = self._checked(st, it, y, self._last_truth(st, it, ranks))
+        except (SurrogateError, HybridError):
+            bad = None
+        if bad is not None and not bad.any():
+            jt = job_time(st.truth[:, it])
+            st.clean_signed.append((it, (job_time(y) - jt) / jt * 100.0))
+        self.wall["inference"] += time.perf_counter() - t0
+
     def _backtest(self, st: JobState, upto: int) -> None:
         """Shadow predictions of the job's last :data:`BACKTEST` clean simulated iterations before ``upto`` (its
         warm-up, at its first fit), each from the history before it, recorded like a window's: the evidence a
         policy has of the model before any window (a model that predicts the warm-up well is trusted sooner). Only
         for feeds whose context is the truth before an iteration (``JobFeed.fixed_context``); a rank the model
         cannot answer is left out, uncounted."""
-        t0 = time.perf_counter()
-        ranks = np.arange(st.n_ranks)
-        model = self.models[st.job_id]
-        its = [i for i in st.visible if 0 < i < upto and st.clean[i]][-BACKTEST:]
-        for it in its:
-            try:
-                y = np.asarray(model.predict(self._context(st, it, ranks)), dtype=np.float64).reshape(-1)
-                y, bad = self._checked(st, it, y, self._last_truth(st, it, ranks))
-            except (SurrogateError, HybridError):
-                continue
-            if bad.any():
-                continue
-            jt = job_time(st.truth[:, it])
-            st.clean_signed.append((it, (job_time(y) - jt) / jt * 100.0))
-        self.wall["inference"] += time.perf_counter() - t0
+        for it in [i for i in st.visible if 0 < i < upto and st.clean[i]][-BACKTEST:]:
+            self._score_shadow(st, it)
 
     def _tune(self, st: JobState, idx: list[int]) -> None:
         t0 = time.perf_counter()

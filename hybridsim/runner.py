@@ -226,7 +226,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if mode == "hybrid" and controller is None and not cls.runs_policy:
             controller = build_controller(scenario, placement=placement)
             stop.check("while building the surrogates")
-        if getattr(controller, "truth_reason", None):
+        if controller is not None and controller.truth_reason:
             print(f"{scenario.name}: hybrid mode runs the truth: {controller.truth_reason} (hybridsim.estimate; set a "
                   "controller section to run a policy anyway)", file=sys.stderr)
         wants_samples = controller is not None and controller.wants_samples
