@@ -65,3 +65,21 @@ def test_a_cheap_scenario_runs_the_truth_and_a_dear_one_pays(tmp_path):
     dear = estimate(load_scenario(f))
     assert dear.events == pytest.approx(64 * cheap.events)
     assert dear.pays and dear.reason == "" and dear.hybrid_cpu_s < dear.cpu_s
+
+
+def test_warmup_iterations_are_scored_for_cheap_models(tmp_path):
+    """LAST is fitted on nothing and predicts each rank's previous time: the controller's score of a clean warm-up
+    iteration it is (job time of iteration it - 1 - job time of it) / job time of it x 100, computed here from the
+    run's own truth table; those scores come before the job's first prediction."""
+    from hybridsim.runner import build_controller, run_scenario
+
+    sc = scenario(tmp_path, 40, "controller: {policy: confident}\nsurrogate: {model: last}\n")
+    ctl = build_controller(sc)
+    run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False, controller=ctl)
+    st = ctl.states[0]
+    first_pred = next(i for i, m in enumerate(st.modes) if m.value == "predict")
+    warm = [(it, e) for it, e in st.clean_signed if it < first_pred]
+    assert len(warm) >= 2
+    for it, e in warm:
+        prev, cur = st.truth[:, it - 1].mean(), st.truth[:, it].mean()
+        assert e == pytest.approx((prev - cur) / cur * 100.0, rel=1e-9, abs=1e-12)
