@@ -554,8 +554,7 @@ class Confident(Aligned):
     plans_ahead = False   # its gaps follow the windows' measured errors: a dry run holds them at min_ft
 
     def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
-                 probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3,
-                 solo_warmup: bool = False):
+                 probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3):
         if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
                 or not 0 < float(target_error) < 100:
             raise ValueError(f"target_error must be a number of percent in (0, 100), got {target_error!r}")
@@ -569,7 +568,6 @@ class Confident(Aligned):
         self.max_warmup = _check_int("max_warmup", max_warmup, 1)
         self.extra = _check_int("extra", extra, 0)
         self.joined = None   # virtual time every job had joined the current window (None: not yet)
-        self.solo_warmup = bool(solo_warmup)
 
     # ------------------------------------------------------------------------------------------------ the bound
     def bound(self, scores, m: float = 1.0) -> float:
@@ -714,9 +712,6 @@ class Confident(Aligned):
             js.first = view.iteration
         if self.phase == "warmup" or not (js.warmed or js.exempt):
             js.done = self._warm_check(view, js)
-            if (self.solo_warmup and self.phase == "warmup" and js.done and not js.exempt
-                    and not all(s.done or self._finishing(s) for s in self.jobs.values())):
-                return PRED   # warm already: predicted while the others finish their warm-ups
         elif js.exempt:
             js.done = True
         else:
