@@ -411,6 +411,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
         _, res, psum = run_scenario(scenario, pure_path, mode="simulate", progress=progress, argv=argv,
                                     backend=mk(scenario))
         pure = (res.records, psum)
+        del res  # its port samples and the rest are written; only the records are judged against (memory)
     runs = []
     cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
     cases = [(pol, params, None) for pol, params in cases]
@@ -453,6 +454,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
                 if name in m["jobs"]:
                     m["jobs"][name][key + "_pct"] = b
             m.update(truth_bias_summary(bias, key))
+        del hres, ctl, preds  # not held while the next case runs (memory: records and samples of a whole run)
         if floor is not None:
             m["perturbation_floor_pct"] = floor
         m["run"] = tag

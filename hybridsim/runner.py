@@ -137,13 +137,15 @@ def backend_class(kind: str) -> type[Backend]:
                        f"loaded: {exc}; reinstall the package that provides it") from None
 
 
-def make_backend(scenario, topology, placement, progress: bool, run_dir: Path, mode: str = "simulate") -> Backend:
+def make_backend(scenario, topology, placement, progress: bool, run_dir: Path, mode: str = "simulate",
+                 keep_ports: bool = True) -> Backend:
     """The scenario's backend, ready to ``run``. A plug-in backend is built as ``cls(scenario, run_dir, progress=,
     mode=)`` (``run_dir``: where a backend that writes files, such as CODES, works; ``mode``: for a backend that
-    ``runs_policy`` itself)."""
+    ``runs_policy`` itself). ``keep_ports`` False: the run's port samples are neither written nor read, and the
+    embedded engine does not keep them (they grow with simulated time; its results are the same)."""
     cls = backend_class(scenario.backend.kind)
     if scenario.backend.kind == "embedded":
-        return cls(scenario, topology=topology, placement=placement, progress=progress)
+        return cls(scenario, topology=topology, placement=placement, progress=progress, keep_ports=keep_ports)
     if scenario.backend.kind == "remote":
         return cls(scenario.backend.remote, scenario)
     return cls(scenario, run_dir, progress=progress, mode=mode)
@@ -235,7 +237,9 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
                 # graph surrogates need the port samples even when the scenario records none
                 run_sc = scenario.model_copy(deep=True)
                 run_sc.sampling.ports = True
-            backend = make_backend(run_sc, topology, placement, progress, rd.path, mode)
+            # the port samples are kept only where they are written (ports.parquet, description.json) or read
+            backend = make_backend(run_sc, topology, placement, progress, rd.path, mode,
+                                   keep_ports=wants_samples or _ports_written(scenario, write_ports))
         on_record = controller.on_record if controller is not None else None
         on_samples = controller.on_samples if wants_samples else None
         result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
@@ -252,7 +256,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
 
             write_jobs([j.name for j in scenario.jobs], outcomes, scenario.scheduler.slowdown_tau, rd.file(JOBS),
                        [j.swf_id for j in scenario.jobs])
-        ports_on = (scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports
+        ports_on = _ports_written(scenario, write_ports)
         if ports_on and result.ports is not None:
             _write_ports(result.ports, rd.file(PORTS))
         if scenario.is_stream:  # the terminals each job ran on (none for a job a partial run never started)
@@ -307,6 +311,12 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if isinstance(exc, RunError) or not isinstance(exc, Exception):  # Ctrl-C, SIGTERM, SystemExit go on as such
             raise
         raise RunError(f"run failed: {reason} (run directory {rd.path} marked failed{_kept(rd)})") from exc
+
+
+def _ports_written(scenario, write_ports: bool | None) -> bool:
+    """Whether a run writes its port samples (``ports.parquet``): ``write_ports``, else ``output.ports``, and only
+    where ``sampling.ports`` takes them."""
+    return bool((scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports)
 
 
 def stream_outcomes(scenario, result: SimulationResult) -> list:

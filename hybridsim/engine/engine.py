@@ -152,6 +152,9 @@ class Engine(Backend):
         progress: show a tqdm bar on stderr (virtual time, iterations done per job, events/s).
         debug: check invariants as it runs (default: ``scenario.backend.embedded.debug``).
         workloads: per-job :class:`~hybridsim.workloads.base.JobWorkload` objects (default: built from the jobs).
+        keep_ports: keep the port samples in the result (``SimulationResult.ports``); False: the sampling events run
+            as with them (same events, same limits, same records) and nothing is kept unless ``run`` is given an
+            ``on_samples`` (:class:`~.sampling.PortSampler` ``keep``): for a run whose samples nobody writes.
 
     The run stops (:class:`~.core.LimitExceeded` ``deadline``, or the cancelling exception) when the
     :class:`~.core.RunStop` active on the constructing thread says so -- checked while the workloads are built and
@@ -163,8 +166,9 @@ class Engine(Backend):
     CHECK_EVERY = 1024
 
     def __init__(self, scenario, topology=None, placement=None, progress: bool = False, debug: Optional[bool] = None,
-                 workloads=None):
+                 workloads=None, keep_ports: bool = True):
         self.scenario = scenario
+        self.keep_ports = bool(keep_ports)
         self.stop = current_stop() or RunStop(scenario.limits.deadline)
         self.topo = topology if topology is not None else scenario.build_topology()
         self.stream = scenario.is_stream
@@ -283,7 +287,7 @@ class Engine(Backend):
         else:
             for j, pl in enumerate(self.placement):
                 self._start_job(0.0, j, pl)
-        self.sampler = PortSampler(net, sc.sampling.interval)
+        self.sampler = PortSampler(net, sc.sampling.interval, keep=self.keep_ports or on_samples is not None)
         # the native core runs the sampling event itself where nobody reads the windows as the run goes (for
         # performance: no Python call per window; PortSampler.run_natively)
         if sc.sampling.ports and (self.on_samples is not None or not self.sampler.run_natively(

@@ -1598,6 +1598,7 @@ class Core {
     // the limit goes to Python (``fallback``, the engine's _sample, which raises the limit error there).
     struct Sampling {
         bool on = false;
+        bool keep = true;  // false: the windows' events run and count (limits, event order), their values are not kept
         double interval = 0.0, t0 = 0.0;
         i64 left = 0;  // windows before the limit
         py::array_t<double, py::array::c_style> bw, cap, prev, prev_int;
@@ -1607,9 +1608,10 @@ class Core {
         std::vector<std::vector<float>> rows;
     } smp;
     void sample_every(double first, double interval, double t0, i64 left, ArrD bw, ArrD cap, ArrD prev,
-                      ArrD prev_int, py::object fallback) {
+                      ArrD prev_int, py::object fallback, bool keep) {
         if (!(first >= 0.0) || !(interval > 0.0)) throw py::value_error("sample_every: bad times");
         smp.on = true;
+        smp.keep = keep;
         smp.interval = interval;
         smp.t0 = t0;
         smp.left = left;
@@ -1629,10 +1631,12 @@ class Core {
         const double win = t - smp.t0;
         if (win <= 0) throw py::value_error("empty sampling window");
         const size_t F = 7 + 3 * (size_t)NV, n = ports.size();
-        smp.rows.emplace_back(n * F);
-        py::array_t<float, py::array::c_style> out({(py::ssize_t)n, (py::ssize_t)F}, smp.rows.back().data(),
-                                                   py::none());
-        sample_ports(t, win, smp.bw, smp.cap, smp.prev, smp.prev_int, out);
+        if (smp.keep) {
+            smp.rows.emplace_back(n * F);
+            py::array_t<float, py::array::c_style> out({(py::ssize_t)n, (py::ssize_t)F}, smp.rows.back().data(),
+                                                       py::none());
+            sample_ports(t, win, smp.bw, smp.cap, smp.prev, smp.prev_int, out);
+        }
         smp.t_end.push_back(t);
         smp.win.push_back(win);
         smp.t0 = t;
@@ -1641,14 +1645,14 @@ class Core {
     }
     // the windows sampled since the last pull
     i64 sample_count() const { return (i64)smp.t_end.size(); }
-    // those windows' values copied into ``out`` (sample_count(), n_ports, F) float32; returns (t_end list, window
-    // lengths list); the buffer is emptied
+    // those windows' values copied into ``out`` (sample_count(), n_ports, F) float32 -- (sample_count(), 0, F) where
+    // the values are not kept; returns (t_end list, window lengths list); the buffer is emptied
     py::tuple sample_pull(py::array_t<float, py::array::c_style> out) {
-        const size_t F = 7 + 3 * (size_t)NV, n = ports.size(), k = smp.t_end.size();
+        const size_t F = 7 + 3 * (size_t)NV, n = smp.keep ? ports.size() : 0, k = smp.t_end.size();
         if (out.ndim() != 3 || (size_t)out.shape(0) != k || (size_t)out.shape(1) != n || (size_t)out.shape(2) != F)
             throw py::value_error("sample_pull: an array of the wrong shape");
         float* dst = out.mutable_data();
-        for (size_t m = 0; m < k; m++) {
+        for (size_t m = 0; m < k && n; m++) {
             std::memcpy(dst + m * n * F, smp.rows[m].data(), n * F * sizeof(float));
             std::vector<float>().swap(smp.rows[m]);
         }
@@ -1771,7 +1775,7 @@ PYBIND11_MODULE(_core, m) {
              py::arg("out").noconvert())
         .def("sample_every", &Core::sample_every, py::arg("first"), py::arg("interval"), py::arg("t0"),
              py::arg("left"), py::arg("bw").noconvert(), py::arg("cap").noconvert(), py::arg("prev").noconvert(),
-             py::arg("prev_int").noconvert(), py::arg("fallback"))
+             py::arg("prev_int").noconvert(), py::arg("fallback"), py::arg("keep") = true)
         .def("sample_count", &Core::sample_count)
         .def("sample_pull", &Core::sample_pull, py::arg("out").noconvert())
         .def("sample_stop", &Core::sample_stop)
