@@ -6,7 +6,8 @@
 # arguments) against it. Any report fails the run (-fno-sanitize-recover, halt_on_error). CPython itself is not
 # instrumented: the ASan runtime is preloaded, and leak checking is off (the interpreter keeps its allocations).
 #
-#   scripts/sanitize.sh [extra pytest arguments]      (gcc or clang; about 10 minutes on 2 cores)
+#   scripts/sanitize.sh [extra pytest arguments]      (gcc or clang; about 15 minutes on 2 cores)
+#   SANITIZE_TESTS='tests/test_x.py::test_y' scripts/sanitize.sh     (other tests against the instrumented core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CXX="${CXX:-c++}"
@@ -26,8 +27,19 @@ echo "== building the native core with $san in $scratch"
     || { echo "sanitize.sh: the instrumented native core did not build or import" >&2; exit 1; }
 echo "== identity, fast-forward and boundary tests against it"
 cd "$scratch"
-LD_PRELOAD="$asan" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 \
-    python -m pytest -q -p no:cacheprovider tests/test_native_core.py tests/test_fast_forward.py \
-    tests/test_native_boundary.py "$@"
+# the reports go to files (pytest captures the tests' stderr, and an abort would lose it), shown if there are any
+mkdir "$scratch/reports"
+set +e
+LD_PRELOAD="$asan" ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:log_path=$scratch/reports/asan" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$scratch/reports/ubsan" OMP_NUM_THREADS=1 \
+    HF_HUB_OFFLINE=1 python -m pytest -q -p no:cacheprovider ${SANITIZE_TESTS:-tests/test_native_core.py \
+    tests/test_fast_forward.py tests/test_native_boundary.py} "$@"
+rc=$?
+set -e
+if compgen -G "$scratch/reports/*" >/dev/null; then
+    echo "== sanitizer reports:" >&2
+    cat "$scratch"/reports/* >&2
+    exit 1
+fi
+[ "$rc" -eq 0 ] || { echo "== sanitize.sh: the tests failed (status $rc), no sanitizer report" >&2; exit "$rc"; }
 echo "== sanitize.sh: clean"

@@ -63,7 +63,10 @@ def model_class(name: str) -> type:
             if ep is None:
                 from .base import UnknownModelError  # this module imports nothing (numpy neither): the CLI reads it
 
-                raise UnknownModelError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
+                from hybridsim_common.plugins import did_you_mean
+
+                raise UnknownModelError(f"unknown surrogate model {name!r}{did_you_mean(name, available())}; "
+                                        f"available: {', '.join(available())}")
             cls = ep.load()
         _REGISTRY.setdefault(name, cls)
     return _REGISTRY[name]
