@@ -7,6 +7,8 @@
 // counters, debug checks), mpi.cpp (messages, ranks, background senders, per-job bytes), predicted.cpp (predicted
 // iterations, fast-forward stretches, records), sampling.cpp (port samples) and bindings.cpp (the Python module).
 // The hot helpers every file uses (heap push/pop, FIFOs, request references) are inline here.
+// Why one header of this size (about 630 lines): the class and every model object it holds, declared once, plus
+// those inline hot paths, which every translation unit must see to keep them inlined (for performance).
 //
 // The boundary refuses instead of crashing: every id, index, time and size a Python caller hands over is checked
 // where it enters (IndexError for an id or index out of range, ValueError for a bad time, size or count); the
@@ -246,8 +248,8 @@ static const i64 MAX_ID = ((i64)1 << 31) - 1;  // rank global ids, job ids, iter
 // an id or index: IndexError unless 0 <= v < n
 inline i64 check_index(i64 v, i64 n, const char* what) {
     if (v < 0 || v >= n)
-        throw py::index_error(std::string(what) + " " + std::to_string(v) + " out of range (0.." + std::to_string(n - 1) +
-                              ")");
+        throw py::index_error(std::string(what) + " " + std::to_string(v) + " out of range (0.." +
+                              std::to_string(n - 1) + ")");
     return v;
 }
 // a count or size: ValueError unless lo <= v <= hi
@@ -364,8 +366,7 @@ class Core {
     bool rec_untrack = false;  // every job name an exact str (make_record)
     Core(py::dict c);
     void check_tables() const;
-    // ---------------------------------------------------------------------------------------------- event loop
-
+    // ----------------------------------------------------------------------------------- event loop (heap.cpp)
     // a 4-ary min-heap (fewer levels, and a node's children share cache lines): same pop order as any heap, since
     // (t, seq) keys are unique
     inline void hpush(const Ev& e) {
@@ -413,13 +414,14 @@ class Core {
     void stop();
     void dispatch(const Ev& e);
     bool run(double until, i64 max_events, py::object on_check, i64 check_every);
-    // ---------------------------------------------------------------------------------------------- predicted iterations
+    // ---------------------------------------------------------------------------- predicted iterations (predicted.cpp)
     void pred_job(i64 j, i64 iters, i64 n_ranks);
     void forget_job(i64 j);
     void set_mode(i64 j, i64 it, bool predict);
     py::object park(i64 j, i64 it, i64 gid, double t);
     void unpark(i64 j);
-    void pred_ends(const std::vector<i64>& gids, const std::vector<i64>& its, const std::vector<double>& t0s, const std::vector<double>& ends);
+    void pred_ends(const std::vector<i64>& gids, const std::vector<i64>& its, const std::vector<double>& t0s,
+                   const std::vector<double>& ends);
     void pred_end(double t, i32 gid);
     void stretch_ends(JobPred& J, i64 it);
     void stretch(i64 j, i64 first, py::array_t<double, py::array::c_style | py::array::forcecast> dur);
@@ -433,7 +435,6 @@ class Core {
     }
     void flush_records_now();
     // ---------------------------------------------------------------------------------------------- FIFOs
-
     inline void fpush(Fifo& f, i32 pk) {
         pkts[pk].next = -1;
         if (f.tail >= 0) pkts[f.tail].next = pk;
@@ -446,8 +447,7 @@ class Core {
         if (f.head < 0) f.tail = -1;
         return pk;
     }
-    // ---------------------------------------------------------------------------------------------- routing
-
+    // -------------------------------------------------------------------------------- routing (network.cpp)
     inline i32 randrange(i64 n) { return (i32)rng.randbelow(n); }
     inline i32 score(i32 pid) const { return ports[pid].occ + ports[pid].qcount; }
     inline i32 pick(const i32* c, i32 n) { return n > 1 ? c[randrange(n)] : c[0]; }
@@ -473,15 +473,14 @@ class Core {
     i32 prog_adaptive(i32 r, i32 pki, bool at_source, i32 dg);
     i32 ugal(i32 r, i32 pki, bool at_source, i32 dg);
     i32 route(i32 r, i32 pki);
-    // ---------------------------------------------------------------------------------------------- terminals
+    // -------------------------------------------------------------------------------- terminals (network.cpp)
     void inject(double t, i32 mi);
     void term_send(double t, i32 ti);
 
     void local_done(double t, i32 mi) { on_local(t, mi); }
     void term_credit(double t, i32 ti);
     void term_arrive(double t, i32 tid, i32 k);
-    // ---------------------------------------------------------------------------------------------- routers
-
+    // -------------------------------------------------------------------------------- routers (network.cpp)
     // Packet k takes a slot of (port pid, VC vi) (its occupancy already counted): queue it for the port, return the
     // credit it held upstream, start the port if idle (router_arrive's admission and credit's overflow head alike).
     inline void admit(double t, i32 pid, i32 vi, i32 k) {
@@ -502,8 +501,7 @@ class Core {
     void port_send(double t, i32 pid);
     void credit_up(double t, i32 k);
     void credit(double t, i32 vi);
-    // ---------------------------------------------------------------------------------------------- MPI layer
-
+    // ------------------------------------------------------------------------------------ MPI layer (mpi.cpp)
     inline void req_ref(i32 q) {
         if (q >= 0) reqs[q].refs += 1;
     }
@@ -526,7 +524,8 @@ class Core {
         if (gid < 0 || gid >= (i64)ranks.size() || !ranks[gid] || !ranks[gid]->alive) return nullptr;
         return ranks[gid].get();
     }
-    void post(double t, i32 kind, i64 src, i64 dst, i64 tag, i64 size, i64 wire, i32 st, i32 dt, i32 sreq, i32 rreq, i32 jb);
+    void post(double t, i32 kind, i64 src, i64 dst, i64 tag, i64 size, i64 wire, i32 st, i32 dt, i32 sreq, i32 rreq,
+              i32 jb);
 
     // the job's per-port byte counters its messages carry (mpi.py's jb.get(job)): its id when counted, else -1
     inline i32 counted(i64 job) const { return (job < (i64)jb_on.size() && jb_on[job]) ? (i32)job : -1; }
@@ -541,14 +540,14 @@ class Core {
     void complete(double t, i32 q);
     void set_req(Rank& rs, i64 id, i32 q);
     void advance(double t, i64 gid);
-    // ---------------------------------------------------------------------------------------------- ranks (from Python)
+    // ------------------------------------------------------------------------------------- ranks from Python (mpi.cpp)
     void add_rank(i64 gid, i64 job, i64 local, i64 term);
     void clear_iteration(Rank& rs);
     Rank& added_rank(i64 gid);  // IndexError unless a rank with this id was added (live or dropped)
     void stop_rank(i64 gid);
     void drop_rank(i64 gid);
     void start_iteration(double t, i64 gid, i64 it, py::sequence ops);
-    // ---------------------------------------------------------------------------------------------- per-job bytes
+    // --------------------------------------------------- per-job bytes (mpi.cpp) and stand-in loads (network.cpp)
     void count_bytes(i64 j);
     void forget_bytes(i64 j);
     py::object job_bytes(i64 j);
@@ -559,8 +558,7 @@ class Core {
     std::vector<double> nom_nspb, nom_delay;
     double max_bg = 0.0;
     void set_port_loads(py::array_t<i64, py::array::c_style> pids_, py::array_t<double, py::array::c_style> u_);
-    // ---------------------------------------------------------------------------------------------- counters
-
+    // -------------------------------------------------------------------------------- counters (network.cpp)
     template <class T, class F>
     py::array_t<T> per_port(F f) const {
         py::array_t<T> out(ports.size());
@@ -585,8 +583,9 @@ class Core {
     // silently copied)
     using ArrD = py::array_t<double, py::array::c_style>;
     void check_sample_arrays(const ArrD& bw, const ArrD& cap, const ArrD& prev, const ArrD& prev_int) const;
-    void sample_ports(double t, double win, ArrD bw_, ArrD cap_, ArrD prev_, ArrD prev_int_, py::array_t<float, py::array::c_style> out_);
-    // ---------------------------------------------------------------------------------------------- port sampling
+    void sample_ports(double t, double win, ArrD bw_, ArrD cap_, ArrD prev_, ArrD prev_int_,
+                      py::array_t<float, py::array::c_style> out_);
+    // ------------------------------------------------------------------------------- port sampling (sampling.cpp)
     // The engine's sampling event (Engine._sample) run here, for performance, when nobody reads the windows as the
     // run goes (no on_samples): each window's features computed by sample_ports into a buffer the PortSampler takes
     // over (sample_pull) at the end, no Python call per window. Same event, same place in the heap (one push per
@@ -602,7 +601,8 @@ class Core {
         // one buffer per window (no reallocation of what is kept: a run's windows can take a GB), freed as taken
         std::vector<std::vector<float>> rows;
     } smp;
-    void sample_every(double first, double interval, double t0, i64 left, ArrD bw, ArrD cap, ArrD prev, ArrD prev_int, py::object fallback);
+    void sample_every(double first, double interval, double t0, i64 left, ArrD bw, ArrD cap, ArrD prev, ArrD prev_int,
+                      py::object fallback);
     void sample_event(double t);
     // the windows sampled since the last pull
     i64 sample_count() const { return (i64)smp.t_end.size(); }
@@ -610,7 +610,7 @@ class Core {
     void sample_stop();
     i64 bytes_injected() const;
     i64 bytes_delivered() const;
-    // ---------------------------------------------------------------------------------------------- debug checks
+    // -------------------------------------------------------------------------------- debug checks (network.cpp)
     [[noreturn]] static void fail(const std::string& msg);
     void credit_checked(i32 vi);
     void term_credit_checked(i32 ti);
@@ -620,7 +620,6 @@ class Core {
     i64 fifo_bytes(const Fifo& f) const;
     i64 bytes_in_network() const;
     // ---------------------------------------------------------------------------------------------- RNG state
-
     void set_rng_state(const std::vector<i64>& st) { rng.set_state(st); }
     std::vector<i64> rng_state() const { return rng.state(); }
     void set_bg_rng_state(const std::vector<i64>& st) { bg_rng.set_state(st); }

@@ -4,7 +4,8 @@
 
 // a message (its references: local completion and delivery, each dropped when handled) to its source NIC after
 // t plus CODES' local latency
-void Core::post(double t, i32 kind, i64 src, i64 dst, i64 tag, i64 size, i64 wire, i32 st, i32 dt, i32 sreq, i32 rreq, i32 jb) {
+void Core::post(double t, i32 kind, i64 src, i64 dst, i64 tag, i64 size, i64 wire, i32 st, i32 dt, i32 sreq, i32 rreq,
+                i32 jb) {
     i32 mi = msgs.alloc();
     msgs[mi] = Msg{kind, src, dst, tag, size, wire, st, dt, 0, sreq, rreq, jb, 2};
     req_ref(sreq);

@@ -30,7 +30,8 @@ py::object Core::park(i64 j, i64 it, i64 gid, double t) {
     JobPred& J = jp[check_index(j, (i64)jp.size(), "job (no pred_job)")];
     const Rank* rs = rank_of(gid);
     if (!rs) throw py::index_error("park: no live rank with global id " + std::to_string(gid));
-    if (rs->job != j) throw py::value_error("park: rank " + std::to_string(gid) + " is not of job " + std::to_string(j));
+    if (rs->job != j)
+        throw py::value_error("park: rank " + std::to_string(gid) + " is not of job " + std::to_string(j));
     check_time(t);
     if (!J.add_park(it, gid, t)) return py::none();
     py::object out = py::make_tuple(py::cast(J.park_gid), py::cast(J.park_t));
@@ -43,7 +44,8 @@ void Core::unpark(i64 j) {
 }
 
 // _predict's scheduling: rank gids[k] ends its predicted iteration its[k] (started at t0s[k]) at ends[k]
-void Core::pred_ends(const std::vector<i64>& gids, const std::vector<i64>& its, const std::vector<double>& t0s, const std::vector<double>& ends) {
+void Core::pred_ends(const std::vector<i64>& gids, const std::vector<i64>& its, const std::vector<double>& t0s,
+                     const std::vector<double>& ends) {
     if (its.size() != gids.size() || t0s.size() != gids.size() || ends.size() != gids.size())
         throw py::value_error("pred_ends: four lists of one length expected");
     if (!rec_type) throw py::value_error("pred_ends: set_pred_callbacks first");
@@ -104,7 +106,8 @@ void Core::stretch_ends(JobPred& J, i64 it) {
     for (size_t k = 0; k < J.park_gid.size(); k++) {
         Rank* rs = ranks[J.park_gid[k]].get();
         if (rs->local < 0 || rs->local >= n || gid[rs->local] >= 0)
-            throw py::value_error("a stretch's ranks must have the local ids 0.." + std::to_string(n - 1) + ", once each");
+            throw py::value_error("a stretch's ranks must have the local ids 0.." + std::to_string(n - 1) +
+                                  ", once each");
         t0[rs->local] = J.park_t[k];
         gid[rs->local] = J.park_gid[k];
     }

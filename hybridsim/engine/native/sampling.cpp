@@ -10,7 +10,8 @@ void Core::check_sample_arrays(const ArrD& bw, const ArrD& cap, const ArrD& prev
         throw py::value_error("sample_ports: arrays of the wrong shape");
 }
 
-void Core::sample_ports(double t, double win, ArrD bw_, ArrD cap_, ArrD prev_, ArrD prev_int_, py::array_t<float, py::array::c_style> out_) {
+void Core::sample_ports(double t, double win, ArrD bw_, ArrD cap_, ArrD prev_, ArrD prev_int_,
+                        py::array_t<float, py::array::c_style> out_) {
     const size_t n = ports.size();
     const i32 F = 7 + 3 * NV;
     check_sample_arrays(bw_, cap_, prev_, prev_int_);
@@ -52,7 +53,8 @@ void Core::sample_ports(double t, double win, ArrD bw_, ArrD cap_, ArrD prev_, A
     }
 }
 
-void Core::sample_every(double first, double interval, double t0, i64 left, ArrD bw, ArrD cap, ArrD prev, ArrD prev_int, py::object fallback) {
+void Core::sample_every(double first, double interval, double t0, i64 left, ArrD bw, ArrD cap, ArrD prev, ArrD prev_int,
+                        py::object fallback) {
     if (!(first >= 0.0) || !(interval > 0.0) || !std::isfinite(t0)) throw py::value_error("sample_every: bad times");
     check_sample_arrays(bw, cap, prev, prev_int);
     smp.on = true;
