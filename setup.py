@@ -16,10 +16,15 @@ try:
 except ImportError:  # no pybind11: no native core (the optional extension is skipped)
     Pybind11Extension = None
 
+#: the native core, one concern a file (core.hpp declares the class they define), compiled as one extension
+NATIVE = "hybridsim/engine/native"
+SOURCES = ("heap", "network", "mpi", "predicted", "sampling", "bindings")
+
 ext_modules = []
 if Pybind11Extension is not None:
     args = ["/O2", "/fp:precise"] if sys.platform == "win32" else ["-O3", "-ffp-contract=off", "-fno-fast-math"]
-    ext_modules.append(Pybind11Extension("hybridsim.engine.native._core", ["hybridsim/engine/native/core.cpp"],
-                                         cxx_std=17, extra_compile_args=args, optional=True))
+    ext_modules.append(Pybind11Extension("hybridsim.engine.native._core", [f"{NATIVE}/{name}.cpp" for name in SOURCES],
+                                         depends=[f"{NATIVE}/core.hpp"], cxx_std=17, extra_compile_args=args,
+                                         optional=True))
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": build_ext})

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Callable
 
 from hybridsim_common.backend import Backend, SimulationResult
-from hybridsim.scenario import CODES_NO_STREAMS
 
 from .launcher import CodesRunError, run_inputs
+from .options import CODES_NO_STREAMS, HYBRID_ONLY, CodesOptions, scenario_problems
 from .writers import CodesInputError, write_codes_inputs
 
 CODES_SUBDIR = "codes"
@@ -40,6 +40,12 @@ class CodesBackend(Backend):
     streams_samples = False     # CODES writes its port samples to files, read after the run
     reports_job_end = True      # CODES prints per-job completion times
     no_streams = f"scheduler: {CODES_NO_STREAMS}"
+    options = CodesOptions      # backend.codes: the scenario schema validates it against this model
+    hybrid_only_options = HYBRID_ONLY
+
+    @classmethod
+    def scenario_problems(cls, scenario) -> list[tuple[tuple, str]]:
+        return scenario_problems(scenario)
 
     @classmethod
     def hybrid_refusal(cls, scenario) -> str | None:

@@ -113,6 +113,3 @@ class Policy(abc.ABC):
         reached each iteration of ``iterations`` at virtual time ``nows[k]`` (``JobView.now`` of that call), and its
         answer was PREDICT. Bring the policy's state to what those calls would have left. Default: nothing (a
         policy that keeps no state per call)."""
-
-    def describe(self) -> dict:
-        return {"policy": self.name}

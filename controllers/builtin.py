@@ -84,9 +84,6 @@ class SurrogateOnly(Policy):
     def standing(self, job_id: int, until: float) -> float:
         return until
 
-    def describe(self) -> dict:
-        return {"policy": self.name, "warmup": self.warmup}
-
 
 class _Cyclic(Policy):
     """Warm-up, then alternate predicted stretches of ``self.interval(view)`` iterations with truth windows."""
@@ -128,9 +125,6 @@ class Periodic(_Cyclic):
     def interval(self, view: JobView) -> int:
         return self.ft - self.truth
 
-    def describe(self) -> dict:
-        return {"policy": self.name, "warmup": self.warmup, "ft": self.ft, "truth": self.truth}
-
 
 class ErrorAdaptive(_Cyclic):
     name = "error-adaptive"
@@ -164,10 +158,6 @@ class ErrorAdaptive(_Cyclic):
         """From the stretch's second iteration on: at its first, the truth window's last iteration may still be
         completing on some ranks, and its error, landing later, would change the interval."""
         return super().horizon(view) if view.mode == PRED else (0, -math.inf)
-
-    def describe(self) -> dict:
-        return {"policy": self.name, "warmup": self.warmup, "truth": self.truth, "threshold": self.threshold,
-                "min_interval": self.min_interval, "max_interval": self.max_interval}
 
 
 class Budget(_Cyclic):
@@ -204,9 +194,6 @@ class Budget(_Cyclic):
     def horizon(self, view: JobView) -> tuple[int, float]:
         """No promise: the stretch follows the measured wall costs, which change with every call."""
         return 0, -math.inf
-
-    def describe(self) -> dict:
-        return {"policy": self.name, "target_speedup": self.target, "warmup": self.warmup, "truth": self.truth}
 
 
 class _JobSlot:
@@ -392,10 +379,6 @@ class Aligned(Policy):
             if errs:
                 return max(self.ft // 2, self.min_ft)
         return self.ft
-
-    def describe(self) -> dict:
-        return {"policy": self.name, "warmup": self.warmup, "ft": self.ft, "truth": self.truth,
-                "threshold": self.threshold, "on_job_end": self.on_job_end}
 
 
 def stationary(series, tol: float, z: float = 1.0) -> bool:
@@ -749,11 +732,6 @@ class Confident(Aligned):
             whole = math.inf if s.n_iterations is None else s.n_iterations * s.length
             ft = min(ft, self.largest_ft(s.scores, whole / length if length > 0 else math.inf, s))
         return max(self.min_ft, ft)
-
-    def describe(self) -> dict:
-        return {"policy": self.name, "target_error": self.target, "truth": self.truth, "coverage": self.coverage,
-                "memory": self.memory, "probe": self.probe, "max_warmup": self.max_warmup, "min_ft": self.min_ft,
-                "max_ft": self.max_ft, "extra": self.extra}
 
 
 BUILTIN = {cls.name: cls for cls in (Pdes, SurrogateOnly, Periodic, ErrorAdaptive, Budget, Aligned, Confident)}

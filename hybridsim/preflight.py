@@ -30,7 +30,11 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
     try:
         cls = policy_class(ctl.policy)
     except PolicyError as exc:
-        problem(("controller", "policy"), str(exc))
+        from controllers.loader import available_policies
+        from hybridsim_common.plugins import did_you_mean
+
+        hint = did_you_mean(ctl.policy, available_policies()) if str(exc).startswith("unknown policy") else ""
+        problem(("controller", "policy"), f"{exc}{hint}")
     else:
         bad = unknown_params(cls, ctl.params)
         for key in bad:

@@ -8,7 +8,7 @@ and what is wrong at the first failure:
    identity (:func:`hybridsim_common.rundir.verify_digests`; a run written before digests existed is refused, with how to
    make it again);
 2. the scenario: the manifest's, read through today's schema, equals the bench's (but for keys only hybrid runs
-   read, :data:`HYBRID_ONLY_KEYS`); and the run's own
+   read, :func:`hybrid_only_keys`); and the run's own
    ``description.json`` agrees with it (topology, each job's name, workload, ranks, iterations and, for a placed
    scenario, terminals), so a manifest whose scenario was pasted in from another run is caught even when its
    digests were rewritten;
@@ -71,15 +71,28 @@ def read_pure_run(scenario, path) -> tuple[list[IterationRecord], dict]:
     return records_from_table(table), summary
 
 
-#: scenario keys only hybrid runs read: a pure run is the same whatever they say
-HYBRID_ONLY_KEYS = (("backend", "codes", "standin"), ("backend", "codes", "standin_scale"))
+def hybrid_only_keys(d: dict) -> list[tuple]:
+    """The keys of scenario ``d`` (as a dict) only hybrid runs read, a pure run being the same whatever they say: the
+    options each installed backend declares hybrid-only (:attr:`~hybridsim_common.backend.Backend.hybrid_only_options`,
+    CODES' stand-in settings)."""
+    from .scenario import backend_registry
+
+    registry = backend_registry()
+    out = []
+    for name in (d.get("backend") or {}):
+        try:
+            cls = registry.load(name) if name in registry.entry_points() else None
+        except (ImportError, ValueError):
+            cls = None
+        out.extend(("backend", name, key) for key in (cls.hybrid_only_options if cls is not None else ()))
+    return out
 
 
 def _pure_relevant(d: dict) -> dict:
-    """``d`` (a scenario as a dict) without :data:`HYBRID_ONLY_KEYS`, so a bench may judge a scenario's stand-in
+    """``d`` (a scenario as a dict) without its :func:`hybrid_only_keys`, so a bench may judge a scenario's stand-in
     settings against one pure run."""
     d = copy.deepcopy(d)
-    for path in HYBRID_ONLY_KEYS:
+    for path in hybrid_only_keys(d):
         node = d
         for k in path[:-1]:
             node = node.get(k) if isinstance(node, dict) else None

@@ -20,9 +20,9 @@ directory or a scenario's folder.
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from typing import ClassVar
+
+import hybridsim_common.plugins as plugins
 
 ENTRY_POINT_GROUP = "hybridsim.queues"
 BACKFILL_MODES = ("none", "easy", "conservative")
@@ -79,13 +79,13 @@ BUILTIN: dict[str, type[QueuePolicy]] = {c.name: c for c in (FirstComeFirstServe
                                                              ConservativeBackfilling)}
 
 
-def _entry_points() -> dict:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+#: the queue policies' registry (:class:`hybridsim_common.plugins.Registry`: built-in, entry points, module:Class)
+QUEUES = plugins.Registry(ENTRY_POINT_GROUP, "queue policy", BUILTIN, base=QueuePolicy)
 
 
 def available_queue_policies() -> list[str]:
     """Built-in names first, then the installed entry points."""
-    return list(BUILTIN) + sorted(set(_entry_points()) - set(BUILTIN))
+    return QUEUES.names()
 
 
 def queue_policy(spec: "str | QueuePolicy | type[QueuePolicy]") -> QueuePolicy:
@@ -99,24 +99,11 @@ def queue_policy(spec: "str | QueuePolicy | type[QueuePolicy]") -> QueuePolicy:
             cls = spec
         elif not isinstance(spec, str):
             raise QueuePolicyError(f"queue policy must be a name, got {spec!r}")
-        elif spec in BUILTIN:
-            cls = BUILTIN[spec]
-        elif spec in (eps := _entry_points()):
-            try:
-                cls = eps[spec].load()
-            except Exception as exc:
-                raise QueuePolicyError(f"queue policy {spec!r}: entry point {eps[spec].value} failed to load: "
-                                       f"{type(exc).__name__}: {exc}") from None
-        elif ":" in spec:
-            mod, _, attr = spec.partition(":")
-            try:
-                cls = getattr(importlib.import_module(mod), attr)
-            except Exception as exc:
-                raise QueuePolicyError(f"queue policy {spec!r}: cannot load {attr!r} from module {mod!r}: "
-                                       f"{type(exc).__name__}: {exc}") from None
         else:
-            raise QueuePolicyError(f"unknown queue policy {spec!r} (valid: {', '.join(available_queue_policies())}, "
-                                   "or module:Class)")
+            try:
+                cls = QUEUES.load(spec)
+            except (ValueError, ImportError) as exc:  # unknown (did you mean), unimportable, not a QueuePolicy
+                raise QueuePolicyError(str(exc)) from None
         if not (isinstance(cls, type) and issubclass(cls, QueuePolicy)):
             raise QueuePolicyError(f"queue policy {spec!r} is not a hybridsim.queues.QueuePolicy subclass")
         try:

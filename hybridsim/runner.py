@@ -19,11 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+import hybridsim_common.plugins as plugins
 from hybridsim_common.backend import Backend, SimulationResult
 from hybridsim_common.interrupts import failure_reason
 from hybridsim_common.records import IterationRecord
 from hybridsim_common.rundir import ITERATIONS, JOBS, PORTS, SUMMARY, RunDir, write_description, write_json_atomic
 from hybridsim.description import describe_scenario
+from hybridsim.scenario import BACKEND_ENTRY_POINT_GROUP as BACKEND_GROUP
+
 from .workloads import workload_volumes  # noqa: F401  (re-exported; its home is hybridsim.workloads)
 
 
@@ -109,32 +112,31 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
                             flow=flow)
 
 
-#: backends hybridsim ships (``backend.kind`` -> ``module:Class``); an installed package adds its own through the
-#: entry-point group ``hybridsim.backends`` (as the CODES bridge registers ``codes``)
+#: backends hybridsim ships (``backend.kind`` -> ``module:Class``, imported on first use); an installed package adds its
+#: own through the entry-point group ``hybridsim.backends`` (as the CODES bridge registers ``codes``)
 BUILTIN_BACKENDS = {"embedded": "hybridsim.engine:Engine", "remote": "hybridsim.service.remote:RemoteBackend"}
 
 #: entry-point group of backend plug-ins (pyproject ``[project.entry-points."hybridsim.backends"]``)
-BACKEND_ENTRY_POINT_GROUP = "hybridsim.backends"
+BACKEND_ENTRY_POINT_GROUP = BACKEND_GROUP
+
+#: the backends' registry: the scenario schema's (:func:`hybridsim.scenario.backend_registry`: the same names and
+#: entry points, the built-ins being its own sections) with the built-ins' classes
+BACKENDS = plugins.Registry(BACKEND_GROUP, "backend", BUILTIN_BACKENDS, base=Backend)
 
 
 def backend_class(kind: str) -> type[Backend]:
     """The :class:`~hybridsim_common.backend.Backend` implementation of ``backend.kind`` (imported on demand): a built-in
     (:data:`BUILTIN_BACKENDS`) or a ``hybridsim.backends`` entry point."""
-    import importlib
-    from importlib.metadata import entry_points
-
-    if kind in BUILTIN_BACKENDS:
-        module, _, name = BUILTIN_BACKENDS[kind].partition(":")
-        return getattr(importlib.import_module(module), name)
-    found = [ep for ep in entry_points(group=BACKEND_ENTRY_POINT_GROUP) if ep.name == kind]
-    if not found:
-        known = sorted(set(BUILTIN_BACKENDS) | {ep.name for ep in entry_points(group=BACKEND_ENTRY_POINT_GROUP)})
-        raise RunError(f"unknown backend {kind!r} (installed: {', '.join(known)})")
+    if kind not in BACKENDS.builtin and kind not in BACKENDS.entry_points():
+        known = sorted(BACKENDS.names())
+        raise RunError(f"unknown backend {kind!r}{plugins.did_you_mean(kind, known)} (installed: {', '.join(known)})")
     try:
-        return found[0].load()
-    except (ImportError, AttributeError) as exc:
-        raise RunError(f"backend {kind!r} ({found[0].value}, a {BACKEND_ENTRY_POINT_GROUP} entry point) cannot be "
-                       f"loaded: {exc}; reinstall the package that provides it") from None
+        return BACKENDS.load(kind)
+    except (ImportError, ValueError) as exc:
+        ep = BACKENDS.entry_points().get(kind)
+        where = f" ({ep.value}, a {BACKEND_ENTRY_POINT_GROUP} entry point)" if ep is not None else ""
+        raise RunError(f"backend {kind!r}{where} cannot be loaded: {exc}; reinstall the package that provides "
+                       "it") from None
 
 
 def make_backend(scenario, topology, placement, progress: bool, run_dir: Path, mode: str = "simulate",

@@ -23,6 +23,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, ValidationError,
                       field_validator, model_validator)
 
+import hybridsim_common.plugins as plugins
 from hybridsim_common import yamlio
 from hybridsim_common.topology import Dragonfly, DragonflyShape, TopologyError
 from hybridsim_common.units import Duration, bytes_to_ns
@@ -335,11 +336,19 @@ class SchedulerSection(_Model):
     at ``start + walltime`` is killed then, as a batch system does (its terminals freed, its outcome marked killed).
     """
 
-    queue: Literal["fcfs", "easy", "conservative"] = "fcfs"
+    queue: str = Field("fcfs", description="queue policy: fcfs, easy, conservative, an installed hybridsim.queues "
+                                           "entry point, or module:Class")
     allocation: Literal["contiguous", "random", "random-router", "random-group"] = "contiguous"
     seed: Optional[StrictInt] = Field(None, ge=0)
     slowdown_tau: Duration = Field(10_000.0, gt=0, le=MAX_VIRTUAL_TIME, description="bounded-slowdown floor, ns (default 10 us)")
     kill_at_walltime: StrictBool = Field(False, description="kill a job still running at start + walltime")
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, v):
+        from .queues import QUEUES  # the queue policies' registry: a name checked, nothing imported
+
+        return QUEUES.check(v)
 
 
 # ---------------------------------------------------------------------------------------------------------- backend
@@ -353,46 +362,18 @@ class EmbeddedBackend(_Model):
                             "auto (native when built, else python with one line on stderr)")
 
 
-class CodesBackend(_Model):
-    bin_dir: Optional[Path] = Field(None, description="folder with model-net-mpi-replay; default $CODES_BIN_DIR")
-    executable: str = "model-net-mpi-replay"
-    mpirun: str = "mpirun"
-    np: StrictInt = Field(1, ge=1)
-    synch: Literal["sequential", "optimistic"] = "sequential"
-    extra_args: list[str] = Field(default_factory=list)
-    timeout: Optional[Duration] = Field(None, gt=0, description="wall-clock seconds x 1e9 (ns) or '30min'-style")
-    sample_count: StrictInt = Field(400, ge=1, description="--sample-count: model-stats samples pre-allocated per LP")
-    payload_size: StrictInt = Field(4096, gt=0, description="--payload_sz for synthetic background jobs")
-    standin: str = Field("replay", description="hybrid runs: what stands in for a predicted job's traffic. replay "
-                                               "(default): its ranks keep sending their last simulated iteration's "
-                                               "messages (needs CODES built by scripts/build-codes.sh, which patches "
-                                               "CODES); none: CODES drops it, fewer events but co-running jobs run "
-                                               "fast (docs/codes.md)")
-    standin_scale: float = Field(1.0, gt=0, le=1, description="standin: replay: the fraction of each message's bytes "
-                                                              "replayed (fewer events, less load)")
-
-    @field_validator("standin", mode="before")
-    @classmethod
-    def _standin(cls, v):
-        if v not in ("replay", "none"):
-            raise ValueError(f"backend.codes.standin must be 'replay' (a predicted job's ranks keep sending their "
-                             f"last simulated iteration's messages) or 'none' (CODES drops its traffic), got {v!r}")
-        return v
-
-    @model_validator(mode="after")
-    def _check(self) -> "CodesBackend":
-        if self.synch == "sequential" and self.np != 1:
-            raise ValueError("backend.codes: sequential synch runs on one MPI rank; set np: 1 or synch: optimistic")
-        return self
-
-
 class Backend(_Model):
-    """``embedded`` (default), ``codes`` (CODES subprocess), or ``remote``: the embedded engine behind a
-    ``hybridsim serve --engine HOST:PORT`` gRPC service (``backend: {remote: HOST:PORT}`` selects it)."""
+    """``embedded`` (default), ``remote`` (the embedded engine behind a ``hybridsim serve --engine HOST:PORT`` gRPC
+    service; ``backend: {remote: HOST:PORT}`` selects it), or an installed backend plug-in (``codes``: the CODES
+    bridge), checked against the backends' registry (:func:`backend_registry`). A plug-in owns its options:
+    ``backend.<kind>`` is validated against its class's :attr:`~hybridsim_common.backend.Backend.options` model
+    (errors located at the key), and every installed backend that declares options has them here, defaults if the
+    file gives none (``scenario.backend.codes``)."""
 
-    kind: Literal["embedded", "codes", "remote"] = "embedded"
+    model_config = ConfigDict(extra="allow", validate_assignment=True, populate_by_name=True, allow_inf_nan=False)
+
+    kind: str = "embedded"
     embedded: EmbeddedBackend = Field(default_factory=EmbeddedBackend)
-    codes: CodesBackend = Field(default_factory=CodesBackend)
     remote: Optional[str] = Field(None, pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$",
                                   description="HOST:PORT of a remote engine service")
 
@@ -403,11 +384,77 @@ class Backend(_Model):
             data = {**data, "kind": "remote"}
         return data
 
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v):
+        return backend_registry().check(v)  # a name checked, nothing imported
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _options(cls, data, handler):
+        """Each ``backend.<kind>`` section of a plug-in validated by the plug-in's options model (its errors keep
+        their location); an unknown section is an unknown key, with the closest backend name."""
+        if not isinstance(data, dict):
+            return handler(data)
+        BACKENDS = backend_registry()
+        declared = set(cls.model_fields)
+        kind = data.get("kind", "remote" if data.get("remote") else "embedded")
+        installed = [n for n in BACKENDS.names() if n not in declared]
+        out, errors = dict(data), []
+
+        def error(loc: tuple, msg: str) -> None:
+            errors.append({"type": "value_error", "loc": loc, "input": data.get(loc[0]), "ctx": {"error": ValueError(msg)}})
+
+        for name in installed:
+            given = name in data
+            try:
+                options = BACKENDS.load(name).options
+            except (ImportError, ValueError) as exc:  # a plug-in that does not load: its options cannot be checked
+                if given or name == kind:
+                    error((name,), str(exc))
+                continue
+            if options is None:
+                if given:
+                    error((name,), f"backend {name!r} takes no options")
+                continue
+            try:
+                out[name] = options.model_validate({} if data.get(name) is None else data[name])
+            except ValidationError as exc:
+                for e in exc.errors():
+                    if e["type"] == "extra_forbidden":  # named against the plug-in's model, not this section's
+                        keys = list(options.model_fields)
+                        error((name,) + e["loc"], f"unknown key {e['loc'][-1]!r}"
+                                                  f"{plugins.did_you_mean(e['loc'][-1], keys)} (valid keys: "
+                                                  f"{', '.join(keys)})")
+                    else:
+                        errors.append({**{k: e[k] for k in ("type", "input", "ctx") if k in e},
+                                       "loc": (name,) + e["loc"]})
+        valid = sorted(declared | set(installed))
+        for key in data:
+            if key not in declared and key not in installed:
+                error((key,), f"unknown key {key!r}{plugins.did_you_mean(key, valid)} (valid keys: {', '.join(valid)})")
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return handler(out)
+
     @model_validator(mode="after")
     def _check(self) -> "Backend":
         if self.kind == "remote" and not self.remote:
             raise ValueError("backend kind 'remote' needs backend.remote: HOST:PORT")
         return self
+
+
+#: entry-point group of backend plug-ins (pyproject ``[project.entry-points."hybridsim.backends"]``)
+BACKEND_ENTRY_POINT_GROUP = "hybridsim.backends"
+
+
+def backend_registry() -> plugins.Registry:
+    """The backends as the schema sees them: the built-in ones are :class:`Backend`'s own sections (``embedded``,
+    ``remote``: their options are its fields), the others the ``hybridsim.backends`` entry points, whose classes'
+    ``options`` validate their sections. (``BACKENDS`` in the runner is the same registry with the built-ins'
+    classes, for the runner; the schema imports no backend.)"""
+    return plugins.Registry(BACKEND_ENTRY_POINT_GROUP, "backend",
+                            {name: None for name in Backend.model_fields if name != "kind"})
 
 
 class Sampling(_Model):
@@ -604,18 +651,20 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
         out.append((("surrogate", "lookback"), f"a look-back of {sc.surrogate.lookback} iterations is longer than "
                                                f"the longest job ({longest_job} iterations): it can never fill, and "
                                                "the hybrid loop would allocate it per rank"))
-    if sc.backend.kind == "codes" and sc.backend.codes.sample_count * topo.n_ports > lim.max_samples:
-        out.append((("backend", "codes", "sample_count"),
-                    f"CODES pre-allocates sample_count = {sc.backend.codes.sample_count} samples per LP: x "
-                    f"{topo.n_ports} ports = {sc.backend.codes.sample_count * topo.n_ports:.3g}, over "
-                    f"limits.max_samples = {lim.max_samples}"))
     return out
 
 
-#: why the codes backend refuses job streams (model-net-mpi-replay starts every job's ranks at t = 0 on fixed LPs)
-CODES_NO_STREAMS = ("job streams cannot run on the codes backend: CODES' model-net-mpi-replay starts every job at "
-                    "t = 0 on terminals fixed for the whole run (no job start times or arrivals, no reuse of a "
-                    "finished job's terminals); use backend.kind: embedded")
+def backend_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
+    """(field path, message) for what the scenario's backend refuses in it (its
+    :meth:`~hybridsim_common.backend.Backend.scenario_problems`: CODES refuses job streams, for one)."""
+    registry = backend_registry()
+    if sc.backend.kind in registry.builtin:  # the built-ins' constraints are this schema's own
+        return []
+    try:
+        cls = registry.load(sc.backend.kind)
+    except (ImportError, ValueError) as exc:
+        return [(("backend", "kind"), str(exc))]
+    return list(cls.scenario_problems(sc))
 
 
 def stream_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
@@ -627,8 +676,6 @@ def stream_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
                 out.append((("jobs", i, "arrival"), f"job {j.name!r} arrives at {j.arrival:g} ns: arrivals need a "
                                                      "scheduler section (scheduler: {queue: fcfs})"))
         return out
-    if sc.backend.kind == "codes":
-        out.append((("scheduler",), CODES_NO_STREAMS))
     if sc.placement.policy == "file":
         out.append((("placement", "policy"), "placement 'file' cannot be used with a scheduler: the scheduler "
                                              "allocates terminals when a job starts (drop the placement section and "
@@ -775,7 +822,7 @@ def parse_scenario(text: str, filename: str = "<string>", limits: dict | None = 
         del data
     scenario.provenance = prov
     problems = [f"{scenario.where(loc)}: {'.'.join(str(p) for p in loc)}: {msg}"
-                for loc, msg in stream_problems(scenario) + limit_problems(scenario)]
+                for loc, msg in stream_problems(scenario) + limit_problems(scenario) + backend_problems(scenario)]
     if problems:
         raise ScenarioError("\n".join(problems), problems)
     return scenario

@@ -192,6 +192,17 @@ class Backend(abc.ABC):
     reports_job_end: ClassVar[bool] = False
     #: why :meth:`run` cannot run a job stream (a ``scheduler`` section: jobs that start and end mid-run), or None
     no_streams: ClassVar[str | None] = None
+    #: the pydantic model of the options ``backend.<kind>`` takes (None: none); the scenario schema validates the
+    #: section against it, with errors located at the key (a plug-in owns its options, the schema names none)
+    options: ClassVar[type | None] = None
+    #: the keys of :attr:`options` only hybrid runs read (a pure run is the same whatever they say)
+    hybrid_only_options: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def scenario_problems(cls, scenario) -> list[tuple[tuple, str]]:
+        """(field path, message) for what this backend cannot run in ``scenario``: ``validate`` and ``run`` refuse it,
+        located at the path, before anything is built. Default: nothing."""
+        return []
 
     @classmethod
     def hybrid_refusal(cls, scenario) -> str | None:

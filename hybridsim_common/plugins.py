@@ -8,8 +8,11 @@ the folders the user names (``--plugin-path DIR``, :func:`add_path`), and never
 * from the working directory that the interpreter put at the front of ``sys.path`` by itself (``python -m``,
   ``python -c``): a module found there is refused, with the option that allows it.
 
-Installed plug-ins can also register under an entry-point group (``hybridsim.policies``), which needs no path at
-all. Everything here imports nothing first-party.
+Installed plug-ins can also register under an entry-point group (``hybridsim.policies``, ``hybridsim.queues``,
+``hybridsim.backends``, ``hybridsim.surrogates``), which needs no path at all; a ``*.dist-info`` in the working
+directory is not read, and an entry point's module is imported by the same rule. :class:`Registry` is the one
+lookup of a kind of plug-in (built-in names, entry points, ``module:attr``), with the one "did you mean" of
+:func:`did_you_mean`; the scenario schema checks names against it. Everything here imports nothing first-party.
 """
 
 from __future__ import annotations
@@ -111,3 +114,82 @@ def resolve(spec: str):
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def did_you_mean(name: str, options) -> str:
+    """``"; did you mean 'x'?"`` for the option closest to ``name`` (empty if none is close): the one hint every
+    unknown plug-in name, key or option gets."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class Registry:
+    """The names of one kind of plug-in, and the one rule that finds a name's class: a built-in (``builtin``: name
+    -> class, or ``"module:attr"`` of the package that owns the registry, imported on first use), an entry point of
+    ``group`` in an installed package (or a ``*.dist-info`` on ``sys.path``: ``PYTHONPATH`` or ``--plugin-path``), or
+    an explicit ``module:attr`` imported by :func:`resolve` (never from the working directory or a scenario's
+    folder). The scenario schema checks names with :meth:`check` (nothing imported), the runner loads them with
+    :meth:`load`. ``label`` names the kind in messages (``"queue policy"``)."""
+
+    def __init__(self, group: str, label: str, builtin: dict, base: type | None = None):
+        self.group, self.label, self.builtin, self.base = group, label, dict(builtin), base
+
+    def entry_points(self) -> dict:
+        """The group's entry points by name, bar those of a distribution in the implicit working directory."""
+        from importlib.metadata import entry_points
+
+        cwd = implicit_working_dir()
+        out = {}
+        for ep in entry_points(group=self.group):
+            where = getattr(ep.dist, "_path", None)  # the .dist-info folder of a distribution found on sys.path
+            if cwd is not None and where is not None and _real(os.path.dirname(str(where))) == cwd:
+                continue
+            out.setdefault(ep.name, ep)
+        return out
+
+    def names(self) -> list[str]:
+        """Built-in names first, then the installed ones (sorted); nothing is imported."""
+        return list(self.builtin) + sorted(set(self.entry_points()) - set(self.builtin))
+
+    def unknown(self, name: str) -> str:
+        return (f"unknown {self.label} {name!r}{did_you_mean(name, self.names())} (built-in and installed: "
+                f"{', '.join(self.names())}; or module:Class of an installed package or a --plugin-path folder)")
+
+    def check(self, name) -> str:
+        """``name`` if it is a known name or a ``module:attr`` spec, else ``ValueError`` with the closest name (the
+        schema's check: nothing is imported)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{self.label} must be a name, got {name!r}")
+        if name in self.builtin or ":" in name or name in self.entry_points():
+            return name
+        raise ValueError(self.unknown(name))
+
+    def load(self, name: str):
+        """The class ``name`` stands for. ``ValueError`` for an unknown name, :class:`PluginError` for one that
+        cannot be imported or is not a ``base`` subclass (the message says which and why)."""
+        self.check(name)
+        if name in self.builtin:
+            obj = self.builtin[name]
+            if isinstance(obj, str):
+                mod, _, attr = obj.partition(":")
+                obj = getattr(importlib.import_module(mod), attr)
+        elif ":" in name:
+            try:
+                obj = resolve(name)
+            except (ImportError, AttributeError, ValueError) as exc:
+                raise PluginError(f"{self.label} {name!r}: cannot load it: {type(exc).__name__}: {exc}") from None
+        else:
+            ep = self.entry_points()[name]
+            try:
+                obj = import_module(ep.module)  # under this module's rule, as a module:attr spec
+                for part in (ep.attr or "").split(".") if ep.attr else ():
+                    obj = getattr(obj, part)
+            except Exception as exc:  # a plug-in's own import failed
+                raise PluginError(f"{self.label} {name!r}: entry point {ep.value} ({self.group}) failed to load: "
+                                  f"{type(exc).__name__}: {exc}") from None
+        if self.base is not None and not (isinstance(obj, type) and issubclass(obj, self.base)):
+            raise PluginError(f"{self.label} {name!r} is not a {self.base.__module__}.{self.base.__qualname__} "
+                              f"subclass")
+        return obj

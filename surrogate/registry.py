@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 
+import hybridsim_common.plugins as plugins
+
 _REGISTRY: dict[str, type] = {}
 
 #: the built-in models, name -> ``module:Class`` (the entry-point form; the class's ``name`` is the key,
@@ -40,10 +42,13 @@ def register(cls):
     return cls
 
 
-def _entry_points() -> dict:
-    from importlib.metadata import entry_points
+#: the surrogates' plug-in registry (:class:`hybridsim_common.plugins.Registry`): its entry points (none from a
+#: dist-info in the working directory), its "did you mean", its import rule
+MODELS = plugins.Registry(ENTRY_POINT_GROUP, "surrogate model", BUILTIN)
 
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+def _entry_points() -> dict:
+    return MODELS.entry_points()
 
 
 def available() -> list[str]:
@@ -63,8 +68,9 @@ def model_class(name: str) -> type:
             if ep is None:
                 from .base import UnknownModelError  # this module imports nothing (numpy neither): the CLI reads it
 
-                raise UnknownModelError(f"unknown surrogate model {name!r}; available: {', '.join(available())}")
-            cls = ep.load()
+                raise UnknownModelError(f"unknown surrogate model {name!r}{plugins.did_you_mean(name, available())}; "
+                                        f"available: {', '.join(available())}")
+            cls = MODELS.load(name)  # the entry point's module imported under the plug-ins' rule
         _REGISTRY.setdefault(name, cls)
     return _REGISTRY[name]
 

@@ -96,15 +96,13 @@ def test_shortest_job_first_plug_in(tmp_path, monkeypatch):
     _, got = _schedule(tmp_path, _swf(case, 1), "--queue", "hybridsim.queues:ShortestJobFirst", name="spec")
     assert got == {1: (0, 10), 2: (12, 17), 3: (10, 12)}
 
+    import importlib.metadata
+    from importlib.metadata import EntryPoint
+
     import hybridsim.queues as q
 
-    class EP:  # an installed entry point, as importlib.metadata gives it
-        name, value = "sjf", "hybridsim.queues:ShortestJobFirst"
-
-        def load(self):
-            return q.ShortestJobFirst
-
-    monkeypatch.setattr(q, "entry_points", lambda group: [EP()] if group == q.ENTRY_POINT_GROUP else [])
+    ep = EntryPoint("sjf", "hybridsim.queues:ShortestJobFirst", q.ENTRY_POINT_GROUP)  # as an installed package's
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [ep] if group == q.ENTRY_POINT_GROUP else [])
     assert "sjf" in q.available_queue_policies()
     _, got2 = _schedule(tmp_path, _swf(case, 1), "--queue", "sjf", name="ep")
     assert got2 == got

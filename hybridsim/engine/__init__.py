@@ -8,7 +8,7 @@
 
 Modules, smallest first: :mod:`.core` (the event loop), :mod:`.network` (terminals, routers, credits, routing),
 :mod:`.mpi` (ranks and MPI protocol), :mod:`.sampling` (port samples), :mod:`.engine` (wiring, director, records);
-:mod:`.cores` puts the same loop, network and MPI layer compiled (``native/core.cpp``, identical records, 13-16x the
+:mod:`.cores` puts the same loop, network and MPI layer compiled (``native/``, identical records, 13-16x the
 events per second) behind the same :class:`Engine` (``backend.embedded.core: auto | native | python``).
 """
 

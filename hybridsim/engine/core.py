@@ -77,6 +77,17 @@ def current_stop() -> RunStop | None:
     return _CURRENT.get()
 
 
+#: integers from here on are not exact doubles: an event time that is such an integer is refused (both cores)
+EXACT_INT = 2 ** 53
+
+
+def _bad_time(t) -> str:
+    """The message of a refused event time (the native core's, word for word)."""
+    if isinstance(t, int) and t >= EXACT_INT:
+        return f"event time must be below 2**53 ns when an integer (beyond, it is not an exact double), got {t!r}"
+    return f"event time must be a number >= 0 ns, got {t!r}"
+
+
 class EventLoop:
     """A deterministic discrete-event loop over virtual nanoseconds."""
 
@@ -97,7 +108,11 @@ class EventLoop:
         return len(self.heap)
 
     def at(self, t: float, handler: Callable, a=None, b=None) -> None:
-        """Call ``handler(t, a, b)`` at virtual time ``t`` (ns)."""
+        """Call ``handler(t, a, b)`` at virtual time ``t`` (ns): a number >= 0 (NaN refused), an integer below 2**53
+        (beyond, it is not an exact double and the two cores would order it differently). The native core's ``at``
+        refuses the same times with the same :class:`ValueError`."""
+        if not t >= 0 or (t >= EXACT_INT and type(t) is not float):
+            raise ValueError(_bad_time(t))
         heappush(self.heap, (t, next(self.seq), handler, a, b))
 
     def stop(self) -> None:

@@ -2,7 +2,7 @@
 
 An engine core is an event loop, a network and an MPI layer. The **Python core** is :class:`~.core.EventLoop`,
 :class:`~.network.Network` and :class:`~.mpi.MpiLayer`, the reference. The **native core** is the same model in C++
-(``hybridsim/engine/native/core.cpp``, built as the optional extension ``hybridsim.engine.native._core``): one
+(``hybridsim/engine/native/``: ``core.hpp`` and one ``.cpp`` a concern, built as the optional extension ``hybridsim.engine.native._core``): one
 heap of ``(time, seq)``-ordered events whose handlers are line-by-line ports of network.py and mpi.py, with CPython's
 Mersenne Twister taken over from the run's ``random.Random`` (its state goes back when the run returns). The engine's
 own events (iteration starts, simulated iterations' ends, the director, jobs, sampling read during the run,

@@ -1,0 +1,102 @@
+// The Python bindings of the native core: every argument checked here or in the method it calls.
+#include "core.hpp"
+
+double event_time(py::handle when) {
+    PyObject* o = when.ptr();
+    double t;
+    if (PyFloat_Check(o)) {
+        t = PyFloat_AS_DOUBLE(o);
+    } else if (PyLong_Check(o)) {
+        int overflow = 0;
+        const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+        if (overflow > 0 || v >= EXACT_INT)
+            throw py::value_error("event time must be below 2**53 ns when an integer (beyond, it is not an exact "
+                                  "double), got " + py::repr(when).cast<std::string>());
+        t = overflow < 0 ? -1.0 : (double)v;
+    } else {
+        t = PyFloat_AsDouble(o);
+        if (t == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+    }
+    if (!(t >= 0.0))
+        throw py::value_error("event time must be a number >= 0 ns, got " + py::repr(when).cast<std::string>());
+    return t;
+}
+
+i64 op_int(py::handle v, const char* what) {
+    PyObject* idx = PyNumber_Index(v.ptr());  // an int, or what has __index__ (numpy's integers); TypeError else
+    if (!idx) throw py::error_already_set();
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(idx, &overflow);
+    Py_DECREF(idx);
+    if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (overflow || x >= EXACT_INT || x <= -EXACT_INT)
+        throw py::value_error(std::string(what) + " must be an integer in -2**53..2**53, got " +
+                              py::repr(v).cast<std::string>());
+    return x;
+}
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "Native core of hybridsim's embedded engine (event heap, network, MPI layer); see engine/cores.py";
+    py::class_<Core>(m, "Core")
+        .def(py::init<py::dict>())
+        .def("at", &Core::at, py::arg("t"), py::arg("handler"), py::arg("a") = py::none(), py::arg("b") = py::none())
+        .def("stop", &Core::stop)
+        .def("run", &Core::run)
+        .def_readonly("now", &Core::now)
+        .def_readonly("events", &Core::events)
+        .def_property_readonly("pending", [](const Core& c) { return c.heap.size(); })
+        .def_readonly("packets", &Core::packets)
+        .def_readonly("bytes_self", &Core::bytes_self)
+        .def_readonly("messages", &Core::messages)
+        .def("bytes_injected", &Core::bytes_injected)
+        .def("bytes_delivered", &Core::bytes_delivered)
+        .def("counters", &Core::counters)
+        .def("sample_ports", &Core::sample_ports, py::arg("t"), py::arg("win"), py::arg("bw").noconvert(),
+             py::arg("cap").noconvert(), py::arg("prev").noconvert(), py::arg("prev_int").noconvert(),
+             py::arg("out").noconvert())
+        .def("sample_every", &Core::sample_every, py::arg("first"), py::arg("interval"), py::arg("t0"),
+             py::arg("left"), py::arg("bw").noconvert(), py::arg("cap").noconvert(), py::arg("prev").noconvert(),
+             py::arg("prev_int").noconvert(), py::arg("fallback"), py::arg("keep") = true)
+        .def("sample_count", &Core::sample_count)
+        .def("sample_pull", &Core::sample_pull, py::arg("out").noconvert())
+        .def("sample_stop", &Core::sample_stop)
+        .def("check_invariants", &Core::check_invariants)
+        .def("bytes_in_network", &Core::bytes_in_network)
+        .def("set_port_loads", &Core::set_port_loads, py::arg("pids").noconvert(), py::arg("utils").noconvert())
+        .def("add_rank", &Core::add_rank)
+        .def("drop_rank", &Core::drop_rank)
+        .def("stop_rank", &Core::stop_rank)
+        .def("start_iteration", &Core::start_iteration)
+        .def("send_background", &Core::send_background)
+        .def("start_background", &Core::start_background)
+        .def("pred_job", &Core::pred_job)
+        .def("forget_job", &Core::forget_job)
+        .def("set_mode", &Core::set_mode)
+        .def("park", &Core::park)
+        .def("unpark", &Core::unpark)
+        .def("pred_ends", &Core::pred_ends)
+        .def("stretch", &Core::stretch)
+        .def("stretch_state", &Core::stretch_state, py::arg("j"), py::arg("since") = -1)
+        .def("cut", &Core::cut)
+        .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked, py::object type,
+                                      py::list names) {
+            c.set_record_type(type, names);  // first: a refused type leaves the callbacks unset
+            c.on_records = std::move(rec);
+            c.on_pred_next = std::move(nxt);
+            c.on_parked = std::move(parked);
+        })
+        .def("set_bg_rng_state", &Core::set_bg_rng_state)
+        .def("bg_rng_state", &Core::bg_rng_state)
+        .def("count_bytes", &Core::count_bytes)
+        .def("forget_bytes", &Core::forget_bytes)
+        .def("job_bytes", &Core::job_bytes)
+        .def("set_rng_state", &Core::set_rng_state)
+        .def("rng_state", &Core::rng_state)
+        .def("random", [](Core& c) { return c.rng.random(); })
+        .def("randrange", [](Core& c, i64 n) {
+            check_range(n, 1, (i64)1 << 32, "randrange's bound");  // CPython: empty range for n < 1
+            return c.rng.randbelow(n);
+        })
+        .def("noop", [](Core&) {});
+}
