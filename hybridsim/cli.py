@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "hybridsim.cli_serve",
     "hybridsim.cli_streams",
     "hybridsim.cli_corpus",
+    "hybridsim.examples",
     "surrogate.cli",
     "hybridsim.energy.cli",
 )
