@@ -56,7 +56,7 @@ def test_the_absolute_path_check_finds_one():
     assert absolute_paths('{"corpus": ["/work/corpus/pretrain"]}')
     assert absolute_paths("data in C:\\Users\\me\\runs")
     assert absolute_paths("home is /home/alice/x, /Users/bob/y") and len(absolute_paths("/home/a/x /Users/b/y")) == 2
-    assert not absolute_paths("results/quickstart, ../shared, http://www.cs.huji.ac.il/labs/parallel/workload/, "
+    assert not absolute_paths("results/quickstart, ../other, http://www.cs.huji.ac.il/labs/parallel/workload/, "
                               "s/data/x, 1/tmp/x, 12 B/s")
 
 
