@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from hybridsim_common.interrupts import failure_reason
+from .bench_table import format_paired, format_table  # noqa: F401  (the bench's tables; callers import them here)
 from .pure_run import check_not_input, read_pure_run
 from hybridsim_common.records import IterationRecord
 from .report import SWEEPABLE
@@ -522,68 +523,5 @@ def paired(runs: list[dict], baselines: list[str]) -> list[dict]:
     return out
 
 
-def format_paired(result: dict) -> str:
-    """The ``paired`` section as a table."""
-    rows = result.get("paired") or []
-    if not rows:
-        return ""
-    width = max(len(r["case"]) for r in rows)
-    head = (f"{'case':<{width}} {'surrogate':<22} {'vs':<8} {'metric':<28} {'n':>3} {'mean diff':>10} "
-            f"{'95 % interval':>20}")
-    lines = [f"paired over seeds {result.get('seeds')} (surrogate - baseline, points; negative: lower error)", head,
-             "-" * len(head)]
-    for r in rows:
-        ci = f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]" if r["ci95"] else "-"
-        lines.append(f"{r['case']:<{width}} {str(r['surrogate'])[:22]:<22} {r['baseline']:<8} {r['metric']:<28} "
-                     f"{r['n']:>3} {r['mean_diff']:>+10.2f} {ci:>20}")
-    return "\n".join(lines)
-
-
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in text)
-
-
-def format_table(result: dict) -> str:
-    """The bench as text: one row a run, job-level errors first (see the module docstring), per-rank MAPE last."""
-    head = (f"{'run':<44} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'jobMAPE%':>9} {'maxErr%':>8} "
-            f"{'meanErr%':>9} {'>5%':>4} {'truthBias%':>10} {'ctl s':>7} {'inf s':>7} {'tune s':>7} {'rankMAPE%':>10}")
-    lines = [head, "-" * len(head)]
-
-    def f(x, fmt):
-        return format(x, fmt) if isinstance(x, (int, float)) and x is not None and math.isfinite(x) else "-"
-
-    for r in result["runs"]:
-        lines.append(f"{r['run']:<44} {f(r['speedup'], '8.2f')} {f(r['theoretical_speedup'], '8.2f')} "
-                     f"{f(r['efficiency'], '6.2f')} {f(r['surrogate_fraction'], '6.2f')} "
-                     f"{f(r.get('job_iteration_mape_pct'), '9.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
-                     f"{f(r.get('mean_completion_error_pct'), '9.2f')} "
-                     f"{r['jobs_above_5pct']:>4} {f(r.get('worst_truth_bias_pct'), '+10.2f')} "
-                     f"{f(r.get('controller_s'), '7.2f')} {f(r['inference_s'], '7.2f')} "
-                     f"{f(r['tuning_s'], '7.2f')} {f(r['iteration_mape_pct'], '10.2f')}")
-    for r in result["runs"]:
-        if "makespan_error_pct" in r:
-            lines.append(f"{r['run']:<28} job stream: makespan error {f(r['makespan_error_pct'], '.2f')} % "
-                         f"({f(r['makespan_pure_ns'] / 1e6, '.3f')} ms pure), run-time error mean "
-                         f"{f(r['mean_run_time_error_pct'], '.2f')} % max {f(r['max_run_time_error_pct'], '.2f')} %, "
-                         f"{r['jobs_run_time_above_5pct']} jobs above 5 %")
-    lines.append("")
-    for r in result["runs"]:
-        for name, j in r["jobs"].items():
-            rt = (f"  run-time error {f(j.get('run_time_error_signed_pct'), '+.2f')} %"
-                  if "run_time_error_pct" in j else "")
-            ranks = j.get("rank_iteration_mape_pct") or {}
-            worst = max(ranks, key=ranks.get) if ranks else None
-            per_rank = (f"  rank MAPE median {f(float(np.median(list(ranks.values()))), '.2f')} % "
-                        f"max {f(ranks[worst], '.2f')} % (rank {worst})") if ranks else ""
-            fl = (r.get("perturbation_floor_pct") or {}).get(name)
-            floor = f" (floor {f(fl, '+.2f')} %)" if "perturbation_floor_pct" in r else ""
-            lines.append(f"  {r['run']:<42} {name:<12} completion error "
-                         f"{f(j.get('completion_error_signed_pct'), '+.2f')} %{floor}  "
-                         f"job iteration MAPE {f(j.get('job_iteration_mape_pct'), '.2f')} %  "
-                         f"f {f(j['surrogate_fraction'], '.2f')}{rt}  truth bias "
-                         f"{f(j.get('truth_bias_pct'), '+.2f')} %  (per rank: MAPE "
-                         f"{f(j['iteration_mape_pct'], '.2f')} %{per_rank})")
-    text = "\n".join(lines)
-    return text + ("\n\n" + format_paired(result) if result.get("paired") else "")
-
-
