@@ -200,7 +200,7 @@ def _register_more(sub) -> None:
     p.add_argument("--force", action="store_true", help="write it again when it exists")
     p.set_defaults(func=cmd_describe_run)
 
-    p = sub.add_parser("report", help="PNG plots of a run or bench directory")
+    p = sub.add_parser("report", help="PNG plots of a run or bench directory and an index.html that shows them all")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("-o", "--output", metavar="DIR", help="where to write the PNGs (default RUN_DIR/report)")
     p.set_defaults(func=cmd_report)
