@@ -375,6 +375,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     rd = RunDir.create(outdir, kind="bench", scenario=scenario_to_dict(scenario), seed=scenario.seed, force=force,
                        argv=argv)
     staging = str(rd.path)
+    counter = RunCounter(count_runs(scenario, policies, sweep_ft, surrogates, seeds, pure is not None))
     try:
         result = None
         for k in range(seeds):
@@ -383,7 +384,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
                 sc = scenario.model_copy(deep=True)
                 sc.seed = scenario.seed + k
             res = _run_cases(sc, rd, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure, pure_dir,
-                             prefix=f"seed{sc.seed}-" if seeds > 1 else "")
+                             prefix=f"seed{sc.seed}-" if seeds > 1 else "", counter=counter)
             if result is None:
                 result = res
             else:
@@ -402,17 +403,9 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     return result
 
 
-def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
-               pure_dir, prefix: str = "") -> dict:
-    from .runner import backend_class, build_controller, run_scenario
-
-    mk = backend_factory or (lambda sc: None)
-    pure_path = Path(pure_dir).resolve() if pure_dir is not None else rd.file(prefix + "pure")
-    if pure is None:  # (records, summary), as read_pure_run gives them
-        _, res, psum = run_scenario(scenario, pure_path, mode="simulate", progress=progress, argv=argv,
-                                    backend=mk(scenario))
-        pure = (res.records, psum)
-    runs = []
+def bench_cases(scenario, policies, sweep_ft, surrogates) -> tuple[list[tuple], str]:
+    """The hybrid runs of a bench of ``scenario``, as (policy, params, sweep point or None, surrogate spec or None),
+    in run order, and the policy the Ft sweep varies."""
     cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
     cases = [(pol, params, None) for pol, params in cases]
     # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's; its far
@@ -423,14 +416,49 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
         cases.append((sweep_policy, {**base_params, "ft": ft}, ft))
     if sweep_ft:
         cases.append(("surrogate", {"warmup": int(base_params.get("warmup", 1))}, "zero-shot"))
-    cases = [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])]
+    return [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])], sweep_policy
+
+
+class RunCounter:
+    """Numbers a bench's simulations for the progress bars: :meth:`label` gives the next one's "run k/N: NAME"."""
+
+    def __init__(self, total: int):
+        self.total, self.done = int(total), 0
+
+    def label(self, progress, name: str):
+        self.done += 1
+        return f"run {self.done}/{self.total}: {name}" if progress else False
+
+
+def count_runs(scenario, policies, sweep_ft, surrogates, seeds: int, pure_given: bool) -> int:
+    """How many simulations a bench runs: per seed the pure run (unless given), the floor run on a backend that
+    runs the policy itself, and one per case of :func:`bench_cases`."""
+    from .runner import backend_class
+
+    per_seed = (0 if pure_given else 1) + int(backend_class(scenario.backend.kind).runs_policy)
+    return seeds * (per_seed + len(bench_cases(scenario, policies, sweep_ft, surrogates)[0]))
+
+
+def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
+               pure_dir, prefix: str = "", counter: RunCounter | None = None) -> dict:
+    counter = counter or RunCounter(count_runs(scenario, policies, sweep_ft, surrogates, 1, pure is not None))
+    from .runner import backend_class, build_controller, run_scenario
+
+    mk = backend_factory or (lambda sc: None)
+    pure_path = Path(pure_dir).resolve() if pure_dir is not None else rd.file(prefix + "pure")
+    if pure is None:  # (records, summary), as read_pure_run gives them
+        _, res, psum = run_scenario(scenario, pure_path, mode="simulate", progress=counter.label(progress, prefix + "pure"),
+                                    argv=argv, backend=mk(scenario))
+        pure = (res.records, psum)
+    runs = []
+    cases, sweep_policy = bench_cases(scenario, policies, sweep_ft, surrogates)
     # a backend that runs the policy itself (CODES' director) is run as a user runs it; the hybrid machinery alone
     # may move its simulation (the perturbation floor: a run with it and nothing predicted), measured once
     runs_policy = backend_class(scenario.backend.kind).runs_policy
     floor = None
     if runs_policy:
-        _, _, fsum = run_scenario(scenario, rd.file(prefix + "floor"), mode="floor", progress=progress, argv=argv,
-                                  backend=mk(scenario))
+        _, _, fsum = run_scenario(scenario, rd.file(prefix + "floor"), mode="floor",
+                                  progress=counter.label(progress, prefix + "floor"), argv=argv, backend=mk(scenario))
         floor = {j.name: _signed(fsum["jobs"][j.name]["completion_time_ns"],
                                  pure[1]["jobs"][j.name]["completion_time_ns"])
                  for j in scenario.jobs if not j.is_background}
@@ -443,8 +471,8 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
             tag += f"-{key}{val}".replace("/", "_").replace(" ", "")
         if spec is not None:
             tag += "-" + ("oracle" if own_pure_oracle(spec) else _label(spec))
-        _, hres, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
-                                     controller=ctl, backend=mk(sc))
+        _, hres, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=counter.label(progress, tag),
+                                     argv=argv, controller=ctl, backend=mk(sc))
         preds = predictions_of(ctl) if ctl is not None else predictions_from_records(scenario, hres.records,
                                                                                         hres.simulated)
         m = compare(scenario, pure[0], pure[1], hsum, preds)
