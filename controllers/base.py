@@ -38,6 +38,10 @@ class JobView:
         signed_errors: list of ``(iteration, signed_percent)`` for the same shadow predictions at job level: the
             job's predicted iteration time (the mean over ranks, what its completion follows) minus its true one, in
             % of the true one. What a predicted stretch does to the job's completion time.
+        clean_signed_errors: the entries of ``signed_errors`` whose simulated iteration was *clean*: no other job was
+            predicted (silent) while it ran, so its truth is the pure run's up to noise. An edge's truth is off by
+            what the co-runners' silence did to it, which is no error of the model's (empty when the controller
+            keeps no edge marks, ``controller.drop_edges: false``: None).
         costs: cumulative wall seconds: ``{"simulate": s, "inference": s, "tuning": s}`` and the event count.
         now: virtual time (ns) at which the decision is asked: the end of the latest iteration the controller has
             seen, of any job (0 before the first). Lets a policy coordinate the jobs in virtual time.
@@ -61,6 +65,7 @@ class JobView:
     start: float = 0.0
     running: tuple[int, ...] = ()
     signed_errors: Sequence[tuple[int, float]] = ()
+    clean_signed_errors: Sequence[tuple[int, float]] | None = None
 
     def run_length(self, mode: Mode) -> int:
         """How many iterations in a row, ending with the previous one, ran in ``mode``."""

@@ -440,25 +440,82 @@ def _bias_spread(scores, coverage: float) -> tuple[float, float, int]:
     return abs(mu), _student(n - 1, (1.0 + coverage) / 2.0) * s, n
 
 
+def student_two_sided(t: float, dof: int) -> float:
+    """P(|T| < ``t``) for Student's T with an integer ``dof`` >= 1 degrees of freedom, in closed form (Abramowitz &
+    Stegun 26.7.3-4: with theta = atan(t / sqrt(dof)), a finite series in cos(theta)^2 times sin(theta), plus
+    2 theta / pi for odd ``dof``). Exact to rounding; no scipy (whose import alone cost a hybrid run 4 s)."""
+    th = math.atan(t / math.sqrt(dof))
+    c2, s = math.cos(th) ** 2, math.sin(th)
+    if dof % 2 == 0:
+        term = total = 1.0
+        for k in range(2, dof - 1, 2):   # (1 3 ... (k-1)) / (2 4 ... k) cos^k
+            term *= (k - 1) / k * c2
+            total += term
+        return s * total
+    if dof == 1:
+        return 2.0 * th / math.pi
+    term = total = 1.0
+    for k in range(3, dof - 1, 2):       # (2 4 ... (k-1)) / (3 5 ... k) cos^(k-1)
+        term *= (k - 1) / k * c2
+        total += term
+    return 2.0 / math.pi * (th + s * math.cos(th) * total)
+
+
 @functools.lru_cache(maxsize=256)
 def _student(dof: int, q: float) -> float:
-    """The Student t quantile ``q`` with ``dof`` degrees of freedom."""
-    from scipy.stats import t
-    return float(t.ppf(q, dof))
+    """The Student t quantile ``q`` (in (0.5, 1)) with an integer ``dof`` degrees of freedom: the root of
+    :func:`student_two_sided` = 2 q - 1, by bisection to float precision (cached: a policy asks for a few)."""
+    target = 2.0 * q - 1.0
+    lo, hi = 0.0, 1.0
+    while student_two_sided(hi, dof) < target:
+        hi *= 2.0
+        if hi > 1e12:
+            return math.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if student_two_sided(mid, dof) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def truth_noise(series) -> float | None:
+    """The iteration-to-iteration noise of a job's true iteration times ``series`` (at least 3), % of their mean:
+    sqrt(mean of squared successive differences / 2) (von Neumann's estimator: a slow trend adds little to it, unlike
+    to the standard deviation). Model-free: what any prediction of one iteration is off by, however good the model.
+    None with fewer than 3 values or a mean <= 0."""
+    y = [float(v) for v in series]
+    if len(y) < 3:
+        return None
+    mean = sum(y) / len(y)
+    if not mean > 0:
+        return None
+    d2 = sum((b - a) ** 2 for a, b in zip(y, y[1:])) / (len(y) - 1)
+    return math.sqrt(d2 / 2.0) / mean * 100.0
 
 
 class _ConfSlot(_JobSlot):
-    __slots__ = ("warmed", "warm_from", "seen", "scores", "group_it", "group_sum", "group_n")
+    __slots__ = ("warmed", "warm_from", "seen", "scores", "counts", "group_it", "group_sum", "group_n", "noise",
+                 "exempt", "clean_from", "per_window", "warm_end")
 
     def __init__(self, warm_from: int):
         super().__init__()
         self.warmed = False       # its own warm-up has ended (stationary iteration times)
+        self.exempt = False       # too short to be worth predicting: simulated throughout, holds no one in truth
         self.warm_from = warm_from
         self.seen = 0             # signed shadow errors folded in so far
+        self.clean_from = None    # its first iteration in the current window that started with every job simulated
         self.scores: list[float] = []   # signed mean error of each of its latest windows (%)
+        self.counts: list[int] = []     # how many iterations each score averages
         self.group_it = -2        # last iteration of the window being folded
         self.group_sum = 0.0
         self.group_n = 0
+        self.noise = None         # its truth's iteration-to-iteration noise, % (truth_noise of its warm-up)
+        self.per_window = 1.0     # its iterations per window length (the leader's iteration)
+        self.warm_end = None      # the iteration its warm-up ended at
 
 
 class Confident(Aligned):
@@ -467,31 +524,38 @@ class Confident(Aligned):
     A predicted stretch of a job is off by some relative error e of its iteration time; the job's completion time is
     off by the stretches' errors weighted by their shares of its time: with windows of length W every ft W, a
     predicted share f = (ft - 1) / ft times the mean error of its m stretches. The windows' shadow predictions
-    measure e: a window's score is the mean of its signed job-level shadow errors (``JobView.signed_errors``: the
-    error of the state the model predicted the stretch before it from). :func:`completion_bound` turns the job's latest
-    ``memory`` scores into a bound B(m) on the mean error of m stretches: the Student prediction bound at
-    ``coverage`` for the mean of m new scores, |mean| + t s sqrt(1/n + 1/m) (the bias known to s / sqrt(n), the
-    stretches' own spread averaging over the m of them, the two independent). The next gap is the largest ft in
-    [``min_ft``, ``max_ft``] with f B(m) <= ``target_error`` for every running job, m being the job's stretches at
-    that gap (its iterations at its latest iteration length, over ft W: the schedule taken as steady over the job, so
-    the gap does not shrink as the job nears its end). A bound from few windows carries its own uncertainty (t with
-    n - 1 degrees of freedom), so the gap jumps to what it allows; a job with fewer than 2 windows holds it at
-    ``min_ft``. A score carries the window truth's own noise (a simulated iteration is not the pure run's), which a
-    stretch of many iterations averages away: s counts it as the stretches' spread, so the bound errs high.
+    measure e: a window's score is the mean of its signed job-level shadow errors on *clean* iterations
+    (``JobView.clean_signed_errors``: no co-runner was predicted, i.e. silent, while they ran; an edge's truth is off
+    by that silence, which is no error of the model's and which an oracle would be charged for). A window stays open
+    for a job until it has run ``truth`` iterations that started after every job had joined it (at most ``truth +
+    extra``): the leader that opens it runs one edge iteration more than ``aligned``'s.
 
-    The warm-up (every job simulated) lasts until every job's mean-over-ranks iteration times since its start (the
-    latest ``probe`` completed ones) pass :func:`stationary` with tolerance ``target_error``, or ``max_warmup``
-    iterations. A stream job starting mid-run is simulated until it passes the same test, and its start, like a
-    co-runner's end, opens a window at once unless every other running job's bound on one stretch, B(1), is within
-    the budget (the model is trusted to predict the new times). A change of co-runners is what the scores have not
-    seen, so this trust is only as good as the model's knowledge of its co-runners.
+    The score of a window mixes two things: the model's error of the job's level (a bias, which a stretch carries
+    whole) and the iteration-to-iteration noise of the truth it is compared with (which a stretch of L iterations
+    averages down by sqrt(L)). The job's truth noise sigma is measured without any model on its warm-up
+    (:func:`truth_noise`); the windows' scores w_1..w_n (of c_k iterations each) have mean b and variance s^2,
+    so the drift of the bias between windows is tau^2 = max(0, s^2 - sigma^2 mean(1 / c_k)). The bound on the mean
+    error of m stretches of L iterations is the Student prediction bound at ``coverage``:
+    B = |b| + t sqrt(s^2 / n + (tau^2 + sigma^2 / L) / m), t with n - 1 degrees of freedom (:meth:`bound_at`).
+    The next gap is the largest ft in [``min_ft``, ``max_ft``] with (ft - 1) / ft B <= ``target_error`` for every
+    running job, m being the job's stretches at that gap and L = (ft - 1) times its iterations per window length;
+    a job with fewer than 2 windows holds it at ``min_ft``.
+
+    Warm-up: each job's own, until its mean-over-ranks iteration times since its start (the latest ``probe``
+    completed ones) pass :func:`stationary` with tolerance ``target_error``, or ``max_warmup`` iterations; every job
+    is simulated until all are warm (so each one's warm-up meets the others' traffic), except that a job with fewer
+    than ``probe`` iterations left that is not warm yet is *exempt*: simulated to its end (too short to be worth a
+    model) and no longer waited for. A stream job starting mid-run is simulated until it passes the same test, and
+    its start, like a co-runner's end, opens a window at once unless every other running job's bound on one
+    stretch, B(1), is within the budget (the model is trusted to predict the new times).
     """
 
     name = "confident"
     plans_ahead = False   # its gaps follow the windows' measured errors: a dry run holds them at min_ft
 
     def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
-                 probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256):
+                 probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3,
+                 solo_warmup: bool = False):
         if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
                 or not 0 < float(target_error) < 100:
             raise ValueError(f"target_error must be a number of percent in (0, 100), got {target_error!r}")
@@ -503,65 +567,129 @@ class Confident(Aligned):
         self.memory = _check_int("memory", memory, 2)   # a bias and a spread need two windows
         self.probe = _check_int("probe", probe, 3)
         self.max_warmup = _check_int("max_warmup", max_warmup, 1)
+        self.extra = _check_int("extra", extra, 0)
+        self.joined = None   # virtual time every job had joined the current window (None: not yet)
+        self.solo_warmup = bool(solo_warmup)
 
     # ------------------------------------------------------------------------------------------------ the bound
     def bound(self, scores, m: float = 1.0) -> float:
-        """Bound (%) on the mean error of ``m`` predicted stretches of a job with window scores ``scores``."""
+        """Bound (%) on the mean error of ``m`` predicted stretches of a job with window scores ``scores``, the
+        stretches' spread taken as the scores' (no noise separated: :func:`completion_bound`)."""
         return completion_bound(scores, m, self.coverage)
 
-    def largest_ft(self, scores, windows: float) -> int:
-        """The largest ft in [min_ft, max_ft] whose predicted share keeps the completion error of a job with window
-        scores ``scores`` within the budget, the job being ``windows`` window lengths long (so it has
-        ``windows / ft`` stretches at this gap): (ft - 1) / ft * B(windows / ft) <= target (``min_ft`` when none
-        does)."""
-        bias, ts, n = _bias_spread(scores, self.coverage)
+    def _terms(self, js: "_ConfSlot") -> tuple[float, float, float, float, float] | None:
+        """(|b|, t, s^2 / n, tau^2, sigma^2) of job ``js``'s windows (class docstring); None with fewer than 2."""
+        n = len(js.scores)
+        if n < 2:
+            return None
+        mu = sum(js.scores) / n
+        s2 = sum((e - mu) ** 2 for e in js.scores) / (n - 1)
+        sig2 = (js.noise or 0.0) ** 2
+        inv_c = sum(1.0 / max(c, 1) for c in js.counts) / len(js.counts) if js.counts else 1.0
+        return abs(mu), _student(n - 1, (1.0 + self.coverage) / 2.0), s2 / n, max(0.0, s2 - sig2 * inv_c), sig2
+
+    @staticmethod
+    def _bound(terms, m: float, length: float) -> float:
+        bias, t, var_bias, tau2, sig2 = terms
+        return bias + t * math.sqrt(var_bias + (tau2 + sig2 / max(length, 1.0)) / max(m, 1.0))
+
+    def bound_at(self, js: "_ConfSlot", m: float, length: float) -> float:
+        """Bound (%) on the mean error of ``m`` stretches of ``length`` iterations of job ``js`` (class docstring):
+        its windows' bias and spread, the truth noise of its warm-up averaged over a stretch."""
+        terms = self._terms(js)
+        return math.inf if terms is None else self._bound(terms, m, length)
+
+    def largest_ft(self, scores, windows: float, js: "_ConfSlot | None" = None) -> int:
+        """The largest ft in [min_ft, max_ft] whose predicted share keeps the completion error of a job within the
+        budget, the job being ``windows`` window lengths long (so it has ``windows / ft`` stretches at this gap):
+        (ft - 1) / ft * B <= target (``min_ft`` when none does). With the job's slot ``js``, B is
+        :meth:`bound_at` (noise separated); without, the scores' own spread (:func:`completion_bound`)."""
+        if js is None:
+            bias, ts, n = _bias_spread(scores, self.coverage)
+            for ft in range(self.max_ft, self.min_ft - 1, -1):
+                if (ft - 1) / ft * (bias + ts * math.sqrt(1.0 / n + 1.0 / max(windows / ft, 1.0))) <= self.target:
+                    return ft
+            return self.min_ft
+        terms = self._terms(js)
+        if terms is None:
+            return self.min_ft
+        bound, per = self._bound, js.per_window
         for ft in range(self.max_ft, self.min_ft - 1, -1):
-            if (ft - 1) / ft * (bias + ts * math.sqrt(1.0 / n + 1.0 / max(windows / ft, 1.0))) <= self.target:
+            if (ft - 1) / ft * bound(terms, windows / ft, (ft - 1) * per) <= self.target:
                 return ft
         return self.min_ft
 
     def _confident(self, skip: int | None = None) -> bool:
         """Every running (not finishing) job but ``skip`` has its bound on one stretch within the budget."""
-        live = [s for k, s in self.jobs.items() if k != skip and not self._finishing(s)]
-        return bool(live) and all(s.warmed and self.bound(s.scores) <= self.target for s in live)
+        live = [s for k, s in self.jobs.items() if k != skip and not self._finishing(s) and not s.exempt]
+        return bool(live) and all(s.warmed and self.bound_at(s, 1.0, s.per_window) <= self.target for s in live)
 
     def _fold(self, view: JobView, js: _ConfSlot) -> None:
-        """Fold the job's new signed shadow errors into its window scores (contiguous iterations are one window)."""
-        errs = view.signed_errors
+        """Fold the job's new signed shadow errors on clean iterations into its window scores (contiguous iterations
+        are one window); a controller that keeps no edge marks gives them all."""
+        errs = getattr(view, "clean_signed_errors", None)
+        if errs is None:
+            errs = view.signed_errors
         for k in range(js.seen, len(errs)):
             it, e = errs[k]
+            if js.warm_end is None or it < js.warm_end:
+                # a shadow prediction of a warm-up iteration (the controller's backtest at its first fit): one
+                # iteration, one score
+                js.scores.append(float(e))
+                js.counts.append(1)
+                del js.scores[:-self.memory]
+                del js.counts[:-self.memory]
+                js.group_it = -2
+                continue
             if it != js.group_it + 1 or not js.scores:
                 js.scores.append(float(e))
+                js.counts.append(1)
                 js.group_sum, js.group_n = float(e), 1
                 del js.scores[:-self.memory]
+                del js.counts[:-self.memory]
             else:
                 js.group_sum += float(e)
                 js.group_n += 1
                 js.scores[-1] = js.group_sum / js.group_n
+                js.counts[-1] = js.group_n
             js.group_it = it
         js.seen = len(errs)
 
     def _warm_check(self, view: JobView, js: _ConfSlot) -> bool:
         """The job's own warm-up is over: its latest ``probe`` completed iterations (the one just run may still be
-        completing on some ranks, so it is left out) are stationary, or it has run ``max_warmup``."""
-        if not js.warmed:
+        completing on some ranks, so it is left out) are stationary, or it has run ``max_warmup``. Its truth noise
+        is measured on them when it ends. A job not warm with fewer than ``probe`` iterations left is exempt."""
+        if not js.warmed and not js.exempt:
             done = view.iteration - js.warm_from
             hi = view.iteration - 1
-            vals = [view.truth[i] for i in range(max(js.warm_from, hi - self.probe), hi)]
-            if done >= self.max_warmup or stationary([v for v in vals if v is not None], self.target):
+            vals = [v for v in (view.truth[i] for i in range(max(js.warm_from, hi - self.probe), hi))
+                    if v is not None]
+            js.noise = truth_noise(vals)
+            left = (view.n_iterations - view.iteration) if view.n_iterations is not None else self.max_warmup
+            if done >= self.max_warmup or stationary(vals, self.target) or (
+                    len(js.scores) >= 3 and self.bound_at(js, 1.0, max(left, 1)) <= self.target):
                 js.warmed = True
-        return js.warmed
+                js.warm_end = view.iteration
+            elif view.n_iterations is not None and view.n_iterations - view.iteration < self.probe:
+                js.exempt = True
+        return js.warmed or js.exempt
 
     # ------------------------------------------------------------------------------------------------ decide
     def decide(self, view: JobView) -> Mode:
         mode = self._decide(view)
         js = self.jobs.get(view.job_id)
-        return SIM if view.iteration == 0 or js is None or not js.warmed else mode
+        return SIM if view.iteration == 0 or js is None or not js.warmed or js.exempt else mode
 
     def horizon(self, view: JobView) -> tuple[int, float]:
         """``aligned``'s, from the stretch's second iteration on: at its first, the window's last iteration may still
         be completing on some ranks, and its signed error, folded at the next decision, moves the bound."""
         return super().horizon(view) if view.mode == PRED else (0, -math.inf)
+
+    def _open(self, now: float) -> None:
+        super()._open(now)
+        self.joined = None
+        for s in self.jobs.values():
+            s.clean_from = None
 
     def _decide(self, view: JobView) -> Mode:
         now = float(view.now)
@@ -584,17 +712,32 @@ class Confident(Aligned):
             return PRED
         if js.first is None:
             js.first = view.iteration
-        if self.phase == "warmup" or not js.warmed:
+        if self.phase == "warmup" or not (js.warmed or js.exempt):
             js.done = self._warm_check(view, js)
+            if (self.solo_warmup and self.phase == "warmup" and js.done and not js.exempt
+                    and not all(s.done or self._finishing(s) for s in self.jobs.values())):
+                return PRED   # warm already: predicted while the others finish their warm-ups
+        elif js.exempt:
+            js.done = True
         else:
-            js.done = view.iteration - js.first >= self.truth
+            if self.joined is None and all(s.first is not None or s.exempt or self._finishing(s)
+                                           for s in self.jobs.values()):
+                self.joined = now   # every job simulated from here: the iterations that start now are clean
+                for s in self.jobs.values():
+                    if s.first is not None and s.asked is not None and s.asked >= now:
+                        s.clean_from = s.iteration
+            if js.clean_from is None and self.joined is not None:
+                js.clean_from = view.iteration
+            ran = view.iteration - js.first
+            js.done = ran >= self.truth + self.extra or (
+                js.clean_from is not None and view.iteration - js.clean_from >= self.truth)
         if all(s.done or self._finishing(s) for s in self.jobs.values()):
             self._close(now)
             return PRED
         return SIM
 
     def _live(self) -> list:
-        return [s for s in self.jobs.values() if not self._finishing(s)]
+        return [s for s in self.jobs.values() if not self._finishing(s) and not s.exempt]
 
     def _window_length(self, now: float) -> float:
         if self.phase == "warmup":   # one leader iteration per window
@@ -604,15 +747,18 @@ class Confident(Aligned):
     def _next_ft(self, length: float) -> int:
         """The largest gap that keeps every running job's completion-error bound within the budget."""
         ft = self.max_ft
+        lead = max((s.length for s in self._live()), default=0.0)
         for s in self._live():
+            if s.length > 0 and lead > 0:
+                s.per_window = max(1.0, lead / s.length)
             whole = math.inf if s.n_iterations is None else s.n_iterations * s.length
-            ft = min(ft, self.largest_ft(s.scores, whole / length if length > 0 else math.inf))
+            ft = min(ft, self.largest_ft(s.scores, whole / length if length > 0 else math.inf, s))
         return max(self.min_ft, ft)
 
     def describe(self) -> dict:
         return {"policy": self.name, "target_error": self.target, "truth": self.truth, "coverage": self.coverage,
                 "memory": self.memory, "probe": self.probe, "max_warmup": self.max_warmup, "min_ft": self.min_ft,
-                "max_ft": self.max_ft}
+                "max_ft": self.max_ft, "extra": self.extra}
 
 
 BUILTIN = {cls.name: cls for cls in (Pdes, SurrogateOnly, Periodic, ErrorAdaptive, Budget, Aligned, Confident)}

@@ -485,6 +485,8 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
         if floor is not None:
             m["perturbation_floor_pct"] = floor
         m["run"] = tag
+        m["runs_truth"] = hsum.get("hybrid", {}).get("runs_truth")
+        m.update(coverage(m, pol, params))
         m["params"] = params
         m["seed"] = scenario.seed
         if sweep is not None:
@@ -553,3 +555,24 @@ def paired(runs: list[dict], baselines: list[str]) -> list[dict]:
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in text)
+
+
+#: the default policy's promise: this share of jobs within its ``target_error`` (controllers.builtin.Confident)
+DEFAULT_TARGET_ERROR, DEFAULT_COVERAGE = 2.0, 0.8
+
+
+def coverage(m: dict, policy: str, params: dict) -> dict:
+    """The share of a run's jobs within the error target (``coverage``): each job's run-time error in a stream (the
+    start moves with the jobs before it), else its completion error, against the policy's ``target_error``
+    (``confident``'s; 2 % for any other policy) and the share it promises (``coverage``, 0.8)."""
+    target = float(params.get("target_error", DEFAULT_TARGET_ERROR)) if policy == "confident" \
+        else DEFAULT_TARGET_ERROR
+    promised = float(params.get("coverage", DEFAULT_COVERAGE)) if policy == "confident" else None
+    errs = []
+    for j in m["jobs"].values():
+        e = j.get("run_time_error_pct", j.get("completion_error_pct"))
+        if isinstance(e, (int, float)) and math.isfinite(e):
+            errs.append(e)
+    within = sum(1 for e in errs if e <= target)
+    return {"coverage": within / len(errs) if errs else None, "coverage_within": within, "coverage_jobs": len(errs),
+            "coverage_target_pct": target, "coverage_promised": promised}

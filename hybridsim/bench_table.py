@@ -88,13 +88,28 @@ def stream_lines(result: dict) -> list[str]:
             for r in result["runs"] if "makespan_error_pct" in r]
 
 
+def coverage_lines(result: dict) -> list[str]:
+    """Each run's coverage of the error target (``bench.coverage``: the share of jobs within ``target_error``) and,
+    where the default controller ran the truth instead of predicting, why."""
+    out = []
+    for r in result["runs"]:
+        if r.get("coverage_jobs"):
+            promise = (f" (the policy promises {r['coverage_promised']:.0%})"
+                       if r.get("coverage_promised") is not None else "")
+            out.append(f"{r['run']}: coverage: {r['coverage_within']} of {r['coverage_jobs']} jobs within "
+                       f"{r['coverage_target_pct']:g} %{promise}")
+        if r.get("runs_truth"):
+            out.append(f"{r['run']}: ran the truth (the default controller): {r['runs_truth']}")
+    return out
+
+
 def paired_pointer(result: dict) -> list[str]:
     return ([f"paired over seeds {result.get('seeds')}: {len(result['paired'])} comparisons (--wide; bench.json "
              f"'paired')"] if result.get("paired") else [])
 
 
 #: functions ``result -> list[str]`` printed, in order, under the narrow table (module docstring)
-SUMMARY_LINES = [best_run, why_slower, stream_lines, paired_pointer]
+SUMMARY_LINES = [coverage_lines, best_run, why_slower, stream_lines, paired_pointer]
 
 
 def format_paired(result: dict) -> str:
@@ -129,7 +144,7 @@ def format_wide(result: dict) -> str:
                      f"{r['jobs_above_5pct']:>4} {f(r.get('worst_truth_bias_pct'), '+10.2f')} "
                      f"{f(r.get('controller_s'), '7.2f')} {f(r['inference_s'], '7.2f')} "
                      f"{f(r['tuning_s'], '7.2f')} {f(r['iteration_mape_pct'], '10.2f')}")
-    lines += stream_lines(result)
+    lines += stream_lines(result) + coverage_lines(result)
     lines.append("")
     for r in result["runs"]:
         for name, j in r["jobs"].items():

@@ -96,6 +96,9 @@ def job_time(per_rank: np.ndarray) -> float:
 #: or <= 0) is a model failure: that time is used instead and ``counts["fallback_predictions"]`` counts it
 MAX_RATIO = 100.0
 
+#: clean warm-up iterations a job's model is scored on at its first fit (:meth:`HybridController._backtest`)
+BACKTEST = 8
+
 #: an edge correction never shortens a predicted iteration below this fraction of the prediction
 EDGE_FLOOR = 0.1
 SYNCS = ("job", "skew", "rank")   # how a predicted iteration ends on the ranks of a job (scenario controller.sync)
@@ -158,8 +161,10 @@ class HybridController(Director):
                  lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
                  sync: str = "skew", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
                  drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,
-                 infos: dict[int, JobInfo] | None = None, flow=None):
+                 infos: dict[int, JobInfo] | None = None, flow=None, truth_reason: str | None = None):
         self.policy = policy
+        #: why the default controller runs the truth instead (hybridsim.estimate: a hybrid run cannot pay), or None
+        self.truth_reason = truth_reason
         self.policy_name = policy_name or (policy.name if isinstance(policy, Policy) else type(policy).__name__)  # duck-typed plug-ins
         if isinstance(surrogate, dict):
             self.models = dict(surrogate)
@@ -312,6 +317,7 @@ class HybridController(Director):
             mode=modes[n - 1] if n else None, modes=Lazy(modes.__getitem__, n),
             truth=st.truth_means(n), predicted=st.predicted_means(n),
             errors=Lazy(errors.__getitem__, len(errors)), signed_errors=Lazy(st.signed.__getitem__, len(st.signed)),
+            clean_signed_errors=Lazy(st.clean_signed.__getitem__, len(st.clean_signed)) if self.drop_edges else None,
             costs={**self.wall_split(), "simulated_iterations": st.n_simulated,
                    "predicted_iterations": st.n_predicted, "simulate": self.simulate_wall()},
             now=self.now, start=self.started.get(st.job_id, 0.0), running=tuple(self.running),
@@ -806,6 +812,8 @@ class HybridController(Director):
             self._measured_period(st, it)
         if self.drop_edges:
             st.clean[it] = not self._overlaps_prediction(st, st.lo[it], st.hi[it])
+        if st.n_predicted == 0 and not st.fitted and it > 0 and self.drop_edges and st.clean[it]:
+            self._warmup_shadow(st, it)
         in_window = st.window_start is not None and it >= st.window_start
         if in_window and st.fitted:
             ranks = np.arange(st.n_ranks)
@@ -815,6 +823,8 @@ class HybridController(Director):
             st.errors.append((it, float(np.mean(np.abs(shadow - truth) / truth) * 100.0)))
             jt = job_time(truth)
             st.signed.append((it, (job_time(shadow) - jt) / jt * 100.0))
+            if self.drop_edges and st.clean[it]:
+                st.clean_signed.append(st.signed[-1])
         st.settle(it)
         # end of the truth window: the next iteration is not simulated or this is the last one
         nxt = it + 1
@@ -849,6 +859,51 @@ class HybridController(Director):
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["fit_calls"] += 1
         st.fitted = True
+        if not st.clean_signed and feed.fixed_context and self.drop_edges:
+            self._backtest(st, iteration)
+
+    def _warmup_shadow(self, st: JobState, it: int) -> None:
+        """A warm-up iteration ``it`` of a model that is cheap to fit (``Surrogate.cheap_fit``) with a feed whose
+        context is the truth before an iteration (``JobFeed.fixed_context``): the model is fitted on the history
+        before ``it`` and its prediction of ``it`` is scored like a window's shadow prediction (the evidence the
+        policy may end the job's warm-up on). The fit is provisional: the job's real fit comes at its first
+        prediction, on the whole warm-up."""
+        feed, model = self.feeds[st.job_id], self.models[st.job_id]
+        if not (model.cheap_fit and feed.fixed_context):
+            return
+        t0 = time.perf_counter()
+        series = feed.series(st)
+        idx = feed.targets(st, series, range(it))
+        if idx and feed.can_fit(series, idx):
+            feed.prepare_fit(st, series)
+            model.fit(series, idx)
+        self.wall["tuning"] += time.perf_counter() - t0
+        self._score_shadow(st, it)
+
+    def _score_shadow(self, st: JobState, it: int) -> None:
+        """Record the model's prediction of simulated iteration ``it`` from the history before it as a clean shadow
+        error (uncounted as a prediction; a rank the model cannot answer leaves the iteration unscored)."""
+        t0 = time.perf_counter()
+        ranks = np.arange(st.n_ranks)
+        try:
+            y = np.asarray(self.models[st.job_id].predict(self._context(st, it, ranks)),
+                           dtype=np.float64).reshape(-1)
+            y, bad = self._checked(st, it, y, self._last_truth(st, it, ranks))
+        except (SurrogateError, HybridError):
+            bad = None
+        if bad is not None and not bad.any():
+            jt = job_time(st.truth[:, it])
+            st.clean_signed.append((it, (job_time(y) - jt) / jt * 100.0))
+        self.wall["inference"] += time.perf_counter() - t0
+
+    def _backtest(self, st: JobState, upto: int) -> None:
+        """Shadow predictions of the job's last :data:`BACKTEST` clean simulated iterations before ``upto`` (its
+        warm-up, at its first fit), each from the history before it, recorded like a window's: the evidence a
+        policy has of the model before any window (a model that predicts the warm-up well is trusted sooner). Only
+        for feeds whose context is the truth before an iteration (``JobFeed.fixed_context``); a rank the model
+        cannot answer is left out, uncounted."""
+        for it in [i for i in st.visible if 0 < i < upto and st.clean[i]][-BACKTEST:]:
+            self._score_shadow(st, it)
 
     def _tune(self, st: JobState, idx: list[int]) -> None:
         t0 = time.perf_counter()
@@ -891,7 +946,9 @@ class HybridController(Director):
                 "fallback_predictions": st.fallbacks,
                 "edge_shift_ns": st.edge_shift,
             }
-        return {"policy": self.policy_name, "surrogate": self.surrogate.name if self.surrogate else None,
+        return {"policy": self.policy_name if self.truth_reason is None else "pdes",
+                "runs_truth": self.truth_reason,
+                "surrogate": self.surrogate.name if self.surrogate else None,
                 "lookback": self.lookback,
                 "keep_background": self.keep_background, "wall": self.wall_split(), "counts": dict(self.counts),
                 "last_refused_prediction": self.last_refusal,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -58,6 +59,14 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     sec = scenario.surrogate
     spec = sec.model
     policy = load_policy(scenario.controller.policy, scenario.controller.params)
+    truth_reason = None
+    if "controller" not in scenario.model_fields_set:
+        # the default controller runs the truth where a hybrid run cannot save what its loop costs (estimate.py)
+        from .estimate import estimate
+
+        est = estimate(scenario)
+        if not est.pays:
+            policy, truth_reason = load_policy("pdes", {}), est.reason
     # surrogate.config configures a named model; a checkpoint's own config.json holds its options
     config = {} if checkpoint_folder(spec, scenario.base_dir) is not None else sec.config
     source = surrogate.load(spec, config, base_dir=scenario.base_dir)
@@ -98,7 +107,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
                             lookback=sec.lookback, tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
                             sync=scenario.controller.sync, volumes=volumes, shape=scenario.topology.shape,
                             placement=None if placement is None else dict(enumerate(placement)),
-                            stream=scenario.is_stream, infos=infos, flow=flow)
+                            stream=scenario.is_stream, infos=infos, flow=flow, truth_reason=truth_reason)
 
 
 #: backends hybridsim ships (``backend.kind`` -> ``module:Class``); an installed package adds its own through the
@@ -218,6 +227,9 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if mode == "hybrid" and controller is None and not cls.runs_policy:
             controller = build_controller(scenario, placement=placement)
             stop.check("while building the surrogates")
+        if controller is not None and controller.truth_reason:
+            print(f"{scenario.name}: hybrid mode runs the truth: {controller.truth_reason} (hybridsim.estimate; set a "
+                  "controller section to run a policy anyway)", file=sys.stderr)
         wants_samples = controller is not None and controller.wants_samples
         if backend is None:
             run_sc = scenario

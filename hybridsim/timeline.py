@@ -72,6 +72,9 @@ class JobState:
     errors: list = field(default_factory=list)
     #: (iteration, signed %) of each shadow prediction at job level: (job time predicted - job time true) / true
     signed: list = field(default_factory=list)
+    #: the same for the clean iterations only (no predicted co-runner distorted their truth): what a policy scores
+    #: the model on, the truth of an edge being off by what the co-runners' silence did, not by the model
+    clean_signed: list = field(default_factory=list)
     fitted: bool = False
     #: the fit found nothing to learn from yet (feed.can_fit); retried at the end of each truth window
     fit_deferred: bool = False

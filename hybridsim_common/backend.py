@@ -62,6 +62,9 @@ class Director(abc.ABC):
     keep_background: bool | str = False
     #: whether the backend should stream port samples to the run's ``on_samples`` (graph surrogates need them)
     wants_samples: bool = False
+    #: why this director predicts nothing and runs the truth (a default that cannot pay for its loop), said once
+    #: when the run starts; None: it runs its policy
+    truth_reason: str | None = None
 
     @abc.abstractmethod
     def mode_for(self, job_id: int, iteration: int) -> Mode: ...

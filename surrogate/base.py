@@ -262,6 +262,11 @@ class Surrogate(abc.ABC):
     #: model of its jobs (``hybridsim.flow``: traffic matrices, routes, max-min shares) and records, for every
     #: iteration, the job's modelled time beside the co-runners running when it starts
     needs_flow: ClassVar[bool] = False
+    #: whether :meth:`fit` costs next to nothing (history models: closed form or no parameters): the hybrid loop then
+    #: fits it on each warm-up iteration's history and scores its prediction of the iteration (the evidence a policy
+    #: ends a job's warm-up on, ``JobView.clean_signed_errors``); other models are scored on their warm-up once, at
+    #: their first fit
+    cheap_fit: ClassVar[bool] = False
     #: whether :meth:`fit_series` fits the model from bare iteration-time series (CODES' director uses it)
     fits_series: ClassVar[bool] = False
     #: upper bounds of the numeric constructor options that size an allocation or a loop, option -> largest value

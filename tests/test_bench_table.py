@@ -44,6 +44,15 @@ def test_narrow_table_fits_and_reads():
             "the controller, 25 % in inference and tuning; it skipped 20 % of the events") in text
 
 
+def test_coverage_and_runs_truth_lines():
+    r = run("00-confident", coverage=0.5, coverage_within=1, coverage_jobs=2, coverage_target_pct=2.0,
+            coverage_promised=0.8, runs_truth="the pure run is cheap")
+    text = format_table({"runs": [r]})
+    assert "00-confident: coverage: 1 of 2 jobs within 2 % (the policy promises 80%)" in text
+    assert "00-confident: ran the truth (the default controller): the pure run is cheap" in text
+    assert "coverage: 1 of 2 jobs within 2 %" in format_table({"runs": [r]}, wide=True)
+
+
 def test_summary_lines_are_a_list_a_figure_joins():
     extra = lambda result: [f"{len(result['runs'])} runs"]  # noqa: E731
     SUMMARY_LINES.append(extra)

@@ -156,3 +156,76 @@ def test_validate_accepts_target_error_and_refuses_a_bad_one(tmp_path, capsys):
         assert main(["validate", str(f)]) == 2, bad
         err = capsys.readouterr().err
         assert "bad.yaml:4:" in err and "controller.params" in err and msg in err, err
+
+
+def test_student_quantile_matches_scipy_without_importing_it():
+    """The policy's Student quantile (closed-form CDF, bisection) against scipy's, and the policy never imports scipy
+    (its import alone once cost a hybrid run of the quickstart 4 s of controller time)."""
+    import subprocess
+    import sys
+
+    from scipy.stats import t
+
+    from controllers.builtin import _student, student_two_sided
+
+    for dof in (1, 2, 3, 4, 7, 15, 40):
+        for q in (0.6, 0.9, 0.95, 0.995):
+            assert _student(dof, q) == pytest.approx(float(t.ppf(q, dof)), rel=1e-10)
+    assert student_two_sided(1.0, 1) == pytest.approx(0.5)           # Cauchy: P(|T| < 1) = 1/2
+    assert student_two_sided(math.sqrt(2), 2) == pytest.approx(1 / math.sqrt(2))   # t / sqrt(2 + t^2)
+    code = ("import sys\nfrom controllers.builtin import Confident\n"
+            "Confident().largest_ft([0.5, -0.3, 0.2], 100.0)\n"
+            "print('scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_truth_noise_hand_computed():
+    """10 12 10 12: successive differences 2 -2 2, mean square 4, sqrt(4 / 2) = 1.414 ns of a mean of 11 ns."""
+    from controllers.builtin import truth_noise
+
+    assert truth_noise([10.0, 12.0, 10.0, 12.0]) == pytest.approx(math.sqrt(2) / 11 * 100)
+    assert truth_noise([10.0, 11.0, 12.0, 13.0]) == pytest.approx(math.sqrt(0.5) / 11.5 * 100)   # a trend: small
+    assert truth_noise([5.0, 5.0]) is None
+
+
+def test_bound_separates_truth_noise_from_the_models_bias():
+    """Scores 1 -1 (one iteration each), coverage 0.5 (t = 1 at 1 degree of freedom): s^2 = 2. With a truth noise of
+    1 %, the drift between windows is tau^2 = 2 - 1 = 1 and one stretch of 4 iterations is off by
+    sqrt(tau^2 + 1 / 4): B = 0 + 1 * sqrt(2 / 2 + 1.25 / 1) = 1.5. Without noise the whole spread is the model's:
+    sqrt(1 + 2) = 1.732 (completion_bound's)."""
+    from controllers.builtin import _ConfSlot
+
+    p = load_policy("confident", {"coverage": 0.5})
+    js = _ConfSlot(0)
+    js.scores, js.counts, js.noise = [1.0, -1.0], [1, 1], 1.0
+    assert p.bound_at(js, 1.0, 4.0) == pytest.approx(1.5)
+    js.noise = None
+    assert p.bound_at(js, 1.0, 4.0) == pytest.approx(math.sqrt(3))
+    assert p.bound_at(js, 1.0, 4.0) == pytest.approx(completion_bound([1.0, -1.0], 1, 0.5))
+
+
+def test_a_short_job_does_not_hold_the_warmup():
+    """B has 6 iterations, fewer than probe (8) from its start: it is exempt (simulated to its end) and A, constant,
+    ends the warm-up on its own at iteration 4."""
+    p = load_policy("confident", {"target_error": 2})
+    for it in range(4):
+        assert p.decide(cview(0, it, 10.0 * it)) == S
+        assert p.decide(cview(1, it, 10.0 * it, truth=lambda i: 10.0 + 3 * i, n=6)) == S
+    assert p.jobs[1].exempt
+    assert p.decide(cview(0, 4, 40.0)) == P
+    assert p.decide(cview(1, 4, 40.0, truth=lambda i: 10.0 + 3 * i, n=6)) == S   # exempt: simulated to its end
+
+
+def test_backtest_scores_count_one_iteration_each():
+    """Shadow errors of warm-up iterations (the controller's backtest at the first fit) are one score each; window
+    iterations that follow one another are one score."""
+    p = load_policy("confident", {"target_error": 2})
+    for it in range(4):
+        p.decide(cview(0, it, 10.0 * it))
+    assert p.decide(cview(0, 4, 40.0)) == P and p.jobs[0].warm_end == 4
+    back = [(1, 0.5), (2, -0.5), (3, 0.25)]
+    p.decide(cview(0, 5, 50.0, signed=back))
+    assert p.jobs[0].scores == [0.5, -0.5, 0.25] and p.jobs[0].counts == [1, 1, 1]
+    p.decide(cview(0, 9, 90.0, signed=back + [(7, 1.0), (8, 2.0)]))
+    assert p.jobs[0].scores == [0.5, -0.5, 0.25, 1.5] and p.jobs[0].counts == [1, 1, 1, 2]

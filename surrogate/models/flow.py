@@ -30,6 +30,7 @@ MODES = ("delta", "ratio")
 
 class Flow(Surrogate):
     """Recent truth corrected by the flow model's change of iteration time (see the module docstring)."""
+    cheap_fit = True   # (Surrogate.cheap_fit)
 
     name = "flow"
     needs_flow = True
