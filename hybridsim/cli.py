@@ -110,8 +110,11 @@ def _estimate_notes(path, scenario) -> None:
     print(f"{path}: {est.line()}")
     longest = max(est.cpu_s, est.hybrid_cpu_s)
     if longest > LONG_RUN_S:
-        print(f"{path}: warning: the run needs about {longest / 3600:.1f} h of CPU (pure {est.cpu_s / 3600:.1f} h, "
-              f"hybrid at best {est.hybrid_cpu_s / 3600:.1f} h): fewer iterations, jobs or a smaller machine first",
+        def hours(s):
+            return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min" if s >= 120 else f"{s:.0f} s"
+
+        print(f"{path}: warning: the run needs about {longest / 3600:.1f} h of CPU (pure {hours(est.cpu_s)}, hybrid "
+              f"at best {hours(est.hybrid_cpu_s)}); try fewer iterations or jobs, or a smaller machine, first",
               file=sys.stderr)
 
 
