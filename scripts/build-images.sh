@@ -66,11 +66,11 @@ quickstart() {  # IMAGE: the image's default command (the quickstart) in a throw
 
 if [[ -z "$only" || "$only" == hybridsim ]]; then
     echo "== hybridsim (docker/Dockerfile)"
-    buildah bud "${args[@]}" -f docker/Dockerfile -t hybridsim .
+    buildah bud --layers "${args[@]}" -f docker/Dockerfile -t hybridsim .
     quickstart hybridsim
 fi
 if [[ -z "$only" || "$only" == codes ]]; then
     echo "== hybridsim-codes (docker/Dockerfile.codes)"
-    buildah bud "${args[@]}" -f docker/Dockerfile.codes -t hybridsim-codes .
+    buildah bud --layers "${args[@]}" -f docker/Dockerfile.codes -t hybridsim-codes .
     quickstart hybridsim-codes
 fi
