@@ -21,6 +21,12 @@ from pathlib import Path
 RUN_FILES = ("summary.json", "manifest.json", "description.json", "scenario.yaml", "iterations.parquet",
              "jobs.parquet", "ports.parquet")
 
+#: the bench page's second table: where each hybrid run's wall time went (bench.json keys, formats)
+SPLIT = (("theoretical_speedup", ".2f"), ("wall_pure_s", ".2f"), ("wall_hybrid_s", ".2f"), ("simulation_s", ".2f"),
+         ("controller_s", ".2f"), ("inference_s", ".2f"), ("tuning_s", ".2f"))
+SPLIT_HEAD = ("events skipped (x)", "pure wall s", "hybrid wall s", "simulation s", "controller s", "inference s",
+              "tuning s")
+
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:1em auto;padding:0 1em}"
          "img{max-width:100%;border:1px solid #ccc}figure{margin:1em 0}table{border-collapse:collapse}"
          "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child,th:first-child{text-align:left}"
@@ -128,6 +134,14 @@ def write_bench_index(bench_dir: Path, page_dir: Path, result: dict, run_pages: 
         rows.append(f"<tr><td>{cell}</td>{vals}</tr>")
     body.append(f"<h2>Runs</h2><table><tr><th>run</th>{head}</tr>{''.join(rows)}</table>"
                 f"<p>{html.escape(LEGEND)}</p>")
+    split = "".join(f"<tr><td>{html.escape(r['run'])}</td>"
+                    + "".join(f"<td>{html.escape(_num(r.get(k), fmt))}</td>" for k, fmt in SPLIT)
+                    + "</tr>" for r in result.get("runs", []))
+    body.append("<h2>Where the time went</h2><table><tr><th>run</th>"
+                + "".join(f"<th>{html.escape(h)}</th>" for h in SPLIT_HEAD) + f"</tr>{split}</table>"
+                "<p>events skipped: pure events / hybrid events, the speedup the wall clock would show if the hybrid "
+                "loop cost nothing; the hybrid run's wall seconds split into simulation, controller, inference and "
+                "tuning.</p>")
     summary = [s for fn in SUMMARY_LINES for s in fn(result)]
     if summary:
         body.append("<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in summary) + "</ul>")

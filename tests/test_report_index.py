@@ -72,6 +72,9 @@ def test_a_bench_page_links_every_run_page_plot_and_table(bench):
     for r in res["runs"]:
         assert f"{r['run']}/index.html" in links and (out / "report" / r["run"] / "index.html") in made
     assert "../bench.json" in links and "curves.txt" in links
+    # where the time went: each run's event ratio and its wall split, as bench.json has them
+    r0 = res["runs"][0]
+    assert "Where the time went" in text and f"<td>{r0['theoretical_speedup']:.2f}</td>" in text
     assert all((page.parent / link).exists() for link in links + imgs)
     # a run's page: its iteration plots, the way back, the pure run it was judged against
     sub = out / "report" / res["runs"][0]["run"] / "index.html"
