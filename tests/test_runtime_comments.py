@@ -4,11 +4,11 @@ recorded ones, so a figure cannot drift 10-100x from what was measured again."""
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import runtime_comments  # noqa: E402
 
