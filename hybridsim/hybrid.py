@@ -5,14 +5,12 @@ iteration boundary it builds a :class:`~controllers.base.JobView`, asks the poli
 answer. For predicted iterations it builds each rank's look-back (truth where simulated, the earlier prediction where
 not) and asks the surrogate for the next iteration time of every rank in one batch.
 
-Ground truth and the surrogate meet in three places:
-
-* end of the warm-up: ``surrogate.fit`` on every truth so far, when the policy first answers PREDICT or, if the
-  job's feed says so (``fit_at_first_prediction``), at the job's first prediction;
-* inside a truth window (a SIMULATE iteration after predicted ones): once every rank of the job has finished it, the
-  surrogate predicts it from the history *before* it (a shadow prediction), and the error is recorded -- this is what
-  error-driven policies see;
-* end of a truth window: ``surrogate.tune`` on the window (``surrogate.tune`` is told the iteration indices).
+Ground truth meets the surrogate at the end of the warm-up (the fit), inside truth windows (shadow predictions,
+scored) and at their ends (the tune): :mod:`hybridsim.online_fit`. What each model sees comes from a per-job feed
+chosen once from the model (:func:`surrogate.online.feed_for`); what a decision records of the job's co-runners, from
+:class:`hybridsim.corunners.CorunnerFeed`. A predicted stretch the policy promises is handed to the backend in one call
+(:mod:`hybridsim.fast_forward`); when other jobs were silent (predicted) is kept in :class:`hybridsim.timeline.Silences`,
+which makes window edges.
 
 A predicted iteration advances the job by its iteration time, :func:`job_time` (the mean of the per-rank
 predictions, the statistic a bulk-synchronous job's completion follows). With ``sync="skew"`` (the default) every rank
@@ -27,144 +25,90 @@ volume-normalised times: history and training targets are divided by the iterati
 predictions multiplied by the target iteration's, so known irregular iterations (LAMMPS' neighbour-exchange steps)
 are not surprises. Jobs whose volume never changes are left as they are.
 
-What each model sees (its contexts, its fit/tune series and targets, whether a fit is possible yet) comes from a
-per-job feed chosen once from the model (:func:`surrogate.online.feed_for`: history models and graph models, whose
-port graphs are built online from the port samples the controller asks the backend for: ``wants_samples``,
-``on_samples``). When a fit has nothing to learn from yet (a graph model after a warm-up of one iteration), it is
-deferred: predictions fall back to each rank's last simulated time (counted as fallbacks) and the fit is retried at
-the end of every truth window.
-
-At every decision the controller records the job's co-runners as the model may see them (``Context.load`` /
-``load_now``: their ranks over the machine's terminals; and, when a model declares ``needs_flow``, ``Context.flow`` /
-``flow_now``: the job's iteration time under the flow-level model, :mod:`hybridsim.flow`, beside those co-runners),
-so a co-runner's start or end reaches the model before any truth of it does.
-
-A prediction that is not finite, not positive or more than ``MAX_RATIO`` (100x) away from the rank's last
-simulated iteration time, or refused by the model (a ``SurrogateError`` from ``predict``: counted again in
-``refused_predictions``, the latest message in the summary), is replaced by that time and counted
-(``summary()["counts"]["fallback_predictions"]``): a
-model fitted on a warm-up of one or two iterations can extrapolate into a collapse, and an iteration time of 0 would
-stop the run.
+A prediction that is not finite, not positive or more than ``MAX_RATIO`` (100x) away from the rank's last simulated
+time, or refused by the model (``SurrogateError``: also counted in ``refused_predictions``), is replaced by that time
+and counted (``counts["fallback_predictions"]``): a model fitted on a short warm-up can extrapolate into a collapse.
 
 Wall time is split into simulation (the backend's time between director calls), controller (the director's calls
 themselves, less the surrogate's share: views, policy, bookkeeping), inference and tuning; building graphs for a
 context counts as inference, for a fit/tune series as tuning. Policies see all four in ``JobView.costs``.
 
-Fast-forward: when the policy promises, at a PREDICT decision, that the job's next iterations are PREDICT too
-(``Policy.horizon``), the controller hands the backend the whole stretch after that iteration's prediction
-(:meth:`HybridController.fast_forward`: one ``Surrogate.predict_many`` call, every rank's start and duration as the
-per-iteration calls would compute them) and applies what the skipped ``mode_for`` and ``predict`` calls would have
-done as the backend reports the stretch reached (:meth:`HybridController.fast_forwarded`); the results are the
-per-iteration path's (hybridsim/engine/README.md, "Fast-forward").
-
 Per decision and per prediction the controller's work does not grow with the iterations a job has run: the job's
-timeline (:class:`hybridsim.timeline.JobState`) keeps its counts, edge marks, visible truth and each rank's latest
-truth up to date as records arrive, and a policy's view reads the per-iteration tables lazily.
+timeline (:class:`hybridsim.timeline.JobState`) is kept up to date as records arrive; a policy's view reads it lazily.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from controllers.base import JobView, Policy, PolicyError
 from surrogate.base import Context, JobInfo, Surrogate, SurrogateError
-from surrogate.online import Feeds, JobFeed, OnlineSeries
+from surrogate.online import Feeds, JobFeed
 from surrogate.volumes import relative_volumes
 
 from hybridsim_common.backend import Director, Mode
 from hybridsim_common.records import IterationRecord
-from .timeline import JobState, Lazy
-
-
-class HybridError(RuntimeError):
-    pass
-
-
-def job_time(per_rank: np.ndarray) -> float:
-    """The iteration time of a job from its ranks' times (what ``sync: job`` and ``skew`` advance it by): the
-    statistic its completion follows, the mean over ranks (a bulk-synchronous job's iterations take as long as its
-    ranks do together; with right-skewed per-rank times the median would advance it too fast)."""
-    per_rank = np.asarray(per_rank, dtype=np.float64)
-    return float(np.add.reduce(per_rank, axis=None)) / per_rank.size  # np.mean's sum and division, without its checks
+from .corunners import CorunnerFeed
+from .online_fit import OnlineFit, job_time
+from .fast_forward import EDGE_FLOOR, FastForward, HybridError, _job_span
+from .timeline import JobState, Lazy, Silences
 
 
 #: a per-rank prediction more than this factor away from the rank's last simulated iteration time (or not finite,
 #: or <= 0) is a model failure: that time is used instead and ``counts["fallback_predictions"]`` counts it
 MAX_RATIO = 100.0
 
-#: clean warm-up iterations a job's model is scored on at its first fit (:meth:`HybridController._backtest`)
-BACKTEST = 8
-
-#: an edge correction never shortens a predicted iteration below this fraction of the prediction
-EDGE_FLOOR = 0.1
 SYNCS = ("job", "skew", "rank")   # how a predicted iteration ends on the ranks of a job (scenario controller.sync)
 
 
-def _job_span(jt: float, corr: float) -> float:
-    """A ``sync: job`` iteration's length from the latest start: the job time ``jt`` shifted by the edge correction
-    ``corr``, never below :data:`EDGE_FLOOR` of it."""
-    return max(jt + corr, EDGE_FLOOR * jt)
+@dataclass(frozen=True)
+class ControllerSettings:
+    """How a hybrid run's loop behaves (the scenario's ``controller`` and ``surrogate`` sections; README "The hybrid
+    loop and policies"). ``keep_background``: what stands in for a predicted job's traffic; ``lookback``: history
+    per rank a model sees (default: the models' own); ``tune``: tune the model at the end of each truth window;
+    ``policy_name``: the policy's name in the summary; ``sync``: how a predicted iteration ends on the ranks of a job
+    (:data:`SYNCS`); ``drop_edges``: window edges left out of what the models see; ``history``: what a model's
+    look-back holds (truth, window, mixed); ``correct_edges``: an edge's distorted time corrected by the model;
+    ``stream``: jobs start and end when a scheduler says; ``truth_reason``: the default controller runs the truth,
+    and why (:mod:`hybridsim.estimate`)."""
+
+    keep_background: bool | str = True
+    lookback: int | None = None
+    tune: bool = True
+    policy_name: str | None = None
+    sync: str = "skew"
+    drop_edges: bool = True
+    history: str = "truth"
+    correct_edges: bool = True
+    stream: bool = False
+    truth_reason: str | None = None
 
 
-def _skew_run(starts: np.ndarray, jts, until: float) -> tuple[int, np.ndarray, np.ndarray]:
-    """The iterations of a ``sync: skew`` stretch, from ranks starting at ``starts`` with job times ``jts``, over which
-    every rank simply advances by the job's span (no rank held back to the latest start), each is decided before
-    ``until`` and virtual time runs forward: ``(q, rows, spans)``, ``rows[m]`` the ranks' starts of iteration m (q + 1
-    rows at least). The starts are running sums, ``np.add.accumulate``'s sequential float64 additions: the values
-    ``_durations`` gives one iteration at a time (for performance)."""
-    jt = np.asarray(jts, dtype=np.float64)
-    span = np.maximum(jt + 0.0, EDGE_FLOOR * jt)   # _job_span of each, element by element
-    rows = np.empty((len(span) + 1, len(starts)))
-    rows[0] = starts
-    rows[1:] = span[:, None]
-    rows = np.add.accumulate(rows, axis=0)
-    cur, nxt = rows[:-1], rows[1:]
-    hi = cur.max(axis=1)
-    ok = (((hi[:, None] - cur) <= span[:, None]).all(axis=1) & (cur.min(axis=1) < until)
-          & (nxt.min(axis=1) >= hi))
-    return (len(ok) if ok.all() else int(np.argmin(ok))), rows, span
-
-
-class _Stretch:
-    """A fast-forward stretch granted to one job (:meth:`HybridController.fast_forward`): from iteration ``first``,
-    per iteration its decision time, the model's per-rank times ``raw`` (k, R) and the ranks that fell back (``bad``
-    counts), the ranks' ``starts`` and ``durations``; the co-runner ``load`` (and ``corunners`` and their ``flow``
-    time) every decision of it records; the promise's ``until``; how many decisions and predictions are applied."""
-
-    def __init__(self, first: int, load: float, corunners: tuple, flow, until: float, raw: np.ndarray,
-                 bad: np.ndarray):
-        self.first, self.load, self.corunners, self.flow, self.until = first, load, corunners, flow, until
-        self.raw, self.bad = raw, bad
-        self.times: list[float] = []
-        self.starts = self.durations = np.zeros((0, 0))   # (k, R) each, set with the times
-        self.decided = self.predicted = 0
-
-    def truncate(self, h: int) -> None:
-        del self.times[h:]
-        self.starts, self.durations = self.starts[:h], self.durations[:h]
-
-
-class HybridController(Director):
+class HybridController(OnlineFit, FastForward, Director):
     """Director for a hybrid run. ``jobs`` = list of (name, workload kind, n_ranks, n_iterations or None);
     ``surrogate`` = one model per job id (dict) or a single model instance deep-copied per job (a model is fitted
     and tuned on its own job's truth only).
 
-    ``stream``: the jobs start and end when a scheduler says (the backend calls :meth:`on_job_start` and
+    ``settings``: :class:`ControllerSettings`. ``settings.stream``: the jobs start and end when a scheduler says (the backend calls :meth:`on_job_start` and
     :meth:`on_job_end`): a job's state and feed are created when it starts, it is simulated until its policy has
     history to predict from, and policies see the running jobs in ``JobView.running``."""
 
-    def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate], *, keep_background: bool | str = True,
-                 lookback: int | None = None, tune: bool = True, policy_name: str | None = None,
-                 sync: str = "skew", volumes: dict[int, np.ndarray] | None = None, shape=None, placement=None,
-                 drop_edges: bool = True, history: str = "truth", correct_edges: bool = True, stream: bool = False,
-                 infos: dict[int, JobInfo] | None = None, flow=None, truth_reason: str | None = None):
+    def __init__(self, jobs, policy: Policy, surrogate: Surrogate | dict[int, Surrogate],
+                 settings: ControllerSettings | None = None, *, volumes: dict[int, np.ndarray] | None = None,
+                 shape=None, placement=None, infos: dict[int, JobInfo] | None = None, flow=None):
+        settings = settings if settings is not None else ControllerSettings()
+        self.settings = settings
+        keep_background, lookback, tune, policy_name = (settings.keep_background, settings.lookback, settings.tune,
+                                                        settings.policy_name)
+        sync, drop_edges, history, correct_edges, stream = (settings.sync, settings.drop_edges, settings.history,
+                                                            settings.correct_edges, settings.stream)
         self.policy = policy
         #: why the default controller runs the truth instead (hybridsim.estimate: a hybrid run cannot pay), or None
-        self.truth_reason = truth_reason
+        self.truth_reason = settings.truth_reason
         self.policy_name = policy_name or (policy.name if isinstance(policy, Policy) else type(policy).__name__)  # duck-typed plug-ins
         if isinstance(surrogate, dict):
             self.models = dict(surrogate)
@@ -187,11 +131,10 @@ class HybridController(Director):
         self.stream = bool(stream)
         #: job id -> JobInfo (a stream job's groups are set from its terminals when it starts)
         self.infos = dict(infos or {})
-        #: the flow-level interference model (:class:`hybridsim.flow.FlowModel`, jobs placed before the run placed
-        #: already, a stream job placed when it starts), built only when a model reads it (``Surrogate.needs_flow``)
-        self.flow = flow
-        #: job id -> iteration -> the co-runners it was decided beside (what ``JobState.flow`` was computed from)
-        self._sets: dict[int, dict[int, tuple]] = {}
+        #: what each decision records of the job's co-runners (load; flow-model times when ``flow``, the run's
+        #: :class:`hybridsim.flow.FlowModel`, is given: :func:`hybridsim.corunners.flow_for` makes it for the models
+        #: that read it)
+        self.corunner_feed = CorunnerFeed(self.jobs, self.infos, flow)
         self.states: dict[int, JobState | None] = {}
         for jid, (name, kind, n_ranks, n_it) in enumerate(jobs):
             # a stream job's state is created when it starts (on_job_start)
@@ -214,16 +157,12 @@ class HybridController(Director):
         self.now = 0.0  # virtual time: the latest iteration end seen (records arrive in time order)
         self.drop_edges = drop_edges
         self.correct_edges = correct_edges
-        self.pred_spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in self.states}
-        self.max_span: dict[int, float] = {jid: 0.0 for jid in self.states}
-        self.pending: dict[int, float] = {}  # job -> when its first rank stopped for an iteration not yet predicted
+        #: when each job was predicted (silent): what makes another job's simulated iteration an edge
+        self.silences = Silences(self.states)
         self.last_refusal: str | None = None  # the latest SurrogateError a model raised at a prediction (summary)
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0,
                        "fallback_predictions": 0, "edge_corrections": 0, "refused_predictions": 0}
-        #: fast-forward: job -> (iteration, n, until), the policy's horizon after its latest PREDICT (dropped by any
-        #: other decision); job -> the stretch granted on it (:class:`_Stretch`) until all of it is applied
-        self._horizon: dict[int, tuple[int, int, float]] = {}
-        self._stretches: dict[int, _Stretch] = {}
+        self._init_fast_forward()
 
     def _feed(self, jid: int, terminals=None) -> JobFeed:
         name, _kind, _r, n_it = self.jobs[jid]
@@ -249,8 +188,7 @@ class HybridController(Director):
         self._horizon.clear()
         self.started[job_id] = t
         self.running[job_id] = None
-        if self.flow is not None:
-            self.flow.place(job_id, terminals)
+        self.corunner_feed.place(job_id, terminals)
         name, kind, n_ranks, n_it = self.jobs[job_id]
         if n_it is None or job_id not in self.models:
             return
@@ -348,11 +286,7 @@ class HybridController(Director):
         except (ValueError, AttributeError):
             raise PolicyError(f"policy {self.policy_name!r} returned {raw!r} for job {st.job!r} iteration "
                               f"{iteration}; expected 'simulate' or 'predict'") from None
-        corunners = self._corunners(job_id, mode)
-        st.load[iteration] = self._corunner_load(job_id, mode, corunners)
-        if self.flow is not None:
-            self._sets.setdefault(job_id, {})[iteration] = tuple(corunners)
-            st.flow[iteration] = self.flow.iteration_time(job_id, corunners)
+        self.corunner_feed.decided(st, range(iteration, iteration + 1), self._corunners(job_id, mode))
         if mode == Mode.PREDICT and iteration == 0:
             raise PolicyError(f"policy {self.policy_name!r} asked to predict job {st.job!r} iteration 0: there is "
                               "no history to predict from; simulate at least one iteration first")
@@ -362,7 +296,7 @@ class HybridController(Director):
         if mode == Mode.SIMULATE and st.modes and st.modes[-1] == Mode.PREDICT:
             st.window_start = iteration
         if mode == Mode.PREDICT:
-            self.pending[job_id] = self.now   # its first rank stops injecting now (the others as they get here)
+            self.silences.stopped(job_id, self.now)   # its first rank stops injecting now (the others as they get here)
         st.decide(mode)
         # what the policy promised before this decision may hold for less after it (Policy.standing); this job's
         # own promise, asked now, is granted as a stretch at its prediction (fast_forward)
@@ -394,14 +328,9 @@ class HybridController(Director):
             out.append(k)
         return out
 
-    def _corunner_load(self, job_id: int, mode: Mode, corunners=None) -> float:
-        """:meth:`JobInfo.load` of :meth:`_corunners` (given or found); NaN without the job's info."""
-        info = self.infos.get(job_id)
-        if info is None:
-            return math.nan
-        if corunners is None:
-            corunners = self._corunners(job_id, mode)
-        return info.load(sum(self.jobs[k][2] for k in corunners))
+    def _corunner_load(self, job_id: int, mode: Mode) -> float:
+        """The co-runner load of job ``job_id`` now (:meth:`CorunnerFeed.load` of :meth:`_corunners`)."""
+        return self.corunner_feed.load(job_id, self._corunners(job_id, mode))
 
     def _context(self, st: JobState, iteration: int, ranks: np.ndarray) -> Context:
         return self.feeds[st.job_id].context(st, iteration, ranks)
@@ -508,180 +437,7 @@ class HybridController(Director):
         """Iteration ``iteration`` of ``ranks`` is predicted to last ``d`` from ``starts``: the job's tables, its
         predicted span, and it no longer pending."""
         st.pred[ranks, iteration] = d
-        span = (float(starts.min()), float((starts + d).max()))
-        self.pending.pop(st.job_id, None)
-        self.pred_spans[st.job_id].append(span)
-        self.max_span[st.job_id] = max(self.max_span[st.job_id], span[1] - span[0])
-
-    # ------------------------------------------------------------------------------------------------ fast-forward
-    def fast_forward(self, job_id: int, iteration: int, ends: np.ndarray) -> np.ndarray | None:
-        """The stretch after predicted ``iteration`` (:meth:`Director.fast_forward`): the iterations the policy's
-        :meth:`~controllers.base.Policy.horizon` promised PREDICT when it decided ``iteration`` (no decision since),
-        before the job's last, whose decision times (the first rank's end of the one before, as the engine asks)
-        come before the promise's ``until``, predicted in one :meth:`~surrogate.base.Surrogate.predict_many` call.
-        Only for feeds whose context does not move over a predicted stretch (``JobFeed.fixed_context``). What the
-        per-iteration calls would record is applied as the backend reports the stretch reached
-        (:meth:`fast_forwarded`)."""
-        t0 = self._clock()
-        try:
-            return self._fast_forward(job_id, iteration, np.asarray(ends, dtype=np.float64))
-        finally:
-            self._director_s += time.perf_counter() - t0
-
-    def _fast_forward(self, job_id: int, iteration: int, ends: np.ndarray) -> np.ndarray | None:
-        h = self._horizon.pop(job_id, None)
-        st = self.states.get(job_id)
-        if h is None or h[0] != iteration or st is None or not st.fitted:
-            return None
-        _, n, until = h
-        if self.flow is not None and any(k not in self.flow.period for k in self.running
-                                         if self.states.get(k) is not None):
-            return None   # a job's first truth will set its flow period, and every job's flow values move with it
-        n = min(n, st.n_iterations - 2 - iteration)  # the last iteration is decided on its own (others read its end)
-        # Each skipped decision's JobView.now must be the time its first rank gets there: true while virtual time
-        # runs forward (the latest record end seen is then the current time). It runs back where an iteration ends
-        # on some rank before its last rank started it (per-rank ends, "skew" or "rank", with a skew larger than the
-        # iteration): not at all in a stretch (it stops before such an iteration), not in the others' (the backend
-        # ends every stretch then), and not before this one (now, the latest end seen, is not past its start).
-        if n <= 0 or not ends.min() < until or not self.now <= ends.min():
-            return None
-        if math.isfinite(until):
-            # as many as fit before ``until`` at the pace of the iteration just predicted, and some: a stretch that
-            # ends before ``until`` is as right as a longer one (the next iteration is then asked for on its own)
-            pace = float(np.mean(st.pred[:, iteration]))
-            if pace > 0:
-                n = min(n, int((until - float(ends.min())) / pace * 1.25) + 4)
-        first = iteration + 1
-        ranks = np.arange(st.n_ranks)
-        # the decisions' co-runners: the same at every boundary of a stretch (no job starts, ends or completes its
-        # iterations in one: the backend ends it then)
-        corunners = self._corunners(job_id, Mode.PREDICT)
-        load = self._corunner_load(job_id, Mode.PREDICT, corunners)
-        flow = self.flow.iteration_time(job_id, corunners) if self.flow is not None else None
-        keep = st.load[first], st.flow[first]
-        st.load[first] = load   # the context reads the decision's co-runner load (and flow), as after mode_for
-        if flow is not None:
-            st.flow[first] = flow
-        try:
-            ctx = self._context(st, first, ranks)
-        finally:
-            st.load[first], st.flow[first] = keep
-        model = self.models[job_id]
-        t0 = time.perf_counter()
-        ys = np.array(model.predict_many(ctx, n), dtype=np.float64)   # a copy: the fallback writes into it
-        self.wall["inference"] += time.perf_counter() - t0
-        if ys.shape != (n, st.n_ranks):
-            raise HybridError(f"surrogate {model.name!r}: predict_many gave shape {ys.shape} for {n} iterations of "
-                              f"{st.n_ranks} ranks of job {st.job!r}")
-        # _checked for every row at once (elementwise, so the same values)
-        ys, bad = self._checked(st, slice(first, first + n), ys, self._last_truth(st, first, ranks)[None, :])
-        plan = _Stretch(first, load, tuple(corunners), flow, until, ys, bad.sum(axis=1))
-        # job_time of every row at once (a row's sum is the 1-D sum of it: the same value)
-        jts = (np.add.reduce(ys, axis=1) / ys.shape[1]).tolist()
-        times, blocks = plan.times, []   # blocks: (starts, durations) of consecutive iterations, (k, R) or (k, 1)
-        starts = ends
-        m = 0
-        while m < n:   # each iteration's durations, the ranks starting where they ended the one before
-            t = float(starts.min())   # its decision: when the first rank gets there
-            if not t < until:
-                break
-            if self.sync == "job" and t == float(starts.max()):
-                # from here every rank starts together, and _durations' float64 operations are the same for each:
-                # done once per iteration on Python floats (the same IEEE arithmetic; for performance)
-                c, cs, ds = t, [], []
-                while m < n and c < until:
-                    d = (c + _job_span(jts[m], 0.0)) - c
-                    cs.append(c)
-                    ds.append(d)
-                    c = c + d
-                    m += 1
-                times += cs
-                blocks.append((np.array(cs)[:, None], np.array(ds)[:, None]))
-                break
-            if self.sync == "skew":
-                q, rows, span = _skew_run(starts, jts[m:], until)
-                if q:
-                    times += rows[:q].min(axis=1).tolist()
-                    blocks.append((rows[:q], span[:q, None]))
-                    starts = rows[q]
-                    m += q
-                    continue
-            d = self._durations(ys[m], starts, 0.0, jts[m])
-            nxt = starts + d
-            if nxt.min() < starts.max():
-                break   # a rank would end this iteration before the last one starts it: virtual time would go back
-            times.append(t)
-            blocks.append((starts[None, :], d[None, :]))
-            starts = nxt
-            m += 1
-        if not times:
-            return None
-        plan.starts, plan.durations = np.empty((len(times), st.n_ranks)), np.empty((len(times), st.n_ranks))
-        k = 0
-        for a, b in blocks:
-            plan.starts[k:k + len(a)] = a
-            plan.durations[k:k + len(a)] = b
-            k += len(a)
-        self._stretches[job_id] = plan
-        return plan.durations
-
-    def fast_forward_kept(self, job_id: int, reached: int) -> int:
-        """After a decision for another job: how many iterations of job ``job_id``'s stretch still stand (at least the
-        ``reached`` ones): those whose decision times come before what the policy's promise keeps
-        (:meth:`~controllers.base.Policy.standing`)."""
-        plan = self._stretches.get(job_id)
-        if plan is None:
-            return reached
-        plan.until = self.policy.standing(job_id, plan.until)
-        return max(reached, bisect.bisect_left(plan.times, plan.until))
-
-    def fast_forwarded(self, job_id: int, decided: int, predicted: int, length: int) -> None:
-        """Apply the stretch's first ``decided`` decisions and ``predicted`` predictions (those not applied yet) as
-        :meth:`mode_for` and :meth:`predict` would have: the job's tables, counts, spans and pending mark, and the
-        policy's :meth:`~controllers.base.Policy.fast_forwarded`."""
-        t0 = self._clock()
-        try:
-            self._fast_forwarded(job_id, decided, predicted, length)
-        finally:
-            self._director_s += time.perf_counter() - t0
-
-    def _fast_forwarded(self, job_id: int, decided: int, predicted: int, length: int) -> None:
-        plan = self._stretches[job_id]
-        st = self.states[job_id]
-        plan.truncate(length)
-        a, b = plan.decided, decided
-        if b > a:
-            its = range(plan.first + a, plan.first + b)
-            st.load[its.start:its.stop] = plan.load
-            if plan.flow is not None:
-                sets = self._sets.setdefault(job_id, {})
-                for it in its:
-                    sets[it] = plan.corunners
-                st.flow[its.start:its.stop] = plan.flow
-            st.decide(Mode.PREDICT, b - a)
-            self.policy.fast_forwarded(job_id, st.n_iterations, its, plan.times[a:b])
-            plan.decided = b
-        a, b = plan.predicted, predicted
-        if b > a:
-            cols = slice(plan.first + a, plan.first + b)
-            n_bad = int(plan.bad[a:b].sum())
-            self.counts["inference_calls"] += b - a
-            if n_bad:
-                self.counts["fallback_predictions"] += n_bad
-                st.fallbacks += n_bad
-            st.raw[:, cols] = plan.raw[a:b].T
-            starts, durs = plan.starts[a:b], plan.durations[a:b]
-            st.pred[:, cols] = durs.T
-            spans = list(zip(starts.min(axis=1).tolist(), (starts + durs).max(axis=1).tolist()))  # _predicted's
-            self.pred_spans[job_id] += spans
-            self.max_span[job_id] = max(self.max_span[job_id], max(e - s for s, e in spans))
-            plan.predicted = b
-        if plan.decided > plan.predicted:
-            self.pending[job_id] = plan.times[plan.decided - 1]   # reached, not yet predicted (mode_for's mark)
-        else:
-            self.pending.pop(job_id, None)
-        if plan.predicted == len(plan.times):
-            del self._stretches[job_id]
+        self.silences.predicted(st.job_id, [(float(starts.min()), float((starts + d).max()))])
 
     # ------------------------------------------------------------------------------------------------ truth
     def on_record(self, rec: IterationRecord, simulated: bool) -> None:
@@ -754,64 +510,14 @@ class HybridController(Director):
         if complete and simulated:
             self._iteration_complete(st, rec.iteration)
 
-    def _edge_correction(self, st: JobState, iteration: int) -> float:
-        """When the iteration before the first predicted one is a window edge (see :meth:`_edges`), the job's timeline
-        already holds its distorted simulated time; the surrogate's prediction of it from the clean history before it
-        replaces that time: the mean over ranks of (prediction - simulated) is returned, to be added to this
-        predicted iteration (the job's later iterations shift by it)."""
-        e = iteration - 1
-        if not (self.correct_edges and self.drop_edges and e >= 0 and e < len(st.modes)
-                and st.modes[e] == Mode.SIMULATE and self._edges(st, iteration)[e]):
-            return 0.0
-        ranks = np.arange(st.n_ranks)
-        p = self._predict(st, e, ranks)
-        d = st.truth[:, e]
-        ok = np.isfinite(p) & np.isfinite(d)
-        if not ok.any():
-            return 0.0
-        c = float(np.mean(p[ok] - d[ok]))
-        st.edge_shift += c
-        self.counts["edge_corrections"] += 1
-        return c
-
-    def _overlaps_prediction(self, st: JobState, a: float, b: float) -> bool:
-        """Whether another job was predicted (injected no packets) at some time in (a, b)."""
-        for jid, spans in self.pred_spans.items():
-            if jid == st.job_id:
-                continue
-            if self.pending.get(jid, np.inf) < b:
-                return True
-            reach = self.max_span[jid]
-            for s0, e0 in reversed(spans):
-                if s0 < b and e0 > a:
-                    return True
-                if s0 + reach <= a:
-                    break
-        return False
-
     def _edges(self, st: JobState, upto: int) -> np.ndarray:
         """The window edges of ``st`` before ``upto`` (:meth:`JobState.window_edges`)."""
         return st.window_edges(upto)
 
-    def _measured_period(self, st: JobState, it: int) -> None:
-        """The flow model's co-runner demand of job ``st`` from its first simulated iteration's time (the model's own
-        time is far off for latency-bound jobs), and every job's recorded flow value recomputed with it, so that a
-        history column and ``flow_now`` are always computed alike."""
-        jt = job_time(st.truth[:, it])
-        if not (np.isfinite(jt) and jt > 0):
-            return
-        self.flow.set_period(st.job_id, jt)
-        for jid, sets in self._sets.items():
-            s = self.states.get(jid)
-            if s is not None:
-                for i, others in sets.items():
-                    s.flow[i] = self.flow.iteration_time(jid, others)
-
     def _iteration_complete(self, st: JobState, it: int) -> None:
-        if self.flow is not None and st.job_id not in self.flow.period:
-            self._measured_period(st, it)
+        self.corunner_feed.first_truth(st, it, self.states)
         if self.drop_edges:
-            st.clean[it] = not self._overlaps_prediction(st, st.lo[it], st.hi[it])
+            st.clean[it] = not self.silences.overlaps(st.job_id, st.lo[it], st.hi[it])
         if st.n_predicted == 0 and not st.fitted and it > 0 and self.drop_edges and st.clean[it]:
             self._warmup_shadow(st, it)
         in_window = st.window_start is not None and it >= st.window_start
@@ -836,82 +542,6 @@ class HybridController(Director):
         elif window_over and self.do_tune:
             self._tune(st, list(range(max(0, st.window_start - self.lookback), it + 1)))
             st.window_start = None
-
-    def _series(self, st: JobState) -> OnlineSeries:
-        return self.feeds[st.job_id].series(st)
-
-    def _targets(self, st: JobState, series: OnlineSeries, idx) -> list[int]:
-        return self.feeds[st.job_id].targets(st, series, idx)
-
-    def _fit(self, st: JobState, iteration: int) -> None:
-        t0 = time.perf_counter()
-        feed = self.feeds[st.job_id]
-        series = feed.series(st)
-        idx = feed.targets(st, series, range(iteration))
-        if not feed.can_fit(series, idx):
-            # nothing to learn from yet: predictions fall back to the last truth (counted) and the fit is retried
-            # at the end of each truth window
-            self.counts["deferred_fits"] += 1
-            st.fit_deferred = True
-            return
-        feed.prepare_fit(st, series)
-        self.models[st.job_id].fit(series, idx)
-        self.wall["tuning"] += time.perf_counter() - t0
-        self.counts["fit_calls"] += 1
-        st.fitted = True
-        if not st.clean_signed and feed.fixed_context and self.drop_edges:
-            self._backtest(st, iteration)
-
-    def _warmup_shadow(self, st: JobState, it: int) -> None:
-        """A warm-up iteration ``it`` of a model that is cheap to fit (``Surrogate.cheap_fit``) with a feed whose
-        context is the truth before an iteration (``JobFeed.fixed_context``): the model is fitted on the history
-        before ``it`` and its prediction of ``it`` is scored like a window's shadow prediction (the evidence the
-        policy may end the job's warm-up on). The fit is provisional: the job's real fit comes at its first
-        prediction, on the whole warm-up."""
-        feed, model = self.feeds[st.job_id], self.models[st.job_id]
-        if not (model.cheap_fit and feed.fixed_context):
-            return
-        t0 = time.perf_counter()
-        series = feed.series(st)
-        idx = feed.targets(st, series, range(it))
-        if idx and feed.can_fit(series, idx):
-            feed.prepare_fit(st, series)
-            model.fit(series, idx)
-        self.wall["tuning"] += time.perf_counter() - t0
-        self._score_shadow(st, it)
-
-    def _score_shadow(self, st: JobState, it: int) -> None:
-        """Record the model's prediction of simulated iteration ``it`` from the history before it as a clean shadow
-        error (uncounted as a prediction; a rank the model cannot answer leaves the iteration unscored)."""
-        t0 = time.perf_counter()
-        ranks = np.arange(st.n_ranks)
-        try:
-            y = np.asarray(self.models[st.job_id].predict(self._context(st, it, ranks)),
-                           dtype=np.float64).reshape(-1)
-            y, bad = self._checked(st, it, y, self._last_truth(st, it, ranks))
-        except (SurrogateError, HybridError):
-            bad = None
-        if bad is not None and not bad.any():
-            jt = job_time(st.truth[:, it])
-            st.clean_signed.append((it, (job_time(y) - jt) / jt * 100.0))
-        self.wall["inference"] += time.perf_counter() - t0
-
-    def _backtest(self, st: JobState, upto: int) -> None:
-        """Shadow predictions of the job's last :data:`BACKTEST` clean simulated iterations before ``upto`` (its
-        warm-up, at its first fit), each from the history before it, recorded like a window's: the evidence a
-        policy has of the model before any window (a model that predicts the warm-up well is trusted sooner). Only
-        for feeds whose context is the truth before an iteration (``JobFeed.fixed_context``); a rank the model
-        cannot answer is left out, uncounted."""
-        for it in [i for i in st.visible if 0 < i < upto and st.clean[i]][-BACKTEST:]:
-            self._score_shadow(st, it)
-
-    def _tune(self, st: JobState, idx: list[int]) -> None:
-        t0 = time.perf_counter()
-        feed = self.feeds[st.job_id]
-        series = feed.series(st)
-        self.models[st.job_id].tune(series, feed.targets(st, series, idx))
-        self.wall["tuning"] += time.perf_counter() - t0
-        self.counts["tune_calls"] += 1
 
     # ------------------------------------------------------------------------------------------------ results
     def per_iteration_columns(self, records: list[IterationRecord]) -> dict[str, list]:

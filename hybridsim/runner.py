@@ -97,17 +97,16 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
             volumes[i] = vol
     for m in models.values():
         m.check_run(scenario_to_dict(scenario))  # a model tied to one run (oracle) refuses another scenario here
-    flow = None
-    if any(m.needs_flow for m in models.values()):
-        from .flow import flow_model
+    from .corunners import flow_for
+    from .hybrid import ControllerSettings
 
-        flow = flow_model(scenario, placement)  # a stream job is placed when it starts (on_job_start)
-    # a stream job's terminals come with its start (HybridController.on_job_start)
-    return HybridController(jobs, policy, models, keep_background=scenario.controller.keep_background,
-                            lookback=sec.lookback, tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
-                            sync=scenario.controller.sync, volumes=volumes, shape=scenario.topology.shape,
-                            placement=None if placement is None else dict(enumerate(placement)),
-                            stream=scenario.is_stream, infos=infos, flow=flow, truth_reason=truth_reason)
+    flow = flow_for(scenario, models.values(), placement)   # a stream job is placed when it starts (on_job_start)
+    settings = ControllerSettings(keep_background=scenario.controller.keep_background, lookback=sec.lookback,
+                                  tune=sec.tune, history=sec.history, policy_name=scenario.controller.policy,
+                                  sync=scenario.controller.sync, stream=scenario.is_stream, truth_reason=truth_reason)
+    return HybridController(jobs, policy, models, settings, volumes=volumes, shape=scenario.topology.shape,
+                            placement=None if placement is None else dict(enumerate(placement)), infos=infos,
+                            flow=flow)
 
 
 #: backends hybridsim ships (``backend.kind`` -> ``module:Class``); an installed package adds its own through the

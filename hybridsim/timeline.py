@@ -286,3 +286,41 @@ def _ro(a: np.ndarray) -> np.ndarray:
     a = a.view()
     a.flags.writeable = False
     return a
+
+
+class Silences:
+    """When each job was predicted, i.e. silent on the network: the (start, end) spans of its predicted iterations
+    (``spans``, in time order, and the longest, ``reach``) and, while its first rank has stopped for an iteration not
+    yet predicted, since when (``pending``). A simulated iteration of another job that overlaps a silence is not
+    *clean* (its truth met traffic the pure run had, missing): what makes a window edge (module docstring)."""
+
+    def __init__(self, jobs):
+        self.spans: dict[int, list[tuple[float, float]]] = {jid: [] for jid in jobs}
+        self.reach: dict[int, float] = {jid: 0.0 for jid in jobs}
+        self.pending: dict[int, float] = {}
+
+    def stopped(self, job_id: int, t: float) -> None:
+        """Job ``job_id``'s first rank stopped at ``t`` for an iteration not predicted yet."""
+        self.pending[job_id] = t
+
+    def predicted(self, job_id: int, spans: list[tuple[float, float]]) -> None:
+        """Predicted iterations of the job, each (earliest start, latest end) over its ranks: no longer pending."""
+        self.pending.pop(job_id, None)
+        self.spans[job_id] += spans
+        self.reach[job_id] = max(self.reach[job_id], max(e - s for s, e in spans))
+
+    def overlaps(self, job_id: int, a: float, b: float) -> bool:
+        """Whether a job other than ``job_id`` was silent at some time in (a, b)."""
+        for jid, spans in self.spans.items():
+            if jid == job_id:
+                continue
+            if self.pending.get(jid, np.inf) < b:
+                return True
+            reach = self.reach[jid]
+            for s0, e0 in reversed(spans):
+                if s0 < b and e0 > a:
+                    return True
+                if s0 + reach <= a:
+                    break
+        return False
+

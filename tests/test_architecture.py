@@ -259,25 +259,47 @@ def test_hybrid_loop_has_no_branch_on_model_kind():
     assert not bad, "\n".join(bad)
 
 
-#: the controller's modules: they ask a model through the Surrogate interface and its feed, never what it needs
-CONTROLLER_FILES = ("hybridsim/hybrid.py", "hybridsim/timeline.py", "hybridsim/runner.py")
+#: the controller's modules: they ask a model through the Surrogate interface and its feeds, never what it needs
+CONTROLLER_FILES = ("hybridsim/hybrid.py", "hybridsim/timeline.py", "hybridsim/runner.py",
+                    "hybridsim/fast_forward.py")
+
+#: a model-kind test: any ``needs_*`` ability read off an object (``needs_graphs``, ``needs_flow``, ...)
+NEEDS = re.compile(r"needs_\w+")
 
 
-def _asks_needs_graphs(tree) -> list[int]:
-    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "needs_graphs"]
+def _asks_needs(tree) -> list[int]:
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and NEEDS.fullmatch(n.attr)]
 
 
-def test_the_controller_does_not_ask_needs_graphs():
-    """The graph feed (surrogate.online.Feeds) owns the port-graph wiring: HybridController and build_controller do
-    not ask a model whether it needs graphs (issue 20)."""
+def test_the_controller_does_not_ask_what_a_model_needs():
+    """The feeds own the wiring a model's needs call for (surrogate.online.Feeds: port graphs; hybridsim.corunners:
+    the flow model): HybridController, its fast-forward, the timeline and build_controller never ask a model whether
+    it needs graphs, flow values or anything else (issues 20 and 34)."""
     bad = [f"{f}:{line}" for f in CONTROLLER_FILES if (ROOT / f).is_file()
-           for line in _asks_needs_graphs(_tree(ROOT / f))]
-    assert not bad, "the controller asks needs_graphs:\n" + "\n".join(bad)
+           for line in _asks_needs(_tree(ROOT / f))]
+    assert not bad, "the controller asks what a model needs:\n" + "\n".join(bad)
 
 
-def test_the_needs_graphs_check_would_catch_the_old_controller():
-    old = ast.parse("if self.graphs is not None and self.models[job_id].needs_graphs:\n    pass\n")
-    assert _asks_needs_graphs(old) == [1]
+def test_the_needs_check_would_catch_the_old_controllers():
+    old = ast.parse("if self.graphs is not None and self.models[job_id].needs_graphs:\n    pass\n"
+                    "if any(m.needs_flow for m in models.values()):\n    pass\n")
+    assert _asks_needs(old) == [1, 3]
+
+
+def test_the_controller_stays_readable():
+    """hybrid.py holds the loop (<= 600 lines); every first-party file over 600 lines says why in its docstring."""
+    assert len((ROOT / "hybridsim/hybrid.py").read_text().splitlines()) <= 600
+    long = []
+    for path in sorted(ROOT.glob("*/**/*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] not in ("hybridsim", "hybridsim_common", "surrogate", "controllers", "codes_bridge"):
+            continue
+        text = path.read_text()
+        if len(text.splitlines()) > 600:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "600 lines" not in doc:
+                long.append(f"{rel}: {len(text.splitlines())} lines")
+    assert not long, "files over 600 lines whose docstring does not say why (mention '600 lines'):\n" + "\n".join(long)
 
 
 #: what a getattr/hasattr must not be asked of: models, policies, controllers and directors declare what they offer

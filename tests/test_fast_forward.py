@@ -53,8 +53,9 @@ def _same_state(a, b):
     strip = lambda s: {k: v for k, v in s.items() if k != "wall"}
     assert json.dumps(strip(a.summary()), sort_keys=True, default=str) == \
         json.dumps(strip(b.summary()), sort_keys=True, default=str)
-    assert a.now == b.now and a.pending == b.pending and a.pred_spans == b.pred_spans and a.max_span == b.max_span
-    assert a.counts == b.counts and a._sets == b._sets
+    assert a.now == b.now and a.silences.pending == b.silences.pending and a.silences.spans == b.silences.spans \
+        and a.silences.reach == b.silences.reach
+    assert a.counts == b.counts and a.corunner_feed._sets == b.corunner_feed._sets
     for jid, x in a.states.items():
         y = b.states[jid]
         if x is None:

@@ -7,7 +7,7 @@ from controllers.builtin import Periodic
 from hybridsim_common.backend import Mode
 from hybridsim_common.records import IterationRecord
 from hybridsim.flow import FlowModel
-from hybridsim.hybrid import HybridController
+from hybridsim.hybrid import ControllerSettings, HybridController
 from hybridsim.runner import build_controller
 from hybridsim.scenario import parse_scenario
 from surrogate.base import Context, SurrogateError
@@ -77,8 +77,8 @@ def test_the_controller_gives_the_model_its_co_runners_and_their_end():
     decided then is modelled alone."""
     sc = parse_scenario(TWO)
     ctl = build_controller(sc, placement=[np.array([0, 2, 4, 6]), np.array([1, 3, 5, 7])])
-    assert isinstance(ctl.flow, FlowModel) and 0 in ctl.flow and 1 in ctl.flow
-    beside, alone = ctl.flow.iteration_time(0, [1]), ctl.flow.iteration_time(0, [])
+    assert isinstance(ctl.corunner_feed.flow, FlowModel) and 0 in ctl.corunner_feed.flow and 1 in ctl.corunner_feed.flow
+    beside, alone = ctl.corunner_feed.flow.iteration_time(0, [1]), ctl.corunner_feed.flow.iteration_time(0, [])
     assert beside > alone > 0
     st = ctl.states[0]
     assert ctl.mode_for(0, 0) == Mode.SIMULATE
@@ -97,7 +97,7 @@ def test_the_controller_gives_the_model_its_co_runners_and_their_end():
 def test_history_models_do_not_build_the_flow_model():
     sc = parse_scenario(TWO.replace("surrogate: {model: flow}", "surrogate: {model: last}"))
     ctl = build_controller(sc)
-    assert ctl.flow is None
+    assert ctl.corunner_feed.flow is None
     ctl.mode_for(0, 0)
     assert np.isnan(ctl.states[0].flow).all()
 
@@ -107,7 +107,7 @@ def test_a_stream_job_is_placed_in_the_model_when_it_starts():
     placed = []
     m.place = lambda job, terms: placed.append((job, list(terms)))
     m.iteration_time = lambda job, others: 1.0
-    ctl = HybridController([("a", "milc", 2, 3)], Periodic(), Flow(), stream=True, flow=m)
+    ctl = HybridController([("a", "milc", 2, 3)], Periodic(), Flow(), ControllerSettings(stream=True), flow=m)
     ctl.on_job_start(0, 0.0, np.array([5, 6]))
     assert placed == [(0, [5, 6])]
 
@@ -130,10 +130,10 @@ def test_a_co_runner_measured_iteration_time_becomes_its_demand_and_every_record
     ctl.mode_for(0, 0)
     ctl.mode_for(1, 0)
     before = ctl.states[0].flow[0]
-    t_b = ctl.flow.iteration_time(1, [0])
+    t_b = ctl.corunner_feed.flow.iteration_time(1, [0])
     for r in range(4):
         ctl.on_record(IterationRecord("b", 1, r, 0, 0.0, 3 * t_b), True)
-    assert ctl.flow.period[1] == pytest.approx(3 * t_b)
+    assert ctl.corunner_feed.flow.period[1] == pytest.approx(3 * t_b)
     after = ctl.states[0].flow[0]
-    assert after == pytest.approx(ctl.flow.iteration_time(0, [1])) and after < before
-    assert ctl.flow.iteration_time(0, []) < after   # b still slows a, less than it was modelled to
+    assert after == pytest.approx(ctl.corunner_feed.flow.iteration_time(0, [1])) and after < before
+    assert ctl.corunner_feed.flow.iteration_time(0, []) < after   # b still slows a, less than it was modelled to

@@ -63,7 +63,7 @@ def test_budget_policy_sees_the_measured_simulation_cost(tmp_path, monkeypatch):
         return 1000.0 * (1 + 0.01 * r)
 
     ctl = hybrid.HybridController([("a", "allreduce", 4, 40)], Recording(target_speedup=10, warmup=8),
-                                  SlowMean(k=2), drop_edges=False)
+                                  SlowMean(k=2), hybrid.ControllerSettings(drop_edges=False))
     run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, controller=ctl,
                  backend=FakeBackend(sc, duration_fn=dur))
     modes = ctl.states[0].modes

@@ -198,7 +198,7 @@ def test_history_truth_or_mixed(tmp_path, history):
 def test_volume_scaling_predicts_known_irregular_iterations(tmp_path):
     """Iterations 10, 20, 30 send 1.5x the bytes and take 1.5x the time: LAST on volume-normalised times predicts
     them exactly, plain LAST misses each by a third."""
-    from hybridsim.hybrid import HybridController
+    from hybridsim.hybrid import ControllerSettings, HybridController
     from surrogate.registry import create
 
     vol = np.array([1.5 if i % 10 == 0 and i else 1.0 for i in range(40)])
@@ -209,7 +209,7 @@ def test_volume_scaling_predicts_known_irregular_iterations(tmp_path):
     sc = parse_scenario(SC.replace("sync: rank", "sync: job").replace("model: ridge, config: {k: 4}", "model: last"))
     for volumes, expect_exact in (({0: vol, 1: vol}, True), (None, False)):
         ctl = HybridController([("a", "allreduce", 4, 40), ("b", "allreduce", 3, 40)],
-                               load_policy("surrogate", {"warmup": 5}), create("last"), volumes=volumes, sync="rank")
+                               load_policy("surrogate", {"warmup": 5}), create("last"), ControllerSettings(sync="rank"), volumes=volumes)
         _, res, _ = run_scenario(sc, tmp_path / f"v{expect_exact}", mode="hybrid", progress=False, controller=ctl,
                                  backend=FakeBackend(sc, duration_fn=dur))
         d = {(r.rank, r.iteration): r.end - r.start for r in res.records if r.job == "a"}
@@ -415,14 +415,14 @@ def test_edge_iteration_is_replaced_by_its_prediction():
     """Job 0 runs iterations of 100, 110, 120 ns, then iteration 3 (200 ns) while job 1 is predicted: an edge. MEAN of
     2 on the clean history predicts iteration 3 as 115, so the first predicted iteration, also 115, is lengthened
     by 115 - 200 = -85 ns; job 0's completion then equals what it would be had iteration 3 taken 115."""
-    from hybridsim.hybrid import HybridController
+    from hybridsim.hybrid import ControllerSettings, HybridController
     from hybridsim_common.records import IterationRecord
     from surrogate.registry import create
 
     def run(correct):
         ctl = HybridController([("a", "x", 2, 6), ("b", "x", 2, 6)], _Script(), {0: create("mean", k=2),
                                                                                  1: create("mean", k=2)},
-                               sync="job", correct_edges=correct)
+                               ControllerSettings(sync="job", correct_edges=correct))
         t = 0.0
         assert ctl.mode_for(1, 0).value == "simulate"
         for r in range(2):
@@ -461,11 +461,11 @@ def test_job_advances_by_the_mean_of_right_skewed_rank_predictions():
     LAST predicts each rank's own time for iteration 1. The ranks start iteration 1 at 100, 100, 100 and 500 and end
     it together at the latest start plus the mean, 500 + 200 = 700 (the median would give 600): durations 600, 600,
     600, 200."""
-    from hybridsim.hybrid import HybridController
+    from hybridsim.hybrid import ControllerSettings, HybridController
     from hybridsim_common.records import IterationRecord
     from surrogate.registry import create
 
-    ctl = HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, sync="job")
+    ctl = HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, ControllerSettings(sync="job"))
     assert ctl.mode_for(0, 0).value == "simulate"
     for r, d in enumerate([100.0, 100.0, 100.0, 500.0]):
         ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, d), True)
@@ -480,13 +480,13 @@ def test_skew_sync_keeps_the_ranks_skew_through_predicted_iterations():
     time from its own start, ending iteration 1 at 215, 215, 215 and 275 (the 60 ns skew the simulated iteration left
     is kept; sync: job would end all four at 275). With 100, 100, 100 and 500 ns (job time 200) ranks 0-2 would end
     at 300, before rank 3 starts at 500 (and before the engine predicts, at the latest start): they end at 500."""
-    from hybridsim.hybrid import HybridController
+    from hybridsim.hybrid import ControllerSettings, HybridController
     from hybridsim_common.records import IterationRecord
     from surrogate.registry import create
 
     for times, ends in (([100.0, 100.0, 100.0, 160.0], [215.0, 215.0, 215.0, 275.0]),
                         ([100.0, 100.0, 100.0, 500.0], [500.0, 500.0, 500.0, 700.0])):
-        ctl = HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, sync="skew")
+        ctl = HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, ControllerSettings(sync="skew"))
         assert ctl.mode_for(0, 0).value == "simulate"
         for r, d in enumerate(times):
             ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, d), True)
@@ -495,7 +495,7 @@ def test_skew_sync_keeps_the_ranks_skew_through_predicted_iterations():
         y = ctl.predict(0, 1, np.arange(4), starts)
         assert np.allclose(starts + y, ends)
     with pytest.raises(ValueError, match="sync must be one of job, skew, rank"):
-        HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, sync="lockstep")
+        HybridController([("a", "x", 4, 3)], _SimFirst(), {0: create("last")}, ControllerSettings(sync="lockstep"))
 
 
 @pytest.mark.parametrize("reads_truth", [False, True])

@@ -267,13 +267,13 @@ def test_co_runner_load_counts_what_an_iteration_meets():
     only if predicted jobs leave their load behind (keep_background)."""
     from controllers.builtin import Periodic
     from hybridsim_common.backend import Mode
-    from hybridsim.hybrid import HybridController
+    from hybridsim.hybrid import ControllerSettings, HybridController
     from surrogate.models.history import Last
 
     jobs = [("a", "milc", 8, 5), ("b", "milc", 4, 5), ("c", "milc", 2, 1), ("d", "uniform_random", 6, None)]
     infos = {k: JobInfo.of("milc", r, n, None, None, SHAPE) for k, (_, _, r, n) in enumerate(jobs) if n}
     for keep, expect_sim in ((True, 10 / 72), (False, 6 / 72)):
-        ctl = HybridController(jobs, Periodic(), Last(), infos=infos, keep_background=keep)
+        ctl = HybridController(jobs, Periodic(), Last(), ControllerSettings(keep_background=keep), infos=infos)
         ctl.states[1].modes = [Mode.SIMULATE, Mode.PREDICT]
         ctl.states[2].done_count[-1] = 2
         assert ctl._corunner_load(0, Mode.PREDICT) == pytest.approx(10 / 72)

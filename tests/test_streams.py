@@ -267,7 +267,13 @@ jobs:
 """
     sc = parse_scenario(text, str(tmp_path / "s.yaml"))
     assert sc.controller.policy == "confident"
+    # a stream this small costs less CPU than the loop would: the default controller runs the truth, and says why
+    _, res0, summary0 = run_scenario(sc, tmp_path / "d", mode="hybrid", progress=False)
+    assert all(res0.simulated) and "cheap" in summary0["hybrid"]["runs_truth"]
+    # the default policy named in the scenario runs as asked
+    sc = parse_scenario(text + "controller: {policy: confident}\n", str(tmp_path / "s.yaml"))
     rd, res, summary = run_scenario(sc, tmp_path / "h", mode="hybrid", progress=False)
+    assert summary["hybrid"]["runs_truth"] is None
     assert set(res.job_end) == {"a", "b", "c"}
     # b waited for a's terminals; c started on arrival beside a
     assert res.job_start["b"] == res.job_end["a"] and res.job_start["c"] == 8000.0
