@@ -82,7 +82,12 @@ class CodesBackend(Backend):
             raise CodesRunError("the CODES backend takes no in-process director: run it with mode='hybrid', which "
                                 "hands the scenario's policy to CODES' own director (docs/codes.md)",
                                 cause="bad-config")
-        result = run_codes(self.scenario, self.run_dir, self.progress, **self.options)
+        if isinstance(self.progress, str):  # a label (hybridsim bench: "run k/N: NAME"): said once, then ROSS' lines
+            import sys
+
+            print(f"codes: {self.progress}", file=sys.stderr, flush=True)
+        result = run_codes(self.scenario, self.run_dir, bool(self.progress) if isinstance(self.progress, str)
+                           else self.progress, **self.options)
         if on_record is not None:
             for rec, sim in zip(result.records, result.simulated):
                 on_record(rec, sim)

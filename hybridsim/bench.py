@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from hybridsim_common.interrupts import failure_reason
+from .bench_table import format_paired, format_table  # noqa: F401  (the bench's tables; callers import them here)
 from .pure_run import check_not_input, read_pure_run
 from hybridsim_common.records import IterationRecord
 from .report import SWEEPABLE
@@ -374,6 +375,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     rd = RunDir.create(outdir, kind="bench", scenario=scenario_to_dict(scenario), seed=scenario.seed, force=force,
                        argv=argv)
     staging = str(rd.path)
+    counter = RunCounter(count_runs(scenario, policies, sweep_ft, surrogates, seeds, pure is not None))
     try:
         result = None
         for k in range(seeds):
@@ -382,7 +384,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
                 sc = scenario.model_copy(deep=True)
                 sc.seed = scenario.seed + k
             res = _run_cases(sc, rd, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure, pure_dir,
-                             prefix=f"seed{sc.seed}-" if seeds > 1 else "")
+                             prefix=f"seed{sc.seed}-" if seeds > 1 else "", counter=counter)
             if result is None:
                 result = res
             else:
@@ -401,18 +403,9 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     return result
 
 
-def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
-               pure_dir, prefix: str = "") -> dict:
-    from .runner import backend_class, build_controller, run_scenario
-
-    mk = backend_factory or (lambda sc: None)
-    pure_path = Path(pure_dir).resolve() if pure_dir is not None else rd.file(prefix + "pure")
-    if pure is None:  # (records, summary), as read_pure_run gives them
-        _, res, psum = run_scenario(scenario, pure_path, mode="simulate", progress=progress, argv=argv,
-                                    backend=mk(scenario))
-        pure = (res.records, psum)
-        del res  # its port samples and the rest are written; only the records are judged against (memory)
-    runs = []
+def bench_cases(scenario, policies, sweep_ft, surrogates) -> tuple[list[tuple], str]:
+    """The hybrid runs of a bench of ``scenario``, as (policy, params, sweep point or None, surrogate spec or None),
+    in run order, and the policy the Ft sweep varies."""
     cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
     cases = [(pol, params, None) for pol, params in cases]
     # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's; its far
@@ -423,14 +416,50 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
         cases.append((sweep_policy, {**base_params, "ft": ft}, ft))
     if sweep_ft:
         cases.append(("surrogate", {"warmup": int(base_params.get("warmup", 1))}, "zero-shot"))
-    cases = [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])]
+    return [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])], sweep_policy
+
+
+class RunCounter:
+    """Numbers a bench's simulations for the progress bars: :meth:`label` gives the next one's "run k/N: NAME"."""
+
+    def __init__(self, total: int):
+        self.total, self.done = int(total), 0
+
+    def label(self, progress, name: str):
+        self.done += 1
+        return f"run {self.done}/{self.total}: {name}" if progress else False
+
+
+def count_runs(scenario, policies, sweep_ft, surrogates, seeds: int, pure_given: bool) -> int:
+    """How many simulations a bench runs: per seed the pure run (unless given), the floor run on a backend that
+    runs the policy itself, and one per case of :func:`bench_cases`."""
+    from .runner import backend_class
+
+    per_seed = (0 if pure_given else 1) + int(backend_class(scenario.backend.kind).runs_policy)
+    return seeds * (per_seed + len(bench_cases(scenario, policies, sweep_ft, surrogates)[0]))
+
+
+def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
+               pure_dir, prefix: str = "", counter: RunCounter | None = None) -> dict:
+    counter = counter or RunCounter(count_runs(scenario, policies, sweep_ft, surrogates, 1, pure is not None))
+    from .runner import backend_class, build_controller, run_scenario
+
+    mk = backend_factory or (lambda sc: None)
+    pure_path = Path(pure_dir).resolve() if pure_dir is not None else rd.file(prefix + "pure")
+    if pure is None:  # (records, summary), as read_pure_run gives them
+        _, res, psum = run_scenario(scenario, pure_path, mode="simulate", progress=counter.label(progress, prefix + "pure"),
+                                    argv=argv, backend=mk(scenario))
+        pure = (res.records, psum)
+        del res  # its port samples and the rest are written; only the records are judged against (memory)
+    runs = []
+    cases, sweep_policy = bench_cases(scenario, policies, sweep_ft, surrogates)
     # a backend that runs the policy itself (CODES' director) is run as a user runs it; the hybrid machinery alone
     # may move its simulation (the perturbation floor: a run with it and nothing predicted), measured once
     runs_policy = backend_class(scenario.backend.kind).runs_policy
     floor = None
     if runs_policy:
-        _, _, fsum = run_scenario(scenario, rd.file(prefix + "floor"), mode="floor", progress=progress, argv=argv,
-                                  backend=mk(scenario))
+        _, _, fsum = run_scenario(scenario, rd.file(prefix + "floor"), mode="floor",
+                                  progress=counter.label(progress, prefix + "floor"), argv=argv, backend=mk(scenario))
         floor = {j.name: _signed(fsum["jobs"][j.name]["completion_time_ns"],
                                  pure[1]["jobs"][j.name]["completion_time_ns"])
                  for j in scenario.jobs if not j.is_background}
@@ -443,8 +472,8 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
             tag += f"-{key}{val}".replace("/", "_").replace(" ", "")
         if spec is not None:
             tag += "-" + ("oracle" if own_pure_oracle(spec) else _label(spec))
-        _, hres, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=progress, argv=argv,
-                                     controller=ctl, backend=mk(sc))
+        _, hres, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=counter.label(progress, tag),
+                                     argv=argv, controller=ctl, backend=mk(sc))
         preds = predictions_of(ctl) if ctl is not None else predictions_from_records(scenario, hres.records,
                                                                                         hres.simulated)
         m = compare(scenario, pure[0], pure[1], hsum, preds)
@@ -526,23 +555,6 @@ def paired(runs: list[dict], baselines: list[str]) -> list[dict]:
     return out
 
 
-def format_paired(result: dict) -> str:
-    """The ``paired`` section as a table."""
-    rows = result.get("paired") or []
-    if not rows:
-        return ""
-    width = max(len(r["case"]) for r in rows)
-    head = (f"{'case':<{width}} {'surrogate':<22} {'vs':<8} {'metric':<28} {'n':>3} {'mean diff':>10} "
-            f"{'95 % interval':>20}")
-    lines = [f"paired over seeds {result.get('seeds')} (surrogate - baseline, points; negative: lower error)", head,
-             "-" * len(head)]
-    for r in rows:
-        ci = f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]" if r["ci95"] else "-"
-        lines.append(f"{r['case']:<{width}} {str(r['surrogate'])[:22]:<22} {r['baseline']:<8} {r['metric']:<28} "
-                     f"{r['n']:>3} {r['mean_diff']:>+10.2f} {ci:>20}")
-    return "\n".join(lines)
-
-
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in text)
 
@@ -566,57 +578,3 @@ def coverage(m: dict, policy: str, params: dict) -> dict:
     within = sum(1 for e in errs if e <= target)
     return {"coverage": within / len(errs) if errs else None, "coverage_within": within, "coverage_jobs": len(errs),
             "coverage_target_pct": target, "coverage_promised": promised}
-
-
-def format_table(result: dict) -> str:
-    """The bench as text: one row a run, job-level errors first (see the module docstring), per-rank MAPE last."""
-    head = (f"{'run':<44} {'speedup':>8} {'theor.':>8} {'eff.':>6} {'f':>6} {'jobMAPE%':>9} {'maxErr%':>8} "
-            f"{'meanErr%':>9} {'>5%':>4} {'truthBias%':>10} {'ctl s':>7} {'inf s':>7} {'tune s':>7} {'rankMAPE%':>10}")
-    lines = [head, "-" * len(head)]
-
-    def f(x, fmt):
-        return format(x, fmt) if isinstance(x, (int, float)) and x is not None and math.isfinite(x) else "-"
-
-    for r in result["runs"]:
-        lines.append(f"{r['run']:<44} {f(r['speedup'], '8.2f')} {f(r['theoretical_speedup'], '8.2f')} "
-                     f"{f(r['efficiency'], '6.2f')} {f(r['surrogate_fraction'], '6.2f')} "
-                     f"{f(r.get('job_iteration_mape_pct'), '9.2f')} {f(r['max_completion_error_pct'], '8.2f')} "
-                     f"{f(r.get('mean_completion_error_pct'), '9.2f')} "
-                     f"{r['jobs_above_5pct']:>4} {f(r.get('worst_truth_bias_pct'), '+10.2f')} "
-                     f"{f(r.get('controller_s'), '7.2f')} {f(r['inference_s'], '7.2f')} "
-                     f"{f(r['tuning_s'], '7.2f')} {f(r['iteration_mape_pct'], '10.2f')}")
-    for r in result["runs"]:
-        if "makespan_error_pct" in r:
-            lines.append(f"{r['run']:<28} job stream: makespan error {f(r['makespan_error_pct'], '.2f')} % "
-                         f"({f(r['makespan_pure_ns'] / 1e6, '.3f')} ms pure), run-time error mean "
-                         f"{f(r['mean_run_time_error_pct'], '.2f')} % max {f(r['max_run_time_error_pct'], '.2f')} %, "
-                         f"{r['jobs_run_time_above_5pct']} jobs above 5 %")
-    for r in result["runs"]:
-        if r.get("coverage_jobs"):
-            promise = (f" (the policy promises {r['coverage_promised']:.0%})"
-                       if r.get("coverage_promised") is not None else "")
-            lines.append(f"{r['run']:<44} coverage: {r['coverage_within']} of {r['coverage_jobs']} jobs within "
-                         f"{r['coverage_target_pct']:g} %{promise}")
-        if r.get("runs_truth"):
-            lines.append(f"{r['run']:<44} ran the truth (the default controller): {r['runs_truth']}")
-    lines.append("")
-    for r in result["runs"]:
-        for name, j in r["jobs"].items():
-            rt = (f"  run-time error {f(j.get('run_time_error_signed_pct'), '+.2f')} %"
-                  if "run_time_error_pct" in j else "")
-            ranks = j.get("rank_iteration_mape_pct") or {}
-            worst = max(ranks, key=ranks.get) if ranks else None
-            per_rank = (f"  rank MAPE median {f(float(np.median(list(ranks.values()))), '.2f')} % "
-                        f"max {f(ranks[worst], '.2f')} % (rank {worst})") if ranks else ""
-            fl = (r.get("perturbation_floor_pct") or {}).get(name)
-            floor = f" (floor {f(fl, '+.2f')} %)" if "perturbation_floor_pct" in r else ""
-            lines.append(f"  {r['run']:<42} {name:<12} completion error "
-                         f"{f(j.get('completion_error_signed_pct'), '+.2f')} %{floor}  "
-                         f"job iteration MAPE {f(j.get('job_iteration_mape_pct'), '.2f')} %  "
-                         f"f {f(j['surrogate_fraction'], '.2f')}{rt}  truth bias "
-                         f"{f(j.get('truth_bias_pct'), '+.2f')} %  (per rank: MAPE "
-                         f"{f(j['iteration_mape_pct'], '.2f')} %{per_rank})")
-    text = "\n".join(lines)
-    return text + ("\n\n" + format_paired(result) if result.get("paired") else "")
-
-

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "hybridsim.cli_serve",
     "hybridsim.cli_streams",
     "hybridsim.cli_corpus",
+    "hybridsim.examples",
     "surrogate.cli",
     "hybridsim.energy.cli",
 )
@@ -92,7 +93,29 @@ def cmd_validate(args) -> int:
         stream = f", a stream ({sc.scheduler.queue}/{sc.scheduler.allocation})" if sc.is_stream else ""
         print(f"{f}: ok ({len(sc.jobs)} jobs, {ranks} ranks on {sc.topology.n_terminals} terminals{stream}, "
               f"backend {sc.backend.kind})")
+        _estimate_notes(f, sc)
     return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+#: ``validate`` warns when a run is estimated to need more CPU than this (seconds)
+LONG_RUN_S = 3600.0
+
+
+def _estimate_notes(path, scenario) -> None:
+    """The run's estimated events, CPU time and memory, pure and hybrid (:mod:`hybridsim.estimate`), one stdout line;
+    a warning on stderr when the pure or the best hybrid run needs more than :data:`LONG_RUN_S` of CPU."""
+    from .estimate import estimate
+
+    est = estimate(scenario)
+    print(f"{path}: {est.line()}")
+    longest = max(est.cpu_s, est.hybrid_cpu_s)
+    if longest > LONG_RUN_S:
+        def hours(s):
+            return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min" if s >= 120 else f"{s:.0f} s"
+
+        print(f"{path}: warning: the run needs about {longest / 3600:.1f} h of CPU (pure {hours(est.cpu_s)}, hybrid "
+              f"at best {hours(est.hybrid_cpu_s)}); try fewer iterations or jobs, or a smaller machine, first",
+              file=sys.stderr)
 
 
 def _backend_notes(path, scenario) -> None:

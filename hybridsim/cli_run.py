@@ -126,8 +126,9 @@ def cmd_bench(args) -> int:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except RunError as exc:
         raise CliError(str(exc), EXIT_FAIL) from None
-    print(format_table(result))
-    print(f"\nwritten: {out / 'bench.json'}")
+    print(format_table(result, wide=args.wide))
+    print(f"\nwritten: {out / 'bench.json'} (every figure{'' if args.wide else '; --wide prints them'}); "
+          f"`hybridsim report {out}` writes report/index.html")
     return EXIT_OK
 
 
@@ -187,6 +188,8 @@ def _register_more(sub) -> None:
                    help="baseline of the paired comparison (repeatable; default last and mean; give a model's "
                         "ablation to compare it with its own); added to the surrogates")
     p.add_argument("--force", action="store_true", help="overwrite an existing bench directory")
+    p.add_argument("--wide", action="store_true", help="print every figure (the wide table, one line a job and run, "
+                   "paired comparisons) instead of the narrow default")
     p.add_argument("--no-progress", action="store_true")
     add_plugin_argument(p)
     p.set_defaults(func=cmd_bench)
@@ -197,7 +200,7 @@ def _register_more(sub) -> None:
     p.add_argument("--force", action="store_true", help="write it again when it exists")
     p.set_defaults(func=cmd_describe_run)
 
-    p = sub.add_parser("report", help="PNG plots of a run or bench directory")
+    p = sub.add_parser("report", help="PNG plots of a run or bench directory and an index.html that shows them all")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("-o", "--output", metavar="DIR", help="where to write the PNGs (default RUN_DIR/report)")
     p.set_defaults(func=cmd_report)

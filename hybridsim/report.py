@@ -8,6 +8,8 @@
 * ``jobs-schedule.png`` and ``jobs-queue.png`` (job streams): the scheduling Gantt chart of :func:`plot_gantt_chart`
   (a row per job: wait, run, arrival marker, label, size-class legend, killed jobs hatched) and the utilisation and
   queue length of :func:`plot_queue_over_time`, as ``hybridsim schedule --plot`` draws them;
+* ``index.html`` (:mod:`hybridsim.report_index`): one page showing every plot and linking every table; in a bench,
+  one more per run (``report/<run>/index.html``), whose iteration plots draw the pure run beside the hybrid one;
 * ``energy.txt``: time-to-solution, energy-to-solution and energy-delay product per job (runs with a ``machine``);
 * for ``hybridsim bench`` directories, ``bench-policies.png`` (speedup and completion-time error per run) and, with a
   sweep (``--sweep-ft``), ``tradeoff-ft.png`` and the error-versus-speedup curves of every surrogate:
@@ -22,6 +24,8 @@ import os
 from pathlib import Path
 
 import numpy as np
+
+from .report_index import write_bench_index, write_run_index
 
 #: policies with an ``ft`` parameter that ``hybridsim bench --sweep-ft`` sweeps (and the report plots as a trade-off)
 SWEEPABLE = ("periodic", "aligned")
@@ -64,11 +68,25 @@ def _plt():
     return plt
 
 
-def plot_iterations(run_dir: Path, out_dir: Path) -> list[Path]:
+def mean_iteration_times(t: dict, job) -> np.ndarray:
+    """Mean over ranks of a job's iteration times (ns), by iteration, from an ``iterations.parquet`` as columns."""
+    sel = t["job"] == job
+    it = t["iteration"][sel]
+    n = int(it.max()) + 1
+    dur = (t["end"] - t["start"])[sel]
+    return np.bincount(it, weights=dur, minlength=n) / np.maximum(np.bincount(it, minlength=n), 1)
+
+
+def plot_iterations(run_dir: Path, out_dir: Path, pure_dir: Path | None = None) -> list[Path]:
+    """``iterations-<job>.png`` per job; ``pure_dir``: the pure run of the same scenario (a bench's), drawn beside the
+    hybrid run's truth and predictions."""
     import pyarrow.parquet as pq
 
     plt = _plt()
     t = {k: np.asarray(v) for k, v in pq.read_table(run_dir / "iterations.parquet").to_pydict().items()}
+    pure = None
+    if pure_dir is not None and (Path(pure_dir) / "iterations.parquet").exists():
+        pure = {k: np.asarray(v) for k, v in pq.read_table(Path(pure_dir) / "iterations.parquet").to_pydict().items()}
     out = []
     for job in dict.fromkeys(t["job"].tolist()):
         sel = t["job"] == job
@@ -77,6 +95,10 @@ def plot_iterations(run_dir: Path, out_dir: Path) -> list[Path]:
         dur = (t["end"] - t["start"])[sel]
         mean_dur = np.bincount(it, weights=dur, minlength=n) / np.maximum(np.bincount(it, minlength=n), 1)
         fig, ax = plt.subplots(figsize=(9, 3.5))
+        if pure is not None and (pure["job"] == job).any():
+            pm = mean_iteration_times(pure, job)
+            ax.plot(np.arange(len(pm)), pm / 1e3, "-", lw=2.5, color="0.6", alpha=0.7, label="pure run (simulated)",
+                    zorder=1)
         if "mode" in t:
             mode = t["mode"][sel]
             pred_it = np.zeros(n, bool)
@@ -145,6 +167,33 @@ def busy_over_time(start, end, size, arrival):
     return t, started - ended, waiting.astype(int)
 
 
+#: how many jobs ``jobs-gantt.png``'s legend names (the rest: a count; every job is in ``jobs-schedule.png``)
+GANTT_LEGEND_JOBS = 40
+#: the most steps a utilisation or queue panel draws: beyond it, the time-weighted mean over equal bins
+STEP_BINS = 600
+
+
+def step_means(t, *values, bins: int = STEP_BINS):
+    """Step functions (``values[k][i]`` holds on ``[t[i], t[i+1])``, the last value at ``t[-1]`` only) as drawable
+    steps: unchanged when they have at most ``bins`` steps, else the exact time-weighted mean over ``bins`` equal bins
+    of ``[t[0], t[-1]]`` (the integral of the step function over a bin / the bin's width), returned as the bin edges
+    with each bin's mean (the last repeated at the end, for ``where="post"``). An instant (a drop to zero for a
+    moment between two jobs) then weighs what it lasts instead of drawing a full-height spike."""
+    t = np.asarray(t, dtype=float)
+    values = [np.asarray(v, dtype=float) for v in values]
+    if len(t) <= bins + 1 or t[-1] <= t[0]:
+        return (t, *values)
+    edges = np.linspace(t[0], t[-1], bins + 1)
+    out = []
+    for v in values:
+        area = np.concatenate([[0.0], np.cumsum(v[:-1] * np.diff(t))])   # integral from t[0] to t[i]
+        k = np.clip(np.searchsorted(t, edges, "right") - 1, 0, len(t) - 1)
+        at = area[k] + v[k] * (edges - t[k])                               # integral from t[0] to each edge
+        mean = np.diff(at) / np.diff(edges)
+        out.append(np.append(mean, mean[-1]))
+    return (edges, *out)
+
+
 def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
     """``jobs-gantt.png``: terminals x time, one colour per job, then utilisation and waiting jobs over time."""
     from matplotlib.collections import PolyCollection
@@ -168,19 +217,32 @@ def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
             lo, hi = run[0], run[-1] + 1
             polys.append([(start / 1e6, lo), (end / 1e6, lo), (end / 1e6, hi), (start / 1e6, hi)])
             colours.append(cmap(k % 20))
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     ax.add_collection(PolyCollection(polys, facecolors=colours, edgecolors="none"))
     t_ev, busy, waiting = busy_over_time(t["start"], t["end"], t["size"], t["arrival"])
     x_max = float(t_ev.max()) / 1e6 if len(t_ev) else 1.0
     ax.set_xlim(0, x_max)
     ax.set_ylim(0, n_terms)
     ax.set_ylabel("terminal id")
-    ax.set_title(f"job stream: {len(t['job'])} jobs on {n_terms} terminals (colour = job)")
+    names = [str(x) for x in t["job"]]
+    shown = min(len(names), GANTT_LEGEND_JOBS)
+    cycle = "" if len(names) <= 20 else "; colours repeat every 20 jobs"
+    ax.set_title(f"job stream: {len(names)} jobs on {n_terms} terminals (colour = job{cycle})")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=cmap(k % 20), label=names[k]) for k in range(shown)]
+    if len(names) > shown:
+        handles.append(Patch(color="white", label=f"... {len(names) - shown} more (jobs-schedule.png)"))
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, title="job",
+                  title_fontsize=8, ncol=1 + (shown > 20))
     if len(t_ev):
-        ax2.step(t_ev / 1e6, busy / n_terms * 100, where="post", color="tab:blue", label="utilisation %")
+        x, mean_busy, mean_wait = step_means(t_ev, busy, waiting)
+        ax2.fill_between(x / 1e6, mean_busy / n_terms * 100, step="post", color="tab:blue", alpha=0.35, lw=0)
+        ax2.step(x / 1e6, mean_busy / n_terms * 100, where="post", color="tab:blue", lw=1, label="utilisation %")
         ax2.set_ylim(0, 105)
         ax3 = ax2.twinx()
-        ax3.step(t_ev / 1e6, waiting, where="post", color="tab:red", lw=1, label="jobs waiting")
+        ax3.step(x / 1e6, mean_wait, where="post", color="tab:red", lw=1, label="jobs waiting")
         ax3.set_ylabel("jobs waiting", color="tab:red")
     ax2.set_ylabel("utilisation %", color="tab:blue")
     ax2.set_xlabel("virtual time (ms)")
@@ -204,13 +266,21 @@ def _stream_table(jobs) -> dict[str, np.ndarray]:
                                                                    ("end", "end"))}}
 
 
-def plot_gantt_chart(jobs, path: str | Path, *, nodes: int | None = None, first: int = 120,
+#: a scheduling Gantt chart labels each row with the job's name up to this many jobs (beyond: rows only)
+LABELLED_ROWS = 150
+#: the tallest scheduling Gantt chart (inches at 110 dpi; a whole trace's rows then share it, thinner than a pixel)
+MAX_GANTT_HEIGHT = 40.0
+
+
+def plot_gantt_chart(jobs, path: str | Path, *, nodes: int | None = None, first: int | None = None,
                      time_unit: tuple[str, float] = ("s", 1.0)) -> Path:
-    """A scheduling Gantt chart of the ``first`` jobs by arrival: one row per job, its wait (light) and its run
-    (solid, colour = size class; hatched and labelled "killed" when it was killed at its walltime), an arrival marker,
-    the job's name as a label, a legend of the size classes.
+    """A scheduling Gantt chart of every job by arrival (or its ``first`` ones): one row per job, its wait (light)
+    and its run (solid, colour = size class; hatched and labelled "killed" when it was killed at its walltime), an
+    arrival marker, the job's name as a label (up to :data:`LABELLED_ROWS` jobs), a legend of the size classes.
+    Rows are drawn as collections, so a whole trace (10^4-10^5 jobs) draws in seconds.
     ``jobs``: see :func:`_stream_table`; ``time_unit``: (name, units per time unit of the table), e.g. ("ms", 1e6)
     for a run's ns."""
+    from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
     from .scheduler import size_class
@@ -219,29 +289,50 @@ def plot_gantt_chart(jobs, path: str | Path, *, nodes: int | None = None, first:
     t = _stream_table(jobs)
     order = np.argsort(t["arrival"], kind="stable")[:first]
     unit, per = time_unit
-    classes = sorted({size_class(s) for s in t["size"][order]}, key=lambda c: int(c.split("-")[-1]))
+    sizes = t["size"][order]
+    cls = [size_class(s) for s in sizes]
+    classes = sorted(set(cls), key=lambda c: int(c.split("-")[-1]))
     cmap = plt.get_cmap("viridis")
     colour = {c: cmap(i / max(1, len(classes) - 1)) for i, c in enumerate(classes)}
     n = len(order)
-    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.16 * n + 1.2)))
-    for row, i in enumerate(order.tolist()):
-        a, s, e = t["arrival"][i] / per, t["start"][i] / per, t["end"][i] / per
-        e = e if np.isfinite(e) else s
-        if s > a:
-            ax.barh(row, s - a, left=a, height=0.6, color="0.85", edgecolor="none")
-        k = bool(t["killed"][i])
-        ax.barh(row, e - s, left=s, height=0.6, color=colour[size_class(t["size"][i])],
-                edgecolor="black" if k else "none", hatch="//" if k else None, lw=0.5)
-        ax.text(e, row, f" {t['name'][i]} ({int(t['size'][i])}){' killed' if k else ''}", va="center", fontsize=6)
-    ax.plot(t["arrival"][order] / per, np.arange(n), "|", color="black", ms=7, label="arrival")
+    labelled = n <= LABELLED_ROWS
+    fig, ax = plt.subplots(figsize=(11, min(MAX_GANTT_HEIGHT, max(3.0, 0.16 * n + 1.2))))
+    a, s_, e = t["arrival"][order] / per, t["start"][order] / per, t["end"][order] / per
+    e = np.where(np.isfinite(e), e, s_)
+    killed = t["killed"][order]
+    rows = np.arange(n, dtype=float)
+    h = 0.3 if n <= 2000 else 0.5
+
+    def boxes(x0, x1, sel):
+        return [[(x0[i], rows[i] - h), (x1[i], rows[i] - h), (x1[i], rows[i] + h), (x0[i], rows[i] + h)]
+                for i in np.flatnonzero(sel)]
+
+    ax.add_collection(PolyCollection(boxes(a, s_, s_ > a), facecolors="0.85", edgecolors="none"))
+    ax.add_collection(PolyCollection(boxes(s_, e, np.ones(n, bool)), facecolors=[colour[c] for c in cls],
+                                     edgecolors="none"))
+    if killed.any():
+        ax.add_collection(PolyCollection(boxes(s_, e, killed), facecolors="none", edgecolors="black", hatch="//",
+                                         lw=0.5))
+    if labelled:
+        for row, i in enumerate(order.tolist()):
+            k = bool(t["killed"][i])
+            ax.text(e[row], row, f" {t['name'][i]} ({int(t['size'][i])}){' killed' if k else ''}", va="center",
+                    fontsize=6)
+    if labelled:  # a whole trace's arrival marks would cover its rows: the wait bars start at the arrivals
+        ax.plot(a, rows, "|", color="black", ms=7, label="arrival")
+    lo = float(np.min(a)) if n else 0.0
+    hi = float(np.max(e)) if n else 1.0
+    ax.set_xlim(lo, hi + (hi - lo) * (0.12 if labelled else 0.01) + 1e-12)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_yticks([])
     ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("jobs, by arrival" + ("" if labelled else f" (one row each; labels up to {LABELLED_ROWS} jobs)"))
     more = f" (first {n} of {len(t['name'])} by arrival)" if len(t["name"]) > n else ""
-    ax.set_title(f"schedule: {n} jobs{more}" + (f" on {nodes} nodes" if nodes else "") + "; label: name (size)")
+    ax.set_title(f"schedule: {n} jobs{more}" + (f" on {nodes} nodes" if nodes else "")
+                 + ("; label: name (size)" if labelled else ""))
     handles = [Patch(color=colour[c], label=f"run, {c} nodes") for c in classes]
-    handles += [Patch(color="0.85", label="waiting"), ax.lines[-1]]
-    if t["killed"][order].any():
+    handles += [Patch(color="0.85", label="waiting")] + ax.lines[-1:]
+    if killed.any():
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="killed at its walltime"))
     ax.legend(handles=handles, loc="upper right", fontsize=7)  # jobs run down and to the right
     return _save(fig, Path(path))
@@ -256,12 +347,16 @@ def plot_queue_over_time(jobs, path: str | Path, *, nodes: int, time_unit: tuple
     ev, busy, waiting = busy_over_time(t["start"], t["end"], t["size"], t["arrival"])
     unit, per = time_unit
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
-    ax.step(ev / per, 100 * busy / nodes, where="post", color="tab:blue", lw=0.8)
+    x, mb, mw = step_means(ev, busy, waiting)
+    binned = len(x) < len(ev)
+    ax.fill_between(x / per, 100 * mb / nodes, step="post", color="tab:blue", alpha=0.35, lw=0)
+    ax.step(x / per, 100 * mb / nodes, where="post", color="tab:blue", lw=0.8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("utilisation %")
     mean = float(np.sum(busy[:-1] * np.diff(ev)) / (nodes * (ev[-1] - ev[0]))) if len(ev) > 1 else 0.0
-    ax.set_title(f"{len(t['name'])} jobs on {nodes} nodes: utilisation (mean {100 * mean:.1f} %) and queue length")
-    ax2.step(ev / per, waiting, where="post", color="tab:red", lw=0.8)
+    ax.set_title(f"{len(t['name'])} jobs on {nodes} nodes: utilisation (mean {100 * mean:.1f} %) and queue length"
+                 + (f" (time-weighted means over {len(x) - 1} bins)" if binned else ""))
+    ax2.step(x / per, mw, where="post", color="tab:red", lw=0.8)
     ax2.set_ylabel("jobs waiting")
     ax2.set_xlabel(f"time ({unit})")
     return _save(fig, Path(path))
@@ -455,10 +550,17 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
         if table:
             (out_dir / "curves.txt").write_text(table + "\n")
             made += [out_dir / "curves.txt", plot_curves(result, out_dir / "curves.png")]
+        pures = bench_pure_dirs(path, result)
+        pages = []
         for sub in sorted(p for p in path.iterdir() if not p.name.startswith(".")
                           and (p / "iterations.parquet").exists()):
             sub_out = _own_dir(out_dir / sub.name)
-            made += plot_iterations(sub, sub_out)
+            pure = pures.get(sub.name)
+            made += plot_iterations(sub, sub_out, pure_dir=pure if pure != sub else None)
+            pages.append((sub.name, write_run_index(sub, sub_out, pure_dir=pure if pure != sub else None,
+                                                    up=out_dir / "index.html")))
+        made += [p for _, p in pages]
+        made.append(write_bench_index(path, out_dir, result, pages))
         return made
     made += plot_iterations(path, out_dir)
     for p in (plot_ports(path, out_dir), plot_gantt(path, out_dir)):
@@ -476,4 +578,17 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
             tmp.write_text(format_energy_table(energy) + "\n")
             os.replace(tmp, p)  # a link at energy.txt is replaced, not followed
             made.append(p)
+    made.append(write_run_index(path, out_dir))
     return made
+
+
+def bench_pure_dirs(bench_dir: Path, result: dict) -> dict[str, Path]:
+    """Run name -> the pure run it was judged against (``bench.json``'s ``pures`` by seed; ``pure`` else): a folder
+    of the bench, or the one ``--pure`` named."""
+    pures = result.get("pures") or {}
+    out = {}
+    for r in result.get("runs", []):
+        info = pures.get(str(r.get("seed"))) or result.get("pure") or {}
+        if info.get("run"):
+            out[r["run"]] = bench_dir / info["run"]  # an absolute path (--pure) stays itself
+    return out

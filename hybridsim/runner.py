@@ -139,7 +139,7 @@ def backend_class(kind: str) -> type[Backend]:
                        "it") from None
 
 
-def make_backend(scenario, topology, placement, progress: bool, run_dir: Path, mode: str = "simulate",
+def make_backend(scenario, topology, placement, progress: bool | str, run_dir: Path, mode: str = "simulate",
                  keep_ports: bool = True) -> Backend:
     """The scenario's backend, ready to ``run``. A plug-in backend is built as ``cls(scenario, run_dir, progress=,
     mode=)`` (``run_dir``: where a backend that writes files, such as CODES, works; ``mode``: for a backend that
@@ -180,9 +180,10 @@ def job_summary(scenario, records: list[IterationRecord], job_end: dict[str, flo
 
 
 def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mode: str = "simulate",
-                 progress: bool = True, argv: list[str] | None = None, controller=None,
+                 progress: bool | str = True, argv: list[str] | None = None, controller=None,
                  write_ports: bool | None = None, backend=None) -> tuple[RunDir, SimulationResult, dict]:
-    """Run ``scenario`` into ``outdir``. Returns (run dir, backend result, summary dict).
+    """Run ``scenario`` into ``outdir``. Returns (run dir, backend result, summary dict). ``progress``: a progress
+    display on stderr; a string turns it on with that label (``hybridsim bench``: "run k/N: NAME").
 
     One path for every backend: :func:`make_backend` builds the scenario's :class:`~hybridsim_common.backend.Backend`
     (``backend`` overrides it, e.g. tests' stand-ins); its declared abilities decide whether hybrid mode can run

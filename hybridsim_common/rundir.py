@@ -552,7 +552,7 @@ def written_files(path: str | os.PathLike) -> list[str]:
 
 
 #: what a run directory written before runs listed their files may hold (the tables, ``bench.json``, ``report/``'s
-#: plots and energy table)
+#: plots, text tables and index pages)
 _KNOWN = set(TABLES) | {"bench.json", "tradeoff-ft.png"}
 
 
@@ -560,7 +560,7 @@ def _known_file(rel: str) -> bool:
     parts = rel.split("/")
     if len(parts) == 1:
         return rel in _KNOWN or (rel.startswith("tradeoff-ft") and rel.endswith(".png"))
-    return parts[0] == "report" and (rel.endswith(".png") or parts[-1] == "energy.txt")
+    return parts[0] == "report" and (rel.endswith(".png") or parts[-1] in ("energy.txt", "curves.txt", "index.html"))
 
 
 def foreign_files(path: str | os.PathLike) -> list[str]:

@@ -191,8 +191,9 @@ def cmd_pretrain(args) -> int:
         _write_staged(args.output, args.force, "checkpoint folder", _is_checkpoint, write)
     except (SurrogateError, ValueError) as exc:
         raise _cli_error(str(exc)) from None
+    given = {Path(c).name: c for c in args.corpus}  # the report names each corpus by its folder's name
     for corpus, runs in res.get("left_out", {}).items():
-        print(f"hybridsim: warning: {corpus}: {len(runs)} run(s) not completed, left out: {', '.join(runs[:5])}"
+        print(f"hybridsim: warning: {given.get(corpus, corpus)}: {len(runs)} run(s) not completed, left out: {', '.join(runs[:5])}"
               + (" ..." if len(runs) > 5 else ""), file=sys.stderr)
 
     def f(x):

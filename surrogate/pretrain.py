@@ -259,7 +259,8 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
              progress: bool = False) -> tuple[object, dict]:
     """Train ``model`` across the completed runs of ``corpus`` (a corpus folder or a list of them, each split
     separately, so every corpus has runs in each part); returns ``(model, report)``. The report holds the
-    split (run names), the runs left out (not completed, per corpus), the example counts, the training curve's best
+    split (run names), the runs left out (not completed, per corpus, keyed by the corpus folder's name: the report
+    holds names, never the build machine's paths, since a checkpoint is shipped), the example counts, the training curve's best
     epoch and the validation and test scores
     (:func:`scores`; ``score_test=False`` leaves the test runs untouched, for design choices made on validation)."""
     check_options(epochs=epochs, patience=patience, val_frac=val_frac, test_frac=test_frac, hidden=hidden, lr=lr,
@@ -279,7 +280,7 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
         skipped = []
         mine = corpus_run_dirs(c, skipped)
         if skipped:
-            left_out[str(c)] = skipped
+            left_out[c.name] = skipped
         labels = [f"{c.name}/{p.name}" if len(corpora) > 1 else p.name for p in mine]
         for part, members in split_runs(labels, seed, val_frac, test_frac).items():
             split[part] += members
@@ -349,7 +350,7 @@ def pretrain(corpus, model: str = "pretrained", *, seed: int = 0, epochs: int = 
     net.eval()
     m._numpy()
     report = {
-        "format": "hybridsim-pretrain", "model": model, "corpus": [str(c.resolve()) for c in corpora], "seed": seed,
+        "format": "hybridsim-pretrain", "model": model, "corpus": [c.name for c in corpora],  # names, not paths: a checkpoint is shipped "seed": seed,
         "config": m.config(), "split": split, "left_out": left_out,
         "examples": {k: (0 if v is None else int(len(v["target"]))) for k, v in sets.items()},
         "epochs_run": len(curve), "best_epoch": best_epoch, "val_l1": best,

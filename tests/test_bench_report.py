@@ -146,7 +146,7 @@ def test_surrogates_judged_against_one_pure_run(judged):
     assert saved["runs"][1]["jobs"]["a"]["rank_iteration_mape_pct"]["0"] == pytest.approx(
         mean["jobs"]["a"]["rank_iteration_mape_pct"][0])
     assert (out / "01-surrogate-warmup10-mean_k=3" / "manifest.json").is_file()
-    table = format_table(res)
+    table = format_table(res, wide=True)
     assert "01-surrogate-warmup10-mean_k=3" in table and "rank MAPE median" in table
     # one speed-error curve per surrogate
     assert (out / "tradeoff-ft-last.png").is_file() and (out / "tradeoff-ft-mean_k=3.png").is_file()

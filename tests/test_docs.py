@@ -30,3 +30,36 @@ def test_reference_data_command_matches_ci(repo):
     cmd = "python -m pytest -q -rs -m reference_data tests"
     assert f"{refdata.ENV}=/path/to/data {cmd}" in readme
     assert cmd in ci and f"{refdata.ENV}=" in ci
+
+
+def test_docker_images_take_cpu_torch_and_leave_host_builds_out(repo):
+    """Both images install the pinned torch from the CPU-only index the README names; .dockerignore keeps a host-built
+    native core, build folders and .git out of the build context."""
+    import tomllib
+
+    pin = next(d for d in tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
+               if d.startswith("torch"))
+    readme = (repo / "README.md").read_text()
+    cpu = "https://download.pytorch.org/whl/cpu"
+    assert f"pip install --index-url {cpu} {pin}" in readme
+    for name in ("Dockerfile", "Dockerfile.codes"):
+        text = (repo / "docker" / name).read_text()
+        assert f"ARG TORCH_INDEX={cpu}" in text and f'pip install --index-url "${{TORCH_INDEX}}" "{pin}"' in text
+        assert text.index("TORCH_INDEX}") < text.index("RUN pip install -e .")
+    ignored = (repo / ".dockerignore").read_text().split()
+    assert {"**/*.so", ".git", "build", "*.egg-info", "**/__pycache__", "results"} <= set(ignored)
+
+
+def test_codes_image_has_the_runtime_libraries_of_what_build_codes_links(repo):
+    """The CODES image's last stage installs the run-time package of every MPI/ZeroMQ development package
+    scripts/build-codes.sh builds against (Debian bookworm names), and the mount recipes mount the scenario."""
+    script = (repo / "scripts" / "build-codes.sh").read_text()
+    runtime = {"libopenmpi-dev": "libopenmpi3", "openmpi-bin": "openmpi-bin", "libzmq3-dev": "libzmq5"}
+    assert all(dev in script for dev in runtime)
+    codes = (repo / "docker" / "Dockerfile.codes").read_text()
+    last_stage = codes[codes.rindex("\nFROM "):]
+    assert all(lib in last_stage.split() for lib in runtime.values())
+    plain = (repo / "docker" / "Dockerfile").read_text()
+    assert "openmpi-bin libopenmpi3 libzmq5" in plain
+    for text in (plain, codes, (repo / "README.md").read_text()):
+        assert '-v "$PWD:/work"' in text

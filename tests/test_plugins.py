@@ -17,7 +17,7 @@ from hybridsim.runner import RunError, backend_class
 
 #: every command ``hybridsim --help`` lists: hybridsim's own and the CODES bridge's
 COMMANDS = {"validate", "topology", "run", "bench", "describe-run", "report", "serve", "scenario-from-swf", "schedule", "corpus",
-            "dataset", "train", "evaluate", "pretrain", "calibrate", "overlap", "machine", "import-codes",
+            "example", "dataset", "train", "evaluate", "pretrain", "calibrate", "overlap", "machine", "import-codes",
             "scenario-from-codes"}
 
 

@@ -357,5 +357,5 @@ def test_pretrain_says_which_runs_it_leaves_out(corpus, tmp_path, capsys):
     assert main(["pretrain", str(c), "-o", str(tmp_path / "ckpt"), "--epochs", "2", "--no-progress"]) == 0
     assert f"{c}: 1 run(s) not completed, left out: runs/0002 (failed)" in capsys.readouterr().err
     rep = json.loads((tmp_path / "ckpt" / "pretrain.json").read_text())
-    assert rep["left_out"] == {str(c): ["runs/0002 (failed)"]}
+    assert rep["left_out"] == {c.name: ["runs/0002 (failed)"]}
     assert "0002" not in rep["split"]["train"] + rep["split"]["val"] + rep["split"]["test"]

@@ -149,7 +149,8 @@ class Engine(Backend):
         scenario: a :class:`hybridsim.scenario.Scenario`.
         topology: a prebuilt :class:`~hybridsim_common.topology.Dragonfly` (default: built from the scenario).
         placement: list of per-job terminal arrays (default: :func:`hybridsim.placement.place_jobs`).
-        progress: show a tqdm bar on stderr (virtual time, iterations done per job, events/s).
+        progress: show a tqdm bar on stderr (rank-iterations done of all, their rate and an ETA; virtual time,
+            iterations done per job, events/s); a string: the bar's label (``hybridsim bench``: "run k/N: NAME").
         debug: check invariants as it runs (default: ``scenario.backend.embedded.debug``).
         workloads: per-job :class:`~hybridsim.workloads.base.JobWorkload` objects (default: built from the jobs).
         keep_ports: keep the port samples in the result (``SimulationResult.ports``); False: the sampling events run
@@ -297,12 +298,17 @@ class Engine(Backend):
         until = emb.end_time if emb.end_time is not None else float("inf")
         pbar = None
         wall0 = time.perf_counter()
-        state = {"last_ev": 0, "last_bar": 0.0}
+        state = {"last_done": 0, "last_bar": 0.0}
         stop = self.stop
+        fg = [j for j in range(self.n_jobs) if not self.is_bg[j]]
         if self.progress:
             from tqdm import tqdm
-            pbar = tqdm(total=None, unit="ev", unit_scale=True, file=sys.stderr, dynamic_ncols=True,
-                        desc=sc.name or "engine", mininterval=0.5)
+            # counted in rank-iterations, whose total is known, so tqdm shows the rate and an ETA (by the iterations
+            # done so far: a hybrid run's predicted ones go faster); a str progress is the bar's label
+            total = sum(self.rec_total[j] for j in fg)
+            pbar = tqdm(total=total or None, unit="rank-it", unit_scale=True, file=sys.stderr, dynamic_ncols=True,
+                        desc=self.progress if isinstance(self.progress, str) else (sc.name or "engine"),
+                        mininterval=0.5)
 
         def on_check(t, n, final=False):
             stop.check(f"at t={t:,.0f} ns after {n:,} events")
@@ -311,9 +317,10 @@ class Engine(Backend):
             el = time.perf_counter() - wall0
             if pbar is not None and (final or el - state["last_bar"] >= 0.5):
                 state["last_bar"] = el
-                pbar.update(n - state["last_ev"])
-                state["last_ev"] = n
-                jobs = [j for j in range(self.n_jobs) if not self.is_bg[j]]
+                done_ri = sum(self.iters_done[j] for j in fg)
+                pbar.update(done_ri - state["last_done"])
+                state["last_done"] = done_ri
+                jobs = fg
                 done = [self.iters_done[j] // self.n_ranks[j] for j in jobs]
                 its = jobs_progress([self.job_names[j] for j in jobs], done, [self.iters[j] for j in jobs],
                                     [self.modes.get((j, d)) for j, d in zip(jobs, done)])
