@@ -256,6 +256,15 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
     return sec
 
 
+def standin_record(codes) -> dict:
+    """What stands in for a predicted job's traffic in a hybrid run with the backend settings ``codes``
+    (``backend.codes``), as recorded in ``SimulationResult.standin``: the mode, and the scale where it has one."""
+    out = {"mode": codes.standin}
+    if codes.standin != "none":
+        out["scale"] = float(codes.standin_scale)
+    return out
+
+
 def executable_has_standin(exe) -> bool:
     """Whether the CODES executable ``exe`` carries hybridsim's stand-in patch (the banner's text is in it), read
     before a run so a CODES that would ignore ``standin: replay`` is refused before it runs for minutes."""

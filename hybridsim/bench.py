@@ -7,8 +7,9 @@ metrics.
 Primary, job-level figures (what a job's completion follows):
 
 * per-job completion-time error % = (T_hybrid - T_pure) / T_pure x 100, signed (``completion_error_signed_pct``)
-  and absolute (``completion_error_pct``); per run the worst (``max_completion_error_pct``) and the mean absolute
-  one, and the number of jobs above 5 %;
+  and absolute (``completion_error_pct``); per run the worst (``max_completion_error_pct``; with its sign,
+  ``worst_completion_error_signed_pct``) and the mean absolute one, and the number of jobs above 5 %; ``standin``:
+  what stood in for the predicted jobs' traffic (the hybrid run's ``summary.json``);
 * job iteration-time MAPE = mean over predicted iterations of |job time predicted - job time pure| / job time pure
   x 100, where a job time is the statistic the job's completion follows (``hybridsim.hybrid.job_time``: the mean
   over ranks) of the model's per-rank predictions and of the pure run's per-rank times; per job and pooled over the
@@ -291,6 +292,11 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         "iteration_mape_pct": float(np.mean(all_err)) if all_err else None,
         "jobs_above_5pct": sum(1 for j in jobs.values() if (j["completion_error_pct"] or 0) > 5.0),
         "max_completion_error_pct": max(ce) if ce else None,
+        # the same job's error with its sign (late > 0, early < 0), as the printed table shows it
+        "worst_completion_error_signed_pct": max(
+            (j["completion_error_signed_pct"] for j in jobs.values() if j["completion_error_signed_pct"] is not None),
+            key=abs, default=None),
+        "standin": hsum.get("standin"),
         "mean_completion_error_pct": float(np.mean(ce)) if ce else None,
         **stream,
         "jobs": jobs,

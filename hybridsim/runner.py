@@ -260,6 +260,9 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
             "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
             "backend_stats": result.stats,
         }
+        standin = result.standin if controller is None else director_standin(controller)
+        if standin is not None:  # what stood in for the predicted jobs' traffic (also in the manifest)
+            summary["standin"] = standin
         if controller is not None:
             hs = controller.summary()
             summary["hybrid"] = hs
@@ -285,10 +288,11 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if energy is not None:
             summary["energy"] = energy
         write_json_atomic(rd.file(SUMMARY), summary)
+        said = {"standin": standin} if standin is not None else {}
         if result.partial:
-            rd.complete(partial=True, reason="the backend stopped early (end_time / max_events reached)")
+            rd.complete(partial=True, reason="the backend stopped early (end_time / max_events reached)", **said)
         else:
-            rd.complete()
+            rd.complete(**said)
         return rd, result, summary
     except BaseException as exc:
         reason = failure_reason(exc)
@@ -296,6 +300,18 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if isinstance(exc, RunError) or not isinstance(exc, Exception):  # Ctrl-C, SIGTERM, SystemExit go on as such
             raise
         raise RunError(f"run failed: {reason} (run directory {rd.path} marked failed{_kept(rd)})") from exc
+
+
+#: an in-process director's ``keep_background`` -> the stand-in it runs (``SimulationResult.standin``'s ``mode``)
+KEEP_BACKGROUND_STANDIN = {False: "none", True: "load", "profile": "profile"}
+
+
+def director_standin(director) -> dict:
+    """What stands in for a predicted job's traffic under an in-process director (the embedded engine): its
+    ``keep_background`` as a ``SimulationResult.standin`` (``load``: the job's last simulated iteration's mean
+    per-port load; ``profile``: that iteration's per-port load phase by phase; ``none``: nothing)."""
+    kb = getattr(director, "keep_background", False)
+    return {"mode": KEEP_BACKGROUND_STANDIN.get(kb, str(kb)), "keep_background": kb}
 
 
 def stream_outcomes(scenario, result: SimulationResult) -> list:

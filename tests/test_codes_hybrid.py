@@ -221,6 +221,9 @@ def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data)
     assert director["endpoint"] == talk["endpoint"]
     assert (director["requests"], director["clients"], director["records"], director["fallbacks"]) == (5, 2, 10, 0)
     assert summary["mode"] == "hybrid" and summary["backend"] == "codes"
+    # the record says what stood in for the predicted job's traffic: the scenario's default, replay at scale 1
+    assert summary["standin"] == {"mode": "replay", "scale": 1.0} == res.standin
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["standin"] == summary["standin"]
     assert res.job_end["milc"] == pytest.approx(8_843_603.86, abs=0.01)
     # stopped with the run: no thread left, and the port answers nobody
     assert len(_director_threads()) == before
@@ -261,6 +264,33 @@ def test_hybrid_run_with_pdes_policy_starts_no_director(bins, tmp_path, codes_da
     assert "DIRECTOR" not in parse_conf((tmp_path / "run" / "codes" / "dfdally-72.conf").read_text())
     assert summary["backend_stats"]["director"]["windows"] == []
     assert "endpoint" not in summary["backend_stats"]["director"]
+    # nothing predicted, so nothing stood in for anything, whatever backend.codes.standin says
+    assert "standin" not in summary
+    assert "standin" not in json.loads((tmp_path / "run" / "manifest.json").read_text())
+
+
+def test_import_warnings_name_the_run_directory_not_its_staging_folder(bins, tmp_path, codes_data):
+    """A run is written into a hidden staging folder (``.run.*.partial``) and moved into place at the end: the
+    importer's warnings (here: reference run B's local link lines, a known CODES bug skipped on every import) name
+    CODES' files by their place in the run directory, which exists after the run, not by the staging folder, which
+    does not."""
+    import warnings as _warnings
+
+    from codes_bridge.parsers.common import CodesWarning
+    from hybridsim.runner import run_scenario
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq", client=False)
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        run_scenario(_scenario(b, mpirun), tmp_path / "run", mode="simulate", progress=False)
+    emitted = [str(w.message) for w in caught if issubclass(w.category, CodesWarning)]
+    recorded = json.loads((tmp_path / "run" / "summary.json").read_text())["backend_stats"]["warnings"]
+    link = [m for m in recorded if "router->router" in m]
+    assert len(link) == 1 and link[0].startswith("codes/lp-io/dragonfly-link-stats: skipped 108 local")
+    assert (tmp_path / "run" / link[0].split(":")[0]).is_file()
+    assert emitted == recorded
+    assert not any(".partial" in m or str(tmp_path) in m for m in emitted)
 
 
 def test_bad_controller_is_refused_before_any_run_directory(bins, tmp_path):
