@@ -60,7 +60,9 @@ class CodesBackend(Backend):
                     "before CODES starts, from a dry run where nothing is measured; name a policy whose schedule is "
                     "known in advance, e.g. controller: {policy: aligned, params: {ft: 16}} or {policy: surrogate, "
                     "params: {warmup: 8}} (docs/codes.md)")
-        return None
+        from .hybrid import standin_refusal
+
+        return standin_refusal(scenario)
 
     @classmethod
     def never_predicted(cls, scenario) -> dict[str, str]:

@@ -278,6 +278,30 @@ def executable_has_standin(exe) -> bool:
             return False
 
 
+def standin_refusal(scenario, env: dict | None = None) -> str | None:
+    """Why a hybrid run of ``scenario`` cannot have the stand-in it asks for, read before any CODES run starts
+    (None: it can, or there is nothing to say yet): the CODES executable (``backend.codes.bin_dir`` or
+    ``$CODES_BIN_DIR``) lacks hybridsim's patch and the policy's plan predicts something. A missing executable is
+    left to the run, which names it."""
+    from .launcher import CodesRunError, find_executable
+
+    codes = scenario.backend.codes
+    if codes.standin == "none":
+        return None
+    try:
+        exe = find_executable(codes, env)
+    except CodesRunError:
+        return None
+    if executable_has_standin(exe):
+        return None
+    try:
+        if not plan_director(scenario).windows:
+            return None   # nothing predicted: nothing to stand in for
+    except Exception:  # noqa: BLE001 - bad policy settings are reported where every backend checks them
+        return None
+    return f"backend.codes.standin: {codes.standin} (the default), but CODES {exe} cannot stand in: " + STANDIN_MISSING
+
+
 def check_standin(stdout_text: str, standin: str) -> str | None:
     """Why a CODES run's output shows the stand-in asked for is missing (``None`` when it is not asked or is there):
     CODES without hybridsim's patch ignores ``DIRECTOR/standin`` and would silently drop predicted jobs' traffic."""

@@ -371,6 +371,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     for spec in surrogates or []:  # a bad spec fails before the pure run, not after it
         if not own_pure_oracle(spec):
             with_surrogate(scenario, spec)
+    refuse_early(scenario, policies, sweep_ft, backend_factory)  # before any run: what no hybrid run can honour
     if pure_dir is not None:
         check_not_input(outdir, pure_dir)
     pure = None if pure_dir is None else read_pure_run(scenario, pure_dir)
@@ -407,6 +408,48 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     return result
 
 
+def policy_cases(scenario, policies, sweep_ft) -> list[tuple[str, dict, object]]:
+    """The bench's hybrid cases as (policy, params, sweep label or None): ``policies`` (default the scenario's
+    controller), then the Ft sweep of the scenario's own policy when it has an ``ft`` (periodic, aligned), else
+    periodic's, whose far end is zero-shot: the warm-up-only policy with the sweep's warm-up."""
+    cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
+    cases = [(pol, params, None) for pol, params in cases]
+    sweep_policy = sweep_policy_of(scenario)
+    base_params = dict(scenario.controller.params) if scenario.controller.policy == sweep_policy else {}
+    for ft in sweep_ft or []:
+        cases.append((sweep_policy, {**base_params, "ft": ft}, ft))
+    if sweep_ft:
+        cases.append(("surrogate", {"warmup": int(base_params.get("warmup", 1))}, "zero-shot"))
+    return cases
+
+
+def sweep_policy_of(scenario) -> str:
+    """The policy an Ft sweep varies: the scenario's own when it has an ``ft``, else periodic."""
+    return scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
+
+
+def refuse_early(scenario, policies, sweep_ft, backend_factory=None) -> None:
+    """Raise the :class:`~hybridsim.scenario.ScenarioError` the first hybrid run of the bench would raise, before the
+    pure run: a policy case the backend cannot honour (``Backend.hybrid_refusal``: on CODES, a policy that cannot
+    plan ahead, optimistic synch, a stand-in the CODES build lacks)."""
+    from .runner import backend_class
+
+    probe = backend_factory(scenario) if backend_factory is not None else None
+    cls = type(probe) if probe is not None else backend_class(scenario.backend.kind)
+    seen = set()
+    for pol, params, _ in policy_cases(scenario, policies, sweep_ft):
+        key = (pol, repr(sorted(params.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        sc = _with_policy(scenario, pol, params)
+        refusal = cls.hybrid_refusal(sc)
+        if refusal is not None:
+            case = f"{pol} {params}" if params else pol
+            raise sc.error(("backend",), f"hybrid mode refused (bench case: policy {case}), before any run: "
+                                         f"{refusal}")
+
+
 def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
                pure_dir, prefix: str = "") -> dict:
     from .runner import backend_class, build_controller, run_scenario
@@ -418,17 +461,9 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
                                     backend=mk(scenario))
         pure = (res.records, psum)
     runs = []
-    cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
-    cases = [(pol, params, None) for pol, params in cases]
-    # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's; its far
-    # end is zero-shot: the warm-up-only policy with the sweep's warm-up
-    sweep_policy = scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
-    base_params = dict(scenario.controller.params) if scenario.controller.policy == sweep_policy else {}
-    for ft in sweep_ft or []:
-        cases.append((sweep_policy, {**base_params, "ft": ft}, ft))
-    if sweep_ft:
-        cases.append(("surrogate", {"warmup": int(base_params.get("warmup", 1))}, "zero-shot"))
-    cases = [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])]
+    sweep_policy = sweep_policy_of(scenario)
+    cases = [(pol, params, sweep, spec) for pol, params, sweep in policy_cases(scenario, policies, sweep_ft)
+             for spec in (surrogates or [None])]
     # a backend that runs the policy itself (CODES' director) is run as a user runs it; the hybrid machinery alone
     # may move its simulation (the perturbation floor: a run with it and nothing predicted), measured once
     runs_policy = backend_class(scenario.backend.kind).runs_policy

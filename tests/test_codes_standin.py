@@ -112,15 +112,22 @@ def test_hybrid_run_writes_the_key_and_a_patched_codes_runs(bins, tmp_path, code
 
 
 def test_hybrid_run_refuses_a_codes_without_the_patch(bins, tmp_path, codes_data):
-    """An unpatched CODES ignores DIRECTOR/standin: the run must not pass for one with the stand-in."""
-    from hybridsim.runner import RunError, run_scenario
+    """An unpatched CODES ignores DIRECTOR/standin: the run must not pass for one with the stand-in. It is refused
+    before any run directory exists (the backend's hybrid refusal, which validate and bench ask too)."""
+    from codes_bridge.backend import CodesBackend
+    from hybridsim.runner import run_scenario
 
     b, mpirun = bins
     _standin(b, codes_data / "B-72node-milc" / "hf-seq", patched=False)
-    with pytest.raises(RunError, match="cannot replay: it lacks hybridsim's patch"):
+    with pytest.raises(ScenarioError, match="cannot stand in: it lacks hybridsim's patch"):
         run_scenario(_hybrid(b, mpirun, "replay"), tmp_path / "run", mode="hybrid", progress=False)
-    assert not (tmp_path / "run" / "codes" / "standin-argv.json").exists()  # refused before CODES ran
+    assert not (tmp_path / "run").exists()  # refused before CODES ran, before any run directory
+    # nothing predicted (pdes): nothing to stand in for, so the unpatched CODES is fine
+    pdes = _hybrid(b, mpirun, "replay")
+    pdes.controller.policy, pdes.controller.params = "pdes", {}
+    assert CodesBackend.hybrid_refusal(pdes) is None
     # with the stand-in off the same CODES is fine
+    assert CodesBackend.hybrid_refusal(_hybrid(b, mpirun, "none")) is None
     run_scenario(_hybrid(b, mpirun, "none"), tmp_path / "run2", mode="hybrid", progress=False)
 
 
@@ -130,3 +137,33 @@ def test_executable_check_reads_the_banner_in_the_binary(tmp_path):
     (tmp_path / "empty").write_bytes(b"")
     assert executable_has_standin(tmp_path / "patched")
     assert not executable_has_standin(tmp_path / "stock") and not executable_has_standin(tmp_path / "empty")
+
+
+@pytest.mark.parametrize("case", ["default-policy", "unpatched"])
+def test_bench_refuses_what_codes_cannot_honour_before_any_codes_run(bins, tmp_path, codes_data, case):
+    """``hybridsim bench`` on CODES asks the backend's hybrid refusal of every policy case before it runs anything:
+    the default policy (confident, which cannot plan ahead) or a stand-in the CODES build lacks is refused with exit
+    2 and a policy or setting that works named, before pure CODES or the floor run starts (the stand-in CODES would
+    write standin-argv.json in any run folder it ran in) and before the bench directory exists."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq", patched=case != "unpatched")
+    d = _hybrid(b, mpirun, "replay").model_dump(mode="json", exclude_none=True)
+    if case == "default-policy":
+        d.pop("controller")
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(d))
+    run = subprocess.run([sys.executable, "-m", "hybridsim", "bench", str(f), "-o", str(tmp_path / "out"),
+                          "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "before any run" in run.stderr
+    if case == "default-policy":
+        assert "controller.policy: confident" in run.stderr and "policy: aligned" in run.stderr
+    else:
+        assert "cannot stand in" in run.stderr and "standin: none" in run.stderr
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.rglob("standin-argv.json"))  # CODES never started
