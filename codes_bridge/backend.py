@@ -118,10 +118,11 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
         from .launcher import find_executable
 
         plan = plan_director(scenario) if mode == "hybrid" else DirectorPlan([], [], {})
-        if plan.windows and scenario.backend.codes.standin == "replay":
+        standin = scenario.backend.codes.standin
+        if plan.windows and standin != "none":
             exe = find_executable(scenario.backend.codes, env)
-            if not executable_has_standin(exe):
-                raise CodesRunError(f"backend.codes.standin: replay (the default), but CODES {exe} cannot replay: "
+            if not executable_has_standin(exe, standin):
+                raise CodesRunError(f"backend.codes.standin: {standin}, but CODES {exe} cannot stand in: "
                                     + STANDIN_MISSING, cause="bad-config")
         if plan.windows or mode == "floor":
             t_load = time.monotonic()

@@ -366,17 +366,21 @@ class CodesBackend(_Model):
     standin: str = Field("replay", description="hybrid runs: what stands in for a predicted job's traffic. replay "
                                                "(default): its ranks keep sending their last simulated iteration's "
                                                "messages (needs CODES built by scripts/build-codes.sh, which patches "
-                                               "CODES); none: CODES drops it, fewer events but co-running jobs run "
+                                               "CODES); load: the routers' ports hold the bandwidth share it used "
+                                               "in its last simulated iteration, no packets (same patched build); "
+                                               "none: CODES drops it, fewer events but co-running jobs run "
                                                "fast (docs/codes.md)")
     standin_scale: float = Field(1.0, gt=0, le=1, description="standin: replay: the fraction of each message's bytes "
-                                                              "replayed (fewer events, less load)")
+                                                              "replayed (fewer events, less load); load: the "
+                                                              "fraction of the share held")
 
     @field_validator("standin", mode="before")
     @classmethod
     def _standin(cls, v):
-        if v not in ("replay", "none"):
+        if v not in ("replay", "load", "none"):
             raise ValueError(f"backend.codes.standin must be 'replay' (a predicted job's ranks keep sending their "
-                             f"last simulated iteration's messages) or 'none' (CODES drops its traffic), got {v!r}")
+                             f"last simulated iteration's messages), 'load' (the routers hold its last simulated "
+                             f"iteration's bandwidth share) or 'none' (CODES drops its traffic), got {v!r}")
         return v
 
     @model_validator(mode="after")

@@ -172,8 +172,10 @@ def _director_threads() -> list[threading.Thread]:
 #: a CODES built by scripts/build-codes.sh (stand-in patch): it prints the stand-in banner when its conf asks for it
 BANNER = """
 import re
-if re.search(r'standin\\s*=\\s*"replay"', text):
-    print({banner!r}, flush=True)
+_m = re.search(r'standin\\s*=\\s*"(replay|load)"', text)
+if _m:
+    print({{"replay": "stand-in traffic: replay (patched)", "load": "stand-in traffic: load (patched)"}}[_m.group(1)],
+          flush=True)
 """
 
 

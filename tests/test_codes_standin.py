@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from codes_bridge.hybrid import (STANDIN_BANNER, STANDIN_MODES, check_standin, director_section,
-                                 executable_has_standin)
+from codes_bridge.hybrid import (STANDIN_BANNER, STANDIN_BANNERS, STANDIN_MODES, check_standin,
+                                 director_section, executable_has_standin)
 from codes_bridge.writers import parse_conf
 from hybridsim.scenario import Scenario, ScenarioError, load_scenario
 
@@ -23,15 +23,16 @@ def _with_standin(sc: Scenario, value: str) -> Scenario:
     return Scenario.model_validate(d)
 
 
-@pytest.mark.parametrize("value", ["replay", "none"])
+@pytest.mark.parametrize("value", ["replay", "load", "none"])
 def test_director_section_writes_the_standin_key(value):
     assert director_section([(8, 20)], standin=value)["standin"] == value
     assert director_section([], standin=value)["standin"] == value  # the floor run's section too
 
 
-def test_director_section_writes_the_scale_of_a_replay_only():
+def test_director_section_writes_the_scale_of_a_replay_or_load_only():
     assert director_section([(8, 20)], standin="replay", standin_scale=0.5)["standin_scale"] == "0.5"
     assert director_section([(8, 20)], standin="replay")["standin_scale"] == "1.0"
+    assert director_section([(8, 20)], standin="load", standin_scale=0.25)["standin_scale"] == "0.25"
     assert "standin_scale" not in director_section([(8, 20)], standin="none", standin_scale=0.5)
     for bad in (0.0, -0.5, 1.5, float("nan")):
         with pytest.raises(ValueError, match=r"standin_scale must be in \(0, 1\]"):
@@ -39,15 +40,16 @@ def test_director_section_writes_the_scale_of_a_replay_only():
 
 
 def test_director_section_refuses_an_unknown_standin():
-    with pytest.raises(ValueError, match="standin must be one of replay, none, got 'replay '"):
+    with pytest.raises(ValueError, match="standin must be one of replay, load, none, got 'replay '"):
         director_section([(8, 20)], standin="replay ")
-    assert STANDIN_MODES == ("replay", "none")
+    assert STANDIN_MODES == ("replay", "load", "none")
 
 
 def test_scenario_standin_values_and_default():
     sc = _scenario(None, "mpirun")
     assert (sc.backend.codes.standin, sc.backend.codes.standin_scale) == ("replay", 1.0)
     assert _with_standin(sc, "none").backend.codes.standin == "none"
+    assert _with_standin(sc, "load").backend.codes.standin == "load"
 
 
 @pytest.mark.parametrize("bad", ["Replay", "drop", "", 1])
@@ -89,6 +91,10 @@ def test_check_standin_reads_the_banner():
     assert check_standin("no banner here", "none") is None
     why = check_standin("ROSS banner only", "replay")
     assert why is not None and "0001-standin-traffic.patch" in why and "standin: none" in why
+    # each stand-in has its own banner: a replay banner does not prove the load patch
+    assert check_standin("stand-in traffic: load (predicted jobs hold ...)\n", "load") is None
+    why = check_standin(STANDIN_BANNER + "\n", "load")
+    assert why is not None and "0002-standin-load.patch" in why
 
 
 def _hybrid(b, mpirun, standin):
@@ -97,7 +103,7 @@ def _hybrid(b, mpirun, standin):
     return _with_standin(sc, standin)
 
 
-@pytest.mark.parametrize("standin", ["replay", "none"])
+@pytest.mark.parametrize("standin", ["replay", "load", "none"])
 def test_hybrid_run_writes_the_key_and_a_patched_codes_runs(bins, tmp_path, codes_data, standin):
     from hybridsim.runner import run_scenario
 
@@ -108,7 +114,9 @@ def test_hybrid_run_writes_the_key_and_a_patched_codes_runs(bins, tmp_path, code
     assert conf["DIRECTOR"]["standin"] == standin
     out = (tmp_path / "run" / "codes" / "model-output.txt").read_text()
     assert (STANDIN_BANNER in out) == (standin == "replay")
+    assert (STANDIN_BANNERS["load"] in out) == (standin == "load")
     assert summary["backend_stats"]["director"]["windows"] == [[8, 20]]
+    assert summary["standin"] == ({"mode": standin} if standin == "none" else {"mode": standin, "scale": 1.0})
 
 
 def test_hybrid_run_refuses_a_codes_without_the_patch(bins, tmp_path, codes_data):
