@@ -431,11 +431,13 @@ def sweep_policy_of(scenario) -> str:
 def refuse_early(scenario, policies, sweep_ft, backend_factory=None) -> None:
     """Raise the :class:`~hybridsim.scenario.ScenarioError` the first hybrid run of the bench would raise, before the
     pure run: a policy case the backend cannot honour (``Backend.hybrid_refusal``: on CODES, a policy that cannot
-    plan ahead, optimistic synch, a stand-in the CODES build lacks)."""
+    plan ahead, optimistic synch, a stand-in the CODES build lacks). A ``backend_factory``'s backends (tests) are
+    asked by their runs, as the runner does."""
     from .runner import backend_class
 
-    probe = backend_factory(scenario) if backend_factory is not None else None
-    cls = type(probe) if probe is not None else backend_class(scenario.backend.kind)
+    if backend_factory is not None:
+        return
+    cls = backend_class(scenario.backend.kind)
     seen = set()
     for pol, params, _ in policy_cases(scenario, policies, sweep_ft):
         key = (pol, repr(sorted(params.items())))
