@@ -310,7 +310,7 @@ def director_standin(director) -> dict:
     """What stands in for a predicted job's traffic under an in-process director (the embedded engine): its
     ``keep_background`` as a ``SimulationResult.standin`` (``load``: the job's last simulated iteration's mean
     per-port load; ``profile``: that iteration's per-port load phase by phase; ``none``: nothing)."""
-    kb = getattr(director, "keep_background", False)
+    kb = director.keep_background  # declared on hybridsim_common.backend.Director
     return {"mode": KEEP_BACKGROUND_STANDIN.get(kb, str(kb)), "keep_background": kb}
 
 
