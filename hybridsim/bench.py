@@ -40,7 +40,8 @@ Speed: speedup = wall time of the pure run / wall time of the hybrid run (same s
 process); theoretical speedup = events of the pure run / events of the hybrid run; efficiency = speedup /
 theoretical (``cpu_speedup``, ``cpu_efficiency``: the same on the run's CPU time, its simulator process included
 (CODES), which the load of a shared machine does not inflate); surrogate fraction f = predicted iterations / all
-iterations (jobs with iterations); the hybrid run's wall split into simulation, controller, inference and tuning (seconds and % of its wall time).
+iterations (jobs with iterations); the hybrid run's wall split into simulation, controller, inference and tuning
+(seconds and % of its wall time).
 
 With ``seeds`` (``--seeds N``) every run is repeated for the scenario's seed + 0 .. N-1 (placement and background
 traffic change) and each surrogate is compared with each baseline (default LAST and MEAN) seed by seed: the mean of
