@@ -304,7 +304,7 @@ def standin_refusal(scenario, env: dict | None = None) -> str | None:
             return None   # nothing predicted: nothing to stand in for
     except Exception:  # noqa: BLE001 - bad policy settings are reported where every backend checks them
         return None
-    return f"backend.codes.standin: {codes.standin} (the default), but CODES {exe} cannot stand in: " + STANDIN_MISSING
+    return f"backend.codes.standin: {codes.standin}, but CODES {exe} cannot stand in: " + STANDIN_MISSING
 
 
 def check_standin(stdout_text: str, standin: str) -> str | None:

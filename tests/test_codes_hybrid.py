@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from codes_bridge.hybrid import STANDIN_BANNER, choose_windows, director_section, plan_director, policy_plan
+from codes_bridge.hybrid import (STANDIN_BANNER, STANDIN_BANNERS, choose_windows, director_section, plan_director,
+                                 policy_plan)
 from codes_bridge.writers import parse_conf
 from hybridsim_common.backend import Mode
 from hybridsim.scenario import Scenario
@@ -181,7 +182,7 @@ if _m:
 
 def _standin(b: Path, ref: Path, client: bool = True, patched: bool = True) -> None:
     """The CODES stand-in executable: it replays run ``ref``'s output, talks to the director (``client``) and, when
-    ``patched``, carries the stand-in patch (``backend.codes.standin: replay``, the default, needs it)."""
+    ``patched``, carries the stand-in patches (``backend.codes.standin: load``, the default, needs them)."""
     body = REPLAY
     if client:  # after the stand-in has checked its inputs, before it writes CODES' output
         head, tail = body.split('json.dump({{"argv"', 1)
@@ -209,7 +210,7 @@ def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data)
     assert conf["DIRECTOR"] == {
         "surrogate_family": "iteration-time", "surrogate_backend": "hybridsim", "surrogate_enabled": "1",
         "training_enabled": "1", "inferencing_enabled": "1", "start_iter": "7", "end_iter": "19",
-        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0", "standin": "replay", "standin_scale": "1.0"}
+        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0", "standin": "load", "standin_scale": "1.0"}
 
     talk = json.loads((d / "director-replies.json").read_text())
     assert talk["endpoint"].startswith("tcp://127.0.0.1:")
@@ -223,8 +224,8 @@ def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data)
     assert director["endpoint"] == talk["endpoint"]
     assert (director["requests"], director["clients"], director["records"], director["fallbacks"]) == (5, 2, 10, 0)
     assert summary["mode"] == "hybrid" and summary["backend"] == "codes"
-    # the record says what stood in for the predicted job's traffic: the scenario's default, replay at scale 1
-    assert summary["standin"] == {"mode": "replay", "scale": 1.0} == res.standin
+    # the record says what stood in for the predicted job's traffic: the scenario's default, load at scale 1
+    assert summary["standin"] == {"mode": "load", "scale": 1.0} == res.standin
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["standin"] == summary["standin"]
     assert res.job_end["milc"] == pytest.approx(8_843_603.86, abs=0.01)
     # stopped with the run: no thread left, and the port answers nobody
@@ -246,7 +247,8 @@ def test_hybrid_run_stops_the_director_when_codes_fails(bins, tmp_path):
 
     b, mpirun = bins
     # a patched CODES (it carries the stand-in's banner) that fails
-    _script(b / "model-net-mpi-replay", f"# {STANDIN_BANNER}\nimport os, sys\nassert os.environ['ZMQML_ENDPOINT']\n"
+    _script(b / "model-net-mpi-replay", f"# {STANDIN_BANNERS['load']}\nimport os, sys\n"
+            "assert os.environ['ZMQML_ENDPOINT']\n"
             + FAIL_EXIT)
     sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}})
     before = len(_director_threads())

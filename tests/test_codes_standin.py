@@ -47,7 +47,7 @@ def test_director_section_refuses_an_unknown_standin():
 
 def test_scenario_standin_values_and_default():
     sc = _scenario(None, "mpirun")
-    assert (sc.backend.codes.standin, sc.backend.codes.standin_scale) == ("replay", 1.0)
+    assert (sc.backend.codes.standin, sc.backend.codes.standin_scale) == ("load", 1.0)
     assert _with_standin(sc, "none").backend.codes.standin == "none"
     assert _with_standin(sc, "load").backend.codes.standin == "load"
 
