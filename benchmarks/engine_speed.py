@@ -256,8 +256,12 @@ def main(argv=None) -> int:
         live = rows.get(f"{name}/codes")
         if nat and live and not nat["partial"]:
             nat["codes_wall_s"] = live["wall_s"]  # the live run beside it replaces a recorded one
+            nat["codes_cpu_s"] = live["cpu_s"]
             nat["wall_ratio_vs_codes"] = nat["wall_s"] / live["wall_s"]
-            nat["cpu_ratio_vs_codes"] = nat["cpu_s"] / live["wall_s"]
+            nat["cpu_ratio_vs_codes"] = nat["cpu_s"] / live["cpu_s"]
+            # each job's completion on the engine against CODES', signed (late > 0)
+            nat["job_end_vs_codes_pct"] = {j: (t - live["job_end_ms"][j]) / live["job_end_ms"][j] * 100
+                                           for j, t in nat["job_end_ms"].items() if live["job_end_ms"].get(j)}
     hdr = f"{'case':18} {'core':7} {'events':>11} {'ev/s':>11} {'ev/cpu-s':>11} {'wall s':>8} {'cpu s':>8} " \
           f"{'s/sim-ms':>9} {'RSS MB':>7} {'speedup':>8} {'CODES s':>8} {'ratio':>6}"
     print(hdr)
@@ -268,6 +272,11 @@ def main(argv=None) -> int:
               f"{r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['wall_s_per_sim_ms']:>9.2f} {r['peak_rss_mb']:>7.0f} "
               f"{r.get('speedup_events_per_cpu_s', float('nan')):>7.1f}x "
               f"{r.get('codes_wall_s', float('nan')):>8.1f} {r.get('wall_ratio_vs_codes', float('nan')):>6.2f}{part}")
+    for key, r in rows.items():
+        if "job_end_vs_codes_pct" in r:  # side by side with a live CODES run
+            jobs = ", ".join(f"{j} {e:+.2f} %" for j, e in r["job_end_vs_codes_pct"].items())
+            print(f"{key} against CODES: {r['codes_wall_s'] / r['wall_s']:.1f}x wall, "
+                  f"{r['codes_cpu_s'] / r['cpu_s']:.1f}x CPU; job completion {jobs}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=2))

@@ -66,7 +66,9 @@ class CodesBackend(Backend):
                     "before CODES starts, from a dry run where nothing is measured; name a policy whose schedule is "
                     "known in advance, e.g. controller: {policy: aligned, params: {ft: 16}} or {policy: surrogate, "
                     "params: {warmup: 8}} (docs/codes.md)")
-        return None
+        from .hybrid import standin_refusal
+
+        return standin_refusal(scenario)
 
     @classmethod
     def never_predicted(cls, scenario) -> dict[str, str]:
@@ -111,6 +113,7 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     floor a hybrid CODES run's error is read against; docs/codes.md).
     """
     from .importer import read_codes_run  # the parsers' package; imported late so writing/launching need not it
+    from .parsers.common import shown, shown_as
 
     if scenario.is_stream:
         raise CodesInputError(CodesBackend.no_streams)
@@ -122,14 +125,15 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
         raise ValueError(f"mode must be simulate, hybrid or floor, got {mode!r}")
     if mode in ("hybrid", "floor"):
         from .hybrid import (STANDIN_MISSING, DirectorPlan, DirectorThread, check_standin, director_section,
-                             executable_has_standin, plan_director)
+                             executable_has_standin, plan_director, standin_record)
         from .launcher import find_executable
 
         plan = plan_director(scenario) if mode == "hybrid" else DirectorPlan([], [], {})
-        if plan.windows and scenario.backend.codes.standin == "replay":
+        standin = scenario.backend.codes.standin
+        if plan.windows and standin != "none":
             exe = find_executable(scenario.backend.codes, env)
-            if not executable_has_standin(exe):
-                raise CodesRunError(f"backend.codes.standin: replay (the default), but CODES {exe} cannot replay: "
+            if not executable_has_standin(exe, standin):
+                raise CodesRunError(f"backend.codes.standin: {standin}, but CODES {exe} cannot stand in: "
                                     + STANDIN_MISSING, cause="bad-config")
         if plan.windows or mode == "floor":
             t_load = time.monotonic()
@@ -153,14 +157,19 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
             raise CodesRunError(why, cause="bad-config", run_dir=codes_dir)
 
         write_director_answers(codes_dir / DIRECTOR_ANSWERS, director.service.answers)
-    try:
-        run = read_codes_run(codes_dir)
+    try:  # messages name CODES' files by their place in the run directory (run_dir may be a staging folder)
+        with shown_as(codes_dir, CODES_SUBDIR):
+            run = read_codes_run(codes_dir)
     except CodesRunError:
         raise
     except Exception as exc:  # a parse error names file and line; say that CODES did run
+        with shown_as(codes_dir, CODES_SUBDIR):
+            why = shown(str(exc))
         raise CodesRunError(f"CODES finished (exit 0 after {launched.wall_s:.1f} s) but its output could not be "
-                            f"read: {exc}", cause="no-output", run_dir=codes_dir) from exc
+                            f"read: {why}", cause="no-output", run_dir=codes_dir) from exc
     result = run.to_simulation_result(scenario, wall)
+    if director is not None and plan.windows:  # something was predicted: say what stood in for its traffic
+        result.standin = standin_record(scenario.backend.codes)
     if plan is not None:
         result.stats["director"] = dict(plan.describe(), **(director.stats() if director is not None else {}),
                                         startup_s=startup_s)

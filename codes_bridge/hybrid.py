@@ -47,14 +47,18 @@ MARKED_WORKLOADS = ("milc", "lammps")
 #: ``backend.codes.standin`` values, written as ``DIRECTOR/standin`` (scripts/codes-patches/0001-standin-traffic.patch):
 #: ``replay`` -- a predicted rank keeps sending its last simulated iteration's messages (destinations, sizes, send
 #: offsets, repeated every iteration length) until it is simulated again, so co-running jobs still meet its load;
+#: ``load`` -- no packets: while a job's ranks are predicted, every router output port holds the share of its
+#: bandwidth the job used in its last simulated iteration (weighted by the fraction of its ranks predicted), and the
+#: co-runners' packets are serialized at what is left (scripts/codes-patches/0002-standin-load.patch);
 #: ``none`` -- CODES as it is: a predicted job's traffic is dropped
-STANDIN_MODES = ("replay", "none")
-#: the line a patched CODES prints when the stand-in is on (an unpatched CODES ignores ``DIRECTOR/standin``)
-STANDIN_BANNER = "stand-in traffic: replay"
-#: what to do about a CODES without the stand-in patch
-STANDIN_MISSING = ("it lacks hybridsim's patch scripts/codes-patches/0001-standin-traffic.patch. Build CODES with "
-                   "scripts/build-codes.sh (it applies the patch), or set backend.codes.standin: none (a predicted "
-                   "job's traffic is then dropped, docs/codes.md)")
+STANDIN_MODES = ("replay", "load", "none")
+#: the line a patched CODES prints when a stand-in is on (an unpatched CODES ignores ``DIRECTOR/standin``)
+STANDIN_BANNERS = {"replay": "stand-in traffic: replay", "load": "stand-in traffic: load"}
+STANDIN_BANNER = STANDIN_BANNERS["replay"]
+#: what to do about a CODES without the stand-in patches
+STANDIN_MISSING = ("it lacks hybridsim's patches scripts/codes-patches/0001-standin-traffic.patch and "
+                   "0002-standin-load.patch. Build CODES with scripts/build-codes.sh (it applies them), or set "
+                   "backend.codes.standin: none (a predicted job's traffic is then dropped, docs/codes.md)")
 #: the virtual length (ns) the dry run gives a LAMMPS step (SWM LAMMPS computes most of the step; ~2.2 ms on the
 #: quickstart's Dragonfly)
 LAMMPS_STEP_NS = 2.0e6
@@ -227,7 +231,8 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
     prediction per rank and skipped iteration. The server is hybridsim's, started and stopped by the run, so CODES
     does not send it ``exit``. ``standin``: what stands in for a predicted job's traffic (:data:`STANDIN_MODES`),
     always written (CODES without hybridsim's patch ignores the key; :func:`check_standin` catches that), with
-    ``standin_scale`` (the fraction of each message's bytes replayed) for ``replay``."""
+    ``standin_scale`` for ``replay`` (the fraction of each message's bytes replayed) and ``load`` (the fraction of
+    the bandwidth share held)."""
     if len(windows) > MAX_WINDOWS:
         raise ValueError(f"at most {MAX_WINDOWS} windows, got {windows}")
     if standin not in STANDIN_MODES:
@@ -248,7 +253,7 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
         "shutdown_zmqml_server_on_finalize": "0",
         "standin": standin,
     }
-    if standin == "replay":
+    if standin != "none":
         sec["standin_scale"] = repr(float(standin_scale))
     if len(windows) == 2:
         sec.update(second_surrogate_enabled="1", second_start_iter=str(windows[1][0] - 1),
@@ -256,26 +261,59 @@ def director_section(windows: list[tuple[int, int]], backend_name: str = "hybrid
     return sec
 
 
-def executable_has_standin(exe) -> bool:
-    """Whether the CODES executable ``exe`` carries hybridsim's stand-in patch (the banner's text is in it), read
-    before a run so a CODES that would ignore ``standin: replay`` is refused before it runs for minutes."""
+def standin_record(codes) -> dict:
+    """What stands in for a predicted job's traffic in a hybrid run with the backend settings ``codes``
+    (``backend.codes``), as recorded in ``SimulationResult.standin``: the mode, and the scale where it has one."""
+    out = {"mode": codes.standin}
+    if codes.standin != "none":
+        out["scale"] = float(codes.standin_scale)
+    return out
+
+
+def executable_has_standin(exe, standin: str = "replay") -> bool:
+    """Whether the CODES executable ``exe`` carries hybridsim's patch for stand-in ``standin`` (its banner's text is
+    in it), read before a run so a CODES that would ignore ``DIRECTOR/standin`` is refused before it runs."""
     import mmap
 
     with open(exe, "rb") as f:
         try:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                return m.find(STANDIN_BANNER.encode()) >= 0
+                return m.find(STANDIN_BANNERS[standin].encode()) >= 0
         except ValueError:  # empty file
             return False
+
+
+def standin_refusal(scenario, env: dict | None = None) -> str | None:
+    """Why a hybrid run of ``scenario`` cannot have the stand-in it asks for, read before any CODES run starts
+    (None: it can, or there is nothing to say yet): the CODES executable (``backend.codes.bin_dir`` or
+    ``$CODES_BIN_DIR``) lacks hybridsim's patch and the policy's plan predicts something. A missing executable is
+    left to the run, which names it."""
+    from .launcher import CodesRunError, find_executable
+
+    codes = scenario.backend.codes
+    if codes.standin == "none":
+        return None
+    try:
+        exe = find_executable(codes, env)
+    except CodesRunError:
+        return None
+    if executable_has_standin(exe, codes.standin):
+        return None
+    try:
+        if not plan_director(scenario).windows:
+            return None   # nothing predicted: nothing to stand in for
+    except Exception:  # noqa: BLE001 - bad policy settings are reported where every backend checks them
+        return None
+    return f"backend.codes.standin: {codes.standin}, but CODES {exe} cannot stand in: " + STANDIN_MISSING
 
 
 def check_standin(stdout_text: str, standin: str) -> str | None:
     """Why a CODES run's output shows the stand-in asked for is missing (``None`` when it is not asked or is there):
     CODES without hybridsim's patch ignores ``DIRECTOR/standin`` and would silently drop predicted jobs' traffic."""
-    if standin != "replay" or STANDIN_BANNER in stdout_text:
+    if standin == "none" or STANDIN_BANNERS[standin] in stdout_text:
         return None
-    return ("backend.codes.standin: replay, but this CODES build did not start the stand-in traffic (its output has "
-            f"no {STANDIN_BANNER!r} line): " + STANDIN_MISSING)
+    return (f"backend.codes.standin: {standin}, but this CODES build did not start the stand-in (its output has "
+            f"no {STANDIN_BANNERS[standin]!r} line): " + STANDIN_MISSING)
 
 
 class DirectorThread:

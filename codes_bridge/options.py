@@ -35,20 +35,23 @@ class CodesOptions(_Model):
     timeout: Optional[Duration] = Field(None, gt=0, description="wall-clock seconds x 1e9 (ns) or '30min'-style")
     sample_count: StrictInt = Field(400, ge=1, description="--sample-count: model-stats samples pre-allocated per LP")
     payload_size: StrictInt = Field(4096, gt=0, description="--payload_sz for synthetic background jobs")
-    standin: str = Field("replay", description="hybrid runs: what stands in for a predicted job's traffic. replay "
-                                               "(default): its ranks keep sending their last simulated iteration's "
-                                               "messages (needs CODES built by scripts/build-codes.sh, which patches "
-                                               "CODES); none: CODES drops it, fewer events but co-running jobs run "
-                                               "fast (docs/codes.md)")
-    standin_scale: float = Field(1.0, gt=0, le=1, description="standin: replay: the fraction of each message's bytes "
+    standin: str = Field("load", description="hybrid runs: what stands in for a predicted job's traffic. load "
+                                             "(default): the routers' ports hold the bandwidth share it used in its "
+                                             "last simulated iteration, no packets; replay: its ranks keep sending "
+                                             "their last simulated iteration's messages (both need CODES built by "
+                                             "scripts/build-codes.sh, which patches CODES); none: CODES drops it, "
+                                             "co-running jobs run fast (docs/codes.md)")
+    standin_scale: float = Field(1.0, gt=0, le=1, description="standin: load: the fraction of the share held; "
+                                                              "replay: the fraction of each message's bytes "
                                                               "replayed (fewer events, less load)")
 
     @field_validator("standin", mode="before")
     @classmethod
     def _standin(cls, v):
-        if v not in ("replay", "none"):
+        if v not in ("replay", "load", "none"):
             raise ValueError(f"backend.codes.standin must be 'replay' (a predicted job's ranks keep sending their "
-                             f"last simulated iteration's messages) or 'none' (CODES drops its traffic), got {v!r}")
+                             f"last simulated iteration's messages), 'load' (the routers hold its last simulated "
+                             f"iteration's bandwidth share) or 'none' (CODES drops its traffic), got {v!r}")
         return v
 
     @model_validator(mode="after")

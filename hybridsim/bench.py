@@ -7,8 +7,9 @@ metrics.
 Primary, job-level figures (what a job's completion follows):
 
 * per-job completion-time error % = (T_hybrid - T_pure) / T_pure x 100, signed (``completion_error_signed_pct``)
-  and absolute (``completion_error_pct``); per run the worst (``max_completion_error_pct``) and the mean absolute
-  one, and the number of jobs above 5 %;
+  and absolute (``completion_error_pct``); per run the worst (``max_completion_error_pct``; with its sign,
+  ``worst_completion_error_signed_pct``) and the mean absolute one, and the number of jobs above 5 %; ``standin``:
+  what stood in for the predicted jobs' traffic (the hybrid run's ``summary.json``);
 * job iteration-time MAPE = mean over predicted iterations of |job time predicted - job time pure| / job time pure
   x 100, where a job time is the statistic the job's completion follows (``hybridsim.hybrid.job_time``: the mean
   over ranks) of the model's per-rank predictions and of the pure run's per-rank times; per job and pooled over the
@@ -37,9 +38,10 @@ and the run with the hybrid machinery but nothing predicted (``mode="floor"``) g
 
 Speed: speedup = wall time of the pure run / wall time of the hybrid run (same scenario, same machine, same
 process); theoretical speedup = events of the pure run / events of the hybrid run; efficiency = speedup /
-theoretical (``cpu_speedup``, ``cpu_efficiency``: the same on the process's CPU time, which the load of a shared
-machine does not inflate); surrogate fraction f = predicted iterations / all iterations (jobs with iterations); the
-hybrid run's wall split into simulation, controller, inference and tuning (seconds and % of its wall time).
+theoretical (``cpu_speedup``, ``cpu_efficiency``: the same on the run's CPU time, its simulator process included
+(CODES), which the load of a shared machine does not inflate); surrogate fraction f = predicted iterations / all
+iterations (jobs with iterations); the hybrid run's wall split into simulation, controller, inference and tuning
+(seconds and % of its wall time).
 
 With ``seeds`` (``--seeds N``) every run is repeated for the scenario's seed + 0 .. N-1 (placement and background
 traffic change) and each surrogate is compared with each baseline (default LAST and MEAN) seed by seed: the mean of
@@ -292,6 +294,11 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
         "iteration_mape_pct": float(np.mean(all_err)) if all_err else None,
         "jobs_above_5pct": sum(1 for j in jobs.values() if (j["completion_error_pct"] or 0) > 5.0),
         "max_completion_error_pct": max(ce) if ce else None,
+        # the same job's error with its sign (late > 0, early < 0), as the printed table shows it
+        "worst_completion_error_signed_pct": max(
+            (j["completion_error_signed_pct"] for j in jobs.values() if j["completion_error_signed_pct"] is not None),
+            key=abs, default=None),
+        "standin": hsum.get("standin"),
         "mean_completion_error_pct": float(np.mean(ce)) if ce else None,
         **stream,
         "jobs": jobs,
@@ -366,6 +373,7 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     for spec in surrogates or []:  # a bad spec fails before the pure run, not after it
         if not own_pure_oracle(spec):
             with_surrogate(scenario, spec)
+    refuse_early(scenario, policies, sweep_ft, backend_factory)  # before any run: what no hybrid run can honour
     if pure_dir is not None:
         check_not_input(outdir, pure_dir)
     pure = None if pure_dir is None else read_pure_run(scenario, pure_dir)
@@ -403,20 +411,56 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     return result
 
 
-def bench_cases(scenario, policies, sweep_ft, surrogates) -> tuple[list[tuple], str]:
-    """The hybrid runs of a bench of ``scenario``, as (policy, params, sweep point or None, surrogate spec or None),
-    in run order, and the policy the Ft sweep varies."""
+def policy_cases(scenario, policies, sweep_ft) -> list[tuple[str, dict, object]]:
+    """The bench's hybrid cases as (policy, params, sweep label or None): ``policies`` (default the scenario's
+    controller), then the Ft sweep of the scenario's own policy when it has an ``ft`` (periodic, aligned), else
+    periodic's, whose far end is zero-shot: the warm-up-only policy with the sweep's warm-up."""
     cases = list(policies) if policies is not None else [(scenario.controller.policy, scenario.controller.params)]
     cases = [(pol, params, None) for pol, params in cases]
-    # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's; its far
-    # end is zero-shot: the warm-up-only policy with the sweep's warm-up
-    sweep_policy = scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
+    sweep_policy = sweep_policy_of(scenario)
     base_params = dict(scenario.controller.params) if scenario.controller.policy == sweep_policy else {}
     for ft in sweep_ft or []:
         cases.append((sweep_policy, {**base_params, "ft": ft}, ft))
     if sweep_ft:
         cases.append(("surrogate", {"warmup": int(base_params.get("warmup", 1))}, "zero-shot"))
-    return [(pol, params, sweep, spec) for pol, params, sweep in cases for spec in (surrogates or [None])], sweep_policy
+    return cases
+
+
+def sweep_policy_of(scenario) -> str:
+    """The policy an Ft sweep varies: the scenario's own when it has an ``ft``, else periodic."""
+    return scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
+
+
+def refuse_early(scenario, policies, sweep_ft, backend_factory=None) -> None:
+    """Raise the :class:`~hybridsim.scenario.ScenarioError` the first hybrid run of the bench would raise, before the
+    pure run: a policy case the backend cannot honour (``Backend.hybrid_refusal``: on CODES, a policy that cannot
+    plan ahead, optimistic synch, a stand-in the CODES build lacks). A ``backend_factory``'s backends (tests) are
+    asked by their runs, as the runner does."""
+    from .runner import backend_class
+
+    if backend_factory is not None:
+        return
+    cls = backend_class(scenario.backend.kind)
+    seen = set()
+    for pol, params, _ in policy_cases(scenario, policies, sweep_ft):
+        key = (pol, repr(sorted(params.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        sc = _with_policy(scenario, pol, params)
+        refusal = cls.hybrid_refusal(sc)
+        if refusal is not None:
+            case = f"{pol} {params}" if params else pol
+            raise sc.error(("backend",), f"hybrid mode refused (bench case: policy {case}), before any run: "
+                                         f"{refusal}")
+
+
+def bench_cases(scenario, policies, sweep_ft, surrogates) -> tuple[list[tuple], str]:
+    """The hybrid runs of a bench of ``scenario``, as (policy, params, sweep point or None, surrogate spec or None),
+    in run order, and the policy the Ft sweep varies."""
+    cases = [(pol, params, sweep, spec) for pol, params, sweep in policy_cases(scenario, policies, sweep_ft)
+             for spec in (surrogates or [None])]
+    return cases, sweep_policy_of(scenario)
 
 
 class RunCounter:

@@ -224,7 +224,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         raise RunError(cls.no_streams)
     rd = RunDir.create(outdir, kind=f"run-{mode}", scenario=scenario_to_dict(scenario), seed=scenario.seed,
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), cpu_time()
     try:
         stop.check("before the run started")
         if mode == "hybrid" and controller is None and not cls.runs_policy:
@@ -248,7 +248,7 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
         stop.check("once the backend had finished")
         wall = time.perf_counter() - t0
-        cpu = time.process_time() - c0  # this process's CPU time: what a shared machine's load does not inflate
+        cpu = cpu_time() - c0  # CPU time of the run (CODES' too): what a shared machine's load does not inflate
         extra = controller.per_iteration_columns(result.records) if controller is not None else None
         if extra is None and not all(result.simulated):  # predicted by a backend that runs the policy itself
             extra = {"mode": ["simulate" if s else "predict" for s in result.simulated]}
@@ -278,6 +278,9 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
             "jobs": job_summary(scenario, result.records, job_end=result.job_end if cls.reports_job_end else None),
             "backend_stats": result.stats,
         }
+        standin = result.standin if controller is None else director_standin(controller)
+        if standin is not None:  # what stood in for the predicted jobs' traffic (also in the manifest)
+            summary["standin"] = standin
         if controller is not None:
             hs = controller.summary()
             summary["hybrid"] = hs
@@ -303,10 +306,11 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if energy is not None:
             summary["energy"] = energy
         write_json_atomic(rd.file(SUMMARY), summary)
+        said = {"standin": standin} if standin is not None else {}
         if result.partial:
-            rd.complete(partial=True, reason="the backend stopped early (end_time / max_events reached)")
+            rd.complete(partial=True, reason="the backend stopped early (end_time / max_events reached)", **said)
         else:
-            rd.complete()
+            rd.complete(**said)
         return rd, result, summary
     except BaseException as exc:
         reason = failure_reason(exc)
@@ -320,6 +324,27 @@ def _ports_written(scenario, write_ports: bool | None) -> bool:
     """Whether a run writes its port samples (``ports.parquet``): ``write_ports``, else ``output.ports``, and only
     where ``sampling.ports`` takes them."""
     return bool((scenario.output.ports if write_ports is None else write_ports) and scenario.sampling.ports)
+
+
+def cpu_time() -> float:
+    """CPU seconds of this process and of its children that have ended (a backend that runs a simulator as a
+    process, CODES, spends its CPU there: ``time.process_time`` alone would leave it out)."""
+    import resource
+
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ch.ru_utime + ch.ru_stime
+
+
+#: an in-process director's ``keep_background`` -> the stand-in it runs (``SimulationResult.standin``'s ``mode``)
+KEEP_BACKGROUND_STANDIN = {False: "none", True: "load", "profile": "profile"}
+
+
+def director_standin(director) -> dict:
+    """What stands in for a predicted job's traffic under an in-process director (the embedded engine): its
+    ``keep_background`` as a ``SimulationResult.standin`` (``load``: the job's last simulated iteration's mean
+    per-port load; ``profile``: that iteration's per-port load phase by phase; ``none``: nothing)."""
+    kb = director.keep_background  # declared on hybridsim_common.backend.Director
+    return {"mode": KEEP_BACKGROUND_STANDIN.get(kb, str(kb)), "keep_background": kb}
 
 
 def stream_outcomes(scenario, result: SimulationResult) -> list:

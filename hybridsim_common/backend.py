@@ -173,6 +173,11 @@ class SimulationResult:
     job_terminals: dict[str, np.ndarray] = field(default_factory=dict)
     #: job streams with ``scheduler.kill_at_walltime``: the jobs killed at their walltime (``job_end`` is the kill)
     job_killed: list[str] = field(default_factory=list)
+    #: what stood in for the network traffic of predicted jobs while they were predicted (a hybrid run that
+    #: predicted something): ``{"mode": ..., "scale": ...}`` as the backend ran it (CODES: ``backend.codes.standin``
+    #: and ``standin_scale``), recorded in the run's ``summary.json`` and manifest; None when nothing stood in
+    #: for anything (a pure run, or a backend that does not say)
+    standin: dict | None = None
 
 
 class Backend(abc.ABC):

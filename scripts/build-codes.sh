@@ -11,7 +11,8 @@
 # rebuilds everything). The last line printed is the folder to put in a scenario as backend.codes.bin_dir.
 #
 # CODES is built from a copy of its source (under <prefix>/build) with hybridsim's patches applied to the copy:
-# scripts/codes-patches/NNNN-*.patch, in name order (0001: stand-in traffic for predicted jobs, docs/codes.md).
+# scripts/codes-patches/NNNN-*.patch, in name order (0001: stand-in traffic for predicted jobs; 0002: their stand-in
+# load as a bandwidth share of the routers' ports; docs/codes.md).
 # The source folder itself is never patched, so re-runs apply them to a fresh copy again (idempotent); --no-patches
 # builds CODES as it is at the pinned commit.
 set -euo pipefail
@@ -46,7 +47,8 @@ usage: scripts/build-codes.sh [options]
   --force              rebuild every component even if it is up to date
   --no-patches         build CODES without hybridsim's patches (scripts/codes-patches/*.patch; the patched
                        build behaves as the unpatched one unless a run uses a patch's feature, as hybrid runs
-                       do by default: backend.codes.standin: replay; an unpatched build needs standin: none)
+                       do by default: backend.codes.standin: replay or load; an unpatched build needs
+                       standin: none)
   -h, --help           this help
 
 Pinned commits (override with CODES_COMMIT, ROSS_COMMIT, SWM_COMMIT, ARGOBOTS_COMMIT; repositories with

@@ -47,6 +47,14 @@ def test_metrics_against_hand_computation(bench):
     # job level: the signed completion error, and the job iteration-time MAPE of the job time (mean over ranks) LAST
     # predicts, each rank's iteration 9, against the pure mean over ranks
     assert sur["jobs"]["a"]["completion_error_signed_pct"] == pytest.approx((th - tp) / tp * 100, rel=1e-9)
+    # the run's worst job with its sign: job b by hand as job a, the one further from zero
+    tpb = max(sum(duration(1, r, i) for i in range(40)) for r in range(3))
+    thb = max(sum(duration(1, r, i) for i in range(10)) + 30 * duration(1, r, 9) for r in range(3))
+    worst = max(((th - tp) / tp * 100, (thb - tpb) / tpb * 100), key=abs)
+    assert sur["worst_completion_error_signed_pct"] == pytest.approx(worst, rel=1e-9)
+    assert abs(sur["worst_completion_error_signed_pct"]) == pytest.approx(sur["max_completion_error_pct"], rel=1e-12)
+    # what stood in for the predicted jobs' traffic: the controller's keep_background (default true: the load)
+    assert sur["standin"] == {"mode": "load", "keep_background": True}
     jt9 = np.mean([duration(0, r, 9) for r in range(4)])
     jmape = [abs(jt9 - np.mean([duration(0, r, i) for r in range(4)])) / np.mean([duration(0, r, i) for r in range(4)])
              * 100 for i in range(10, 40)]

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from codes_bridge.hybrid import STANDIN_BANNER, choose_windows, director_section, plan_director, policy_plan
+from codes_bridge.hybrid import (STANDIN_BANNER, STANDIN_BANNERS, choose_windows, director_section, plan_director,
+                                 policy_plan)
 from codes_bridge.writers import parse_conf
 from hybridsim_common.backend import Mode
 from hybridsim.scenario import Scenario
@@ -172,14 +173,16 @@ def _director_threads() -> list[threading.Thread]:
 #: a CODES built by scripts/build-codes.sh (stand-in patch): it prints the stand-in banner when its conf asks for it
 BANNER = """
 import re
-if re.search(r'standin\\s*=\\s*"replay"', text):
-    print({banner!r}, flush=True)
+_m = re.search(r'standin\\s*=\\s*"(replay|load)"', text)
+if _m:
+    print({{"replay": "stand-in traffic: replay (patched)", "load": "stand-in traffic: load (patched)"}}[_m.group(1)],
+          flush=True)
 """
 
 
 def _standin(b: Path, ref: Path, client: bool = True, patched: bool = True) -> None:
     """The CODES stand-in executable: it replays run ``ref``'s output, talks to the director (``client``) and, when
-    ``patched``, carries the stand-in patch (``backend.codes.standin: replay``, the default, needs it)."""
+    ``patched``, carries the stand-in patches (``backend.codes.standin: load``, the default, needs them)."""
     body = REPLAY
     if client:  # after the stand-in has checked its inputs, before it writes CODES' output
         head, tail = body.split('json.dump({{"argv"', 1)
@@ -207,7 +210,7 @@ def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data)
     assert conf["DIRECTOR"] == {
         "surrogate_family": "iteration-time", "surrogate_backend": "hybridsim", "surrogate_enabled": "1",
         "training_enabled": "1", "inferencing_enabled": "1", "start_iter": "7", "end_iter": "19",
-        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0", "standin": "replay", "standin_scale": "1.0"}
+        "debug_prints": "0", "shutdown_zmqml_server_on_finalize": "0", "standin": "load", "standin_scale": "1.0"}
 
     talk = json.loads((d / "director-replies.json").read_text())
     assert talk["endpoint"].startswith("tcp://127.0.0.1:")
@@ -221,6 +224,9 @@ def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data)
     assert director["endpoint"] == talk["endpoint"]
     assert (director["requests"], director["clients"], director["records"], director["fallbacks"]) == (5, 2, 10, 0)
     assert summary["mode"] == "hybrid" and summary["backend"] == "codes"
+    # the record says what stood in for the predicted job's traffic: the scenario's default, load at scale 1
+    assert summary["standin"] == {"mode": "load", "scale": 1.0} == res.standin
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["standin"] == summary["standin"]
     assert res.job_end["milc"] == pytest.approx(8_843_603.86, abs=0.01)
     # stopped with the run: no thread left, and the port answers nobody
     assert len(_director_threads()) == before
@@ -241,7 +247,8 @@ def test_hybrid_run_stops_the_director_when_codes_fails(bins, tmp_path):
 
     b, mpirun = bins
     # a patched CODES (it carries the stand-in's banner) that fails
-    _script(b / "model-net-mpi-replay", f"# {STANDIN_BANNER}\nimport os, sys\nassert os.environ['ZMQML_ENDPOINT']\n"
+    _script(b / "model-net-mpi-replay", f"# {STANDIN_BANNERS['load']}\nimport os, sys\n"
+            "assert os.environ['ZMQML_ENDPOINT']\n"
             + FAIL_EXIT)
     sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}})
     before = len(_director_threads())
@@ -261,6 +268,33 @@ def test_hybrid_run_with_pdes_policy_starts_no_director(bins, tmp_path, codes_da
     assert "DIRECTOR" not in parse_conf((tmp_path / "run" / "codes" / "dfdally-72.conf").read_text())
     assert summary["backend_stats"]["director"]["windows"] == []
     assert "endpoint" not in summary["backend_stats"]["director"]
+    # nothing predicted, so nothing stood in for anything, whatever backend.codes.standin says
+    assert "standin" not in summary
+    assert "standin" not in json.loads((tmp_path / "run" / "manifest.json").read_text())
+
+
+def test_import_warnings_name_the_run_directory_not_its_staging_folder(bins, tmp_path, codes_data):
+    """A run is written into a hidden staging folder (``.run.*.partial``) and moved into place at the end: the
+    importer's warnings (here: reference run B's local link lines, a known CODES bug skipped on every import) name
+    CODES' files by their place in the run directory, which exists after the run, not by the staging folder, which
+    does not."""
+    import warnings as _warnings
+
+    from codes_bridge.parsers.common import CodesWarning
+    from hybridsim.runner import run_scenario
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq", client=False)
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        run_scenario(_scenario(b, mpirun), tmp_path / "run", mode="simulate", progress=False)
+    emitted = [str(w.message) for w in caught if issubclass(w.category, CodesWarning)]
+    recorded = json.loads((tmp_path / "run" / "summary.json").read_text())["backend_stats"]["warnings"]
+    link = [m for m in recorded if "router->router" in m]
+    assert len(link) == 1 and link[0].startswith("codes/lp-io/dragonfly-link-stats: skipped 108 local")
+    assert (tmp_path / "run" / link[0].split(":")[0]).is_file()
+    assert emitted == recorded
+    assert not any(".partial" in m or str(tmp_path) in m for m in emitted)
 
 
 def test_bad_controller_is_refused_before_any_run_directory(bins, tmp_path):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from codes_bridge.hybrid import (STANDIN_BANNER, STANDIN_MODES, check_standin, director_section,
-                                 executable_has_standin)
+from codes_bridge.hybrid import (STANDIN_BANNER, STANDIN_BANNERS, STANDIN_MODES, check_standin,
+                                 director_section, executable_has_standin)
 from codes_bridge.writers import parse_conf
 from hybridsim.scenario import Scenario, ScenarioError, load_scenario
 
@@ -23,15 +23,16 @@ def _with_standin(sc: Scenario, value: str) -> Scenario:
     return Scenario.model_validate(d)
 
 
-@pytest.mark.parametrize("value", ["replay", "none"])
+@pytest.mark.parametrize("value", ["replay", "load", "none"])
 def test_director_section_writes_the_standin_key(value):
     assert director_section([(8, 20)], standin=value)["standin"] == value
     assert director_section([], standin=value)["standin"] == value  # the floor run's section too
 
 
-def test_director_section_writes_the_scale_of_a_replay_only():
+def test_director_section_writes_the_scale_of_a_replay_or_load_only():
     assert director_section([(8, 20)], standin="replay", standin_scale=0.5)["standin_scale"] == "0.5"
     assert director_section([(8, 20)], standin="replay")["standin_scale"] == "1.0"
+    assert director_section([(8, 20)], standin="load", standin_scale=0.25)["standin_scale"] == "0.25"
     assert "standin_scale" not in director_section([(8, 20)], standin="none", standin_scale=0.5)
     for bad in (0.0, -0.5, 1.5, float("nan")):
         with pytest.raises(ValueError, match=r"standin_scale must be in \(0, 1\]"):
@@ -39,15 +40,16 @@ def test_director_section_writes_the_scale_of_a_replay_only():
 
 
 def test_director_section_refuses_an_unknown_standin():
-    with pytest.raises(ValueError, match="standin must be one of replay, none, got 'replay '"):
+    with pytest.raises(ValueError, match="standin must be one of replay, load, none, got 'replay '"):
         director_section([(8, 20)], standin="replay ")
-    assert STANDIN_MODES == ("replay", "none")
+    assert STANDIN_MODES == ("replay", "load", "none")
 
 
 def test_scenario_standin_values_and_default():
     sc = _scenario(None, "mpirun")
-    assert (sc.backend.codes.standin, sc.backend.codes.standin_scale) == ("replay", 1.0)
+    assert (sc.backend.codes.standin, sc.backend.codes.standin_scale) == ("load", 1.0)
     assert _with_standin(sc, "none").backend.codes.standin == "none"
+    assert _with_standin(sc, "load").backend.codes.standin == "load"
 
 
 @pytest.mark.parametrize("bad", ["Replay", "drop", "", 1])
@@ -89,6 +91,10 @@ def test_check_standin_reads_the_banner():
     assert check_standin("no banner here", "none") is None
     why = check_standin("ROSS banner only", "replay")
     assert why is not None and "0001-standin-traffic.patch" in why and "standin: none" in why
+    # each stand-in has its own banner: a replay banner does not prove the load patch
+    assert check_standin("stand-in traffic: load (predicted jobs hold ...)\n", "load") is None
+    why = check_standin(STANDIN_BANNER + "\n", "load")
+    assert why is not None and "0002-standin-load.patch" in why
 
 
 def _hybrid(b, mpirun, standin):
@@ -97,7 +103,7 @@ def _hybrid(b, mpirun, standin):
     return _with_standin(sc, standin)
 
 
-@pytest.mark.parametrize("standin", ["replay", "none"])
+@pytest.mark.parametrize("standin", ["replay", "load", "none"])
 def test_hybrid_run_writes_the_key_and_a_patched_codes_runs(bins, tmp_path, codes_data, standin):
     from hybridsim.runner import run_scenario
 
@@ -108,19 +114,28 @@ def test_hybrid_run_writes_the_key_and_a_patched_codes_runs(bins, tmp_path, code
     assert conf["DIRECTOR"]["standin"] == standin
     out = (tmp_path / "run" / "codes" / "model-output.txt").read_text()
     assert (STANDIN_BANNER in out) == (standin == "replay")
+    assert (STANDIN_BANNERS["load"] in out) == (standin == "load")
     assert summary["backend_stats"]["director"]["windows"] == [[8, 20]]
+    assert summary["standin"] == ({"mode": standin} if standin == "none" else {"mode": standin, "scale": 1.0})
 
 
 def test_hybrid_run_refuses_a_codes_without_the_patch(bins, tmp_path, codes_data):
-    """An unpatched CODES ignores DIRECTOR/standin: the run must not pass for one with the stand-in."""
-    from hybridsim.runner import RunError, run_scenario
+    """An unpatched CODES ignores DIRECTOR/standin: the run must not pass for one with the stand-in. It is refused
+    before any run directory exists (the backend's hybrid refusal, which validate and bench ask too)."""
+    from codes_bridge.backend import CodesBackend
+    from hybridsim.runner import run_scenario
 
     b, mpirun = bins
     _standin(b, codes_data / "B-72node-milc" / "hf-seq", patched=False)
-    with pytest.raises(RunError, match="cannot replay: it lacks hybridsim's patch"):
+    with pytest.raises(ScenarioError, match="cannot stand in: it lacks hybridsim's patch"):
         run_scenario(_hybrid(b, mpirun, "replay"), tmp_path / "run", mode="hybrid", progress=False)
-    assert not (tmp_path / "run" / "codes" / "standin-argv.json").exists()  # refused before CODES ran
+    assert not (tmp_path / "run").exists()  # refused before CODES ran, before any run directory
+    # nothing predicted (pdes): nothing to stand in for, so the unpatched CODES is fine
+    pdes = _hybrid(b, mpirun, "replay")
+    pdes.controller.policy, pdes.controller.params = "pdes", {}
+    assert CodesBackend.hybrid_refusal(pdes) is None
     # with the stand-in off the same CODES is fine
+    assert CodesBackend.hybrid_refusal(_hybrid(b, mpirun, "none")) is None
     run_scenario(_hybrid(b, mpirun, "none"), tmp_path / "run2", mode="hybrid", progress=False)
 
 
@@ -130,3 +145,33 @@ def test_executable_check_reads_the_banner_in_the_binary(tmp_path):
     (tmp_path / "empty").write_bytes(b"")
     assert executable_has_standin(tmp_path / "patched")
     assert not executable_has_standin(tmp_path / "stock") and not executable_has_standin(tmp_path / "empty")
+
+
+@pytest.mark.parametrize("case", ["default-policy", "unpatched"])
+def test_bench_refuses_what_codes_cannot_honour_before_any_codes_run(bins, tmp_path, codes_data, case):
+    """``hybridsim bench`` on CODES asks the backend's hybrid refusal of every policy case before it runs anything:
+    the default policy (confident, which cannot plan ahead) or a stand-in the CODES build lacks is refused with exit
+    2 and a policy or setting that works named, before pure CODES or the floor run starts (the stand-in CODES would
+    write standin-argv.json in any run folder it ran in) and before the bench directory exists."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    b, mpirun = bins
+    _standin(b, codes_data / "B-72node-milc" / "hf-seq", patched=case != "unpatched")
+    d = _hybrid(b, mpirun, "replay").model_dump(mode="json", exclude_none=True)
+    if case == "default-policy":
+        d.pop("controller")
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(d))
+    run = subprocess.run([sys.executable, "-m", "hybridsim", "bench", str(f), "-o", str(tmp_path / "out"),
+                          "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "before any run" in run.stderr
+    if case == "default-policy":
+        assert "controller.policy: confident" in run.stderr and "policy: aligned" in run.stderr
+    else:
+        assert "cannot stand in" in run.stderr and "standin: none" in run.stderr
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.rglob("standin-argv.json"))  # CODES never started

@@ -7,6 +7,8 @@ importer, never silently dropped).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gzip
 import io
 import os
@@ -32,8 +34,37 @@ class CodesWarning(UserWarning):
     """Known-bad or incomplete CODES output that was refused or skipped on purpose."""
 
 
+#: (folder, the name messages give it) while :func:`shown_as` is active
+_SHOWN: "contextvars.ContextVar[tuple[str, str] | None]" = contextvars.ContextVar("codes_shown_as", default=None)
+
+
+@contextlib.contextmanager
+def shown_as(folder: str | os.PathLike, name: str):
+    """Inside the block, warnings name paths under ``folder`` as under ``name``: a CODES run imported from a
+    run directory's temporary staging folder (``.OUTDIR.*.partial``, moved into place when the run completes) is
+    named by its place in the run directory (``codes/...``), which stays true after the move."""
+    token = _SHOWN.set((str(folder), str(name)))
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)
+
+
+def shown(message: str) -> str:
+    """``message`` with the folder of the active :func:`shown_as` block replaced by its name."""
+    alias = _SHOWN.get()
+    if alias is None:
+        return message
+    folder, name = alias
+    for real in dict.fromkeys((os.path.abspath(folder), folder)):  # as given, and absolute
+        message = message.replace(real, name)
+    return message
+
+
 def warn(message: str, sink: list | None = None) -> None:
-    """Record a warning in ``sink`` (if given) and emit it through :mod:`warnings`."""
+    """Record a warning in ``sink`` (if given) and emit it through :mod:`warnings` (paths as :func:`shown_as` names
+    them)."""
+    message = shown(message)
     if sink is not None:
         sink.append(message)
     warnings.warn(message, CodesWarning, stacklevel=3)

@@ -28,6 +28,8 @@ SURROGATE = {"model": "mean"}
 NONE_BIAS_MAX_PCT = -3.0
 #: ... and the full replay removes at least half of it (measured: 62 % here, 63 % and 58 % on the two benches)
 REPLAY_REMOVES = 0.5
+#: the load stand-in keeps at most this fraction of the bias without one (measured: benchmarks/RESULTS_codes_hybrid.md)
+LOAD_KEEPS = 0.9
 
 
 def _bench(live: Path, name: str, standin: str, pure: Path | None) -> dict:
@@ -49,9 +51,10 @@ def _bench(live: Path, name: str, standin: str, pure: Path | None) -> dict:
 def standin_benches(tmp_path_factory) -> dict[str, dict]:
     live = tmp_path_factory.mktemp("codes-standin")
     none = _bench(live, "none", "none", None)
-    # the same pure run judges the replay: the stand-in keys are hybrid-only (hybridsim/pure_run.py)
+    # the same pure run judges the replay and the load: the stand-in keys are hybrid-only (hybridsim/pure_run.py)
     replay = _bench(live, "replay", "replay", live / "none" / "pure")
-    return {"none": none, "replay": replay, "dir": live}
+    load = _bench(live, "load", "load", live / "none" / "pure")
+    return {"none": none, "replay": replay, "load": load, "dir": live}
 
 
 def test_standin_brings_the_co_runner_closer_to_pure(standin_benches):
@@ -69,10 +72,36 @@ def test_standin_brings_the_co_runner_closer_to_pure(standin_benches):
 
 def test_standin_was_started_by_codes_and_is_off_in_the_other_run(standin_benches):
     live = standin_benches["dir"]
-    hybrid_dirs = {k: [d for d in (live / k).iterdir() if d.name.startswith("00-")] for k in ("none", "replay")}
+    kinds = ("none", "replay", "load")
+    hybrid_dirs = {k: [d for d in (live / k).iterdir() if d.name.startswith("00-")] for k in kinds}
     for kind, dirs in hybrid_dirs.items():
         (d,) = dirs
         out = (d / "codes" / "model-output.txt").read_text()
         conf = (d / "codes" / "dfdally-72.conf").read_text()
         assert f'standin="{kind}";' in conf
-        assert ("stand-in traffic: replay" in out) == (kind == "replay")
+        for banner in ("replay", "load"):
+            assert (f"stand-in traffic: {banner}" in out) == (kind == banner)
+        # the record says which stand-in ran
+        summary = json.loads((d / "summary.json").read_text())
+        assert summary["standin"]["mode"] == kind == standin_benches[kind]["standin"]["mode"]
+
+
+def test_load_standin_holds_the_co_runners_back_without_packets(standin_benches):
+    """``standin: load`` (scripts/codes-patches/0002-standin-load.patch): the routers hold the predicted MILC's last
+    simulated iteration's bandwidth share, so LAMMPS' steps beside it come out slower than without a stand-in
+    (closer to pure), while no packet stands in: the hybrid run's events stay those of ``none`` (within the few
+    events LAMMPS' slower steps add), far below the replay's."""
+    none, replay, load = standin_benches["none"], standin_benches["replay"], standin_benches["load"]
+    b_none = none["jobs"]["lammps"]["truth_bias_beside_predicted_pct"]
+    b_load = load["jobs"]["lammps"]["truth_bias_beside_predicted_pct"]
+    assert b_none <= NONE_BIAS_MAX_PCT, b_none
+    assert b_none < b_load and abs(b_load) <= LOAD_KEEPS * abs(b_none), (b_none, b_load)
+    assert load["jobs"]["milc"]["surrogate_fraction"] == none["jobs"]["milc"]["surrogate_fraction"] > 0
+    assert abs(load["events_hybrid"] - none["events_hybrid"]) <= 0.01 * none["events_hybrid"]
+    assert load["events_hybrid"] < replay["events_hybrid"]
+
+
+def test_load_standin_changes_nothing_until_something_is_predicted(standin_benches):
+    """The floor run (director LPs, a window that never opens) with ``standin: load`` is the floor run with
+    ``none``: counting bytes on the routers changes no event, so the perturbation floors are identical."""
+    assert standin_benches["load"]["perturbation_floor_pct"] == standin_benches["none"]["perturbation_floor_pct"]
