@@ -138,15 +138,27 @@ class Registry:
 
     def entry_points(self) -> dict:
         """The group's entry points by name, bar those of a distribution in the implicit working directory."""
-        from importlib.metadata import entry_points
+        from importlib.metadata import distributions, entry_points
 
         cwd = implicit_working_dir()
+
+        def in_cwd(dist) -> bool:
+            where = getattr(dist, "_path", None)  # the .dist-info folder of a distribution found on sys.path
+            return cwd is not None and where is not None and _real(os.path.dirname(str(where))) == cwd
+
         out = {}
         for ep in entry_points(group=self.group):
-            where = getattr(ep.dist, "_path", None)  # the .dist-info folder of a distribution found on sys.path
-            if cwd is not None and where is not None and _real(os.path.dirname(str(where))) == cwd:
-                continue
-            out.setdefault(ep.name, ep)
+            if not in_cwd(ep.dist):
+                out.setdefault(ep.name, ep)
+        if cwd is not None:
+            # importlib keeps one distribution per name, the first on sys.path: an editable install's own metadata
+            # folder in the checkout (``hybridsim.egg-info``, first when the checkout is the working directory) would
+            # hide the installed one, whose entry points count
+            for dist in distributions():
+                if not in_cwd(dist):
+                    for ep in dist.entry_points:
+                        if ep.group == self.group:
+                            out.setdefault(ep.name, ep)
         return out
 
     def names(self) -> list[str]:

@@ -109,3 +109,19 @@ def test_command_modules_reach_the_error_types_without_the_cli():
 
     assert cli.CliError is errors.CliError and (cli.EXIT_OK, cli.EXIT_FAIL, cli.EXIT_BAD_INPUT) == (0, 1, 2)
     assert errors.CliError("x").code == errors.EXIT_BAD_INPUT
+
+
+def test_a_checkout_s_own_metadata_does_not_hide_the_installed_plugins(monkeypatch, tmp_path):
+    """An editable install leaves ``hybridsim.egg-info`` in the checkout; run from there, importlib finds that copy
+    first and keeps one distribution per name. Its entry points are ignored (the working directory is no plug-in
+    source), and the installed distribution's still count: the codes backend stays known."""
+    meta = tmp_path / "hybridsim.egg-info"
+    meta.mkdir()
+    (meta / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: hybridsim\nVersion: 0.0.0\n")
+    (meta / "entry_points.txt").write_text("[hybridsim.backends]\nstale = nowhere:Nothing\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend("")
+    from hybridsim.scenario import backend_registry
+
+    names = backend_registry().names()
+    assert "codes" in names and "stale" not in names
