@@ -67,11 +67,13 @@ class SchedulerError(ValueError):
 class _Waiting:
     """A submitted job not yet started; ``alive`` goes False when it starts (the queue drops it lazily)."""
 
-    __slots__ = ("arrival", "seq", "job_id", "size", "walltime", "alive")
+    __slots__ = ("arrival", "seq", "job_id", "size", "walltime", "alive", "key", "reserved")
 
     def __init__(self, arrival: float, seq: int, job_id: Hashable, size: int, walltime: float):
         self.arrival, self.seq, self.job_id, self.size, self.walltime = arrival, seq, job_id, size, walltime
         self.alive = True
+        self.key: tuple = ()                 # its place in the queue (set when it arrives)
+        self.reserved: float | None = None   # conservative: its reservation in the kept pass
 
 
 class _Queue:
@@ -92,6 +94,7 @@ class _Queue:
         return self._alive
 
     def push(self, key: tuple, w: _Waiting) -> None:
+        w.key = key
         if not self._keys or key >= self._keys[-1]:  # FCFS and most arrivals: already in order
             self._items.append(w)
             self._keys.append(key)
@@ -114,6 +117,14 @@ class _Queue:
         """Alive jobs in order; jobs may be removed while iterating."""
         items = self._items
         for i in range(self._head, len(items)):
+            if items[i].alive:
+                yield items[i]
+
+    def after(self, key: tuple | None) -> Iterator[_Waiting]:
+        """Alive jobs placed after ``key`` (all of them for ``None``), in order; jobs may be removed meanwhile."""
+        items = self._items
+        lo = self._head if key is None else max(self._head, bisect_right(self._keys, key, lo=self._head))
+        for i in range(lo, len(items)):
             if items[i].alive:
                 yield items[i]
 
@@ -206,6 +217,7 @@ class Scheduler:
         self._known: set[Hashable] = set()
         self._now = -math.inf
         self._seq = 0
+        self._pass: _Pass | None = None    # conservative: the pass kept between decisions
         self.reservation: tuple[Hashable, float] | None = None
         """``(job_id, reserved start)`` of the queue head at the last decision that left it waiting (``easy``: the
         shadow time; ``conservative``: its reservation; ``None`` without backfilling)."""
@@ -235,12 +247,18 @@ class Scheduler:
         every job that ended at ``now``."""
         self._advance(now)
         queue, key = self._queue, self.policy.key
+        p = self._pass
         while self._future and self._future[0][0] <= now:
             w = heapq.heappop(self._future)[2]
-            queue.push((*key(w), w.arrival, w.seq), w)
+            k = (*key(w), w.arrival, w.seq)
+            if p is not None and p.last_key is not None and k < p.last_key:
+                p.stale = True  # ahead of a job the kept pass reserved
+            queue.push(k, w)
         started: list[tuple[Hashable, np.ndarray]] = []
         while queue and queue.first().size <= self._n_free:  # the head of the queue, as long as it fits
             started.append(self._start(queue.first(), now))
+            if p is not None:
+                p.stale = True
         self.reservation = None
         if queue:
             self._check_can_ever_fit(queue.first())
@@ -259,6 +277,7 @@ class Scheduler:
         except KeyError:
             raise SchedulerError(f"job {job_id!r} is not running") from None
         self._known.discard(job_id)  # only jobs not ended are remembered: memory stays with the live jobs
+        self._pass = None
         self._free[run.terminals] = True
         self._n_free += run.size
         del self._ends[bisect_left(self._ends, run.key)]
@@ -325,35 +344,38 @@ class Scheduler:
     def _conservative(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
         """Conservative backfilling (Mu'alem & Feitelson 2001): every queued job, in queue order, gets the earliest
         reservation that fits the free-terminal profile (running jobs end by their walltimes, earlier jobs'
-        reservations taken out); a job whose reservation is ``now`` starts. Reservations are rebuilt at every
-        decision, so a job never starts later than a reservation it was given (jobs ending within their walltime).
-        Stops once no queued job can fit the terminals free now: later jobs cannot start, and their reservations
-        cannot move an earlier job's."""
-        times = [now]
-        avail = [self._n_free]
-        after = math.nextafter(now, math.inf)  # a job past its walltime ends "any moment", never at now
-        for end, _, size in self._ends:
-            if math.isinf(end):
-                break
-            end = max(end, after)
-            if end != times[-1]:
-                times.append(end)
-                avail.append(avail[-1])
-            avail[-1] += size
+        reservations taken out); a job whose reservation is ``now`` starts. The reservations are those of a rebuild
+        from scratch at every decision, so a job never starts later than a reservation it was given (jobs ending
+        within their walltime).
+
+        Incremental (:class:`_Pass`): the pass stops once no queued job can fit the terminals free now (later jobs
+        cannot start, and their reservations cannot move an earlier job's), and it is *kept* between decisions.
+        While no job has ended and no running job has outlived its walltime, the profile from ``now`` on is the one
+        the kept pass saw (no breakpoint lies between the two decisions), so every reservation it made is still the
+        one a rebuild would make: the pass resumes after the last job it reserved, and an arrival costs one
+        reservation instead of a rebuild. A job end, an overrun, or an arrival ahead of a reserved job (a policy
+        key) rebuilds it."""
+        p = self._pass
+        if p is None or not p.valid_at(now):
+            p = self._pass = _Pass(now, self._n_free, self._ends)
+        else:
+            p.profile.advance(now)
         started = []
-        smallest = self._queue.min_size()
-        head = self._queue.first()
-        for w in self._queue:
-            if self._n_free < smallest or (w is not head and not _any_fits(times, avail, self._queue)):
+        queue = self._queue
+        smallest = queue.min_size()
+        head = queue.first()
+        prof = p.profile
+        for w in queue.after(p.last_key):
+            if self._n_free < smallest or (w is not head and not prof.any_fits(queue)):
                 break
-            t = _earliest_fit(times, avail, w.size, w.walltime)
-            if w is head:
-                self.reservation = (w.job_id, t)
+            t = prof.earliest_fit(w.size, w.walltime)
+            w.reserved = t
+            p.last_key = w.key
             if t == now:
                 started.append(self._start(w, now))
-            _reserve(times, avail, t, w.size, w.walltime)
-        if started and self.reservation is not None and self.reservation[1] == now:
-            self.reservation = None  # the head itself started
+            prof.reserve(t, w.size, w.walltime)
+        if head.alive and head.reserved is not None and p.last_key is not None and head.key <= p.last_key:
+            self.reservation = (head.job_id, head.reserved)
         return started
 
     def _check_can_ever_fit(self, head: _Waiting) -> None:
@@ -377,57 +399,103 @@ class Scheduler:
         return shadow, avail - head.size
 
 
-def _any_fits(times: list[float], avail: list[int], queue: _Queue) -> bool:
-    """Whether some waiting job could start at ``times[0]`` in the profile: one of size ``s`` whose walltime ends by
-    the first time the profile holds fewer than ``s`` terminals. Exact, since a job that did not fit a profile fits
-    no profile with more reservations: the conservative pass stops once it is False (an overloaded queue of 10^4 jobs
-    then costs a few reservations per decision, not 10^4)."""
-    now = times[0]
-    shortest = queue.shortest_by_size()  # largest size first: the first to run out of room
-    k, low, n = 0, math.inf, len(times)
-    for size, wt in shortest:
-        while k < n and low >= size:  # advance to the first step with fewer than ``size`` terminals
-            low = min(low, avail[k])
-            if low < size:
+class _Profile:
+    """The free-terminal profile of a conservative pass: ``avail[k]`` terminals free on ``[times[k], times[k + 1])``,
+    the last value for ever (plain lists: at the few hundred steps of an overloaded queue a Python walk beats
+    numpy's per-call cost)."""
+
+    __slots__ = ("times", "avail")
+
+    def __init__(self, now: float, n_free: int, ends: list[tuple[float, int, int]]):
+        times, avail = [now], [n_free]
+        after = math.nextafter(now, math.inf)  # a job past its walltime ends "any moment", never at now
+        for end, _, size in ends:
+            if math.isinf(end):
                 break
-            k += 1
-        until = times[k] if k < n else math.inf
-        if until > now and now + wt <= until:  # until == now: fewer than ``size`` terminals free now
-            return True
-    return False
+            end = max(end, after)
+            if end != times[-1]:
+                times.append(end)
+                avail.append(avail[-1])
+            avail[-1] += size
+        self.times, self.avail = times, avail
+
+    @property
+    def n(self) -> int:
+        return len(self.times)
+
+    def advance(self, now: float) -> None:
+        """Move the start of the first step to ``now`` (no breakpoint lies before ``now``: :meth:`_Pass.valid_at`)."""
+        self.times[0] = now
+
+    def earliest_fit(self, size: int, walltime: float) -> float:
+        """The earliest breakpoint ``times[k]`` from which ``avail`` stays >= ``size`` for ``walltime``."""
+        times, avail = self.times, self.avail
+        k, n = 0, len(times)
+        while k < n:
+            if avail[k] < size:
+                k += 1
+                continue
+            end = times[k] + walltime
+            m = k + 1
+            while m < n and times[m] < end and avail[m] >= size:
+                m += 1
+            if m == n or times[m] >= end:
+                return times[k]
+            k = m + 1
+        raise AssertionError("unreachable: the last profile step holds every terminal not held for ever")
+
+    def reserve(self, t: float, size: int, walltime: float) -> None:
+        """Take ``size`` terminals out of the profile on ``[t, t + walltime)``."""
+        times, avail = self.times, self.avail
+        end = t + walltime
+        for x in (t, end):
+            if math.isfinite(x):
+                i = bisect_left(times, x)
+                if i == len(times) or times[i] != x:
+                    times.insert(i, x)
+                    avail.insert(i, avail[i - 1])
+        i = bisect_left(times, t)
+        while i < len(times) and times[i] < end:
+            avail[i] -= size
+            i += 1
+
+    def any_fits(self, queue: "_Queue") -> bool:
+        """Whether some waiting job could start at ``times[0]``: one of size ``s`` whose walltime ends by the first
+        time the profile holds fewer than ``s`` terminals. Exact, since a job that did not fit a profile fits no
+        profile with more reservations: the pass stops once it is False (an overloaded queue of 10^4 jobs then
+        costs a few reservations per decision, not 10^4)."""
+        times, avail = self.times, self.avail
+        now = times[0]
+        k, low, n = 0, math.inf, len(times)
+        for size, wt in queue.shortest_by_size():  # largest size first: the first to run out of room
+            while k < n and low >= size:  # advance to the first step with fewer than ``size`` terminals
+                low = min(low, avail[k])
+                if low < size:
+                    break
+                k += 1
+            until = times[k] if k < n else math.inf
+            if until > now and now + wt <= until:  # until == now: fewer than ``size`` terminals free now
+                return True
+        return False
 
 
-def _earliest_fit(times: list[float], avail: list[int], size: int, walltime: float) -> float:
-    """The earliest breakpoint ``times[k]`` from which ``avail`` stays >= ``size`` for ``walltime`` (the profile is
-    ``avail[k]`` on ``[times[k], times[k + 1])``, the last value for ever)."""
-    k, n = 0, len(times)
-    while k < n:
-        if avail[k] < size:
-            k += 1
-            continue
-        end = times[k] + walltime
-        m = k + 1
-        while m < n and times[m] < end and avail[m] >= size:
-            m += 1
-        if m == n or times[m] >= end:
-            return times[k]
-        k = m + 1
-    raise AssertionError("unreachable: the last profile step holds every terminal not held for ever")
+class _Pass:
+    """A conservative pass kept between decisions: its profile (running jobs and the reservations made) and the
+    queue key of the last job it reserved."""
 
+    __slots__ = ("profile", "last_key", "stale")
 
-def _reserve(times: list[float], avail: list[int], t: float, size: int, walltime: float) -> None:
-    """Take ``size`` terminals out of the profile on ``[t, t + walltime)``."""
-    end = t + walltime
-    for x in (t, end):
-        if math.isfinite(x):
-            i = bisect_left(times, x)
-            if i == len(times) or times[i] != x:
-                times.insert(i, x)
-                avail.insert(i, avail[i - 1])
-    i = bisect_left(times, t)
-    while i < len(times) and times[i] < end:
-        avail[i] -= size
-        i += 1
+    def __init__(self, now: float, n_free: int, ends: list[tuple[float, int, int]]):
+        self.profile = _Profile(now, n_free, ends)
+        self.last_key: tuple | None = None
+        self.stale = False
+
+    def valid_at(self, now: float) -> bool:
+        """Still the pass a rebuild at ``now`` would make: nothing invalidated it (a job end, a start outside the
+        pass, an arrival ahead of a reserved job) and no breakpoint lies in ``(its time, now]`` (one would be a
+        running job past its walltime)."""
+        prof = self.profile
+        return not self.stale and (prof.n == 1 or prof.times[1] > now)
 
 
 # ---------------------------------------------------------------------------------------------------------- dry run
