@@ -52,7 +52,7 @@ from typing import Hashable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .placement import ORDER_POLICIES, terminal_order
-from .queues import QueuePolicy, QueuePolicyError, queue_policy
+from .queues import QueuePolicy, QueuePolicyError, UsageHistory, queue_policy
 from hybridsim_common.topology import DragonflyShape
 
 #: the built-in queue policies (more through the ``hybridsim.queues`` entry-point group, see :mod:`hybridsim.queues`)
@@ -67,10 +67,13 @@ class SchedulerError(ValueError):
 class _Waiting:
     """A submitted job not yet started; ``alive`` goes False when it starts (the queue drops it lazily)."""
 
-    __slots__ = ("arrival", "seq", "job_id", "size", "walltime", "alive", "key", "reserved")
+    __slots__ = ("arrival", "seq", "job_id", "size", "walltime", "alive", "key", "reserved", "user", "group",
+                 "queue", "partition", "usage")
 
-    def __init__(self, arrival: float, seq: int, job_id: Hashable, size: int, walltime: float):
+    def __init__(self, arrival: float, seq: int, job_id: Hashable, size: int, walltime: float, user: int = -1,
+                 group: int = -1, queue: int = -1, partition: int = -1, usage: UsageHistory | None = None):
         self.arrival, self.seq, self.job_id, self.size, self.walltime = arrival, seq, job_id, size, walltime
+        self.user, self.group, self.queue, self.partition, self.usage = user, group, queue, partition, usage
         self.alive = True
         self.key: tuple = ()                 # its place in the queue (set when it arrives)
         self.reserved: float | None = None   # conservative: its reservation in the kept pass
@@ -166,10 +169,12 @@ class _Queue:
 class _Running:
     """A running job; ``key`` = ``(start + walltime, start order, size)``, its place in the sorted estimated ends."""
 
-    __slots__ = ("size", "start", "walltime", "terminals", "key")
+    __slots__ = ("size", "start", "walltime", "terminals", "key", "user", "group")
 
-    def __init__(self, size: int, start: float, walltime: float, terminals: np.ndarray, key: tuple):
+    def __init__(self, size: int, start: float, walltime: float, terminals: np.ndarray, key: tuple, user: int = -1,
+                 group: int = -1):
         self.size, self.start, self.walltime, self.terminals, self.key = size, start, walltime, terminals, key
+        self.user, self.group = user, group
 
 
 class Scheduler:
@@ -218,15 +223,19 @@ class Scheduler:
         self._now = -math.inf
         self._seq = 0
         self._pass: _Pass | None = None    # conservative: the pass kept between decisions
+        self.usage = UsageHistory(getattr(self.policy, "half_life", math.inf))
+        """Node-time used per user and per group by the jobs that ended (the queue policy's job view carries it)."""
         self.reservation: tuple[Hashable, float] | None = None
         """``(job_id, reserved start)`` of the queue head at the last decision that left it waiting (``easy``: the
         shadow time; ``conservative``: its reservation; ``None`` without backfilling)."""
 
     # ------------------------------------------------------------------------------------------------ driver API
-    def submit(self, job_id: Hashable, size: int, arrival: float = 0.0, walltime: float = math.inf) -> None:
+    def submit(self, job_id: Hashable, size: int, arrival: float = 0.0, walltime: float = math.inf, *,
+               user: int = -1, group: int = -1, queue: int = -1, partition: int = -1) -> None:
         """Announce a job: ``size`` terminals (one per rank), arriving at ``arrival``, estimated to run at most
         ``walltime`` (``inf``: a job that runs until the others end; ``easy`` backfills it only on extra terminals,
-        and while it runs the terminals it holds are never counted on)."""
+        and while it runs the terminals it holds are never counted on). ``user``, ``group``, ``queue`` and
+        ``partition`` (-1: unknown) are what a queue policy may read, with :attr:`usage`."""
         if job_id in self._known:
             raise SchedulerError(f"job {job_id!r} submitted twice")
         if isinstance(size, bool) or int(size) != size or not 1 <= size <= self.n_terminals:
@@ -238,7 +247,8 @@ class Scheduler:
         if arrival < self._now:
             raise SchedulerError(f"job {job_id!r}: arrival {arrival} is before the scheduler's time {self._now}")
         self._known.add(job_id)
-        w = _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime))
+        w = _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime), int(user), int(group), int(queue),
+                     int(partition), self.usage)
         heapq.heappush(self._future, (w.arrival, w.seq, w))
         self._seq += 1
 
@@ -283,6 +293,7 @@ class Scheduler:
         del self._ends[bisect_left(self._ends, run.key)]
         if math.isinf(run.walltime):
             self._forever -= run.size
+        self.usage.charge(run.user, run.group, run.size * (now - run.start), now)
         return run.terminals
 
     def next_event_time(self) -> float | None:
@@ -318,7 +329,7 @@ class Scheduler:
         key = (now + w.walltime, self._n_started, w.size)
         self._n_started += 1
         insort(self._ends, key)
-        self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals, key)
+        self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals, key, w.user, w.group)
         return w.job_id, terminals
 
     def _easy(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
@@ -561,65 +572,126 @@ def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape | int, queue: str |
                                 np.array([j.arrival for j in jobs], dtype=float),
                                 np.array([j.walltime for j in jobs], dtype=float),
                                 np.array([j.run_time for j in jobs], dtype=float),
-                                Scheduler(shape, queue, allocation, seed), kill_at_walltime, terms, ids)
+                                [Scheduler(shape, queue, allocation, seed)], kill_at_walltime, terms, ids)
     return [JobOutcome(j.job_id, j.size, j.arrival, j.walltime, s, e, t, k)
             for j, s, e, t, k in zip(jobs, start.tolist(), end.tolist(), terms, killed.tolist())]
 
 
 def dry_run_times(size, arrival, walltime, run_time, shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs",
-                  allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False
+                  allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False, *,
+                  partition=None, partition_nodes: Sequence[int] | None = None, after=None, think=None,
+                  attrs: dict | None = None, intervals: list | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`dry_run` on arrays (job ``i`` = index ``i``), for streams of 10^6 jobs: ``(start, end, killed)``
     arrays, no terminals kept, jobs submitted to the scheduler only as their arrival comes (memory: the arrays and
-    the jobs waiting or running)."""
+    the jobs waiting or running).
+
+    Optional, per job: ``partition`` (index into ``partition_nodes``: disjoint partitions of that many nodes, node
+    ids numbered partition after partition, one scheduler each with the same policy; ``shape`` is then ignored);
+    ``after`` (index of a job that must end first, -1: none) and ``think`` (seconds after that end: the job is
+    submitted at ``max(arrival, end of after + think)``, SWF fields 17-18); ``attrs`` (arrays ``user``, ``group``,
+    ``queue``, ``partition`` the queue policy sees, :class:`hybridsim.queues.JobView`); ``intervals``: a list
+    filled with each job's node ids as an interval set (``"0-3 8"``, Batsim's ``allocated_resources``)."""
     size, arrival = np.asarray(size, dtype=np.int64), np.asarray(arrival, dtype=float)
     walltime, run_time = np.asarray(walltime, dtype=float), np.asarray(run_time, dtype=float)
     bad = np.flatnonzero(~(run_time >= 0))
     if len(bad):
         raise SchedulerError(f"job {int(bad[0])}: run time {run_time[bad[0]]} is not a duration >= 0")
-    return _drive(size, arrival, walltime, run_time, Scheduler(shape, queue, allocation, seed), kill_at_walltime)
+    if partition is None:
+        scheds, offsets, part = [Scheduler(shape, queue, allocation, seed)], [0], None
+    else:
+        part = np.asarray(partition, dtype=np.int64)
+        scheds = [Scheduler(int(n), queue, allocation, seed) for n in partition_nodes]
+        offsets = np.concatenate([[0], np.cumsum(partition_nodes)[:-1]]).astype(np.int64).tolist()
+    return _drive(size, arrival, walltime, run_time, scheds, kill_at_walltime, part=part, offsets=offsets,
+                  after=after, think=think, attrs=attrs, intervals=intervals)
 
 
-def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time: np.ndarray, sched: Scheduler,
-           kill: bool, terms: list | None = None, ids: list | None = None
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def interval_set(terminals: np.ndarray) -> str:
+    """Node ids as Batsim writes an interval set: sorted, runs as ``a-b``, separated by spaces (``"0-3 8 10-11"``)."""
+    t = np.sort(np.asarray(terminals, dtype=np.int64))
+    if not len(t):
+        return ""
+    cut = np.flatnonzero(np.diff(t) != 1) + 1
+    lo, hi = t[np.concatenate([[0], cut])], t[np.concatenate([cut - 1, [len(t) - 1]])]
+    return " ".join(str(a) if a == b else f"{a}-{b}" for a, b in zip(lo.tolist(), hi.tolist()))
+
+
+def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time: np.ndarray,
+           scheds: "Scheduler | list[Scheduler]", kill: bool, terms: list | None = None, ids: list | None = None, *,
+           part: np.ndarray | None = None, offsets: list[int] | None = None, after=None, think=None,
+           attrs: dict | None = None, intervals: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The dry-run clock: submit each job as its arrival comes (arrival order, ties by index -- the submission order
-    the scheduler breaks ties with), end jobs after their run time, ask for decisions at each arrival and end."""
+    the scheduler breaks ties with; a job that waits for another one is submitted when that one has ended plus the
+    think time), end jobs after their run time, ask each scheduler that saw an arrival or an end for decisions."""
+    if isinstance(scheds, Scheduler):
+        scheds = [scheds]
+    offsets = offsets or [0] * len(scheds)
     n = len(size)
     runs = np.minimum(run_time, walltime) if kill else run_time
-    order = np.argsort(arrival, kind="stable")
-    arr_sorted = arrival[order]  # numpy arrays read one element at a time (.item): no 10^6-element lists
     key = ids if ids is not None else range(n)
     index = {k: i for i, k in enumerate(key)} if ids is not None else None
     start = np.full(n, math.nan)
+    held = np.zeros(n, dtype=bool)
+    followers: dict[int, list[int]] = {}
+    if after is not None:
+        after = np.asarray(after, dtype=np.int64)
+        think = np.zeros(n) if think is None else np.asarray(think, dtype=float)
+        held = after >= 0
+        for i in np.flatnonzero(held).tolist():
+            followers.setdefault(after.item(i), []).append(i)
+    free_jobs = np.flatnonzero(~held)
+    order = free_jobs[np.argsort(arrival[free_jobs], kind="stable")]
+    arr_sorted = arrival[order]  # numpy arrays read one element at a time (.item): no 10^6-element lists
+    late: list[tuple[float, int]] = []  # jobs released by the end of the job they wait for: (arrival, index)
+    extra = {}
+    if attrs:
+        extra = {k: np.asarray(v) for k, v in attrs.items()}
     ends: list[tuple[float, int, Hashable]] = []
-    p, seq = 0, 0
+    p, seq, m = 0, 0, len(order)
     while True:
-        nxt = arr_sorted.item(p) if p < n else None
-        if ends and (nxt is None or ends[0][0] <= nxt):
-            now = ends[0][0]
-        elif nxt is not None:
-            now = nxt
-        else:
+        cands = [t for t in (arr_sorted.item(p) if p < m else None, late[0][0] if late else None,
+                             ends[0][0] if ends else None) if t is not None]
+        if not cands:
             break
-        while p < n and arr_sorted.item(p) <= now:
-            i = order.item(p)
-            sched.submit(key[i], size.item(i), arr_sorted.item(p), walltime.item(i))
-            p += 1
+        now = min(cands)
+        touched: set[int] = set()
+        while (p < m and arr_sorted.item(p) <= now) or (late and late[0][0] <= now):
+            if late and (p >= m or late[0] < (arr_sorted.item(p), order.item(p))):
+                t_arr, i = heapq.heappop(late)
+            else:
+                t_arr, i = arr_sorted.item(p), order.item(p)
+                p += 1
+            q = part.item(i) if part is not None else 0
+            scheds[q].submit(key[i], size.item(i), t_arr, walltime.item(i),
+                             **{k: v.item(i) for k, v in extra.items()})
+            touched.add(q)
         while ends and ends[0][0] == now:
-            sched.release(heapq.heappop(ends)[2], now)
-        for job_id, terminals in sched.next_decisions(now):
+            _, _, job_id = heapq.heappop(ends)
             i = index[job_id] if index is not None else job_id
-            start[i] = now
-            if terms is not None:
-                terms[i] = terminals
-            end = now + runs.item(i)
-            if math.isfinite(end):
-                heapq.heappush(ends, (end, seq, job_id))
-                seq += 1
+            q = part.item(i) if part is not None else 0
+            scheds[q].release(job_id, now)
+            touched.add(q)
+            for f in followers.pop(i, ()):
+                heapq.heappush(late, (max(arrival.item(f), now + think.item(f)), f))
+        for q in sorted(touched):
+            for job_id, terminals in scheds[q].next_decisions(now):
+                i = index[job_id] if index is not None else job_id
+                start[i] = now
+                if offsets[q]:
+                    terminals = terminals + offsets[q]
+                if terms is not None:
+                    terms[i] = terminals
+                if intervals is not None:
+                    intervals[i] = interval_set(terminals)
+                end = now + runs.item(i)
+                if math.isfinite(end):
+                    heapq.heappush(ends, (end, seq, job_id))
+                    seq += 1
     never = np.flatnonzero(np.isnan(start))
-    if len(never):  # only possible if a never-ending job blocks the queue, which next_decisions reports first
-        raise SchedulerError(f"jobs never started: {[key[i] for i in never[:10].tolist()]}")
+    if len(never):  # a never-ending job blocks the queue (next_decisions reports it first) or waits on one
+        raise SchedulerError(f"jobs never started (each waits for a job that never ends or never starts): "
+                             f"{[key[i] for i in never[:10].tolist()]}")
     return start, start + runs, (run_time > walltime) if kill else np.zeros(n, dtype=bool)
 
 
