@@ -218,6 +218,14 @@ def cmd_scenario_from_swf(args) -> int:
             Path(tmp).unlink(missing_ok=True)
     print(f"{out}: {len(mj)} jobs ({mj.ranks.min()}..{mj.ranks.max()} ranks) on {n_terminals} terminals, "
           f"last arrival {_human(float(mj.arrival[-1]))}, scheduler {mapping.queue}/{mapping.allocation}")
+    from hybridsim_common.yamlio import YamlLimits
+
+    size = out.stat().st_size
+    if size > YamlLimits().max_bytes:  # say how to read it back (run, validate, schedule take --limit)
+        need = -(-size // 2**20) * 2**20
+        print(f"  {out.name} is {size} bytes, over the default YAML bound of {YamlLimits().max_bytes}: read it with "
+              f"--limit yaml_bytes={need}" + (f" --limit yaml_nodes={20 * len(mj)}"
+                                              if 20 * len(mj) > YamlLimits().max_nodes else ""))
     for line in notes[1:2] + notes[-4:]:
         if line.startswith(("time:", "run times:", "dry run")) or "cannot fit" in line:
             print(f"  {line}")
@@ -233,7 +241,7 @@ def cmd_schedule(args) -> int:
 
     from .queues import QueuePolicyError, queue_policy
     from hybridsim_common.rundir import RunDir, RunDirError
-    from .scenario import ScenarioError, load_scenario
+    from .scenario import ScenarioError, load_scenario, parse_limit_args
     from . import __version__
     from .energy.machine import load_machine, machine_for_scenario
     from .schedule import (from_scenario, from_trace, node_static_power, output_header, parse_partitions,
@@ -256,7 +264,10 @@ def cmd_schedule(args) -> int:
         if is_scenario:
             if partitions is not None:
                 raise CliError("--partitions is for a trace (SWF fields 15-16); a scenario's jobs have none")
-            sc = load_scenario(src)
+            # schedule simulates no network: the bounds on what a run builds do not apply (--limit still wins)
+            lifted = dict.fromkeys(("max_rank_iterations", "max_ops", "max_packets", "max_packets_per_message",
+                                    "max_samples"), 2**62)
+            sc = load_scenario(src, limits={**lifted, **parse_limit_args(args.limit)})
             inp = from_scenario(sc, args.nodes)
             queue = args.queue or (sc.scheduler.queue if sc.is_stream else "fcfs")
             tau = args.tau if args.tau is not None else (sc.scheduler.slowdown_tau / 1e9 if sc.is_stream else 10.0)
@@ -316,6 +327,8 @@ def cmd_schedule(args) -> int:
 
 
 def register(sub) -> None:
+    from .cli_run import add_limit_argument
+
     p = sub.add_parser("schedule", help="schedule an SWF trace (or a stream scenario) with its own run times, no "
                                         "network: schedule.swf, per-job table, metrics")
     p.add_argument("input", metavar="TRACE.swf|SCENARIO.yaml",
@@ -348,6 +361,7 @@ def register(sub) -> None:
                    help="machine file: each job's energy = nodes x run time x the node's static power (a "
                         "scenario's machine section is used by default)")
     p.add_argument("--plot", action="store_true", help="also draw gantt.png and utilisation.png")
+    add_limit_argument(p)
     p.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("scenario-from-swf",

@@ -310,3 +310,28 @@ def test_conservative_matches_the_reference_on_kth(repo, factor):
     assert inp.nodes == 100 and len(got) == 600
     assert got == want
     assert sum(g > a for g, a in zip(got, inp.arrival.tolist())) > 50  # the slice does queue
+
+
+def test_schedule_reads_what_scenario_from_swf_writes(tmp_path, repo, capsys):
+    # the KTH slice as a stream scenario; schedule reads it back (the run-only bounds do not apply to a schedule,
+    # the YAML bounds are --limit's) and finds the dry run scenario-from-swf estimated
+    out = tmp_path / "kth.yaml"
+    assert main(["scenario-from-swf", str(repo / "tests" / "data" / "traces" / "KTH-SP2-first600.swf"),
+                 "--system", str(repo / "examples" / "stream-72.yaml"), "-o", str(out)]) == 0
+    capsys.readouterr()
+    text = out.read_text()
+    tight = ["--limit", f"yaml_bytes={len(text) // 2}"]
+    assert main(["schedule", str(out), "-o", str(tmp_path / "a"), *tight]) == 2
+    assert "--limit yaml_bytes" in capsys.readouterr().err
+    small = out.with_name("small.yaml")
+    small.write_text(text.replace("limits: {", "limits: {max_rank_iterations: 1, ") if "limits: {" in text
+                     else text.replace("\njobs:\n", "\nlimits: {max_rank_iterations: 1}\njobs:\n", 1))
+    assert main(["validate", str(small)]) == 2  # a run would refuse it
+    capsys.readouterr()
+    assert main(["schedule", str(small), "-o", str(tmp_path / "b")]) == 0
+    est = next(ln for ln in text.splitlines() if "dry run with the estimated run times" in ln)
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["jobs_scheduled"] == 600
+    mean_wait_s = float(est.split("wait mean ")[1].split()[0]) * {"ms": 1e-3, "us": 1e-6, "s": 1, "ns": 1e-9}[
+        est.split("wait mean ")[1].split()[1].rstrip(",")]
+    assert summary["metrics"]["mean_wait"] == pytest.approx(mean_wait_s, rel=1e-3)
