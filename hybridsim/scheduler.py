@@ -376,10 +376,17 @@ class Scheduler:
         smallest = queue.min_size()
         head = queue.first()
         prof = p.profile
+        shortest = queue.shortest_by_size()  # once a decision: jobs started below only make the test looser
+        neg_sizes = [-size for size, _ in shortest]
+        reach = -math.inf  # a reservation from here on cannot change the last "some job fits" answer
         for w in queue.after(p.last_key):
-            if self._n_free < smallest or (w is not head and not prof.any_fits(queue)):
+            if self._n_free < smallest:
                 break
-            t = prof.earliest_fit(w.size, w.walltime)
+            if w is not head and reach is not None and (reach == -math.inf or last_t < reach):
+                reach = prof.any_fits(shortest, neg_sizes)
+                if reach is None:
+                    break
+            t = last_t = prof.earliest_fit(w.size, w.walltime)
             w.reserved = t
             p.last_key = w.key
             if t == now:
@@ -415,7 +422,7 @@ class _Profile:
     the last value for ever (plain lists: at the few hundred steps of an overloaded queue a Python walk beats
     numpy's per-call cost)."""
 
-    __slots__ = ("times", "avail")
+    __slots__ = ("times", "avail", "_first", "_last")
 
     def __init__(self, now: float, n_free: int, ends: list[tuple[float, int, int]]):
         times, avail = [now], [n_free]
@@ -429,6 +436,11 @@ class _Profile:
                 avail.append(avail[-1])
             avail[-1] += size
         self.times, self.avail = times, avail
+        # Lower bounds that only grow, since reservations only take terminals away: the first time ``size``
+        # terminals are free (a job of that size cannot start before), and the last fit of each (size, walltime).
+        # A fit scans from there instead of from now -- in an overloaded queue most jobs land far down the profile.
+        self._first: dict[int, float] = {}
+        self._last: dict[tuple[int, float], float] = {}
 
     @property
     def n(self) -> int:
@@ -441,16 +453,23 @@ class _Profile:
     def earliest_fit(self, size: int, walltime: float) -> float:
         """The earliest breakpoint ``times[k]`` from which ``avail`` stays >= ``size`` for ``walltime``."""
         times, avail = self.times, self.avail
-        k, n = 0, len(times)
+        n = len(times)
+        lb = max(self._first.get(size, -math.inf), self._last.get((size, walltime), -math.inf))
+        k = bisect_left(times, lb) if lb > times[0] else 0
+        first = k == 0 or lb == self._first.get(size)  # scanning from the first step that could hold ``size``
         while k < n:
             if avail[k] < size:
                 k += 1
                 continue
+            if first:
+                first = False
+                self._first[size] = times[k]
             end = times[k] + walltime
             m = k + 1
             while m < n and times[m] < end and avail[m] >= size:
                 m += 1
             if m == n or times[m] >= end:
+                self._last[(size, walltime)] = times[k]
                 return times[k]
             k = m + 1
         raise AssertionError("unreachable: the last profile step holds every terminal not held for ever")
@@ -470,24 +489,32 @@ class _Profile:
             avail[i] -= size
             i += 1
 
-    def any_fits(self, queue: "_Queue") -> bool:
+    def any_fits(self, shortest: list[tuple[int, float]], neg_sizes: list[int]) -> float | None:
         """Whether some waiting job could start at ``times[0]``: one of size ``s`` whose walltime ends by the first
         time the profile holds fewer than ``s`` terminals. Exact, since a job that did not fit a profile fits no
         profile with more reservations: the pass stops once it is False (an overloaded queue of 10^4 jobs then
-        costs a few reservations per decision, not 10^4)."""
+        costs a few reservations per decision, not 10^4). ``shortest``: :meth:`_Queue.shortest_by_size` (a job in
+        it that has started since only keeps the pass going a little longer, never changes a reservation);
+        ``neg_sizes``: its sizes negated (ascending, for bisection).
+
+        Returns ``None`` (nothing fits) or how far the answer looked: a reservation starting at or after that time
+        leaves the answer as it is."""
         times, avail = self.times, self.avail
-        now = times[0]
-        k, low, n = 0, math.inf, len(times)
-        for size, wt in queue.shortest_by_size():  # largest size first: the first to run out of room
-            while k < n and low >= size:  # advance to the first step with fewer than ``size`` terminals
-                low = min(low, avail[k])
+        now, a0, n = times[0], avail[0], len(times)
+        k, low = 0, a0
+        for i in range(bisect_left(neg_sizes, -a0), len(shortest)):  # sizes that fit now, largest first
+            size, wt = shortest[i]
+            while k < n:  # advance to the first step with fewer than ``size`` terminals
+                a = avail[k]
+                if a < low:
+                    low = a
                 if low < size:
                     break
                 k += 1
             until = times[k] if k < n else math.inf
-            if until > now and now + wt <= until:  # until == now: fewer than ``size`` terminals free now
-                return True
-        return False
+            if now + wt <= until:
+                return until
+        return None
 
 
 class _Pass:
