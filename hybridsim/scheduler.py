@@ -223,7 +223,7 @@ class Scheduler:
         self._now = -math.inf
         self._seq = 0
         self._pass: _Pass | None = None    # conservative: the pass kept between decisions
-        self.usage = UsageHistory(getattr(self.policy, "half_life", math.inf))
+        self.usage = UsageHistory(self.policy.half_life)
         """Node-time used per user and per group by the jobs that ended (the queue policy's job view carries it)."""
         self.reservation: tuple[Hashable, float] | None = None
         """``(job_id, reserved start)`` of the queue head at the last decision that left it waiting (``easy``: the
