@@ -244,8 +244,8 @@ def cmd_schedule(args) -> int:
     from .scenario import ScenarioError, load_scenario, parse_limit_args
     from . import __version__
     from .energy.machine import load_machine, machine_for_scenario
-    from .schedule import (from_scenario, from_trace, node_static_power, output_header, parse_partitions,
-                           run_schedule, summarise, write_schedule)
+    from .schedule import (draw_failures, from_scenario, from_trace, node_static_power, output_header,
+                           parse_partitions, read_failures, run_schedule, summarise, write_schedule)
     from .scheduler import SchedulerError
     from .swf import SwfError, read_swf
 
@@ -281,13 +281,25 @@ def cmd_schedule(args) -> int:
             tau = args.tau if args.tau is not None else 10.0
             header = trace.header
         queue_policy(queue)
+        failures = None
+        if args.failures and args.failure_rate is not None:
+            raise CliError("give --failures FILE or --failure-rate, not both")
+        if args.failures:
+            failures = read_failures(args.failures, inp.nodes)
+        elif args.failure_rate is not None:
+            t1 = float((inp.arrival + inp.run_time).max())
+            failures = draw_failures(args.failure_rate, args.repair, inp.nodes, float(inp.arrival.min()), t1,
+                                     args.seed)
     except (ScenarioError, SwfError, QueuePolicyError) as exc:
         raise CliError(str(exc)) from None
     options = {"queue": queue, "nodes": inp.nodes, "walltime": args.walltime_rule if not is_scenario else "scenario",
                "walltime_factor": args.walltime_factor, "kill_at_walltime": args.kill_at_walltime,
                "slowdown_tau_s": tau, "partitions": args.partitions or "none",
                "partition_field": args.partition_field, "dependencies": not args.no_dependencies,
-               "machine": args.machine or ("scenario" if machine is not None else "none")}
+               "machine": args.machine or ("scenario" if machine is not None else "none"),
+               "failures": (args.failures or (f"rate {args.failure_rate:g}/node/day, repair {args.repair:g} s, seed "
+                                              f"{args.seed}" if args.failure_rate is not None else "none"))
+               + (f" ({len(failures)} failures)" if failures is not None else "")}
     command = "hybridsim " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["schedule"] else \
         f"hybridsim schedule {shlex.quote(str(src))} -o {shlex.quote(str(args.output))}"
     header, dropped = output_header(header, f"hybridsim {__version__} schedule", command, options)
@@ -298,7 +310,7 @@ def cmd_schedule(args) -> int:
         raise CliError(str(exc)) from None
     try:
         outcomes = run_schedule(inp, queue, args.kill_at_walltime,
-                                node_static_power(machine) if machine is not None else None)
+                                node_static_power(machine) if machine is not None else None, failures)
         summary = summarise(inp, outcomes, queue, args.kill_at_walltime, tau, options)
         summary["header_notes_dropped"] = dropped
         write_schedule(rd, inp, outcomes, summary, header)
@@ -361,6 +373,14 @@ def register(sub) -> None:
                    help="machine file: each job's energy = nodes x run time x the node's static power (a "
                         "scenario's machine section is used by default)")
     p.add_argument("--plot", action="store_true", help="also draw gantt.png and utilisation.png")
+    p.add_argument("--failures", metavar="FILE",
+                   help="node failures, one a line: TIME NODE REPAIR (seconds, node id, seconds until back); the job "
+                        "on the node is killed and requeued")
+    p.add_argument("--failure-rate", type=float, metavar="PER_NODE_DAY",
+                   help="node failures drawn as a Poisson process (failures per node per day), each back after "
+                        "--repair seconds")
+    p.add_argument("--repair", type=float, default=3600.0, metavar="SECONDS", help="for --failure-rate (3600)")
+    p.add_argument("--seed", type=int, default=0, help="for --failure-rate (0)")
     add_limit_argument(p)
     p.set_defaults(func=cmd_schedule)
 

@@ -14,6 +14,8 @@ start time from :func:`hybridsim.scheduler.dry_run` on ``nodes`` nodes (one rank
   the preceding job's end + think time)`` -- its wait counts from its own submit time, as the archive's does;
 * the queue policy sees each job's user, group, queue and partition (fields 12, 13, 15, 16) and the usage history
   (:mod:`hybridsim.queues`: fair-share);
+* node failures (``failures``: from a file or drawn at a rate): the job on a failed node is killed and requeued
+  at once with its whole run time; the node is out of service until repaired;
 * energy (``machine``): each job's nodes x run time x the node's static power (the machine file's ``static power``
   plus its GPUs' idle power) -- a trace gives no FLOP or byte counts, so no dynamic energy.
 
@@ -54,7 +56,7 @@ BATSIM_COLUMNS = ("job_id", "workload_name", "profile", "submission_time", "requ
                   "waiting_time", "turnaround_time", "stretch", "allocated_resources", "consumed_energy", "metadata")
 #: hybridsim's columns after Batsim's in ``jobs.csv``
 EXTRA_COLUMNS = ("swf_line", "size_class", "input_run_time", "bounded_slowdown", "killed", "user", "group", "queue",
-                 "partition")
+                 "partition", "requeued")
 UTILISATION_COLUMNS = ("time", "busy_nodes", "utilisation", "running_jobs", "queued_jobs", "queued_nodes")
 PARTITION_FIELDS = ("partition", "queue")
 NS = 1e9
@@ -269,22 +271,72 @@ class Schedule:
     killed: np.ndarray
     nodes: list[str] = field(default_factory=list)
     energy: np.ndarray | None = None
+    requeued: np.ndarray | None = None  # times each job was killed by a node failure and requeued
 
     def __len__(self) -> int:
         return len(self.start)
 
 
 def run_schedule(inp: ScheduleInput, queue: str = "easy", kill_at_walltime: bool = False,
-                 node_power_w: float | None = None) -> Schedule:
+                 node_power_w: float | None = None, failures: np.ndarray | None = None) -> Schedule:
     """Schedule ``inp`` (:func:`hybridsim.scheduler.dry_run_times`, contiguous allocation); with ``node_power_w``
-    each job's energy is nodes x run time x that power."""
+    each job's energy is nodes x run time x that power (the last attempt's); ``failures``: ``(time, node,
+    repaired at)`` rows (:func:`read_failures`, :func:`draw_failures`), each killing and requeueing the job on the
+    node."""
     nodes: list = [""] * len(inp.size)
+    requeued = np.zeros(len(inp.size), dtype=np.int64)
     start, end, killed = dry_run_times(inp.size, inp.arrival, inp.walltime, inp.run_time, inp.nodes, queue,
                                        "contiguous", 0, kill_at_walltime, partition=inp.part_index,
                                        partition_nodes=inp.partition_nodes, after=inp.after, think=inp.think,
-                                       attrs=inp.attrs(), intervals=nodes)
+                                       attrs=inp.attrs(), intervals=nodes, failures=failures, requeued=requeued)
     energy = None if node_power_w is None else inp.size * (end - start) * node_power_w
-    return Schedule(start, end, killed, nodes, energy)
+    return Schedule(start, end, killed, nodes, energy, requeued)
+
+
+def read_failures(path, nodes: int) -> np.ndarray:
+    """A failure file: one failure a line, ``TIME NODE REPAIR`` (seconds since the trace's time 0, node id,
+    seconds until it is back); ``#`` starts a comment. Errors name the file, line and field."""
+    from pathlib import Path
+
+    from hybridsim_common.yamlio import YamlInputError, read_text
+
+    p = Path(path)
+    try:
+        text = read_text(p)
+    except YamlInputError as exc:
+        raise SwfError(str(exc)) from None
+    rows = []
+    for no, line in enumerate(text.splitlines(), 1):
+        parts = line.split("#", 1)[0].split()
+        if not parts:
+            continue
+        if len(parts) != 3:
+            raise SwfError(f"{p}:{no}: expected TIME NODE REPAIR, got {len(parts)} field(s)")
+        try:
+            t, x, r = float(parts[0]), int(parts[1]), float(parts[2])
+        except ValueError:
+            raise SwfError(f"{p}:{no}: expected numbers TIME NODE REPAIR, got {line.strip()!r}") from None
+        for name, ok in (("TIME", math.isfinite(t) and t >= 0), ("NODE", 0 <= x < nodes),
+                         ("REPAIR", math.isfinite(r) and r > 0)):
+            if not ok:
+                raise SwfError(f"{p}:{no}: field {name} = {parts[('TIME', 'NODE', 'REPAIR').index(name)]} out of "
+                               f"range (time >= 0, node in 0..{nodes - 1}, repair > 0)")
+        rows.append((t, x, t + r))
+    return np.array(rows, dtype=float).reshape(-1, 3)
+
+
+def draw_failures(rate_per_node_day: float, repair: float, nodes: int, t0: float, t1: float, seed: int
+                  ) -> np.ndarray:
+    """Failures as a Poisson process: ``rate_per_node_day`` per node per day over ``[t0, t1)``, each on a node
+    drawn uniformly, back after ``repair`` seconds (``numpy.random.default_rng(seed)``)."""
+    if not (math.isfinite(rate_per_node_day) and rate_per_node_day >= 0) or not (math.isfinite(repair) and repair > 0):
+        raise SwfError(f"failure rate must be >= 0 and repair time > 0, got {rate_per_node_day} and {repair}")
+    rng = np.random.default_rng(seed)
+    k = int(rng.poisson(rate_per_node_day * nodes * max(t1 - t0, 0.0) / 86400.0))
+    if k > 10**7:
+        raise SwfError(f"{k} failures drawn: lower --failure-rate")
+    t = np.sort(rng.uniform(t0, t1, k))
+    return np.column_stack([t, rng.integers(0, nodes, k), t + repair]).astype(float)
 
 
 def node_static_power(machine) -> float:
@@ -384,6 +436,8 @@ def batsim_table(inp: ScheduleInput, out: Schedule, tau: float):
         "bounded_slowdown": pa.array(np.atleast_1d(bounded_slowdown(wait, run, tau))),
         "killed": pa.array(out.killed, pa.bool_()),
         **{k: pa.array(_or_unknown(getattr(inp, k), n), pa.int64()) for k in ("user", "group", "queue", "partition")},
+        "requeued": pa.array(_or_unknown(out.requeued, n) if out.requeued is not None else np.zeros(n, np.int64),
+                             pa.int64()),
     }
     return pa.table(cols)
 
@@ -451,6 +505,9 @@ def summarise(inp: ScheduleInput, out: Schedule, queue: str, kill: bool, tau: fl
         extra["partitions"] = {str(k): v for k, v in zip(inp.partition_names, inp.partition_nodes)}
     if out.energy is not None:
         extra["energy_j"] = float(out.energy.sum())
+    if out.requeued is not None and out.requeued.any():
+        extra["requeued_jobs"] = int((out.requeued > 0).sum())
+        extra["requeues"] = int(out.requeued.sum())
     return {"source": inp.source, "input": inp.kind, "nodes": inp.nodes, "queue": queue,
             "walltime": inp.walltime_note, "kill_at_walltime": kill, "slowdown_tau_s": tau,
             "options": options or {}, "notes": inp.notes, **extra,

@@ -293,8 +293,38 @@ class Scheduler:
         del self._ends[bisect_left(self._ends, run.key)]
         if math.isinf(run.walltime):
             self._forever -= run.size
-        self.usage.charge(run.user, run.group, run.size * (now - run.start), now)
+        if run.user is not None:  # not a terminal that was down
+            self.usage.charge(run.user, run.group, run.size * (now - run.start), now)
         return run.terminals
+
+    def node_down(self, terminal: int, now: float, until: float) -> Hashable | None:
+        """Terminal ``terminal`` fails at ``now`` and is back at ``until``. If a job runs on it, nothing changes and
+        the job's id is returned: the driver kills it (:meth:`release`), requeues it if it wants, and calls again.
+        Otherwise the terminal is held like a running job that ends at ``until`` (backfilling counts on it from then
+        on) until :meth:`node_up`; a terminal already down stays down. Returns ``None`` then."""
+        self._advance(now)
+        if not 0 <= terminal < self.n_terminals:
+            raise SchedulerError(f"terminal {terminal} outside 0..{self.n_terminals - 1}")
+        if not until > now:
+            raise SchedulerError(f"terminal {terminal}: repair time {until} is not after the failure at {now}")
+        down = ("node down", int(terminal))
+        if down in self._running:
+            return None
+        for job_id, run in self._running.items():
+            if not self._free[terminal] and terminal in run.terminals:
+                return job_id  # the caller releases it, then calls again
+        key = (until, self._n_started, 1)
+        self._n_started += 1
+        insort(self._ends, key)
+        self._running[down] = _Running(1, now, until - now, np.array([terminal], dtype=np.int64), key, None, None)
+        self._free[terminal] = False
+        self._n_free -= 1
+        self._pass = None
+        return None
+
+    def node_up(self, terminal: int, now: float) -> None:
+        """Terminal ``terminal`` is repaired at ``now`` (after :meth:`node_down`)."""
+        self.release(("node down", int(terminal)), now)
 
     def next_event_time(self) -> float | None:
         """When the next job not yet seen arrives (not before the last time seen; ``None``: no job still to arrive).
@@ -607,8 +637,8 @@ def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape | int, queue: str |
 def dry_run_times(size, arrival, walltime, run_time, shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs",
                   allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False, *,
                   partition=None, partition_nodes: Sequence[int] | None = None, after=None, think=None,
-                  attrs: dict | None = None, intervals: list | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  attrs: dict | None = None, intervals: list | None = None, failures=None,
+                  requeued: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`dry_run` on arrays (job ``i`` = index ``i``), for streams of 10^6 jobs: ``(start, end, killed)``
     arrays, no terminals kept, jobs submitted to the scheduler only as their arrival comes (memory: the arrays and
     the jobs waiting or running).
@@ -618,7 +648,10 @@ def dry_run_times(size, arrival, walltime, run_time, shape: DragonflyShape | int
     ``after`` (index of a job that must end first, -1: none) and ``think`` (seconds after that end: the job is
     submitted at ``max(arrival, end of after + think)``, SWF fields 17-18); ``attrs`` (arrays ``user``, ``group``,
     ``queue``, ``partition`` the queue policy sees, :class:`hybridsim.queues.JobView`); ``intervals``: a list
-    filled with each job's node ids as an interval set (``"0-3 8"``, Batsim's ``allocated_resources``)."""
+    filled with each job's node ids as an interval set (``"0-3 8"``, Batsim's ``allocated_resources``).
+    ``failures``: ``(time, node, repaired at)`` rows: the job running on the node is killed and requeued at once
+    (submitted again with its whole run time; its start and end are the last attempt's, ``requeued[i]`` counts its
+    kills) and the node stays out of service until it is repaired."""
     size, arrival = np.asarray(size, dtype=np.int64), np.asarray(arrival, dtype=float)
     walltime, run_time = np.asarray(walltime, dtype=float), np.asarray(run_time, dtype=float)
     bad = np.flatnonzero(~(run_time >= 0))
@@ -631,7 +664,7 @@ def dry_run_times(size, arrival, walltime, run_time, shape: DragonflyShape | int
         scheds = [Scheduler(int(n), queue, allocation, seed) for n in partition_nodes]
         offsets = np.concatenate([[0], np.cumsum(partition_nodes)[:-1]]).astype(np.int64).tolist()
     return _drive(size, arrival, walltime, run_time, scheds, kill_at_walltime, part=part, offsets=offsets,
-                  after=after, think=think, attrs=attrs, intervals=intervals)
+                  after=after, think=think, attrs=attrs, intervals=intervals, failures=failures, requeued=requeued)
 
 
 def interval_set(terminals: np.ndarray) -> str:
@@ -647,7 +680,8 @@ def interval_set(terminals: np.ndarray) -> str:
 def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time: np.ndarray,
            scheds: "Scheduler | list[Scheduler]", kill: bool, terms: list | None = None, ids: list | None = None, *,
            part: np.ndarray | None = None, offsets: list[int] | None = None, after=None, think=None,
-           attrs: dict | None = None, intervals: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           attrs: dict | None = None, intervals: list | None = None, failures=None,
+           requeued: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The dry-run clock: submit each job as its arrival comes (arrival order, ties by index -- the submission order
     the scheduler breaks ties with; a job that waits for another one is submitted when that one has ended plus the
     think time), end jobs after their run time, ask each scheduler that saw an arrival or an end for decisions."""
@@ -674,13 +708,21 @@ def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time
     extra = {}
     if attrs:
         extra = {k: np.asarray(v) for k, v in attrs.items()}
-    ends: list[tuple[float, int, Hashable]] = []
+    ends: list[tuple[float, int, Hashable, int]] = []  # (end, seq, job, attempt): a killed attempt's end is stale
+    attempt = np.zeros(n, dtype=np.int64)
+    fails = sorted((float(t), int(x), float(u)) for t, x, u in (failures if failures is not None else ()))
+    bounds = np.cumsum([s.n_terminals for s in scheds])
+    ups: list[tuple[float, int]] = []
+    f = 0
     p, seq, m = 0, 0, len(order)
     while True:
         cands = [t for t in (arr_sorted.item(p) if p < m else None, late[0][0] if late else None,
-                             ends[0][0] if ends else None) if t is not None]
+                             ends[0][0] if ends else None, fails[f][0] if f < len(fails) else None,
+                             ups[0][0] if ups else None) if t is not None]
         if not cands:
             break
+        if not (p < m or late or ends) and all(not s_.waiting for s_ in scheds):
+            break  # only failures and repairs left, no job to run
         now = min(cands)
         touched: set[int] = set()
         while (p < m and arr_sorted.item(p) <= now) or (late and late[0][0] <= now):
@@ -694,13 +736,42 @@ def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time
                              **{k: v.item(i) for k, v in extra.items()})
             touched.add(q)
         while ends and ends[0][0] == now:
-            _, _, job_id = heapq.heappop(ends)
+            _, _, job_id, att = heapq.heappop(ends)
             i = index[job_id] if index is not None else job_id
+            if att != attempt.item(i):
+                continue  # that attempt was killed by a failure
             q = part.item(i) if part is not None else 0
             scheds[q].release(job_id, now)
             touched.add(q)
-            for f in followers.pop(i, ()):
-                heapq.heappush(late, (max(arrival.item(f), now + think.item(f)), f))
+            for fo in followers.pop(i, ()):
+                heapq.heappush(late, (max(arrival.item(fo), now + think.item(fo)), fo))
+        while ups and ups[0][0] == now:
+            _, x = heapq.heappop(ups)
+            q = int(np.searchsorted(bounds, x, side="right"))
+            scheds[q].node_up(x - offsets[q], now)
+            touched.add(q)
+        while f < len(fails) and fails[f][0] == now:
+            _, x, until = fails[f]
+            f += 1
+            if not 0 <= x < bounds[-1]:
+                raise SchedulerError(f"failure of node {x}: outside 0..{int(bounds[-1]) - 1}")
+            q = int(np.searchsorted(bounds, x, side="right"))
+            sched = scheds[q]
+            if ("node down", x - offsets[q]) in sched._running:
+                continue  # already down
+            victim = sched.node_down(x - offsets[q], now, until)
+            if victim is not None:  # kill it, requeue it, then take the node down
+                i = index[victim] if index is not None else victim
+                sched.release(victim, now)
+                attempt[i] += 1
+                if requeued is not None:
+                    requeued[i] += 1
+                start[i] = math.nan
+                sched.submit(victim, size.item(i), now, walltime.item(i),
+                             **{k: v.item(i) for k, v in extra.items()})
+                sched.node_down(x - offsets[q], now, until)
+            heapq.heappush(ups, (until, x))
+            touched.add(q)
         for q in sorted(touched):
             for job_id, terminals in scheds[q].next_decisions(now):
                 i = index[job_id] if index is not None else job_id
@@ -713,7 +784,7 @@ def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time
                     intervals[i] = interval_set(terminals)
                 end = now + runs.item(i)
                 if math.isfinite(end):
-                    heapq.heappush(ends, (end, seq, job_id))
+                    heapq.heappush(ends, (end, seq, job_id, attempt.item(i)))
                     seq += 1
     never = np.flatnonzero(np.isnan(start))
     if len(never):  # a never-ending job blocks the queue (next_decisions reports it first) or waits on one

@@ -335,3 +335,31 @@ def test_schedule_reads_what_scenario_from_swf_writes(tmp_path, repo, capsys):
     mean_wait_s = float(est.split("wait mean ")[1].split()[0]) * {"ms": 1e-3, "us": 1e-6, "s": 1, "ns": 1e-9}[
         est.split("wait mean ")[1].split()[1].rstrip(",")]
     assert summary["metrics"]["mean_wait"] == pytest.approx(mean_wait_s, rel=1e-3)
+
+
+def test_a_node_failure_kills_and_requeues_the_job(tmp_path, capsys):
+    # 2 nodes, EASY. A (2 nodes, 0-10) loses node 1 at 4 (back at 7): killed at 4, requeued with its whole run
+    # time; it needs both nodes, so it restarts at 7 and ends at 17. B (1 node, arrives 5, 1 s) ends by A's
+    # reservation at 7: backfilled at 5 on node 0.
+    fail = tmp_path / "fail.txt"
+    fail.write_text("# time node repair\n4 1 3\n")
+    out, rows = _run(tmp_path, _swf([_j(1, 0, 10, 2), _j(2, 5, 1, 1)], 2), "--failures", fail)
+    got = {n: (float(r["starting_time"]), float(r["finish_time"]), r["allocated_resources"], r["requeued"])
+           for n, r in rows.items()}
+    assert got == {1: (7, 17, "0-1", "1"), 2: (5, 6, "0", "0")}
+    assert float(rows[1]["waiting_time"]) == 7  # from its own submit time
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["requeued_jobs"], summary["requeues"]) == (1, 1)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("4 9 3\n")
+    assert main(["schedule", str(tmp_path / "s.swf"), "-o", str(tmp_path / "b"), "--failures", str(bad)]) == 2
+    assert f"{bad}:1: field NODE = 9 out of range" in capsys.readouterr().err
+
+
+def test_failures_at_a_rate_are_seeded():
+    from hybridsim.schedule import draw_failures
+
+    a = draw_failures(2.0, 600, 10, 0, 86400, seed=3)
+    assert np.array_equal(a, draw_failures(2.0, 600, 10, 0, 86400, seed=3))
+    assert 5 < len(a) < 40 and (a[:, 2] - a[:, 0] == 600).all() and (np.diff(a[:, 0]) >= 0).all()  # ~20 expected
+    assert draw_failures(0.0, 600, 10, 0, 86400, seed=3).shape == (0, 3)
