@@ -30,6 +30,11 @@ therefore allocates exactly what ``placement: {policy: P, seed: S}`` places toda
 A job with ``walltime = inf`` (a background job that runs until the others end) holds its terminals for good; a job
 that needs more terminals than those left is an error, not a silent wait.
 
+The dry run (:func:`dry_run_times`) also takes disjoint partitions (one scheduler each, node ids numbered partition
+after partition), dependencies (a job submitted once the job it waits for has ended, plus a think time), node
+failures (:meth:`Scheduler.node_down`: the job on the node is killed and requeued, the node held like a running job
+until its repair) and each job's node ids as Batsim's interval sets.
+
 Metrics (:func:`stream_metrics`): wait = start - arrival; run time = end - start; bounded slowdown
 ``max(1, (wait + run) / max(run, tau))`` with a floor ``tau`` that keeps very short jobs from dominating (the
 convention: 10 s of trace time, scaled with the trace, see :mod:`hybridsim.swf`); makespan = last end - first arrival;
