@@ -226,8 +226,8 @@ def cmd_scenario_from_swf(args) -> int:
         print(f"  {out.name} is {size} bytes, over the default YAML bound of {YamlLimits().max_bytes}: read it with "
               f"--limit yaml_bytes={need}" + (f" --limit yaml_nodes={20 * len(mj)}"
                                               if 20 * len(mj) > YamlLimits().max_nodes else ""))
-    for line in notes[1:2] + notes[-4:]:
-        if line.startswith(("time:", "run times:", "dry run")) or "cannot fit" in line:
+    for line in notes[1:2] + [n for n in notes if n.startswith("time-scale trade-off")] + notes[-4:]:
+        if line.startswith(("time:", "run times:", "dry run", "time-scale trade-off")) or "cannot fit" in line:
             print(f"  {line}")
     return EXIT_OK
 

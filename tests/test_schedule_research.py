@@ -363,3 +363,21 @@ def test_failures_at_a_rate_are_seeded():
     assert np.array_equal(a, draw_failures(2.0, 600, 10, 0, 86400, seed=3))
     assert 5 < len(a) < 40 and (a[:, 2] - a[:, 0] == 600).all() and (np.diff(a[:, 0]) >= 0).all()  # ~20 expected
     assert draw_failures(0.0, 600, 10, 0, 86400, seed=3).shape == (0, 3)
+
+
+def test_scenario_from_swf_reports_the_time_scale_trade_off(repo):
+    from hybridsim.swf import SwfMapping, map_jobs, time_scale_tradeoff
+
+    trace = read_swf(repo / "tests" / "data" / "traces" / "KTH-SP2-first600.swf")
+    mj = map_jobs(trace, 72, SwfMapping(max_rank_iterations=10**6))
+    rows = mj.tradeoff
+    assert rows[0]["scale_ns_per_s"] == mj.time_scale and rows[0]["within"] == int(mj.distortion["within"].sum())
+    assert rows[-1]["within"] == rows[-1]["jobs"] == 600  # the last rung fits every job
+    assert all(a["rank_iterations"] <= b["rank_iterations"] for a, b in zip(rows, rows[1:]))
+    assert rows[0]["rank_iterations"] <= 10**6 < rows[-1]["rank_iterations"]
+    # by hand: two jobs of 10 s and 1000 s on 1 ms iterations, 1 rank each, 5 %: 10 iterations needed -> 1 ms / s
+    t = time_scale_tradeoff(np.array([10.0, 1000.0]), np.array([1e6, 1e6]), np.array([1, 1]), 2000.0, 1e4, 0.05)
+    assert [r["scale_ns_per_s"] for r in t] == [1e4, 4e4, 1.6e5, 6.4e5, 1e6]
+    assert t[0]["within"] == 1 and t[0]["rank_iterations"] == 1 + 10  # 0.1 -> 1 iteration (off), 10 iterations
+    assert t[-1] == {"scale_ns_per_s": 1e6, "within": 2, "jobs": 2, "rank_iterations": 10 + 1000,
+                     "length_ns": 2000.0 * 1e6}
