@@ -347,6 +347,11 @@ def test_a_node_failure_kills_and_requeues_the_job(tmp_path, capsys):
     got = {n: (float(r["starting_time"]), float(r["finish_time"]), r["allocated_resources"], r["requeued"])
            for n, r in rows.items()}
     assert got == {1: (7, 17, "0-1", "1"), 2: (5, 6, "0", "0")}
+    # conservative: the same (B's 1 s fits before A's reservation at 7); FCFS: B waits behind A
+    for queue, b_start in (("conservative", 5), ("fcfs", 17)):
+        _, rows_q = _run(tmp_path, _swf([_j(1, 0, 10, 2), _j(2, 5, 1, 1)], 2), "--failures", fail, "--queue", queue,
+                         name=queue)
+        assert (float(rows_q[1]["starting_time"]), float(rows_q[2]["starting_time"])) == (7, b_start), queue
     assert float(rows[1]["waiting_time"]) == 7  # from its own submit time
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["requeued_jobs"], summary["requeues"]) == (1, 1)
