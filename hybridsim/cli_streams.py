@@ -218,8 +218,16 @@ def cmd_scenario_from_swf(args) -> int:
             Path(tmp).unlink(missing_ok=True)
     print(f"{out}: {len(mj)} jobs ({mj.ranks.min()}..{mj.ranks.max()} ranks) on {n_terminals} terminals, "
           f"last arrival {_human(float(mj.arrival[-1]))}, scheduler {mapping.queue}/{mapping.allocation}")
-    for line in notes[1:2] + notes[-4:]:
-        if line.startswith(("time:", "run times:", "dry run")) or "cannot fit" in line:
+    from hybridsim_common.yamlio import YamlLimits
+
+    size = out.stat().st_size
+    if size > YamlLimits().max_bytes:  # say how to read it back (run, validate, schedule take --limit)
+        need = -(-size // 2**20) * 2**20
+        print(f"  {out.name} is {size} bytes, over the default YAML bound of {YamlLimits().max_bytes}: read it with "
+              f"--limit yaml_bytes={need}" + (f" --limit yaml_nodes={20 * len(mj)}"
+                                              if 20 * len(mj) > YamlLimits().max_nodes else ""))
+    for line in notes[1:2] + [n for n in notes if n.startswith("time-scale trade-off")] + notes[-4:]:
+        if line.startswith(("time:", "run times:", "dry run", "time-scale trade-off")) or "cannot fit" in line:
             print(f"  {line}")
     return EXIT_OK
 
@@ -233,40 +241,78 @@ def cmd_schedule(args) -> int:
 
     from .queues import QueuePolicyError, queue_policy
     from hybridsim_common.rundir import RunDir, RunDirError
-    from .scenario import ScenarioError, load_scenario
-    from .schedule import from_scenario, from_trace, run_schedule, summarise, write_schedule
+    from .scenario import ScenarioError, load_scenario, parse_limit_args
+    from . import __version__
+    from .energy.machine import load_machine, machine_for_scenario
+    from .schedule import (draw_failures, from_scenario, from_trace, node_static_power, output_header,
+                           parse_partitions, read_failures, run_schedule, summarise, write_schedule)
     from .scheduler import SchedulerError
     from .swf import SwfError, read_swf
 
     t0 = time.perf_counter()
     if args.nodes is not None and not 1 <= args.nodes <= 10**8:
         raise CliError(f"--nodes must be in 1..{10**8}, got {args.nodes}")
-    if not (args.tau > 0 and args.tau < 1e9):
+    if args.tau is not None and not (args.tau > 0 and args.tau < 1e9):
         raise CliError(f"--tau must be > 0 seconds, got {args.tau}")
     src = Path(args.input)
     is_scenario = src.suffix.lower() in (".yaml", ".yml")
+    machine = None
     try:
+        partitions = parse_partitions(args.partitions)
+        if args.machine:
+            machine = load_machine(args.machine)
         if is_scenario:
-            sc = load_scenario(src)
+            if partitions is not None:
+                raise CliError("--partitions is for a trace (SWF fields 15-16); a scenario's jobs have none")
+            # schedule simulates no network: the bounds on what a run builds do not apply (--limit still wins)
+            lifted = dict.fromkeys(("max_rank_iterations", "max_ops", "max_packets", "max_packets_per_message",
+                                    "max_samples"), 2**62)
+            sc = load_scenario(src, limits={**lifted, **parse_limit_args(args.limit)})
             inp = from_scenario(sc, args.nodes)
             queue = args.queue or (sc.scheduler.queue if sc.is_stream else "fcfs")
+            tau = args.tau if args.tau is not None else (sc.scheduler.slowdown_tau / 1e9 if sc.is_stream else 10.0)
+            machine = machine or machine_for_scenario(sc)
             header = []
         else:
             trace = read_swf(src)
-            inp = from_trace(trace, args.nodes, args.walltime_rule, args.walltime_factor)
+            inp = from_trace(trace, args.nodes, args.walltime_rule, args.walltime_factor, partitions,
+                             args.partition_field, not args.no_dependencies)
             queue = args.queue or "easy"
+            tau = args.tau if args.tau is not None else 10.0
             header = trace.header
         queue_policy(queue)
+        failures = None
+        if args.failures and args.failure_rate is not None:
+            raise CliError("give --failures FILE or --failure-rate, not both")
+        if args.failures:
+            failures = read_failures(args.failures, inp.nodes)
+        elif args.failure_rate is not None:
+            t1 = float((inp.arrival + inp.run_time).max())
+            failures = draw_failures(args.failure_rate, args.repair, inp.nodes, float(inp.arrival.min()), t1,
+                                     args.seed)
     except (ScenarioError, SwfError, QueuePolicyError) as exc:
         raise CliError(str(exc)) from None
+    options = {"queue": queue, "nodes": inp.nodes, "walltime": args.walltime_rule if not is_scenario else "scenario",
+               "walltime_factor": args.walltime_factor, "kill_at_walltime": args.kill_at_walltime,
+               "slowdown_tau_s": tau, "partitions": args.partitions or "none",
+               "partition_field": args.partition_field, "dependencies": not args.no_dependencies,
+               "machine": args.machine or ("scenario" if machine is not None else "none"),
+               "failures": (args.failures or (f"rate {args.failure_rate:g}/node/day, repair {args.repair:g} s, seed "
+                                              f"{args.seed}" if args.failure_rate is not None else "none"))
+               + (f" ({len(failures)} failures)" if failures is not None else "")}
+    command = "hybridsim " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["schedule"] else \
+        f"hybridsim schedule {shlex.quote(str(src))} -o {shlex.quote(str(args.output))}"
+    header, dropped = output_header(header, f"hybridsim {__version__} schedule", command, options)
     try:
         rd = RunDir.create(args.output, kind="schedule", force=args.force,
                            extra={"input": str(src), "queue": queue})
     except RunDirError as exc:
         raise CliError(str(exc)) from None
     try:
-        outcomes = run_schedule(inp, queue, args.kill_at_walltime)
-        summary = summarise(inp, outcomes, queue, args.kill_at_walltime, args.tau)
+        outcomes = run_schedule(inp, queue, args.kill_at_walltime,
+                                node_static_power(machine) if machine is not None else None, failures)
+        summary = summarise(inp, outcomes, queue, args.kill_at_walltime, tau, options)
+        summary["header_notes_dropped"] = dropped
         write_schedule(rd, inp, outcomes, summary, header)
         if args.plot:
             from .report import plot_gantt_chart, plot_queue_over_time
@@ -286,13 +332,15 @@ def cmd_schedule(args) -> int:
     print(f"{rd.path}: {len(outcomes)} jobs on {inp.nodes} nodes, {queue}"
           + (f" (not scheduled: {skipped})" if skipped else "") + f", {summary['wall_s']:.2f} s")
     print(f"  wait mean {_fmt_s(m['mean_wait'])}, median {_fmt_s(m['median_wait'])}, p95 {_fmt_s(m['p95_wait'])}, "
-          f"max {_fmt_s(m['max_wait'])}; bounded slowdown mean {m['mean_bounded_slowdown']:.3g} (tau {args.tau:g} s)"
+          f"max {_fmt_s(m['max_wait'])}; bounded slowdown mean {m['mean_bounded_slowdown']:.3g} (tau {tau:g} s)"
           f"; utilisation {100 * m['utilisation']:.1f} %; makespan {_fmt_s(m['makespan'])}"
           + (f"; {m['killed']} killed at their walltime" if args.kill_at_walltime else ""))
     return EXIT_OK
 
 
 def register(sub) -> None:
+    from .cli_run import add_limit_argument
+
     p = sub.add_parser("schedule", help="schedule an SWF trace (or a stream scenario) with its own run times, no "
                                         "network: schedule.swf, per-job table, metrics")
     p.add_argument("input", metavar="TRACE.swf|SCENARIO.yaml",
@@ -311,8 +359,29 @@ def register(sub) -> None:
     p.add_argument("--walltime-factor", type=float, default=2.0, metavar="F", help="for --walltime-rule factor (2)")
     p.add_argument("--kill-at-walltime", action="store_true",
                    help="end a job at its walltime when its run time is longer (a batch system's limit)")
-    p.add_argument("--tau", type=float, default=10.0, metavar="SECONDS", help="bounded-slowdown floor (10 s)")
+    p.add_argument("--tau", type=float, metavar="SECONDS",
+                   help="bounded-slowdown floor (default: a scenario's scheduler.slowdown_tau, else 10 s)")
+    p.add_argument("--partitions", metavar="auto|P=N,...",
+                   help="schedule each partition of the trace on its own nodes: P=N gives partition number P N "
+                        "nodes; auto: each as large as its largest job (default: one machine)")
+    p.add_argument("--partition-field", choices=("partition", "queue"), default="partition",
+                   help="SWF field that names a job's partition: 16 (partition, default) or 15 (queue)")
+    p.add_argument("--no-dependencies", action="store_true",
+                   help="ignore SWF fields 17-18 (by default a job is submitted no earlier than its preceding "
+                        "job's end + think time)")
+    p.add_argument("--machine", metavar="MACHINE.yaml",
+                   help="machine file: each job's energy = nodes x run time x the node's static power (a "
+                        "scenario's machine section is used by default)")
     p.add_argument("--plot", action="store_true", help="also draw gantt.png and utilisation.png")
+    p.add_argument("--failures", metavar="FILE",
+                   help="node failures, one a line: TIME NODE REPAIR (seconds, node id, seconds until back); the job "
+                        "on the node is killed and requeued")
+    p.add_argument("--failure-rate", type=float, metavar="PER_NODE_DAY",
+                   help="node failures drawn as a Poisson process (failures per node per day), each back after "
+                        "--repair seconds")
+    p.add_argument("--repair", type=float, default=3600.0, metavar="SECONDS", help="for --failure-rate (3600)")
+    p.add_argument("--seed", type=int, default=0, help="for --failure-rate (0)")
+    add_limit_argument(p)
     p.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("scenario-from-swf",

@@ -4,7 +4,12 @@ served and how jobs behind the head may jump ahead.
 A policy is a small class: :attr:`QueuePolicy.backfill` (``none``, ``easy`` or ``conservative``) and
 :meth:`QueuePolicy.key`, a priority fixed when the job arrives (smaller first; ties by arrival, then submission).
 The scheduler starts jobs from the head of that order while they fit, then backfills as the policy says. A policy
-sees a narrow view of a job -- ``size``, ``walltime``, ``arrival``, ``job_id`` -- never the scheduler's state.
+sees a narrow view of a job (:class:`JobView`), never the scheduler's state: ``size``, ``walltime``, ``arrival``,
+``job_id``, and -- where the input has them (SWF fields 12, 13, 15, 16) -- ``user``, ``group``, ``queue`` and
+``partition`` (-1 when unknown), plus ``usage``, the :class:`UsageHistory` of the jobs that ended so far (node-time
+per user and per group, optionally decayed with a half-life). A policy written for the first four fields works
+unchanged. Priorities are fixed when a job arrives: fair-share (:class:`FairShare`) orders by the user's usage at
+that moment.
 
 Built-in: ``fcfs`` (arrival order, no backfilling), ``easy`` (EASY backfilling) and ``conservative`` (conservative
 backfilling). More come from the ``hybridsim.queues`` entry-point group of installed packages, e.g. in a
@@ -20,7 +25,8 @@ directory or a scenario's folder.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import math
+from typing import ClassVar, Protocol
 
 import hybridsim_common.plugins as plugins
 
@@ -32,6 +38,51 @@ class QueuePolicyError(ValueError):
     """An unknown or broken queue policy."""
 
 
+class UsageHistory:
+    """Node-time (nodes x time, in the driver's unit) used per user and per group by the jobs that ended, each
+    charge decayed by ``2 ** (-age / half_life)`` (``inf``: no decay) -- the usage a fair-share priority reads."""
+
+    def __init__(self, half_life: float = math.inf):
+        if not half_life > 0:
+            raise QueuePolicyError(f"usage half-life must be > 0, got {half_life}")
+        self.half_life = float(half_life)
+        self._users: dict[int, tuple[float, float]] = {}   # id -> (value, at)
+        self._groups: dict[int, tuple[float, float]] = {}
+
+    def _decayed(self, entry: tuple[float, float] | None, now: float) -> float:
+        if entry is None:
+            return 0.0
+        v, at = entry
+        return v if math.isinf(self.half_life) else v * 2.0 ** (-(now - at) / self.half_life)
+
+    def charge(self, user: int, group: int, amount: float, now: float) -> None:
+        """Add ``amount`` of node-time used by a job of ``user`` and ``group`` that ended at ``now``."""
+        for table, k in ((self._users, user), (self._groups, group)):
+            table[k] = (self._decayed(table.get(k), now) + amount, now)
+
+    def user(self, user: int, now: float) -> float:
+        """The (decayed) node-time ``user`` has used by ``now``."""
+        return self._decayed(self._users.get(user), now)
+
+    def group(self, group: int, now: float) -> float:
+        """The (decayed) node-time ``group`` has used by ``now``."""
+        return self._decayed(self._groups.get(group), now)
+
+
+class JobView(Protocol):
+    """What :meth:`QueuePolicy.key` sees of a job (read-only)."""
+
+    job_id: object
+    size: int
+    walltime: float
+    arrival: float
+    user: int
+    group: int
+    queue: int
+    partition: int
+    usage: UsageHistory
+
+
 class QueuePolicy:
     """Base class of queue policies. Subclasses set :attr:`name` and :attr:`backfill` and may override :meth:`key`.
 
@@ -40,9 +91,12 @@ class QueuePolicy:
     name: ClassVar[str] = "fcfs"
     backfill: ClassVar[str] = "none"
 
-    def key(self, job) -> tuple:
-        """Priority of ``job`` (fields ``size``, ``walltime``, ``arrival``, ``job_id``): smaller is served first;
-        the default ``()`` keeps arrival order."""
+    #: half-life of the usage history the scheduler keeps for this policy (the driver's time unit; inf: no decay)
+    half_life: ClassVar[float] = math.inf
+
+    def key(self, job: JobView) -> tuple:
+        """Priority of ``job`` (a :class:`JobView`): smaller is served first; the default ``()`` keeps arrival
+        order."""
         return ()
 
 
@@ -73,6 +127,17 @@ class ShortestJobFirst(QueuePolicy):
 
     def key(self, job) -> tuple:
         return (job.walltime,)
+
+
+class FairShare(QueuePolicy):
+    """Fair-share (entry point ``fairshare``): the job of the user who has used the least node-time so far (the
+    jobs that ended before it arrived, :class:`UsageHistory`) first; ties: its group's usage, then arrival order.
+    EASY backfilling. Subclass and set :attr:`half_life` to forget old usage."""
+
+    name, backfill = "fairshare", "easy"
+
+    def key(self, job: JobView) -> tuple:
+        return (job.usage.user(job.user, job.arrival), job.usage.group(job.group, job.arrival))
 
 
 BUILTIN: dict[str, type[QueuePolicy]] = {c.name: c for c in (FirstComeFirstServed, EasyBackfilling,

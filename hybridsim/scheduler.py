@@ -30,6 +30,11 @@ therefore allocates exactly what ``placement: {policy: P, seed: S}`` places toda
 A job with ``walltime = inf`` (a background job that runs until the others end) holds its terminals for good; a job
 that needs more terminals than those left is an error, not a silent wait.
 
+The dry run (:func:`dry_run_times`) also takes disjoint partitions (one scheduler each, node ids numbered partition
+after partition), dependencies (a job submitted once the job it waits for has ended, plus a think time), node
+failures (:meth:`Scheduler.node_down`: the job on the node is killed and requeued, the node held like a running job
+until its repair) and each job's node ids as Batsim's interval sets.
+
 Metrics (:func:`stream_metrics`): wait = start - arrival; run time = end - start; bounded slowdown
 ``max(1, (wait + run) / max(run, tau))`` with a floor ``tau`` that keeps very short jobs from dominating (the
 convention: 10 s of trace time, scaled with the trace, see :mod:`hybridsim.swf`); makespan = last end - first arrival;
@@ -52,7 +57,7 @@ from typing import Hashable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .placement import ORDER_POLICIES, terminal_order
-from .queues import QueuePolicy, QueuePolicyError, queue_policy
+from .queues import QueuePolicy, QueuePolicyError, UsageHistory, queue_policy
 from hybridsim_common.topology import DragonflyShape
 
 #: the built-in queue policies (more through the ``hybridsim.queues`` entry-point group, see :mod:`hybridsim.queues`)
@@ -67,11 +72,16 @@ class SchedulerError(ValueError):
 class _Waiting:
     """A submitted job not yet started; ``alive`` goes False when it starts (the queue drops it lazily)."""
 
-    __slots__ = ("arrival", "seq", "job_id", "size", "walltime", "alive")
+    __slots__ = ("arrival", "seq", "job_id", "size", "walltime", "alive", "key", "reserved", "user", "group",
+                 "queue", "partition", "usage")
 
-    def __init__(self, arrival: float, seq: int, job_id: Hashable, size: int, walltime: float):
+    def __init__(self, arrival: float, seq: int, job_id: Hashable, size: int, walltime: float, user: int = -1,
+                 group: int = -1, queue: int = -1, partition: int = -1, usage: UsageHistory | None = None):
         self.arrival, self.seq, self.job_id, self.size, self.walltime = arrival, seq, job_id, size, walltime
+        self.user, self.group, self.queue, self.partition, self.usage = user, group, queue, partition, usage
         self.alive = True
+        self.key: tuple = ()                 # its place in the queue (set when it arrives)
+        self.reserved: float | None = None   # conservative: its reservation in the kept pass
 
 
 class _Queue:
@@ -92,6 +102,7 @@ class _Queue:
         return self._alive
 
     def push(self, key: tuple, w: _Waiting) -> None:
+        w.key = key
         if not self._keys or key >= self._keys[-1]:  # FCFS and most arrivals: already in order
             self._items.append(w)
             self._keys.append(key)
@@ -114,6 +125,14 @@ class _Queue:
         """Alive jobs in order; jobs may be removed while iterating."""
         items = self._items
         for i in range(self._head, len(items)):
+            if items[i].alive:
+                yield items[i]
+
+    def after(self, key: tuple | None) -> Iterator[_Waiting]:
+        """Alive jobs placed after ``key`` (all of them for ``None``), in order; jobs may be removed meanwhile."""
+        items = self._items
+        lo = self._head if key is None else max(self._head, bisect_right(self._keys, key, lo=self._head))
+        for i in range(lo, len(items)):
             if items[i].alive:
                 yield items[i]
 
@@ -155,10 +174,12 @@ class _Queue:
 class _Running:
     """A running job; ``key`` = ``(start + walltime, start order, size)``, its place in the sorted estimated ends."""
 
-    __slots__ = ("size", "start", "walltime", "terminals", "key")
+    __slots__ = ("size", "start", "walltime", "terminals", "key", "user", "group")
 
-    def __init__(self, size: int, start: float, walltime: float, terminals: np.ndarray, key: tuple):
+    def __init__(self, size: int, start: float, walltime: float, terminals: np.ndarray, key: tuple, user: int = -1,
+                 group: int = -1):
         self.size, self.start, self.walltime, self.terminals, self.key = size, start, walltime, terminals, key
+        self.user, self.group = user, group
 
 
 class Scheduler:
@@ -206,15 +227,20 @@ class Scheduler:
         self._known: set[Hashable] = set()
         self._now = -math.inf
         self._seq = 0
+        self._pass: _Pass | None = None    # conservative: the pass kept between decisions
+        self.usage = UsageHistory(self.policy.half_life)
+        """Node-time used per user and per group by the jobs that ended (the queue policy's job view carries it)."""
         self.reservation: tuple[Hashable, float] | None = None
         """``(job_id, reserved start)`` of the queue head at the last decision that left it waiting (``easy``: the
         shadow time; ``conservative``: its reservation; ``None`` without backfilling)."""
 
     # ------------------------------------------------------------------------------------------------ driver API
-    def submit(self, job_id: Hashable, size: int, arrival: float = 0.0, walltime: float = math.inf) -> None:
+    def submit(self, job_id: Hashable, size: int, arrival: float = 0.0, walltime: float = math.inf, *,
+               user: int = -1, group: int = -1, queue: int = -1, partition: int = -1) -> None:
         """Announce a job: ``size`` terminals (one per rank), arriving at ``arrival``, estimated to run at most
         ``walltime`` (``inf``: a job that runs until the others end; ``easy`` backfills it only on extra terminals,
-        and while it runs the terminals it holds are never counted on)."""
+        and while it runs the terminals it holds are never counted on). ``user``, ``group``, ``queue`` and
+        ``partition`` (-1: unknown) are what a queue policy may read, with :attr:`usage`."""
         if job_id in self._known:
             raise SchedulerError(f"job {job_id!r} submitted twice")
         if isinstance(size, bool) or int(size) != size or not 1 <= size <= self.n_terminals:
@@ -226,7 +252,8 @@ class Scheduler:
         if arrival < self._now:
             raise SchedulerError(f"job {job_id!r}: arrival {arrival} is before the scheduler's time {self._now}")
         self._known.add(job_id)
-        w = _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime))
+        w = _Waiting(float(arrival), self._seq, job_id, int(size), float(walltime), int(user), int(group), int(queue),
+                     int(partition), self.usage)
         heapq.heappush(self._future, (w.arrival, w.seq, w))
         self._seq += 1
 
@@ -235,12 +262,18 @@ class Scheduler:
         every job that ended at ``now``."""
         self._advance(now)
         queue, key = self._queue, self.policy.key
+        p = self._pass
         while self._future and self._future[0][0] <= now:
             w = heapq.heappop(self._future)[2]
-            queue.push((*key(w), w.arrival, w.seq), w)
+            k = (*key(w), w.arrival, w.seq)
+            if p is not None and p.last_key is not None and k < p.last_key:
+                p.stale = True  # ahead of a job the kept pass reserved
+            queue.push(k, w)
         started: list[tuple[Hashable, np.ndarray]] = []
         while queue and queue.first().size <= self._n_free:  # the head of the queue, as long as it fits
             started.append(self._start(queue.first(), now))
+            if p is not None:
+                p.stale = True
         self.reservation = None
         if queue:
             self._check_can_ever_fit(queue.first())
@@ -259,12 +292,44 @@ class Scheduler:
         except KeyError:
             raise SchedulerError(f"job {job_id!r} is not running") from None
         self._known.discard(job_id)  # only jobs not ended are remembered: memory stays with the live jobs
+        self._pass = None
         self._free[run.terminals] = True
         self._n_free += run.size
         del self._ends[bisect_left(self._ends, run.key)]
         if math.isinf(run.walltime):
             self._forever -= run.size
+        if run.user is not None:  # not a terminal that was down
+            self.usage.charge(run.user, run.group, run.size * (now - run.start), now)
         return run.terminals
+
+    def node_down(self, terminal: int, now: float, until: float) -> Hashable | None:
+        """Terminal ``terminal`` fails at ``now`` and is back at ``until``. If a job runs on it, nothing changes and
+        the job's id is returned: the driver kills it (:meth:`release`), requeues it if it wants, and calls again.
+        Otherwise the terminal is held like a running job that ends at ``until`` (backfilling counts on it from then
+        on) until :meth:`node_up`; a terminal already down stays down. Returns ``None`` then."""
+        self._advance(now)
+        if not 0 <= terminal < self.n_terminals:
+            raise SchedulerError(f"terminal {terminal} outside 0..{self.n_terminals - 1}")
+        if not until > now:
+            raise SchedulerError(f"terminal {terminal}: repair time {until} is not after the failure at {now}")
+        down = ("node down", int(terminal))
+        if down in self._running:
+            return None
+        for job_id, run in self._running.items():
+            if not self._free[terminal] and terminal in run.terminals:
+                return job_id  # the caller releases it, then calls again
+        key = (until, self._n_started, 1)
+        self._n_started += 1
+        insort(self._ends, key)
+        self._running[down] = _Running(1, now, until - now, np.array([terminal], dtype=np.int64), key, None, None)
+        self._free[terminal] = False
+        self._n_free -= 1
+        self._pass = None
+        return None
+
+    def node_up(self, terminal: int, now: float) -> None:
+        """Terminal ``terminal`` is repaired at ``now`` (after :meth:`node_down`)."""
+        self.release(("node down", int(terminal)), now)
 
     def next_event_time(self) -> float | None:
         """When the next job not yet seen arrives (not before the last time seen; ``None``: no job still to arrive).
@@ -299,7 +364,7 @@ class Scheduler:
         key = (now + w.walltime, self._n_started, w.size)
         self._n_started += 1
         insort(self._ends, key)
-        self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals, key)
+        self._running[w.job_id] = _Running(w.size, now, w.walltime, terminals, key, w.user, w.group)
         return w.job_id, terminals
 
     def _easy(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
@@ -310,13 +375,15 @@ class Scheduler:
         self.reservation = (head.job_id, shadow)
         started = []
         smallest = self._queue.min_size()
-        for w in self._queue:
+        items = self._queue._items  # inlined iteration of the queue, for performance: an overloaded queue of 10^4
+        for i in range(self._queue._head, len(items)):  # jobs is walked at every decision
             if self._n_free < smallest:
                 break
-            if w is head:
+            w = items[i]
+            if not w.alive or w is head or w.size > self._n_free:
                 continue
             ends_in_time = now + w.walltime <= shadow
-            if w.size <= self._n_free and (ends_in_time or w.size <= extra):
+            if ends_in_time or w.size <= extra:
                 if not ends_in_time:
                     extra -= w.size
                 started.append(self._start(w, now))
@@ -325,35 +392,45 @@ class Scheduler:
     def _conservative(self, now: float) -> list[tuple[Hashable, np.ndarray]]:
         """Conservative backfilling (Mu'alem & Feitelson 2001): every queued job, in queue order, gets the earliest
         reservation that fits the free-terminal profile (running jobs end by their walltimes, earlier jobs'
-        reservations taken out); a job whose reservation is ``now`` starts. Reservations are rebuilt at every
-        decision, so a job never starts later than a reservation it was given (jobs ending within their walltime).
-        Stops once no queued job can fit the terminals free now: later jobs cannot start, and their reservations
-        cannot move an earlier job's."""
-        times = [now]
-        avail = [self._n_free]
-        after = math.nextafter(now, math.inf)  # a job past its walltime ends "any moment", never at now
-        for end, _, size in self._ends:
-            if math.isinf(end):
-                break
-            end = max(end, after)
-            if end != times[-1]:
-                times.append(end)
-                avail.append(avail[-1])
-            avail[-1] += size
+        reservations taken out); a job whose reservation is ``now`` starts. The reservations are those of a rebuild
+        from scratch at every decision, so a job never starts later than a reservation it was given (jobs ending
+        within their walltime).
+
+        Incremental (:class:`_Pass`): the pass stops once no queued job can fit the terminals free now (later jobs
+        cannot start, and their reservations cannot move an earlier job's), and it is *kept* between decisions.
+        While no job has ended and no running job has outlived its walltime, the profile from ``now`` on is the one
+        the kept pass saw (no breakpoint lies between the two decisions), so every reservation it made is still the
+        one a rebuild would make: the pass resumes after the last job it reserved, and an arrival costs one
+        reservation instead of a rebuild. A job end, an overrun, or an arrival ahead of a reserved job (a policy
+        key) rebuilds it."""
+        p = self._pass
+        if p is None or not p.valid_at(now):
+            p = self._pass = _Pass(now, self._n_free, self._ends)
+        else:
+            p.profile.advance(now)
         started = []
-        smallest = self._queue.min_size()
-        head = self._queue.first()
-        for w in self._queue:
-            if self._n_free < smallest or (w is not head and not _any_fits(times, avail, self._queue)):
+        queue = self._queue
+        smallest = queue.min_size()
+        head = queue.first()
+        prof = p.profile
+        shortest = queue.shortest_by_size()  # once a decision: jobs started below only make the test looser
+        neg_sizes = [-size for size, _ in shortest]
+        reach = -math.inf  # a reservation from here on cannot change the last "some job fits" answer
+        for w in queue.after(p.last_key):
+            if self._n_free < smallest:
                 break
-            t = _earliest_fit(times, avail, w.size, w.walltime)
-            if w is head:
-                self.reservation = (w.job_id, t)
+            if w is not head and reach is not None and (reach == -math.inf or last_t < reach):
+                reach = prof.any_fits(shortest, neg_sizes)
+                if reach is None:
+                    break
+            t = last_t = prof.earliest_fit(w.size, w.walltime)
+            w.reserved = t
+            p.last_key = w.key
             if t == now:
                 started.append(self._start(w, now))
-            _reserve(times, avail, t, w.size, w.walltime)
-        if started and self.reservation is not None and self.reservation[1] == now:
-            self.reservation = None  # the head itself started
+            prof.reserve(t, w.size, w.walltime)
+        if head.alive and head.reserved is not None and p.last_key is not None and head.key <= p.last_key:
+            self.reservation = (head.job_id, head.reserved)
         return started
 
     def _check_can_ever_fit(self, head: _Waiting) -> None:
@@ -377,57 +454,123 @@ class Scheduler:
         return shadow, avail - head.size
 
 
-def _any_fits(times: list[float], avail: list[int], queue: _Queue) -> bool:
-    """Whether some waiting job could start at ``times[0]`` in the profile: one of size ``s`` whose walltime ends by
-    the first time the profile holds fewer than ``s`` terminals. Exact, since a job that did not fit a profile fits
-    no profile with more reservations: the conservative pass stops once it is False (an overloaded queue of 10^4 jobs
-    then costs a few reservations per decision, not 10^4)."""
-    now = times[0]
-    shortest = queue.shortest_by_size()  # largest size first: the first to run out of room
-    k, low, n = 0, math.inf, len(times)
-    for size, wt in shortest:
-        while k < n and low >= size:  # advance to the first step with fewer than ``size`` terminals
-            low = min(low, avail[k])
-            if low < size:
+class _Profile:
+    """The free-terminal profile of a conservative pass: ``avail[k]`` terminals free on ``[times[k], times[k + 1])``,
+    the last value for ever (plain lists: at the few hundred steps of an overloaded queue a Python walk beats
+    numpy's per-call cost)."""
+
+    __slots__ = ("times", "avail", "_first", "_last")
+
+    def __init__(self, now: float, n_free: int, ends: list[tuple[float, int, int]]):
+        times, avail = [now], [n_free]
+        after = math.nextafter(now, math.inf)  # a job past its walltime ends "any moment", never at now
+        for end, _, size in ends:
+            if math.isinf(end):
                 break
-            k += 1
-        until = times[k] if k < n else math.inf
-        if until > now and now + wt <= until:  # until == now: fewer than ``size`` terminals free now
-            return True
-    return False
+            end = max(end, after)
+            if end != times[-1]:
+                times.append(end)
+                avail.append(avail[-1])
+            avail[-1] += size
+        self.times, self.avail = times, avail
+        # Lower bounds that only grow, since reservations only take terminals away: the first time ``size``
+        # terminals are free (a job of that size cannot start before), and the last fit of each (size, walltime).
+        # A fit scans from there instead of from now -- in an overloaded queue most jobs land far down the profile.
+        self._first: dict[int, float] = {}
+        self._last: dict[tuple[int, float], float] = {}
+
+    @property
+    def n(self) -> int:
+        return len(self.times)
+
+    def advance(self, now: float) -> None:
+        """Move the start of the first step to ``now`` (no breakpoint lies before ``now``: :meth:`_Pass.valid_at`)."""
+        self.times[0] = now
+
+    def earliest_fit(self, size: int, walltime: float) -> float:
+        """The earliest breakpoint ``times[k]`` from which ``avail`` stays >= ``size`` for ``walltime``."""
+        times, avail = self.times, self.avail
+        n = len(times)
+        lb = max(self._first.get(size, -math.inf), self._last.get((size, walltime), -math.inf))
+        k = bisect_left(times, lb) if lb > times[0] else 0
+        first = k == 0 or lb == self._first.get(size)  # scanning from the first step that could hold ``size``
+        while k < n:
+            if avail[k] < size:
+                k += 1
+                continue
+            if first:
+                first = False
+                self._first[size] = times[k]
+            end = times[k] + walltime
+            m = k + 1
+            while m < n and times[m] < end and avail[m] >= size:
+                m += 1
+            if m == n or times[m] >= end:
+                self._last[(size, walltime)] = times[k]
+                return times[k]
+            k = m + 1
+        raise AssertionError("unreachable: the last profile step holds every terminal not held for ever")
+
+    def reserve(self, t: float, size: int, walltime: float) -> None:
+        """Take ``size`` terminals out of the profile on ``[t, t + walltime)``."""
+        times, avail = self.times, self.avail
+        end = t + walltime
+        for x in (t, end):
+            if math.isfinite(x):
+                i = bisect_left(times, x)
+                if i == len(times) or times[i] != x:
+                    times.insert(i, x)
+                    avail.insert(i, avail[i - 1])
+        i = bisect_left(times, t)
+        while i < len(times) and times[i] < end:
+            avail[i] -= size
+            i += 1
+
+    def any_fits(self, shortest: list[tuple[int, float]], neg_sizes: list[int]) -> float | None:
+        """Whether some waiting job could start at ``times[0]``: one of size ``s`` whose walltime ends by the first
+        time the profile holds fewer than ``s`` terminals. Exact, since a job that did not fit a profile fits no
+        profile with more reservations: the pass stops once it is False (an overloaded queue of 10^4 jobs then
+        costs a few reservations per decision, not 10^4). ``shortest``: :meth:`_Queue.shortest_by_size` (a job in
+        it that has started since only keeps the pass going a little longer, never changes a reservation);
+        ``neg_sizes``: its sizes negated (ascending, for bisection).
+
+        Returns ``None`` (nothing fits) or how far the answer looked: a reservation starting at or after that time
+        leaves the answer as it is."""
+        times, avail = self.times, self.avail
+        now, a0, n = times[0], avail[0], len(times)
+        k, low = 0, a0
+        for i in range(bisect_left(neg_sizes, -a0), len(shortest)):  # sizes that fit now, largest first
+            size, wt = shortest[i]
+            while k < n:  # advance to the first step with fewer than ``size`` terminals
+                a = avail[k]
+                if a < low:
+                    low = a
+                if low < size:
+                    break
+                k += 1
+            until = times[k] if k < n else math.inf
+            if now + wt <= until:
+                return until
+        return None
 
 
-def _earliest_fit(times: list[float], avail: list[int], size: int, walltime: float) -> float:
-    """The earliest breakpoint ``times[k]`` from which ``avail`` stays >= ``size`` for ``walltime`` (the profile is
-    ``avail[k]`` on ``[times[k], times[k + 1])``, the last value for ever)."""
-    k, n = 0, len(times)
-    while k < n:
-        if avail[k] < size:
-            k += 1
-            continue
-        end = times[k] + walltime
-        m = k + 1
-        while m < n and times[m] < end and avail[m] >= size:
-            m += 1
-        if m == n or times[m] >= end:
-            return times[k]
-        k = m + 1
-    raise AssertionError("unreachable: the last profile step holds every terminal not held for ever")
+class _Pass:
+    """A conservative pass kept between decisions: its profile (running jobs and the reservations made) and the
+    queue key of the last job it reserved."""
 
+    __slots__ = ("profile", "last_key", "stale")
 
-def _reserve(times: list[float], avail: list[int], t: float, size: int, walltime: float) -> None:
-    """Take ``size`` terminals out of the profile on ``[t, t + walltime)``."""
-    end = t + walltime
-    for x in (t, end):
-        if math.isfinite(x):
-            i = bisect_left(times, x)
-            if i == len(times) or times[i] != x:
-                times.insert(i, x)
-                avail.insert(i, avail[i - 1])
-    i = bisect_left(times, t)
-    while i < len(times) and times[i] < end:
-        avail[i] -= size
-        i += 1
+    def __init__(self, now: float, n_free: int, ends: list[tuple[float, int, int]]):
+        self.profile = _Profile(now, n_free, ends)
+        self.last_key: tuple | None = None
+        self.stale = False
+
+    def valid_at(self, now: float) -> bool:
+        """Still the pass a rebuild at ``now`` would make: nothing invalidated it (a job end, a start outside the
+        pass, an arrival ahead of a reserved job) and no breakpoint lies in ``(its time, now]`` (one would be a
+        running job past its walltime)."""
+        prof = self.profile
+        return not self.stale and (prof.n == 1 or prof.times[1] > now)
 
 
 # ---------------------------------------------------------------------------------------------------------- dry run
@@ -493,65 +636,172 @@ def dry_run(jobs: Sequence[StreamJob], shape: DragonflyShape | int, queue: str |
                                 np.array([j.arrival for j in jobs], dtype=float),
                                 np.array([j.walltime for j in jobs], dtype=float),
                                 np.array([j.run_time for j in jobs], dtype=float),
-                                Scheduler(shape, queue, allocation, seed), kill_at_walltime, terms, ids)
+                                [Scheduler(shape, queue, allocation, seed)], kill_at_walltime, terms, ids)
     return [JobOutcome(j.job_id, j.size, j.arrival, j.walltime, s, e, t, k)
             for j, s, e, t, k in zip(jobs, start.tolist(), end.tolist(), terms, killed.tolist())]
 
 
 def dry_run_times(size, arrival, walltime, run_time, shape: DragonflyShape | int, queue: str | QueuePolicy = "fcfs",
-                  allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  allocation: str = "contiguous", seed: int = 0, kill_at_walltime: bool = False, *,
+                  partition=None, partition_nodes: Sequence[int] | None = None, after=None, think=None,
+                  attrs: dict | None = None, intervals: list | None = None, failures=None,
+                  requeued: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`dry_run` on arrays (job ``i`` = index ``i``), for streams of 10^6 jobs: ``(start, end, killed)``
     arrays, no terminals kept, jobs submitted to the scheduler only as their arrival comes (memory: the arrays and
-    the jobs waiting or running)."""
+    the jobs waiting or running).
+
+    Optional, per job: ``partition`` (index into ``partition_nodes``: disjoint partitions of that many nodes, node
+    ids numbered partition after partition, one scheduler each with the same policy; ``shape`` is then ignored);
+    ``after`` (index of a job that must end first, -1: none) and ``think`` (seconds after that end: the job is
+    submitted at ``max(arrival, end of after + think)``, SWF fields 17-18); ``attrs`` (arrays ``user``, ``group``,
+    ``queue``, ``partition`` the queue policy sees, :class:`hybridsim.queues.JobView`); ``intervals``: a list
+    filled with each job's node ids as an interval set (``"0-3 8"``, Batsim's ``allocated_resources``).
+    ``failures``: ``(time, node, repaired at)`` rows: the job running on the node is killed and requeued at once
+    (submitted again with its whole run time; its start and end are the last attempt's, ``requeued[i]`` counts its
+    kills) and the node stays out of service until it is repaired."""
     size, arrival = np.asarray(size, dtype=np.int64), np.asarray(arrival, dtype=float)
     walltime, run_time = np.asarray(walltime, dtype=float), np.asarray(run_time, dtype=float)
     bad = np.flatnonzero(~(run_time >= 0))
     if len(bad):
         raise SchedulerError(f"job {int(bad[0])}: run time {run_time[bad[0]]} is not a duration >= 0")
-    return _drive(size, arrival, walltime, run_time, Scheduler(shape, queue, allocation, seed), kill_at_walltime)
+    if partition is None:
+        scheds, offsets, part = [Scheduler(shape, queue, allocation, seed)], [0], None
+    else:
+        part = np.asarray(partition, dtype=np.int64)
+        scheds = [Scheduler(int(n), queue, allocation, seed) for n in partition_nodes]
+        offsets = np.concatenate([[0], np.cumsum(partition_nodes)[:-1]]).astype(np.int64).tolist()
+    return _drive(size, arrival, walltime, run_time, scheds, kill_at_walltime, part=part, offsets=offsets,
+                  after=after, think=think, attrs=attrs, intervals=intervals, failures=failures, requeued=requeued)
 
 
-def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time: np.ndarray, sched: Scheduler,
-           kill: bool, terms: list | None = None, ids: list | None = None
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def interval_set(terminals: np.ndarray) -> str:
+    """Node ids as Batsim writes an interval set: sorted, runs as ``a-b``, separated by spaces (``"0-3 8 10-11"``)."""
+    t = np.asarray(terminals, dtype=np.int64)
+    n = len(t)
+    if not n:
+        return ""
+    lo, hi = int(t[0]), int(t[-1])
+    if hi - lo == n - 1 and (n == 1 or (t[1:] > t[:-1]).all()):  # one run, as contiguous allocation gives
+        return str(lo) if n == 1 else f"{lo}-{hi}"
+    t = np.sort(t)
+    cut = np.flatnonzero(np.diff(t) != 1) + 1
+    lo, hi = t[np.concatenate([[0], cut])], t[np.concatenate([cut - 1, [len(t) - 1]])]
+    return " ".join(str(a) if a == b else f"{a}-{b}" for a, b in zip(lo.tolist(), hi.tolist()))
+
+
+def _drive(size: np.ndarray, arrival: np.ndarray, walltime: np.ndarray, run_time: np.ndarray,
+           scheds: "Scheduler | list[Scheduler]", kill: bool, terms: list | None = None, ids: list | None = None, *,
+           part: np.ndarray | None = None, offsets: list[int] | None = None, after=None, think=None,
+           attrs: dict | None = None, intervals: list | None = None, failures=None,
+           requeued: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The dry-run clock: submit each job as its arrival comes (arrival order, ties by index -- the submission order
-    the scheduler breaks ties with), end jobs after their run time, ask for decisions at each arrival and end."""
+    the scheduler breaks ties with; a job that waits for another one is submitted when that one has ended plus the
+    think time), end jobs after their run time, ask each scheduler that saw an arrival or an end for decisions."""
+    if isinstance(scheds, Scheduler):
+        scheds = [scheds]
+    offsets = offsets or [0] * len(scheds)
     n = len(size)
     runs = np.minimum(run_time, walltime) if kill else run_time
-    order = np.argsort(arrival, kind="stable")
-    arr_sorted = arrival[order]  # numpy arrays read one element at a time (.item): no 10^6-element lists
     key = ids if ids is not None else range(n)
     index = {k: i for i, k in enumerate(key)} if ids is not None else None
     start = np.full(n, math.nan)
-    ends: list[tuple[float, int, Hashable]] = []
-    p, seq = 0, 0
+    held = np.zeros(n, dtype=bool)
+    followers: dict[int, list[int]] = {}
+    if after is not None:
+        after = np.asarray(after, dtype=np.int64)
+        think = np.zeros(n) if think is None else np.asarray(think, dtype=float)
+        held = after >= 0
+        for i in np.flatnonzero(held).tolist():
+            followers.setdefault(after.item(i), []).append(i)
+    free_jobs = np.flatnonzero(~held)
+    order = free_jobs[np.argsort(arrival[free_jobs], kind="stable")]
+    arr_sorted = arrival[order]  # numpy arrays read one element at a time (.item): no 10^6-element lists
+    late: list[tuple[float, int]] = []  # jobs released by the end of the job they wait for: (arrival, index)
+    extra = {}
+    if attrs:
+        extra = {k: np.asarray(v) for k, v in attrs.items()}
+    ends: list[tuple[float, int, Hashable, int]] = []  # (end, seq, job, attempt): a killed attempt's end is stale
+    attempt = np.zeros(n, dtype=np.int64)
+    fails = sorted((float(t), int(x), float(u)) for t, x, u in (failures if failures is not None else ()))
+    bounds = np.cumsum([s.n_terminals for s in scheds])
+    ups: list[tuple[float, int]] = []
+    f = 0
+    p, seq, m = 0, 0, len(order)
     while True:
-        nxt = arr_sorted.item(p) if p < n else None
-        if ends and (nxt is None or ends[0][0] <= nxt):
-            now = ends[0][0]
-        elif nxt is not None:
-            now = nxt
-        else:
+        cands = [t for t in (arr_sorted.item(p) if p < m else None, late[0][0] if late else None,
+                             ends[0][0] if ends else None, fails[f][0] if f < len(fails) else None,
+                             ups[0][0] if ups else None) if t is not None]
+        if not cands:
             break
-        while p < n and arr_sorted.item(p) <= now:
-            i = order.item(p)
-            sched.submit(key[i], size.item(i), arr_sorted.item(p), walltime.item(i))
-            p += 1
+        if not (p < m or late or ends) and all(not s_.waiting for s_ in scheds):
+            break  # only failures and repairs left, no job to run
+        now = min(cands)
+        touched: set[int] = set()
+        while (p < m and arr_sorted.item(p) <= now) or (late and late[0][0] <= now):
+            if late and (p >= m or late[0] < (arr_sorted.item(p), order.item(p))):
+                t_arr, i = heapq.heappop(late)
+            else:
+                t_arr, i = arr_sorted.item(p), order.item(p)
+                p += 1
+            q = part.item(i) if part is not None else 0
+            scheds[q].submit(key[i], size.item(i), t_arr, walltime.item(i),
+                             **{k: v.item(i) for k, v in extra.items()})
+            touched.add(q)
         while ends and ends[0][0] == now:
-            sched.release(heapq.heappop(ends)[2], now)
-        for job_id, terminals in sched.next_decisions(now):
+            _, _, job_id, att = heapq.heappop(ends)
             i = index[job_id] if index is not None else job_id
-            start[i] = now
-            if terms is not None:
-                terms[i] = terminals
-            end = now + runs.item(i)
-            if math.isfinite(end):
-                heapq.heappush(ends, (end, seq, job_id))
-                seq += 1
+            if att != attempt.item(i):
+                continue  # that attempt was killed by a failure
+            q = part.item(i) if part is not None else 0
+            scheds[q].release(job_id, now)
+            touched.add(q)
+            for fo in followers.pop(i, ()):
+                heapq.heappush(late, (max(arrival.item(fo), now + think.item(fo)), fo))
+        while ups and ups[0][0] == now:
+            _, x = heapq.heappop(ups)
+            q = int(np.searchsorted(bounds, x, side="right"))
+            scheds[q].node_up(x - offsets[q], now)
+            touched.add(q)
+        while f < len(fails) and fails[f][0] == now:
+            _, x, until = fails[f]
+            f += 1
+            if not 0 <= x < bounds[-1]:
+                raise SchedulerError(f"failure of node {x}: outside 0..{int(bounds[-1]) - 1}")
+            q = int(np.searchsorted(bounds, x, side="right"))
+            sched = scheds[q]
+            if ("node down", x - offsets[q]) in sched._running:
+                continue  # already down
+            victim = sched.node_down(x - offsets[q], now, until)
+            if victim is not None:  # kill it, requeue it, then take the node down
+                i = index[victim] if index is not None else victim
+                sched.release(victim, now)
+                attempt[i] += 1
+                if requeued is not None:
+                    requeued[i] += 1
+                start[i] = math.nan
+                sched.submit(victim, size.item(i), now, walltime.item(i),
+                             **{k: v.item(i) for k, v in extra.items()})
+                sched.node_down(x - offsets[q], now, until)
+            heapq.heappush(ups, (until, x))
+            touched.add(q)
+        for q in sorted(touched):
+            for job_id, terminals in scheds[q].next_decisions(now):
+                i = index[job_id] if index is not None else job_id
+                start[i] = now
+                if offsets[q]:
+                    terminals = terminals + offsets[q]
+                if terms is not None:
+                    terms[i] = terminals
+                if intervals is not None:
+                    intervals[i] = interval_set(terminals)
+                end = now + runs.item(i)
+                if math.isfinite(end):
+                    heapq.heappush(ends, (end, seq, job_id, attempt.item(i)))
+                    seq += 1
     never = np.flatnonzero(np.isnan(start))
-    if len(never):  # only possible if a never-ending job blocks the queue, which next_decisions reports first
-        raise SchedulerError(f"jobs never started: {[key[i] for i in never[:10].tolist()]}")
+    if len(never):  # a never-ending job blocks the queue (next_decisions reports it first) or waits on one
+        raise SchedulerError(f"jobs never started (each waits for a job that never ends or never starts): "
+                             f"{[key[i] for i in never[:10].tolist()]}")
     return start, start + runs, (run_time > walltime) if kill else np.zeros(n, dtype=bool)
 
 

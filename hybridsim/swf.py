@@ -490,6 +490,27 @@ def _cap_work(work, scale: float, limit: int) -> float:
     return capped if work(capped) <= limit else lo
 
 
+def time_scale_tradeoff(run_s: np.ndarray, it_ns: np.ndarray, ranks: np.ndarray, span_s: float, scale: float,
+                        tolerance: float, rungs: int = 6) -> list[dict]:
+    """What a larger time scale buys: from ``scale`` up by factors of 4 to the smallest scale that fits every job
+    within ``tolerance`` (at most ``rungs`` rows, that one last), each with the jobs within the tolerance, the
+    rank-iterations (``limits.max_rank_iterations`` bounds them) and the stream's simulated length (ns)."""
+    need = _round_sig(float(np.max(0.5 / tolerance * it_ns / run_s)), up=True)
+    scales = [scale]
+    while len(scales) < rungs - 1 and scales[-1] * 4 < need:
+        scales.append(scales[-1] * 4)
+    if need > scale:
+        scales.append(need)
+    out = []
+    for sc in scales:
+        target = run_s * sc
+        iters = np.maximum(1, np.rint(target / it_ns))
+        within = int((np.abs(iters * it_ns - target) <= (tolerance + 1e-12) * target).sum())
+        out.append({"scale_ns_per_s": sc, "within": within, "jobs": len(run_s),
+                    "rank_iterations": int(np.sum(ranks * iters)), "length_ns": span_s * sc})
+    return out
+
+
 def _round_sig(x: float, up: bool, digits: int = 3) -> float:
     e = math.floor(math.log10(x)) - digits + 1
     f = 10.0 ** e
@@ -518,6 +539,9 @@ class MappedJobs:
     walltime: np.ndarray         # ns
     estimate: np.ndarray         # ns: iterations x iteration time
     distortion: dict[str, np.ndarray | list]
+    tradeoff: list[dict] = field(default_factory=list)
+    """The time-scale trade-off (:func:`time_scale_tradeoff`): scale, jobs within the tolerance, rank-iterations,
+    simulated length, from the chosen scale up to the one that fits every job."""
 
     def __len__(self) -> int:
         return len(self.names)
@@ -611,8 +635,9 @@ def map_jobs(trace: SwfTrace, n_terminals: int, m: SwfMapping) -> MappedJobs:
                   "run_error_pct": 100 * err, "within": within, "trace_procs": procs.astype(np.int64),
                   "wanted_ranks": wanted, "ranks": ranks, "size_error_pct": 100 * (ranks - wanted) / wanted,
                   "why": why}
+    tradeoff = time_scale_tradeoff(run, it, ranks, float(np.max(rel + wall_trace)), scale, m.tolerance)
     return MappedJobs(sel, scale, note, size_scale, SLOWDOWN_TAU_TRACE_S * scale, template, names, ranks, iterations,
-                      arrival, walltime, estimate, distortion)
+                      arrival, walltime, estimate, distortion, tradeoff)
 
 
 def job_mappings(mj: MappedJobs, m: SwfMapping):
@@ -727,6 +752,11 @@ def scenario_from_swf(trace: SwfTrace, base: dict, n_terminals: int, m: SwfMappi
              + ", ".join(f"{t} {format_duration(v)}" for t, v in {**ITERATION_TIME_NS, **m.iteration_time}.items()
                          if t in m.templates) + ")",
              f"walltime = requested time x time scale, else {rule}"]
+    if len(mj.tradeoff) > 1:
+        notes.append("time-scale trade-off (per trace second: jobs within the tolerance, rank-iterations, simulated "
+                     "length): " + "; ".join(f"{format_duration(r['scale_ns_per_s'])}: {r['within']} of {r['jobs']}, "
+                                             f"{r['rank_iterations']:.3g}, {r['length_ns'] / 1e9:.3g} s"
+                                             for r in mj.tradeoff))
     if sel.skipped:
         notes.append("skipped in the slice: " + ", ".join(f"{v} ({k})" for k, v in sel.skipped.items()))
     return SwfScenario(out, job_mappings(mj, m), notes, mj)

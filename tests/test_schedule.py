@@ -32,7 +32,7 @@ def _schedule(tmp_path, text, *args, name="s"):
     assert main(["schedule", str(trace), "-o", str(out), *map(str, args)]) == 0
     with open(out / "jobs.csv") as fh:
         rows = list(csv.DictReader(fh))
-    return out, {int(r["job"]): (float(r["start"]), float(r["end"])) for r in rows}
+    return out, {int(r["job_id"]): (float(r["starting_time"]), float(r["finish_time"])) for r in rows}
 
 
 # Four nodes. A (3 nodes, 0-10) leaves one free. B (2 nodes) arrives at 1 and heads the queue: 4 nodes free at 10
