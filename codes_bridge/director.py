@@ -44,6 +44,9 @@ their inference do not cost a thousand refits).
 
 Why one module of this size: it is one wire protocol -- request parsing, the per-client service state and the server
 loop -- that CODES' director client speaks end to end.
+
+Over 600 lines: CODES' director protocol is one conversation (the socket loop, each client's state, the message
+checks and the answers), kept in one module so the protocol reads in order.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ are trimmed.
 
 Why one module of this size: it is the one place that assembles a CODES run from its parsers and checks their outputs
 against each other (lost marks, director windows, predicted iterations, partial runs).
+
+Over 600 lines: one CODES run directory mapped to a hybridsim run, file by file (each CODES output's parser call,
+its checks and its place in the run); the parsers themselves live in codes_bridge/parsers/.
 """
 
 from __future__ import annotations

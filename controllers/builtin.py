@@ -27,6 +27,9 @@
 ``budget``          picks the predicted stretch that meets a ``target_speedup`` by Amdahl's law,
                     speedup = 1 / ((1 - f) + f / s), with ``s`` the measured cost ratio of a simulated to a predicted
                     iteration (``assumed_ratio`` until measured).
+
+Over 600 lines: the seven built-in policies share the window machinery (``aligned``'s slots, phases and promises, on
+which ``confident`` builds), which one module keeps in reading order.
 """
 
 from __future__ import annotations

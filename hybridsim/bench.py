@@ -46,6 +46,9 @@ iterations (jobs with iterations); the hybrid run's wall split into simulation, 
 With ``seeds`` (``--seeds N``) every run is repeated for the scenario's seed + 0 .. N-1 (placement and background
 traffic change) and each surrogate is compared with each baseline (default LAST and MEAN) seed by seed: the mean of
 the paired differences of an error figure and its 95 % t-interval (``paired``).
+
+Over 600 lines: the bench's metrics are defined here beside the loop that runs and judges the cases, so a figure and
+its definition stay together; its tables live in hybridsim/bench_table.py.
 """
 
 from __future__ import annotations

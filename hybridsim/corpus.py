@@ -25,6 +25,9 @@ drawn), ``stream.jobs`` foreground jobs whose arrivals are spread uniformly over
 machine holds, jobs queue, starts and ends are staggered and a job's co-runners change while it runs. ``stream.share``
 of the runs are streams, the rest co-start as without it. A spec without ``stream`` draws exactly what it drew
 before the option existed (same generator calls).
+
+Over 600 lines: the corpus's declared space, its drawing and its resumable writer (one writer per corpus, signals,
+status on disk) are one contract.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ Units: times in ns (numbers) or strings with a unit (``"250us"``); bandwidth in 
 
 Why one module of this size: the schema is one pydantic tree whose cross-field checks (limits, ranks against
 terminals, workload bounds, streams) need all of it.
+
+Over 600 lines: the whole YAML schema (every section, its defaults and cross-field checks) in one place, so a field
+and its rule are found together; backends' options live with their plug-ins.
 """
 
 from __future__ import annotations

@@ -44,6 +44,9 @@ class. Jobs that never end are left out of the metrics. :func:`dry_run` can kill
 
 Why one module of this size: the queue disciplines (FCFS, EASY, conservative) and the dry run share one free-node
 profile and one reservation walk; split, that state would cross files.
+
+Over 600 lines: the batch scheduler's event loop and its allocation orders, dependencies, partitions and failures
+share the queue state they change.
 """
 
 from __future__ import annotations

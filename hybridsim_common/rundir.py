@@ -29,6 +29,9 @@ goes to ``OUTDIR.failed``.
 
 Why one module of this size: a run directory's format is one contract -- staging, locking, the manifest, digests and
 ``description.json`` are written and checked together.
+
+Over 600 lines: the run-directory format (staging, manifest, digests, tables, summary, description) is one contract
+every layer reads and writes.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ jobs running at once; only the results (records, per-job start/end/terminals) gr
 its ranks stop where they are, its messages still in the network are dropped on arrival, and it ends (terminals freed,
 the scheduler asked again) at that instant. Without a ``scheduler`` section every job starts at t = 0 on
 ``placement``, as before.
+
+Over 600 lines: the embedded backend's run is one protocol with the director (modes, predictions, stretches,
+records, job starts and ends) and the two cores behind it; the network and message layer live in their own modules.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ cycles into ns with cpu_freq.
 
 Why one module of this size: it follows SWM's LAMMPS skeleton step by step (decomposition, PPPM grid, the exchange
 phases of a step), so a reader checks it against the C++ side by side.
+
+Over 600 lines: LAMMPS' decomposition, neighbour exchange and op stream reproduce CODES' generator step by step,
+which reads best in one module.
 """
 
 from __future__ import annotations
