@@ -63,7 +63,7 @@ def build_controller(scenario, n_iterations: list[int | None] | None = None, pla
     spec = sec.model
     policy = load_policy(scenario.controller.policy, scenario.controller.params)
     truth_reason = None
-    if "controller" not in scenario.model_fields_set:
+    if "controller" not in scenario.model_fields_set or "policy" not in scenario.controller.model_fields_set:
         # the default controller runs the truth where a hybrid run cannot save what its loop costs (estimate.py)
         from .estimate import estimate
 

@@ -129,9 +129,10 @@ native = pytest.mark.skipif(cores.NativeCore is None, reason="native core not bu
 
 
 def _sync(path, sync):
-    """The example's controller section with ``sync`` set."""
+    """The example's controller section (the default policy, named, where it has none) with ``sync`` set."""
     import yaml
-    ctl = yaml.safe_load((REPO / path).read_text())["controller"]
+    ctl = yaml.safe_load((REPO / path).read_text()).get("controller") or {}
+    ctl.setdefault("policy", "confident")
     ctl["sync"] = sync
     return json.dumps(ctl)
 
