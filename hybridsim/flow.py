@@ -235,7 +235,7 @@ class Routes:
         self._cache[key] = out
         return out
 
-    def hops(self, src: int, dst: int) -> tuple[float, float]:
+    def hops(self, src: int, dst: int, nonminimal: float | None = None) -> tuple[float, float]:
         """Expected (local, global) router-to-router hops from router ``src`` to router ``dst``: the minimal route's,
         plus, for the :attr:`nonminimal` share of an inter-group route, one global and one local hop more (a Valiant
         path through an intermediate group)."""
@@ -246,12 +246,13 @@ class Routes:
                 loc += f
             else:
                 glob += f
+        q = self.nonminimal if nonminimal is None else float(nonminimal)
         if src // self.topo.a != dst // self.topo.a:
-            loc += self.nonminimal
-            glob += self.nonminimal
+            loc += q
+            glob += q
         return loc, glob
 
-    def traversal(self, ts, td, size) -> np.ndarray:
+    def traversal(self, ts, td, size, nonminimal: float | None = None) -> np.ndarray:
         """(n,) ns for the first packet of a ``size``-byte message (a number or one per flow; at most one packet
         counts) from terminal ``ts[i]`` to
         terminal ``td[i]`` on an idle network, as the engine moves a packet (hybridsim.engine.network): the injection
@@ -268,7 +269,7 @@ class Routes:
         for i, (s, d) in enumerate(zip((ts // topo.p).tolist(), (td // topo.p).tolist())):
             h = key.get((s, d))
             if h is None:
-                h = key[(s, d)] = self.hops(s, d)
+                h = key[(s, d)] = self.hops(s, d, nonminimal)
             hops[i] = h
         bw = self.class_bw
         out = (2 * (pkt / bw[2] + lat[2]) + rd                     # injection + ejection, and the first router
@@ -282,9 +283,9 @@ class Routes:
         src, dst = np.nonzero(tm)
         return self.flow_bytes(src, dst, tm[src, dst], terminals)
 
-    def flow_bytes(self, src, dst, w, terminals) -> np.ndarray:
+    def flow_bytes(self, src, dst, w, terminals, nonminimal: float | None = None) -> np.ndarray:
         """(n_channels,) bytes of the rank-to-rank flows ``src`` -> ``dst`` of ``w`` bytes (arrays of one length) on
-        ranks placed on ``terminals``."""
+        ranks placed on ``terminals`` (``nonminimal``: the share routed non-minimally, default :attr:`nonminimal`)."""
         topo = self.topo
         terms = np.asarray(terminals, dtype=np.int64)
         out = np.zeros(self.n_channels)
@@ -299,7 +300,7 @@ class Routes:
         pair = {}
         for s, d, v in zip(rs.tolist(), rd.tolist(), w.tolist()):
             pair[(s, d)] = pair.get((s, d), 0.0) + v
-        q = self.nonminimal
+        q = self.nonminimal if nonminimal is None else float(nonminimal)
         spread = 0.0
         for (s, d), v in pair.items():
             inter = s // topo.a != d // topo.a
@@ -316,6 +317,9 @@ class Routes:
             out[loc] += 2 * spread / len(loc)
         return out
 
+
+#: the non-minimal shares an adaptive routing's phase is chosen from (:attr:`FlowModel.adaptive`)
+SPREAD_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 #: MPI protocol constants of the engine's message layer (hybridsim.engine.mpi): a message below the eager threshold
 #: pays one software offset plus a copy per byte and one traversal; a larger one three offsets (RTS, ACK, data) and
@@ -335,8 +339,13 @@ class FlowModel:
     and the set of jobs running beside it, :meth:`ratio` for the change between two sets; answers are cached per
     set."""
 
-    def __init__(self, routes: Routes, rule: str = "weighted", latency: bool = True):
+    def __init__(self, routes: Routes, rule: str = "weighted", latency: bool = True, adaptive: bool = False):
         self.routes = routes
+        #: adaptive routing (UGAL, prog-adaptive): each phase's non-minimal share is the one of :data:`SPREAD_GRID`
+        #: that drains the phase fastest alone (its busiest channel least loaded), as the routers move traffic off
+        #: congested minimal paths; else every phase takes ``routes.nonminimal``
+        self.adaptive = bool(adaptive)
+        self.spread: dict[int, list] = {}   # adaptive: placed job -> each phase's non-minimal share
         #: per phase, "max": the slowest channel's bytes / share; "weighted": the phase's alone time (its busiest
         #: channel at full capacity) x the byte-weighted mean slowdown capacity / share over its channels
         if rule not in ("max", "weighted"):
@@ -402,7 +411,7 @@ class FlowModel:
         """A job of fixed-rate traffic: ``tm`` (R, R) bytes per ns rank i sends rank j, whatever the others do."""
         self.traffic[job] = ("background", self._phases(tm))
 
-    def _latency(self, ph: Phase, terms: np.ndarray, n_ranks: int) -> np.ndarray:
+    def _latency(self, ph: Phase, terms: np.ndarray, n_ranks: int, nonminimal: float | None = None) -> np.ndarray:
         """(R,) protocol latency of a phase on ``terms`` for each sending rank (ns; 0 for a rank that sends nothing
         in it): the slowest of its flows, each its message's (:attr:`Phase.msg`, else the phase's largest) MPI
         offsets and first-packet traversal (eager: one offset, the copy and one traversal; rendezvous: three
@@ -418,8 +427,8 @@ class FlowModel:
         size = np.full(len(src), ph.largest) if ph.msg is None else np.asarray(ph.msg, np.float64)[keep]
         eager = size < EAGER_THRESHOLD
         lat = np.where(eager, PROTOCOL_OFFSET + COPY_PER_BYTE * size,
-                       3 * PROTOCOL_OFFSET + 2 * self.routes.traversal(ts, td, CONTROL_SIZE))
-        lat = lat + self.routes.traversal(ts, td, np.minimum(size, self.routes.packet_size))
+                       3 * PROTOCOL_OFFSET + 2 * self.routes.traversal(ts, td, CONTROL_SIZE, nonminimal))
+        lat = lat + self.routes.traversal(ts, td, np.minimum(size, self.routes.packet_size), nonminimal)
         np.maximum.at(out, src, lat)
         return out
 
@@ -429,16 +438,36 @@ class FlowModel:
         if t is None:
             return
         C = self.routes.n_channels
-        if t[0] == "iterating":
-            terms = np.asarray(terminals, dtype=np.int64)
-            self.phases[job] = np.array([self.routes.flow_bytes(p.src, p.dst, p.w, terms) if len(p.w) else
-                                         np.zeros(C) for p in t[1]]).reshape(-1, C)
-            self.fixed[job] = (np.array([p.serial_ns for p in t[1]]), np.array([p.overlap_ns for p in t[1]]),
-                               np.array([self._latency(p, terms, len(terms)) for p in t[1]]).reshape(len(t[1]), -1))
-            self.bytes[job] = self.phases[job].sum(axis=0)
+        terms = np.asarray(terminals, dtype=np.int64)
+        phases = t[1] if t[0] == "iterating" else [Phase(*ph) for ph in t[1]]
+        if not self.adaptive:
+            B = np.array([self.routes.flow_bytes(p.src, p.dst, p.w, terms) if len(p.w) else np.zeros(C)
+                          for p in phases]).reshape(-1, C)
+            lat = [self._latency(p, terms, len(terms)) for p in phases]
         else:
-            self.rate[job] = np.array([self.routes.flow_bytes(s, d, w, terminals) for s, d, w in t[1]]).reshape(
-                -1, C).sum(axis=0)
+            # adaptive routing: per phase the non-minimal share that drains it fastest alone (bytes and latency are
+            # linear in the share: routed at 0 and 1, mixed)
+            B0, B1, lat = [], [], []
+            spread = self.spread.setdefault(job, [])
+            spread.clear()
+            for p in phases:
+                b0 = self.routes.flow_bytes(p.src, p.dst, p.w, terms, 0.0) if len(p.w) else np.zeros(C)
+                b1 = self.routes.flow_bytes(p.src, p.dst, p.w, terms, 1.0) if len(p.w) else np.zeros(C)
+                busiest = [np.max((b0 + q * (b1 - b0)) / self.routes.capacity) for q in SPREAD_GRID]
+                q = SPREAD_GRID[int(np.argmin(busiest))]
+                spread.append(q)
+                B0.append(b0 + q * (b1 - b0))
+                if t[0] == "iterating":
+                    l0 = self._latency(p, terms, len(terms), 0.0)
+                    lat.append(l0 + q * (self._latency(p, terms, len(terms), 1.0) - l0) if q else l0)
+            B = np.array(B0).reshape(-1, C)
+        if t[0] == "iterating":
+            self.phases[job] = B
+            self.fixed[job] = (np.array([p.serial_ns for p in phases]), np.array([p.overlap_ns for p in phases]),
+                               np.array(lat).reshape(len(phases), -1))
+            self.bytes[job] = B.sum(axis=0)
+        else:
+            self.rate[job] = B.sum(axis=0)
         self._cache.clear()
 
     def set_period(self, job: int, ns: float) -> None:
@@ -526,24 +555,25 @@ class FlowModel:
 
 
 #: the non-minimal share of inter-group traffic the model routes per ``topology.routing`` (Valiant: all of it; the
-#: adaptive routings: a share calibrated on the engine's pure runs, benchmarks/RESULTS.md "issue 32")
-NONMINIMAL_SHARE = {"minimal": 0.0, "nonminimal": 1.0, "adaptive": 0.25, "prog-adaptive": 0.25}
+#: adaptive routings: None, chosen per phase by load, :attr:`FlowModel.adaptive`)
+NONMINIMAL_SHARE = {"minimal": 0.0, "nonminimal": 1.0, "adaptive": None, "prog-adaptive": None}
 
 
 def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rule: str = "weighted",
                latency: bool = True) -> FlowModel:
     """The :class:`FlowModel` of a scenario: every job's phases from its workload (:func:`workload_profile`), routed
     with the scenario's link bandwidths, latencies, router delay, packet size and routing (``nonminimal``: the
-    non-minimal share, default :data:`NONMINIMAL_SHARE` of the routing), placed on ``placement`` (per-job terminal
+    non-minimal share, default :data:`NONMINIMAL_SHARE` of the routing: adaptive per phase for the adaptive
+    routings), placed on ``placement`` (per-job terminal
     arrays; None for a stream, whose jobs are placed as they start: :meth:`FlowModel.place`)."""
     from .workloads import build_workload
 
     topo = scenario.build_topology()
     tc = scenario.topology
     q = NONMINIMAL_SHARE[tc.routing] if nonminimal is None else float(nonminimal)
-    routes = Routes(topo, tc.bandwidth.as_tuple(), q, latency_ns=tc.link_latency(), router_delay=tc.router_delay,
-                    packet_size=tc.packet_size)
-    model = FlowModel(routes, rule, latency)
+    routes = Routes(topo, tc.bandwidth.as_tuple(), q or 0.0, latency_ns=tc.link_latency(),
+                    router_delay=tc.router_delay, packet_size=tc.packet_size)
+    model = FlowModel(routes, rule, latency, adaptive=q is None)
     for i, job in enumerate(scenario.jobs):
         wl = build_workload(job, i, scenario.seed, scenario=scenario)
         if getattr(wl, "background", False):

@@ -8,9 +8,10 @@ before its ranks drift apart, adaptive routing's choices) is learned as the resi
     r = log(y / flow) ~ beta . x(info, flow, load, iteration)
 
 with ``x`` (:func:`features`): a constant, the workload kind (one-hot), log ranks, the share of the machine's groups
-the job spans, the co-runner load, log of the flow time, and whether the iteration is the job's first. It is fitted by
-ridge regression on pure runs of a corpus in which co-runners start and end (``python -m hybridsim.flow_tables``) and
-applied by the ``flow`` surrogate: at a job's start ``flow_now x exp(beta . x_now)``, at a change every history
+the job spans, the co-runner load, log of the flow time, and whether the iteration is the job's first or second (a
+job's first iterations run before its ranks drift apart: a nearest-neighbour job's first is 10-15 % faster). It is
+fitted by ridge regression on pure runs of a corpus in which co-runners start and end (``python -m
+hybridsim.flow_tables``) and applied by the ``flow`` surrogate: at a job's start ``flow_now x exp(beta . x_now)``, at a change every history
 column's ``y_c x (flow_now / flow_c) x exp(beta . (x_now - x_c))``.
 
 A checkpoint is a folder with ``config.json`` (the coefficients, their feature names and the fit's provenance): a
@@ -29,7 +30,7 @@ from .base import KNOWN_WORKLOADS, JobInfo, SurrogateError
 
 #: the feature names, in order (:func:`features`)
 FEATURES = ("const", *(f"kind_{k}" for k in KNOWN_WORKLOADS), "log_ranks", "group_share", "load", "log_flow",
-            "first")
+            "first", "second")
 #: where the shipped correction lives
 SHIPPED = Path(__file__).resolve().parent / "checkpoints" / "flow-correction"
 
@@ -41,7 +42,8 @@ def features(info: JobInfo, flow: float, load: float, iteration: int) -> np.ndar
     load = float(load) if load is not None and math.isfinite(load) else 0.0
     return np.array([1.0, *kind, math.log(max(info.ranks, 1) / 64.0),
                      info.groups / max(info.machine_groups, 1), load,
-                     math.log(max(float(flow), 1.0) / 1e5), 1.0 if int(iteration) == 0 else 0.0])
+                     math.log(max(float(flow), 1.0) / 1e5), 1.0 if int(iteration) == 0 else 0.0,
+                     1.0 if int(iteration) == 1 else 0.0])
 
 
 class Correction:

@@ -186,3 +186,18 @@ def test_the_surrogate_predicts_a_job_start_from_the_model_before_any_truth(tmp_
     # without the job's info the correction is 1 (nothing to compute it from)
     np.testing.assert_allclose(m.predict(_ctx([[100.0]], [250.0], 300.0, 0, info=None)), [120.0])
     assert m.config()["correction"] == str(tmp_path / "corr")
+
+
+def test_adaptive_routing_takes_the_non_minimal_share_that_drains_a_phase_fastest():
+    """t0 -> t5 and t1 -> t4 both cross r1's global link (2 x 1000 B at 1 B/ns: 2000 ns minimally). Spreading a share
+    q over the 6 global and 6 local channels (2 hops each) leaves (1 - q) 2000 + q 2000 / 3 on that link; the
+    injection links carry 1000 B whatever q is, so q = 0.75 is the first share whose busiest channel is 1000 B."""
+    m = FlowModel(tiny_routes(), latency=False)
+    m.set_traffic(0, [(np.array([0, 1]), np.array([2, 3]), np.array([1000.0, 1000.0]))], 0.0)
+    m.place(0, [0, 1, 5, 4])
+    assert m.alone(0) == pytest.approx(2000.0)
+    a = FlowModel(tiny_routes(), latency=False, adaptive=True)
+    a.set_traffic(0, [(np.array([0, 1]), np.array([2, 3]), np.array([1000.0, 1000.0]))], 0.0)
+    a.place(0, [0, 1, 5, 4])
+    assert a.spread[0] == [0.75]
+    assert a.alone(0) == pytest.approx(1000.0)
