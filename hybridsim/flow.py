@@ -346,6 +346,7 @@ class FlowModel:
         #: congested minimal paths; else every phase takes ``routes.nonminimal``
         self.adaptive = bool(adaptive)
         self.spread: dict[int, list] = {}   # adaptive: placed job -> each phase's non-minimal share
+        self._used: dict[int, tuple] = {}    # placed iterating job -> what _comm reads (see place)
         #: per phase, "max": the slowest channel's bytes / share; "weighted": the phase's alone time (its busiest
         #: channel at full capacity) x the byte-weighted mean slowdown capacity / share over its channels
         if rule not in ("max", "weighted"):
@@ -463,6 +464,13 @@ class FlowModel:
             B = np.array(B0).reshape(-1, C)
         if t[0] == "iterating":
             self.phases[job] = B
+            # what every _comm of this job reads, once: phases with traffic, the channels they use, their bytes there
+            tot = B.sum(axis=1)
+            has = tot > 0
+            used = np.nonzero(B.sum(axis=0))[0]
+            Bu, cap = B[has][:, used], self.routes.capacity[used]
+            self._used[job] = (has, used, Bu, cap, np.max(Bu / cap[None, :], axis=1) if len(used) else np.zeros(0),
+                               tot[has])
             self.fixed[job] = (np.array([p.serial_ns for p in phases]), np.array([p.overlap_ns for p in phases]),
                                np.array(lat).reshape(len(phases), -1))
             self.bytes[job] = B.sum(axis=0)
@@ -471,9 +479,10 @@ class FlowModel:
         self._cache.clear()
 
     def set_period(self, job: int, ns: float) -> None:
-        """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on."""
+        """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on (the
+        cached answers of the sets it is part of are dropped; the others stand)."""
         self.period[job] = float(ns)
-        self._cache.clear()
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != job and job not in k[1]}
 
     def __contains__(self, job: int) -> bool:
         return job in self.bytes
@@ -481,20 +490,15 @@ class FlowModel:
     def _comm(self, job: int, demand: np.ndarray) -> np.ndarray:
         """(P,) bandwidth ns of each phase of ``job`` with the other flows' ``demand`` (n_others, n_channels) bytes
         per ns (see :attr:`rule`); 0 for a phase without traffic."""
-        B = self.phases[job]
-        out = np.zeros(len(B))
-        tot = B.sum(axis=1)
-        has = tot > 0
-        if not has.any():
+        has, used, B, cap, alone, tot = self._used[job]
+        out = np.zeros(len(has))
+        if not len(used):
             return out
-        used = np.nonzero(B.sum(axis=0))[0]
-        B = B[has][:, used]
-        cap = self.routes.capacity[used]
         x = maxmin_levels(cap, demand[:, used]) if len(demand) else cap
         if self.rule == "max":
             out[has] = np.max(B / x[None, :], axis=1)
         else:
-            out[has] = np.max(B / cap[None, :], axis=1) * (B @ (cap / x)) / tot[has]
+            out[has] = alone * (B @ (cap / x)) / tot
         return out
 
     def _time(self, job: int, demand: np.ndarray) -> float:
@@ -542,7 +546,7 @@ class FlowModel:
             for k in jobs:
                 dem = [self.bytes[m] / max(self.period.get(m, T[m]), 1e-9) for m in jobs if m != k] + bg
                 new[k] = self._time(k, np.asarray(dem) if dem else none)
-            if len(jobs) == 1 or all(abs(new[k] - T[k]) <= 1e-6 * T[k] for k in jobs):
+            if len(jobs) == 1 or all(abs(new[k] - T[k]) <= 1e-5 * T[k] for k in jobs):
                 T = new  # one job beside fixed-rate traffic only: no fixed point to look for
                 break
             T = {k: 0.5 * (T[k] + new[k]) for k in jobs}  # damped: two heavy jobs would otherwise oscillate
