@@ -19,6 +19,7 @@ loop predicts it (:mod:`hybridsim.flow_tables`):
 
     OMP_NUM_THREADS=1 python benchmarks/change_prediction.py RUNS [...] [--correction shipped|none|FOLDER]
         [--model LABEL=WEIGHTS ...] [--nonminimal Q] [--no-latency] [--json OUT]
+    python benchmarks/change_prediction.py --rescore OUT-NAME.json [...] --correction FOLDER   # no tables rebuilt
 
 RUNS: a corpus folder, a run folder, or a folder of run folders (one row group each). Prints per argument: the
 number of starts and changes, and per predictor the share within 3 % (and mean / median absolute error %) at starts,
@@ -58,6 +59,8 @@ def event_rows(tables, correction=None) -> list[dict]:
             row = {"run": tb.run, "job": tb.name, "t": t, "true": y[t], "oracle": y[t]}
             if t == 0:
                 row.update(kind="start", last=np.nan, mean=np.nan, flow=f[0])
+                if x[0] is not None:
+                    row["x"] = x[0].tolist()   # for --rescore
                 if correction is not None and x[0] is not None:
                     row["flow+corr"] = f[0] * float(np.exp(correction.residual(x[0])))
             else:
@@ -118,6 +121,8 @@ def main(argv=None) -> int:
     ap.add_argument("--nonminimal", type=float, default=None, help="hybridsim.flow.flow_model's nonminimal share")
     ap.add_argument("--no-latency", action="store_true", help="the flow model without protocol latency")
     ap.add_argument("--json", type=Path, help="write every row here")
+    ap.add_argument("--rescore", action="store_true",
+                    help="RUNS are --json files of an earlier call: score them again with --correction")
     args = ap.parse_args(argv)
     from hybridsim.flow_tables import corpus_runs, run_tables
     from surrogate.flow_correction import Correction
@@ -135,8 +140,17 @@ def main(argv=None) -> int:
     every = []
     for path in args.paths:
         rows, cpu = [], time.process_time()
-        runs = corpus_runs(path)
-        for run in runs:
+        if args.rescore:
+            rows = json.loads(path.read_text())
+            runs = sorted({r["run"] for r in rows})
+            for r in rows:
+                if correction is not None and r["kind"] == "start" and "x" in r:
+                    r["flow+corr"] = r["flow"] * float(np.exp(correction.residual(np.asarray(r["x"]))))
+                elif correction is not None and r["kind"] != "start":
+                    r["flow+corr"] = r["flow"]
+        else:
+            runs = corpus_runs(path)
+        for run in [] if args.rescore else runs:
             got = event_rows(run_tables(run, nonminimal=args.nonminimal, latency=not args.no_latency), correction)
             if models:
                 pretrained_predictions(run, models, got)
@@ -148,9 +162,11 @@ def main(argv=None) -> int:
             print(f"| {path.name} ({len(runs)} runs) | {what} | {len(rs)} | "
                   + " | ".join(cell(rs, n) for n in names) + " |")
         print(f"<!-- {path.name}: {cpu:.1f} s CPU for the flow model and the tables -->")
-        every += rows
+        every += [{**r, "_src": str(path)} for r in rows]
     if args.json:
-        args.json.write_text(json.dumps(every, default=float, indent=0))
+        for path in args.paths:   # one file per argument: NAME.json beside the given path
+            mine = [r for r in every if r.get("_src") == str(path)]
+            (args.json.parent / f"{args.json.stem}-{path.name}.json").write_text(json.dumps(mine, default=float))
     return 0
 
 
