@@ -9,9 +9,8 @@ loop predicts it (:mod:`hybridsim.flow_tables`):
   ``exp(beta . x)`` (:mod:`surrogate.flow_correction`);
 * a **change**: every iteration t whose co-runner set (other jobs running at its start, background included) differs
   from t - 1's. LAST: the job's time of t - 1; MEAN: the mean of the up to 8 before; ``flow``: LAST x the model's
-  ratio between the two sets (:meth:`FlowModel.ratio`); ``flow+corr``: the same (the ``flow`` surrogate corrects
-  the start only); ``flow+corr·Δ``: the ratio times the correction's change ``exp(beta . (x_t - x_{t-1}))``, the
-  variant left out;
+  ratio between the two sets (:meth:`FlowModel.ratio`); ``flow+corr``: that times ``exp(beta . (x_t - x_{t-1}))``
+  (the ``flow`` surrogate's ``correction=shipped``);
 * the oracle answers with the pure run's own time (within 3 % everywhere by construction: the column says that the
   events are counted alike, not that any model is that good);
 * each ``pretrained`` checkpoint given (``--model``): at changes, its per-rank predictions from the up to 8
@@ -69,10 +68,10 @@ def event_rows(tables, correction=None) -> list[dict]:
                     continue
                 row.update(kind="change" if tb.sets[t] != tb.sets[t - 1] else "steady", last=y[t - 1],
                            mean=float(y[cols].mean()), flow=y[t - 1] * f[t] / f[t - 1])
-                if correction is not None:
-                    row["flow+corr"] = row["flow"]   # the correction is the start's only (surrogate/models/flow.py)
-                    if x[t] is not None and x[t - 1] is not None:
-                        row["flow+corr·Δ"] = row["flow"] * float(np.exp(correction.residual(x[t] - x[t - 1])))
+                if x[t] is not None and x[t - 1] is not None:
+                    row["dx"] = (x[t] - x[t - 1]).tolist()   # for --rescore
+                    if correction is not None:
+                        row["flow+corr"] = row["flow"] * float(np.exp(correction.residual(x[t] - x[t - 1])))
             rows.append(row)
     return rows
 
@@ -133,8 +132,7 @@ def main(argv=None) -> int:
     for spec in args.model:
         label, _, weights = spec.partition("=")
         models[label] = create("pretrained", weights=weights or label)
-    names = (["last", "mean", "flow"] + (["flow+corr", "flow+corr·Δ"] if correction is not None else []) + list(models)
-             + ["oracle"])
+    names = ["last", "mean", "flow"] + (["flow+corr"] if correction is not None else []) + list(models) + ["oracle"]
     print("| runs | events | n | " + " | ".join(names) + " |")
     print("|---|---|---:|" + "---|" * len(names))
     every = []
@@ -146,8 +144,8 @@ def main(argv=None) -> int:
             for r in rows:
                 if correction is not None and r["kind"] == "start" and "x" in r:
                     r["flow+corr"] = r["flow"] * float(np.exp(correction.residual(np.asarray(r["x"]))))
-                elif correction is not None and r["kind"] != "start":
-                    r["flow+corr"] = r["flow"]
+                elif correction is not None and "dx" in r:
+                    r["flow+corr"] = r["flow"] * float(np.exp(correction.residual(np.asarray(r["dx"]))))
         else:
             runs = corpus_runs(path)
         for run in [] if args.rescore else runs:

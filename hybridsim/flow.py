@@ -40,7 +40,7 @@ from hybridsim_common.topology import GLOBAL, LOCAL, Dragonfly
 from hybridsim_common.units import GIB
 
 #: iterations of a job's workload averaged into its traffic matrix (evenly spread over the job)
-SAMPLE_ITERATIONS = 8
+SAMPLE_ITERATIONS = 4
 #: fixed-point passes over the co-runners' iteration times (a pass changes them by a few percent at most after 10)
 FIXED_POINT_PASSES = 30
 
@@ -283,39 +283,46 @@ class Routes:
         src, dst = np.nonzero(tm)
         return self.flow_bytes(src, dst, tm[src, dst], terminals)
 
-    def flow_bytes(self, src, dst, w, terminals, nonminimal: float | None = None) -> np.ndarray:
-        """(n_channels,) bytes of the rank-to-rank flows ``src`` -> ``dst`` of ``w`` bytes (arrays of one length) on
-        ranks placed on ``terminals`` (``nonminimal``: the share routed non-minimally, default :attr:`nonminimal`)."""
+    def flow_parts(self, src, dst, w, terminals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(base, minimal, spread)`` (n_channels,) each, so that the bytes of the flows with a non-minimal share q
+        are ``base + (1 - q) minimal + q spread`` (:meth:`flow_bytes`): ``base`` the injection and ejection links and
+        the intra-group routes, ``minimal`` the inter-group bytes routed minimally, ``spread`` the same bytes routed
+        non-minimally (two global and two local hops each, spread evenly over every global and local channel)."""
         topo = self.topo
         terms = np.asarray(terminals, dtype=np.int64)
-        out = np.zeros(self.n_channels)
+        base, minimal, spread = np.zeros(self.n_channels), np.zeros(self.n_channels), np.zeros(self.n_channels)
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         w = np.asarray(w, dtype=np.float64)
         ts, td = terms[src], terms[dst]
         keep = ts != td  # a rank pair on one terminal never enters the network
-        src, dst, w, ts, td = src[keep], dst[keep], w[keep], ts[keep], td[keep]
-        np.add.at(out, topo.n_ports + ts, w)
-        np.add.at(out, topo.terminal_port_ids[td], w)
+        w, ts, td = w[keep], ts[keep], td[keep]
+        np.add.at(base, topo.n_ports + ts, w)
+        np.add.at(base, topo.terminal_port_ids[td], w)
         rs, rd = ts // topo.p, td // topo.p
-        pair = {}
+        pair: dict = {}
         for s, d, v in zip(rs.tolist(), rd.tolist(), w.tolist()):
             pair[(s, d)] = pair.get((s, d), 0.0) + v
-        q = self.nonminimal if nonminimal is None else float(nonminimal)
-        spread = 0.0
+        inter = 0.0
         for (s, d), v in pair.items():
-            inter = s // topo.a != d // topo.a
-            if inter and q > 0:
-                spread += q * v
-                v = (1 - q) * v
+            out = minimal if s // topo.a != d // topo.a else base
+            if out is minimal:
+                inter += v
             for ch, f in self.router_route(s, d).items():
                 out[ch] += v * f
-        if spread:
+        if inter:
             pc = topo.port_class
             glob = np.nonzero((pc == GLOBAL) & (topo.peer_router >= 0))[0]
             loc = np.nonzero(pc == LOCAL)[0]
-            out[glob] += 2 * spread / len(glob)
-            out[loc] += 2 * spread / len(loc)
-        return out
+            spread[glob] += 2 * inter / len(glob)
+            spread[loc] += 2 * inter / len(loc)
+        return base, minimal, spread
+
+    def flow_bytes(self, src, dst, w, terminals, nonminimal: float | None = None) -> np.ndarray:
+        """(n_channels,) bytes of the rank-to-rank flows ``src`` -> ``dst`` of ``w`` bytes (arrays of one length) on
+        ranks placed on ``terminals`` (``nonminimal``: the share routed non-minimally, default :attr:`nonminimal`)."""
+        q = self.nonminimal if nonminimal is None else float(nonminimal)
+        base, minimal, spread = self.flow_parts(src, dst, w, terminals)
+        return base + (1 - q) * minimal + q * spread if q else base + minimal
 
 
 #: the non-minimal shares an adaptive routing's phase is chosen from (:attr:`FlowModel.adaptive`)
@@ -452,8 +459,8 @@ class FlowModel:
             spread = self.spread.setdefault(job, [])
             spread.clear()
             for p in phases:
-                b0 = self.routes.flow_bytes(p.src, p.dst, p.w, terms, 0.0) if len(p.w) else np.zeros(C)
-                b1 = self.routes.flow_bytes(p.src, p.dst, p.w, terms, 1.0) if len(p.w) else np.zeros(C)
+                base, mini, spr = self.routes.flow_parts(p.src, p.dst, p.w, terms) if len(p.w) else (np.zeros(C),) * 3
+                b0, b1 = base + mini, base + spr
                 busiest = [np.max((b0 + q * (b1 - b0)) / self.routes.capacity) for q in SPREAD_GRID]
                 q = SPREAD_GRID[int(np.argmin(busiest))]
                 spread.append(q)

@@ -178,10 +178,10 @@ def test_the_surrogate_predicts_a_job_start_from_the_model_before_any_truth(tmp_
     Correction(coef).save(tmp_path / "corr")
     m = Flow(correction=str(tmp_path / "corr"))
     np.testing.assert_allclose(m.predict(c), 250.0 * np.exp(-0.2))
-    # truth of iteration 0 (100 ns, model 250 ns); now iteration 1, a co-runner started (model 300 ns, load 0.5):
-    # the ratio alone, 100 x 300 / 250, the correction being the start's only
+    # truth of iteration 0 (100 ns, model 250 ns, first); now iteration 1, a co-runner started: model 300 ns,
+    # load 0.5: 100 x 300 / 250 x exp(0.1 x 0.5 - (-0.2))
     c1 = _ctx([[100.0]], [250.0], 300.0, iteration=0, load=[0.0], load_now=0.5)
-    np.testing.assert_allclose(m.predict(c1), [100.0 * 300 / 250])
+    np.testing.assert_allclose(m.predict(c1), [100.0 * 300 / 250 * np.exp(0.05 + 0.2)])
     np.testing.assert_allclose(Flow().predict(c1), [100.0 * 300 / 250])
     # a start with load 0.5: exp(-0.2 + 0.05); without the job's info the correction is 1
     np.testing.assert_allclose(m.predict(_ctx(np.full((1, 1), np.nan), [np.nan], 250.0, -1, load_now=0.5)),

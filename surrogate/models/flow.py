@@ -8,16 +8,15 @@ co-runners, plus the MPI protocol's latency and the compute of each phase) with 
 iteration started. Per rank:
 
     start (no usable column):  ŷ = flow_now · c_now
-    ratio (default):           ŷ = mean over the last k usable columns c of ( y_c (1 + g (flow_now / flow_c - 1)) )
-    delta:                     ŷ = mean over the last k usable columns c of ( y_c + g (flow_now - flow_c) )
+    ratio (default):           ŷ = mean over the last k usable columns c of ( y_c (1 + g (flow_now / flow_c - 1)) ) · c_now / c_c
+    delta:                     ŷ = mean over the last k usable columns c of ( y_c + g (flow_now - flow_c) ) · c_now / c_c
 
 ``c = exp(beta . x)`` is the learned correction of the model's residual (:mod:`surrogate.flow_correction`;
 ``correction``: ``shipped``, a checkpoint folder, or ``none`` for c = 1), from the job's descriptors
-(``Context.info``), its co-runner load (``load_now``), the flow time itself and whether the iteration is the job's
-first or second (``iteration``); without ``info`` it is 1. It corrects the start only: applied to the ratio as well
-(``c_now / c_c``) it put fewer co-runner changes within 3 % on the corpora's validation runs than the bare ratio
-(benchmarks/RESULTS.md, issue 32). ``g`` (``gain``, default 1) scales the model's change: 0 is MEAN of the last k
-(k = 1: LAST).
+(``Context.info``), its co-runner load (``Context.load`` / ``load_now``), the flow time itself and whether the
+iteration is the job's first or second (``Context.columns`` / ``iteration``); without ``info`` it is 1. On the
+corpora's validation runs it helped at starts and, as ``c_now / c_c``, at co-runner changes (benchmarks/RESULTS.md,
+issue 32). ``g`` (``gain``, default 1) scales the model's change: 0 is MEAN of the last k (k = 1: LAST).
 
 A usable column has a finite time and a finite flow value. Without flow inputs (a run that does not record them, the
 gRPC service, CODES' director) it is MEAN of the last ``k`` (k = 1: LAST), and a rank without history gets NaN (the
@@ -72,11 +71,22 @@ class Flow(Surrogate):
         now = ctx.flow_now
         f = None if ctx.flow is None else np.asarray(ctx.flow, dtype=np.float64)[-L:] if L else np.zeros(0)
         known = now is not None and np.isfinite(now) and now > 0
+        target = (ctx.iteration + 1) if ctx.iteration is not None else 0
         if f is not None and known and len(f) == L:
             ok = np.isfinite(f) & (f > 0)
+            if self._corr is not None and ctx.info is not None:
+                cols = ctx.columns if ctx.columns is not None else np.arange(target - L, target)
+                loads = ctx.load if ctx.load is not None else np.full(L, np.nan)
+                r_now = self._residual(ctx, now, ctx.load_now, target)
+                r_c = np.array([self._residual(ctx, f[c], loads[c], cols[c]) if ok[c] else np.nan for c in range(L)])
+                factor = np.exp(r_now - r_c)
+                ok &= np.isfinite(factor)
+            else:
+                factor = np.ones(L)
             with np.errstate(invalid="ignore", divide="ignore"):
                 g = self.gain
                 adj = h + g * (now - f)[None, :] if self.mode == "delta" else h * (1 + g * (now / f - 1))[None, :]
+                adj = adj * factor[None, :]
             # columns without a flow value keep their time as it is (no correction known for them)
             h = np.where(ok[None, :], adj, h)
         h = np.where(np.isfinite(h), h, np.nan)
@@ -87,7 +97,6 @@ class Flow(Surrogate):
                 out[i] = v.mean()
         if known and np.isnan(out).any():
             # no truth of this rank yet: the flow model's own time (corrected), before any truth of the job
-            target = (ctx.iteration + 1) if ctx.iteration is not None else 0
             r_now = self._residual(ctx, now, ctx.load_now, target)
             out[np.isnan(out)] = now * (np.exp(r_now) if np.isfinite(r_now) else 1.0)
         return out
