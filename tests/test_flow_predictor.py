@@ -171,7 +171,7 @@ def test_the_surrogate_predicts_a_job_start_from_the_model_before_any_truth(tmp_
     """No truth yet (iteration 0 to predict, empty look-back): the flow model's time, times the correction's
     exp(beta . x) when one is given; a rank with truth keeps the ratio path."""
     c = _ctx(np.full((2, 1), np.nan), [np.nan], 250.0, iteration=-1)
-    np.testing.assert_allclose(Flow().predict(c), [250.0, 250.0])
+    np.testing.assert_allclose(Flow(correction="none").predict(c), [250.0, 250.0])
     coef = np.zeros(len(FEATURES))
     coef[FEATURES.index("first")] = -0.2     # a first iteration runs 18 % faster than the model
     coef[FEATURES.index("load")] = 0.1
@@ -182,7 +182,7 @@ def test_the_surrogate_predicts_a_job_start_from_the_model_before_any_truth(tmp_
     # load 0.5: 100 x 300 / 250 x exp(0.1 x 0.5 - (-0.2))
     c1 = _ctx([[100.0]], [250.0], 300.0, iteration=0, load=[0.0], load_now=0.5)
     np.testing.assert_allclose(m.predict(c1), [100.0 * 300 / 250 * np.exp(0.05 + 0.2)])
-    np.testing.assert_allclose(Flow().predict(c1), [100.0 * 300 / 250])
+    np.testing.assert_allclose(Flow(correction="none").predict(c1), [100.0 * 300 / 250])
     # a start with load 0.5: exp(-0.2 + 0.05); without the job's info the correction is 1
     np.testing.assert_allclose(m.predict(_ctx(np.full((1, 1), np.nan), [np.nan], 250.0, -1, load_now=0.5)),
                                [250.0 * np.exp(-0.15)])

@@ -12,7 +12,7 @@ iteration started. Per rank:
     delta:                     ŷ = mean over the last k usable columns c of ( y_c + g (flow_now - flow_c) ) · c_now / c_c
 
 ``c = exp(beta . x)`` is the learned correction of the model's residual (:mod:`surrogate.flow_correction`;
-``correction``: ``shipped``, a checkpoint folder, or ``none`` for c = 1), from the job's descriptors
+``correction``: ``shipped``, the default, a checkpoint folder, or ``none`` for c = 1), from the job's descriptors
 (``Context.info``), its co-runner load (``Context.load`` / ``load_now``), the flow time itself and whether the
 iteration is the job's first or second (``Context.columns`` / ``iteration``); without ``info`` it is 1. On the
 corpora's validation runs it helped at starts and, as ``c_now / c_c``, at co-runner changes (benchmarks/RESULTS.md,
@@ -41,7 +41,7 @@ class Flow(Surrogate):
     needs_flow = True
     bounds = {"k": MAX_LOOKBACK}
 
-    def __init__(self, k: int = 1, mode: str = "ratio", gain: float = 1.0, correction: str = "none"):
+    def __init__(self, k: int = 1, mode: str = "ratio", gain: float = 1.0, correction: str = "shipped"):
         self.k = self.lookback = int(k)
         self.gain = float(gain)
         if not np.isfinite(self.gain):
