@@ -1,33 +1,44 @@
-"""A flow-level interference model: each job's iteration time with the co-runners running now, before any truth.
+"""A flow-level model of the network and the MPI layer: each job's iteration time beside any set of co-runners,
+before any truth of it (issue 32's predictor).
 
 The packet engine (:mod:`hybridsim.engine.network`) says how long an iteration takes once it has been simulated; this
-model says, in microseconds of arithmetic, how that time should *change* when the set of co-runners changes -- the
-input a surrogate needs at a co-runner's start or end, when its history describes another network. It is the
-flow-level view SimGrid takes of a network (a flow per communicating pair, shared links, max-min fair bandwidth),
-reduced to what one number per (job, co-runner set) needs:
+model says it in milliseconds of arithmetic at a job's start (:meth:`FlowModel.iteration_time`) and how it changes
+when the co-runners change (:meth:`FlowModel.ratio`). It is the flow-level view SimGrid takes of a network (a flow
+per communicating pair, shared links, max-min fair bandwidth) plus what the engine's message layer adds:
 
-1. **Traffic** (:func:`traffic_phases`): bytes each rank sends each other rank in one iteration, from the workload's
-   own ops (``ISEND``/``SEND``; collectives are expanded into them), in phases cut at blocking ops, the mean over a
-   few iterations, and the compute of one iteration (the slowest rank's ``COMPUTE`` ops). Background jobs
-   (``uniform_random``) are a fixed rate instead: ``msg_size / interval`` per rank, to uniformly drawn peers.
-2. **Routing** (:class:`Routes`): the rank-to-rank bytes mapped to terminals by the placement and routed minimally
-   over the Dragonfly as the engine's ``minimal`` routing draws its ports -- the injection link, a local hop to a
-   router with a global link to the destination group (unless the source router has one: then its own), the global
-   link (spread evenly over the parallel ones), a local hop, the ejection port -- giving each job's bytes per
-   iteration on every channel (a router output port, or a terminal's injection link).
-3. **Sharing** (:func:`maxmin_share`, :meth:`FlowModel.iteration_time`): on a channel, the job's flow is elastic and
+1. **Phases** (:func:`workload_profile`, :class:`Phase`): bytes each rank sends each other rank in one iteration,
+   from the workload's own ops (``ISEND``/``SEND``; collectives are expanded into them), in phases cut at blocking ops,
+   the mean over a few iterations; per phase the compute before its first send (serial) and after it (overlapped
+   with the sends, as MILC's), and each flow's largest message. Background jobs (``uniform_random``) are a fixed rate
+   instead: ``msg_size / interval`` per rank, to uniformly drawn peers.
+2. **Routing** (:class:`Routes`): the rank-to-rank bytes mapped to terminals by the placement and routed over the
+   Dragonfly as the engine's ``minimal`` routing draws its ports -- the injection link, a local hop to a router with a
+   global link to the destination group (unless the source router has one: then its own), the global link (spread
+   evenly over the parallel ones), a local hop, the ejection port -- and, for a non-minimal share of the inter-group
+   bytes, two global and two local hops spread over every channel (Valiant: all of it; the adaptive routings: per
+   phase the share that drains it fastest, :attr:`FlowModel.adaptive`); each job's bytes per iteration on every
+   channel (a router output port, or a terminal's injection link).
+3. **Latency** (:meth:`Routes.traversal`, :meth:`FlowModel._latency`): a message's first packet crosses every link
+   with its serialisation, the router delay and the link latency; the MPI protocol adds the engine's offsets (eager:
+   one 3.51 us offset and 0.55 ns per byte; rendezvous: three offsets and the RTS's and ACK's traversals). Each rank
+   pays, per phase, its own slowest message's.
+4. **Sharing** (:func:`maxmin_share`, :meth:`FlowModel.iteration_time`): on a channel, the job's flow is elastic and
    every co-runner's flow has a demand, its bytes there over its own iteration time (a background job: its rate);
    max-min fairness gives the job the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``. A co-runner's
    iteration time is its measured one once the hybrid loop has it (:meth:`FlowModel.set_period`). Per phase, the
-   job's communication time is its alone time (its busiest channel's bytes at full capacity) times the byte-weighted
+   job's bandwidth time is its alone time (its busiest channel's bytes at full capacity) times the byte-weighted
    mean slowdown ``capacity / x`` over its channels (``rule="weighted"``, the default; ``rule="max"``: the slowest
-   channel's ``bytes / x``, the textbook bound, which follows one hot channel and matched the engine's changes worse:
-   benchmarks/RESULTS.md); its iteration time is ``compute`` plus the phases' sum. Co-runners not measured yet get
-   their iteration times from the same rule, solved to a fixed point.
+   channel's ``bytes / x``, the textbook bound, which matched the engine's changes worse: benchmarks/RESULTS.md).
+   A phase takes its serial compute, then its overlapped compute or its latency plus bandwidth time, whichever is
+   longer; a job's iteration is the slowest rank's sum over the phases. Co-runners not measured yet get their
+   iteration times from the same rule, solved to a fixed point.
 
-Adaptive routing spreads a hot spot over non-minimal paths and messages also pay latency and waits that no
-bandwidth share accounts for, so the absolute time is rough; what a surrogate uses is the *change* between two of its
-answers for the same job (see :mod:`surrogate.models.flow`).
+What it leaves out (queueing inside a phase beyond the max-min shares, a job's first iterations, the ranks' drift):
+its residual is what :mod:`surrogate.flow_correction` learns; how close it comes: benchmarks/RESULTS.md ("A predictor
+that knows what changes before the truth does").
+
+Why one module of this size (about 600 lines): traffic phases, routes, latency and sharing are one model read
+together; the pure-run tables and the fit of its correction live apart (:mod:`hybridsim.flow_tables`).
 """
 
 from __future__ import annotations
