@@ -11,7 +11,7 @@ From these tables :mod:`benchmarks.change_prediction` scores predictions at job 
 :func:`fit_correction` fits the ``flow`` surrogate's learned correction (:mod:`surrogate.flow_correction`) on a
 corpus's runs:
 
-    python -m hybridsim.flow_tables CORPUS_OR_RUNS [...] -o surrogate/checkpoints/flow-correction [--validate RUNS]
+    python -m hybridsim.flow_tables CORPUS_OR_RUNS [...] -o surrogate/checkpoints/flow-correction [--ridge 1.0]
 """
 
 from __future__ import annotations
