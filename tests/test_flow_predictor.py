@@ -203,3 +203,32 @@ def test_adaptive_routing_takes_the_non_minimal_share_that_drains_a_phase_fastes
     a.place(0, [0, 1, 5, 4])
     assert a.spread[0] == [0.75]
     assert a.alone(0) == pytest.approx(1000.0)
+
+
+def test_change_prediction_scores_starts_and_changes_by_hand():
+    """A job of 4 iterations, 100/110/120/121 ns; a co-runner starts at iteration 2 (model 200 -> 240 ns). The start
+    is predicted by the model alone (200 vs 100: 100 % off), LAST has none; the change at 2 by LAST (110) and by
+    the ratio (110 x 240 / 200 = 132); iteration 1 and 3 are steady."""
+    import importlib.util
+    from pathlib import Path
+
+    from hybridsim.flow_tables import JobTable
+
+    spec = importlib.util.spec_from_file_location(
+        "change_prediction", Path(__file__).resolve().parents[1] / "benchmarks" / "change_prediction.py")
+    cp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cp)
+    tb = JobTable("r", "j", 0, np.array([100.0, 110.0, 120.0, 121.0]), np.array([200.0, 200.0, 240.0, 240.0]),
+                  [(), (), (1,), (1,)], np.zeros(4), INFO)
+    assert tb.events() == [("start", 0), ("change", 2)]
+    rows = {r["t"]: r for r in cp.event_rows([tb], None)}
+    assert rows[0]["kind"] == "start" and rows[0]["flow"] == 200.0 and np.isnan(rows[0]["last"])
+    assert rows[2]["kind"] == "change" and rows[2]["last"] == 110.0 and rows[2]["flow"] == pytest.approx(132.0)
+    assert rows[2]["mean"] == pytest.approx(105.0) and rows[1]["kind"] == rows[3]["kind"] == "steady"
+    assert cp.cell([rows[2]], "flow").startswith("**0 %** (0/1)")       # 132 vs 120: 10 % off
+    assert cp.cell([rows[3]], "last").startswith("**100 %** (1/1)")     # 120 vs 121
+    assert cp.cell([rows[0]], "last").endswith("no prediction")
+    coef = np.zeros(len(FEATURES))
+    coef[FEATURES.index("first")] = np.log(0.5)                          # a first iteration: half the model's
+    got = {r["t"]: r for r in cp.event_rows([tb], Correction(coef))}
+    assert got[0]["flow+corr"] == pytest.approx(100.0) and got[2]["flow+corr"] == pytest.approx(132.0)
