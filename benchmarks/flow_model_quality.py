@@ -126,7 +126,8 @@ def main(argv=None) -> int:
     ap.add_argument("--before", type=int, default=1)
     ap.add_argument("--after", type=int, default=1)
     ap.add_argument("--json", help="write the rows here")
-    ap.add_argument("--nonminimal", type=float, default=0.0, help="hybridsim.flow.Routes.nonminimal")
+    ap.add_argument("--nonminimal", type=float, default=None,
+                    help="the non-minimal share (default: the routing's, hybridsim.flow.NONMINIMAL_SHARE)")
     ap.add_argument("--rule", default="weighted", help="hybridsim.flow.FlowModel.rule")
     ap.add_argument("--quiet", action="store_true", help="the summary only")
     ap.add_argument("--measured", action="store_true",

@@ -1,36 +1,49 @@
-"""A flow-level interference model: each job's iteration time with the co-runners running now, before any truth.
+"""A flow-level model of the network and the MPI layer: each job's iteration time beside any set of co-runners,
+before any truth of it (issue 32's predictor).
 
 The packet engine (:mod:`hybridsim.engine.network`) says how long an iteration takes once it has been simulated; this
-model says, in microseconds of arithmetic, how that time should *change* when the set of co-runners changes -- the
-input a surrogate needs at a co-runner's start or end, when its history describes another network. It is the
-flow-level view SimGrid takes of a network (a flow per communicating pair, shared links, max-min fair bandwidth),
-reduced to what one number per (job, co-runner set) needs:
+model says it in milliseconds of arithmetic at a job's start (:meth:`FlowModel.iteration_time`) and how it changes
+when the co-runners change (:meth:`FlowModel.ratio`). It is the flow-level view SimGrid takes of a network (a flow
+per communicating pair, shared links, max-min fair bandwidth) plus what the engine's message layer adds:
 
-1. **Traffic** (:func:`traffic_phases`): bytes each rank sends each other rank in one iteration, from the workload's
-   own ops (``ISEND``/``SEND``; collectives are expanded into them), in phases cut at blocking ops, the mean over a
-   few iterations, and the compute of one iteration (the slowest rank's ``COMPUTE`` ops). Background jobs
-   (``uniform_random``) are a fixed rate instead: ``msg_size / interval`` per rank, to uniformly drawn peers.
-2. **Routing** (:class:`Routes`): the rank-to-rank bytes mapped to terminals by the placement and routed minimally
-   over the Dragonfly as the engine's ``minimal`` routing draws its ports -- the injection link, a local hop to a
-   router with a global link to the destination group (unless the source router has one: then its own), the global
-   link (spread evenly over the parallel ones), a local hop, the ejection port -- giving each job's bytes per
-   iteration on every channel (a router output port, or a terminal's injection link).
-3. **Sharing** (:func:`maxmin_share`, :meth:`FlowModel.iteration_time`): on a channel, the job's flow is elastic and
+1. **Phases** (:func:`workload_profile`, :class:`Phase`): bytes each rank sends each other rank in one iteration,
+   from the workload's own ops (``ISEND``/``SEND``; collectives are expanded into them), in phases cut at blocking ops,
+   the mean over a few iterations; per phase the compute before its first send (serial) and after it (overlapped
+   with the sends, as MILC's), and each flow's largest message. Background jobs (``uniform_random``) are a fixed rate
+   instead: ``msg_size / interval`` per rank, to uniformly drawn peers.
+2. **Routing** (:class:`Routes`): the rank-to-rank bytes mapped to terminals by the placement and routed over the
+   Dragonfly as the engine's ``minimal`` routing draws its ports -- the injection link, a local hop to a router with a
+   global link to the destination group (unless the source router has one: then its own), the global link (spread
+   evenly over the parallel ones), a local hop, the ejection port -- and, for a non-minimal share of the inter-group
+   bytes, two global and two local hops spread over every channel (Valiant: all of it; the adaptive routings: per
+   phase the share that drains it fastest, :attr:`FlowModel.adaptive`); each job's bytes per iteration on every
+   channel (a router output port, or a terminal's injection link).
+3. **Latency** (:meth:`Routes.traversal`, :meth:`FlowModel._latency`): a message's first packet crosses every link
+   with its serialisation, the router delay and the link latency; the MPI protocol adds the engine's offsets (eager:
+   one 3.51 us offset and 0.55 ns per byte; rendezvous: three offsets and the RTS's and ACK's traversals). Each rank
+   pays, per phase, its own slowest message's.
+4. **Sharing** (:func:`maxmin_share`, :meth:`FlowModel.iteration_time`): on a channel, the job's flow is elastic and
    every co-runner's flow has a demand, its bytes there over its own iteration time (a background job: its rate);
    max-min fairness gives the job the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``. A co-runner's
    iteration time is its measured one once the hybrid loop has it (:meth:`FlowModel.set_period`). Per phase, the
-   job's communication time is its alone time (its busiest channel's bytes at full capacity) times the byte-weighted
+   job's bandwidth time is its alone time (its busiest channel's bytes at full capacity) times the byte-weighted
    mean slowdown ``capacity / x`` over its channels (``rule="weighted"``, the default; ``rule="max"``: the slowest
-   channel's ``bytes / x``, the textbook bound, which follows one hot channel and matched the engine's changes worse:
-   benchmarks/RESULTS.md); its iteration time is ``compute`` plus the phases' sum. Co-runners not measured yet get
-   their iteration times from the same rule, solved to a fixed point.
+   channel's ``bytes / x``, the textbook bound, which matched the engine's changes worse: benchmarks/RESULTS.md).
+   A phase takes its serial compute, then its overlapped compute or its latency plus bandwidth time, whichever is
+   longer; a job's iteration is the slowest rank's sum over the phases. Co-runners not measured yet get their
+   iteration times from the same rule, solved to a fixed point.
 
-Adaptive routing spreads a hot spot over non-minimal paths and messages also pay latency and waits that no
-bandwidth share accounts for, so the absolute time is rough; what a surrogate uses is the *change* between two of its
-answers for the same job (see :mod:`surrogate.models.flow`).
+What it leaves out (queueing inside a phase beyond the max-min shares, a job's first iterations, the ranks' drift):
+its residual is what :mod:`surrogate.flow_correction` learns; how close it comes: benchmarks/RESULTS.md ("A predictor
+that knows what changes before the truth does").
+
+Why one module of this size (about 600 lines): traffic phases, routes, latency and sharing are one model read
+together; the pure-run tables and the fit of its correction live apart (:mod:`hybridsim.flow_tables`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,46 +51,91 @@ from hybridsim_common.topology import GLOBAL, LOCAL, Dragonfly
 from hybridsim_common.units import GIB
 
 #: iterations of a job's workload averaged into its traffic matrix (evenly spread over the job)
-SAMPLE_ITERATIONS = 8
+SAMPLE_ITERATIONS = 4
 #: fixed-point passes over the co-runners' iteration times (a pass changes them by a few percent at most after 10)
 FIXED_POINT_PASSES = 30
 
 
-def traffic_phases(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> tuple[list, float]:
-    """``(phases, compute_ns)`` of a :class:`hybridsim.workloads.base.JobWorkload`. A rank's iteration is cut into
-    phases at every blocking op (``SEND``, ``RECV``, ``WAITALL``): the sends of one phase are in flight together, the
-    next phase starts after them (LAMMPS' exchanges run one after another, MILC's halo sends all at once). Phase k of
-    every rank is taken together (the ranks of these codes run one program). ``phases``: for each phase with traffic,
-    ``(src, dst, bytes)`` arrays, the mean bytes per iteration over the sampled iterations; ``compute_ns``: the mean
-    over the sampled iterations of the slowest rank's compute."""
+class Phase(NamedTuple):
+    """One phase of a rank's iteration (:func:`workload_profile`), taken together over the job's ranks: ``src``,
+    ``dst``, ``w`` the rank-to-rank bytes per iteration (mean over the sampled iterations); ``serial_ns``: the
+    compute before the phase's first send (the slowest rank's); ``overlap_ns``: the compute after it, before the
+    blocking op that ends the phase (it runs while the sends are in flight: MILC's ``Compute`` between its Isends
+    and its Waitalls); ``largest``: the phase's largest message (bytes; 0 without one); ``msg``: each flow's largest
+    message (bytes, one per ``src``/``dst`` pair; None: unknown), which sets the MPI protocol it pays (eager below
+    :data:`EAGER_THRESHOLD`, else rendezvous)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    w: np.ndarray
+    serial_ns: float = 0.0
+    overlap_ns: float = 0.0
+    largest: float = 0.0
+    msg: np.ndarray | None = None
+
+
+def workload_profile(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> list[Phase]:
+    """The phases of one iteration of a :class:`hybridsim.workloads.base.JobWorkload` (see :class:`Phase`). A rank's
+    iteration is cut into phases at every blocking op (``SEND``, ``RECV``, ``WAITALL``): the sends of one phase are
+    in flight together, the next phase starts after them (LAMMPS' exchanges run one after another, MILC's halo sends
+    all at once, a collective's steps one by one). Phase k of every rank is taken together (the ranks of these codes
+    run one program); a phase of compute only is kept (no traffic, its compute serial)."""
     from .workloads.ops import COMPUTE, ISEND, RECV, SEND, WAITALL
 
     R = int(workload.n_ranks)
     its = np.unique(np.linspace(0, max(int(n_iterations) - 1, 0), min(sample, max(int(n_iterations), 1))).astype(int))
     acc: list[dict] = []
-    compute = np.zeros(len(its))
+    big: list[dict] = []             # per phase: (src, dst) -> largest message
+    serial: list[np.ndarray] = []    # per phase: (n_sampled,) slowest rank's compute before / after its first send
+    overlap: list[np.ndarray] = []
+    largest: list[float] = []
+    n = len(its)
+
+    def grow(ph: int) -> None:
+        while len(acc) <= ph:
+            acc.append({})
+            big.append({})
+            serial.append(np.zeros(n))
+            overlap.append(np.zeros(n))
+            largest.append(0.0)
+
     for k, it in enumerate(its):
         for r in range(R):
-            c, ph = 0.0, 0
+            ph, sent, c = 0, False, 0.0
+            grow(0)
             for op in workload.ops(r, int(it)):
                 kind = op[0]
                 if kind in (ISEND, SEND):
-                    while len(acc) <= ph:
-                        acc.append({})
+                    if not sent:
+                        serial[ph][k] = max(serial[ph][k], c)
+                        sent, c = True, 0.0
                     key = (r, int(op[1]))
                     acc[ph][key] = acc[ph].get(key, 0.0) + op[2]
+                    big[ph][key] = max(big[ph].get(key, 0.0), float(op[2]))
+                    largest[ph] = max(largest[ph], float(op[2]))
                 elif kind == COMPUTE:
                     c += op[1]
                 if kind in (SEND, RECV, WAITALL):
-                    ph += 1
-            compute[k] = max(compute[k], c)
-    n = len(its)
-    phases = []
-    for d in acc:
-        if d:
-            keys = np.asarray(list(d), dtype=np.int64).reshape(-1, 2)
-            phases.append((keys[:, 0], keys[:, 1], np.asarray(list(d.values()), dtype=np.float64) / n))
-    return phases, float(compute.mean())
+                    (overlap if sent else serial)[ph][k] = max((overlap if sent else serial)[ph][k], c)
+                    ph, sent, c = ph + 1, False, 0.0
+                    grow(ph)
+            (overlap if sent else serial)[ph][k] = max((overlap if sent else serial)[ph][k], c)
+    out = []
+    for d, b, s, o, top in zip(acc, big, serial, overlap, largest):
+        keys = np.asarray(list(d), dtype=np.int64).reshape(-1, 2)
+        w = np.asarray(list(d.values()), dtype=np.float64) / n
+        if len(w) or s.mean() > 0 or o.mean() > 0:
+            out.append(Phase(keys[:, 0], keys[:, 1], w, float(s.mean()), float(o.mean()), top,
+                             np.asarray([b[k] for k in d], dtype=np.float64)))
+    return out
+
+
+def traffic_phases(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> tuple[list, float]:
+    """``(phases, compute_ns)``: the ``(src, dst, bytes)`` arrays of the phases of :func:`workload_profile` that
+    carry traffic, and the compute of one iteration (the phases' serial and overlapped compute summed)."""
+    prof = workload_profile(workload, n_iterations, sample)
+    return ([(p.src, p.dst, p.w) for p in prof if len(p.w)],
+            float(sum(p.serial_ns + p.overlap_ns for p in prof)))
 
 
 def traffic_matrix(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> tuple[np.ndarray, float]:
@@ -120,7 +178,8 @@ class Routes:
     terminal's ejection), ``n_ports + t`` terminal ``t``'s injection link. :attr:`capacity` is each channel's bandwidth
     in bytes per ns."""
 
-    def __init__(self, topo: Dragonfly, bandwidth_gib=(5.25, 4.7, 5.25), nonminimal: float = 0.0):
+    def __init__(self, topo: Dragonfly, bandwidth_gib=(5.25, 4.7, 5.25), nonminimal: float = 0.0, *,
+                 latency_ns=(0.0, 0.0, 0.0), router_delay: float = 0.0, packet_size: int = 4096):
         self.topo = topo
         #: fraction of inter-group bytes taken as routed non-minimally (Valiant, as adaptive routing does under load):
         #: two global hops and two local hops each, spread evenly over every global and local channel
@@ -131,6 +190,12 @@ class Routes:
         self.capacity = np.empty(self.n_channels)
         self.capacity[:topo.n_ports] = bw[topo.port_class]
         self.capacity[topo.n_ports:] = bw[2]
+        #: per link class (local, global, terminal): bytes per ns, propagation latency ns; the router delay (ns) a
+        #: packet pays at every router it crosses; the packet size a message is cut into
+        self.class_bw = bw
+        self.latency_ns = np.asarray(latency_ns, dtype=np.float64)
+        self.router_delay = float(router_delay)
+        self.packet_size = int(packet_size)
         # (router, neighbour router) -> its output ports to it; router -> group -> its global ports there
         self._to: dict[tuple[int, int], list[int]] = {}
         for pid in range(topo.n_ports):
@@ -181,69 +246,143 @@ class Routes:
         self._cache[key] = out
         return out
 
+    def hops(self, src: int, dst: int, nonminimal: float | None = None) -> tuple[float, float]:
+        """Expected (local, global) router-to-router hops from router ``src`` to router ``dst``: the minimal route's,
+        plus, for the :attr:`nonminimal` share of an inter-group route, one global and one local hop more (a Valiant
+        path through an intermediate group)."""
+        pc = self.topo.port_class
+        loc = glob = 0.0
+        for ch, f in self.router_route(src, dst).items():
+            if pc[ch] == LOCAL:
+                loc += f
+            else:
+                glob += f
+        q = self.nonminimal if nonminimal is None else float(nonminimal)
+        if src // self.topo.a != dst // self.topo.a:
+            loc += q
+            glob += q
+        return loc, glob
+
+    def traversal(self, ts, td, size, nonminimal: float | None = None) -> np.ndarray:
+        """(n,) ns for the first packet of a ``size``-byte message (a number or one per flow; at most one packet
+        counts) from terminal ``ts[i]`` to
+        terminal ``td[i]`` on an idle network, as the engine moves a packet (hybridsim.engine.network): the injection
+        link (serialisation + terminal latency), at every router crossed its delay, then the next link's
+        serialisation + latency (local or global), and the ejection link's; 0 for a message that stays on its
+        terminal. The rest of a message follows at the bandwidth its channels leave (the flow model's bandwidth
+        term)."""
+        topo = self.topo
+        ts, td = np.asarray(ts, dtype=np.int64), np.asarray(td, dtype=np.int64)
+        pkt = np.clip(np.broadcast_to(np.asarray(size, np.float64), ts.shape), 1.0, self.packet_size)
+        lat, rd = self.latency_ns, self.router_delay
+        hops = np.zeros((len(ts), 2))                  # (local, global) router-to-router hops of each flow
+        key: dict = {}
+        for i, (s, d) in enumerate(zip((ts // topo.p).tolist(), (td // topo.p).tolist())):
+            h = key.get((s, d))
+            if h is None:
+                h = key[(s, d)] = self.hops(s, d, nonminimal)
+            hops[i] = h
+        bw = self.class_bw
+        out = (2 * (pkt / bw[2] + lat[2]) + rd                     # injection + ejection, and the first router
+               + hops[:, 0] * (pkt / bw[0] + lat[0] + rd) + hops[:, 1] * (pkt / bw[1] + lat[1] + rd))
+        out[ts == td] = 0.0
+        return out
+
     def channel_bytes(self, tm: np.ndarray, terminals) -> np.ndarray:
         """(n_channels,) bytes per iteration of traffic matrix ``tm`` (R, R) on ranks placed on ``terminals`` (R,)."""
         tm = np.asarray(tm, dtype=np.float64)
         src, dst = np.nonzero(tm)
         return self.flow_bytes(src, dst, tm[src, dst], terminals)
 
-    def flow_bytes(self, src, dst, w, terminals) -> np.ndarray:
-        """(n_channels,) bytes of the rank-to-rank flows ``src`` -> ``dst`` of ``w`` bytes (arrays of one length) on
-        ranks placed on ``terminals``."""
+    def flow_parts(self, src, dst, w, terminals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(base, minimal, spread)`` (n_channels,) each, so that the bytes of the flows with a non-minimal share q
+        are ``base + (1 - q) minimal + q spread`` (:meth:`flow_bytes`): ``base`` the injection and ejection links and
+        the intra-group routes, ``minimal`` the inter-group bytes routed minimally, ``spread`` the same bytes routed
+        non-minimally (two global and two local hops each, spread evenly over every global and local channel)."""
         topo = self.topo
         terms = np.asarray(terminals, dtype=np.int64)
-        out = np.zeros(self.n_channels)
+        base, minimal, spread = np.zeros(self.n_channels), np.zeros(self.n_channels), np.zeros(self.n_channels)
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         w = np.asarray(w, dtype=np.float64)
         ts, td = terms[src], terms[dst]
         keep = ts != td  # a rank pair on one terminal never enters the network
-        src, dst, w, ts, td = src[keep], dst[keep], w[keep], ts[keep], td[keep]
-        np.add.at(out, topo.n_ports + ts, w)
-        np.add.at(out, topo.terminal_port_ids[td], w)
+        w, ts, td = w[keep], ts[keep], td[keep]
+        np.add.at(base, topo.n_ports + ts, w)
+        np.add.at(base, topo.terminal_port_ids[td], w)
         rs, rd = ts // topo.p, td // topo.p
-        pair = {}
+        pair: dict = {}
         for s, d, v in zip(rs.tolist(), rd.tolist(), w.tolist()):
             pair[(s, d)] = pair.get((s, d), 0.0) + v
-        q = self.nonminimal
-        spread = 0.0
+        inter = 0.0
         for (s, d), v in pair.items():
-            inter = s // topo.a != d // topo.a
-            if inter and q > 0:
-                spread += q * v
-                v = (1 - q) * v
+            out = minimal if s // topo.a != d // topo.a else base
+            if out is minimal:
+                inter += v
             for ch, f in self.router_route(s, d).items():
                 out[ch] += v * f
-        if spread:
+        if inter:
             pc = topo.port_class
             glob = np.nonzero((pc == GLOBAL) & (topo.peer_router >= 0))[0]
             loc = np.nonzero(pc == LOCAL)[0]
-            out[glob] += 2 * spread / len(glob)
-            out[loc] += 2 * spread / len(loc)
-        return out
+            spread[glob] += 2 * inter / len(glob)
+            spread[loc] += 2 * inter / len(loc)
+        return base, minimal, spread
+
+    def flow_bytes(self, src, dst, w, terminals, nonminimal: float | None = None) -> np.ndarray:
+        """(n_channels,) bytes of the rank-to-rank flows ``src`` -> ``dst`` of ``w`` bytes (arrays of one length) on
+        ranks placed on ``terminals`` (``nonminimal``: the share routed non-minimally, default :attr:`nonminimal`)."""
+        q = self.nonminimal if nonminimal is None else float(nonminimal)
+        base, minimal, spread = self.flow_parts(src, dst, w, terminals)
+        return base + (1 - q) * minimal + q * spread if q else base + minimal
+
+
+#: the non-minimal shares an adaptive routing's phase is chosen from (:attr:`FlowModel.adaptive`)
+SPREAD_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+#: MPI protocol constants of the engine's message layer (hybridsim.engine.mpi): a message below the eager threshold
+#: pays one software offset plus a copy per byte and one traversal; a larger one three offsets (RTS, ACK, data) and
+#: three traversals (two of a control message)
+EAGER_THRESHOLD = 8192
+PROTOCOL_OFFSET = 3510.0
+COPY_PER_BYTE = 0.55
+CONTROL_SIZE = 64
 
 
 class FlowModel:
     """Jobs' modelled iteration times beside a given set of co-runners (see the module docstring).
 
-    A job's traffic is declared in rank space (:meth:`set_traffic`; background traffic: :meth:`set_background`) and
-    routed when the job is placed (:meth:`place`: before the run, or when a stream job starts); only placed jobs count.
-    :meth:`iteration_time` answers for a job and the set of jobs running beside it; answers are cached per set."""
+    A job's traffic is declared in rank space (:meth:`set_profile` from a workload's phases, or :meth:`set_traffic`
+    from matrices; background traffic: :meth:`set_background`) and routed when the job is placed (:meth:`place`:
+    before the run, or when a stream job starts); only placed jobs count. :meth:`iteration_time` answers for a job
+    and the set of jobs running beside it, :meth:`ratio` for the change between two sets; answers are cached per
+    set."""
 
-    def __init__(self, routes: Routes, rule: str = "weighted"):
+    def __init__(self, routes: Routes, rule: str = "weighted", latency: bool = True, adaptive: bool = False):
         self.routes = routes
+        #: adaptive routing (UGAL, prog-adaptive): each phase's non-minimal share is the one of :data:`SPREAD_GRID`
+        #: that drains the phase fastest alone (its busiest channel least loaded), as the routers move traffic off
+        #: congested minimal paths; else every phase takes ``routes.nonminimal``
+        self.adaptive = bool(adaptive)
+        self.spread: dict[int, list] = {}   # adaptive: placed job -> each phase's non-minimal share
+        self._used: dict[int, tuple] = {}    # placed iterating job -> what _comm reads (see place)
         #: per phase, "max": the slowest channel's bytes / share; "weighted": the phase's alone time (its busiest
         #: channel at full capacity) x the byte-weighted mean slowdown capacity / share over its channels
         if rule not in ("max", "weighted"):
             raise ValueError(f"rule must be 'max' or 'weighted', got {rule!r}")
         self.rule = rule
-        self.traffic: dict[int, tuple] = {}        # job -> ("iterating" | "background", phases) (compute: below)
+        #: whether a phase pays the MPI protocol's offsets and the first packet's traversal (False: bandwidth only,
+        #: the model before issue 32)
+        self.latency = bool(latency)
+        self.traffic: dict[int, tuple] = {}        # job -> ("iterating", [Phase]) | ("background", [(s, d, w)])
         self.phases: dict[int, np.ndarray] = {}   # placed iterating job -> (P, n_channels) bytes per iteration
         self.bytes: dict[int, np.ndarray] = {}    # placed iterating job -> (n_channels,) bytes per iteration
         self.compute: dict[int, float] = {}       # iterating job -> compute ns per iteration
+        #: placed iterating job -> per phase its serial and overlapped compute, (P,) each, and each rank's protocol
+        #: latency, (P, R) (ns)
+        self.fixed: dict[int, np.ndarray] = {}
         self.rate: dict[int, np.ndarray] = {}     # placed background job -> (n_channels,) bytes per ns
         #: job -> measured iteration time (ns): a co-runner's demand is its bytes over this when known, over its
-        #: modelled time otherwise (the hybrid loop sets it from a job's first simulated iteration; the model's own
-        #: time leaves latency and waits out, and overstated a latency-bound co-runner's demand 2-3x)
+        #: modelled time otherwise (the hybrid loop sets it from a job's first simulated iteration)
         self.period: dict[int, float] = {}
         self._cache: dict[tuple, float] = {}
 
@@ -262,12 +401,20 @@ class FlowModel:
                 out.append(tuple(np.asarray(x) for x in ph))
         return out
 
+    def set_profile(self, job: int, phases) -> None:
+        """An iterating job from its :func:`workload_profile` (a list of :class:`Phase`)."""
+        phases = [p if isinstance(p, Phase) else Phase(*p) for p in phases]
+        self.traffic[job] = ("iterating", phases)
+        self.compute[job] = float(sum(p.serial_ns + p.overlap_ns for p in phases))
+
     def set_traffic(self, job: int, tm, compute_ns: float) -> None:
         """An iterating job: ``tm`` its bytes per iteration, (R, R) rank i to rank j, one phase, or a sequence of
         phases (:func:`traffic_phases`; each an (R, R) array or (src, dst, bytes) arrays); ``compute_ns`` per
-        iteration."""
-        self.traffic[job] = ("iterating", self._phases(tm))
-        self.compute[job] = float(compute_ns)
+        iteration, serial (no message sizes: no protocol latency)."""
+        phases = [Phase(s, d, w) for s, d, w in self._phases(tm)]
+        if compute_ns > 0:
+            phases.append(Phase(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), float(compute_ns)))
+        self.set_profile(job, phases)
 
     def set_background(self, job: int, n_ranks: int, msg_size: float, interval: float) -> None:
         """A background job: each rank sends ``msg_size`` bytes every ``interval`` ns to a uniformly drawn other
@@ -283,47 +430,121 @@ class FlowModel:
         """A job of fixed-rate traffic: ``tm`` (R, R) bytes per ns rank i sends rank j, whatever the others do."""
         self.traffic[job] = ("background", self._phases(tm))
 
+    def _latency(self, ph: Phase, terms: np.ndarray, n_ranks: int, nonminimal: float | None = None) -> np.ndarray:
+        """(R,) protocol latency of a phase on ``terms`` for each sending rank (ns; 0 for a rank that sends nothing
+        in it): the slowest of its flows, each its message's (:attr:`Phase.msg`, else the phase's largest) MPI
+        offsets and first-packet traversal (eager: one offset, the copy and one traversal; rendezvous: three
+        offsets, the RTS's and the ACK's traversals and the data's first packet)."""
+        out = np.zeros(n_ranks)
+        if not (self.latency and len(ph.w) and ph.largest > 0):
+            return out
+        ts, td = terms[ph.src], terms[ph.dst]
+        keep = ts != td
+        if not keep.any():
+            return out
+        src, ts, td = ph.src[keep], ts[keep], td[keep]
+        size = np.full(len(src), ph.largest) if ph.msg is None else np.asarray(ph.msg, np.float64)[keep]
+        eager = size < EAGER_THRESHOLD
+        lat = np.where(eager, PROTOCOL_OFFSET + COPY_PER_BYTE * size,
+                       3 * PROTOCOL_OFFSET + 2 * self.routes.traversal(ts, td, CONTROL_SIZE, nonminimal))
+        lat = lat + self.routes.traversal(ts, td, np.minimum(size, self.routes.packet_size), nonminimal)
+        np.maximum.at(out, src, lat)
+        return out
+
     def place(self, job: int, terminals) -> None:
         """Job ``job``'s ranks are on ``terminals`` (rank r on terminals[r]): route its traffic."""
         t = self.traffic.get(job)
         if t is None:
             return
-        routed = np.array([self.routes.flow_bytes(s, d, w, terminals) for s, d, w in t[1]]).reshape(
-            -1, self.routes.n_channels)
-        if t[0] == "iterating":
-            self.phases[job] = routed[routed.sum(axis=1) > 0]
-            self.bytes[job] = routed.sum(axis=0)
+        C = self.routes.n_channels
+        terms = np.asarray(terminals, dtype=np.int64)
+        phases = t[1] if t[0] == "iterating" else [Phase(*ph) for ph in t[1]]
+        if not self.adaptive:
+            B = np.array([self.routes.flow_bytes(p.src, p.dst, p.w, terms) if len(p.w) else np.zeros(C)
+                          for p in phases]).reshape(-1, C)
+            lat = [self._latency(p, terms, len(terms)) for p in phases]
         else:
-            self.rate[job] = routed.sum(axis=0)
+            # adaptive routing: per phase the non-minimal share that drains it fastest alone (bytes and latency are
+            # linear in the share: routed at 0 and 1, mixed)
+            B0, B1, lat = [], [], []
+            spread = self.spread.setdefault(job, [])
+            spread.clear()
+            for p in phases:
+                base, mini, spr = self.routes.flow_parts(p.src, p.dst, p.w, terms) if len(p.w) else (np.zeros(C),) * 3
+                b0, b1 = base + mini, base + spr
+                busiest = [np.max((b0 + q * (b1 - b0)) / self.routes.capacity) for q in SPREAD_GRID]
+                q = SPREAD_GRID[int(np.argmin(busiest))]
+                spread.append(q)
+                B0.append(b0 + q * (b1 - b0))
+                if t[0] == "iterating":
+                    l0 = self._latency(p, terms, len(terms), 0.0)
+                    lat.append(l0 + q * (self._latency(p, terms, len(terms), 1.0) - l0) if q else l0)
+            B = np.array(B0).reshape(-1, C)
+        if t[0] == "iterating":
+            self.phases[job] = B
+            # what every _comm of this job reads, once: phases with traffic, the channels they use, their bytes there
+            tot = B.sum(axis=1)
+            has = tot > 0
+            used = np.nonzero(B.sum(axis=0))[0]
+            Bu, cap = B[has][:, used], self.routes.capacity[used]
+            self._used[job] = (has, used, Bu, cap, np.max(Bu / cap[None, :], axis=1) if len(used) else np.zeros(0),
+                               tot[has])
+            self.fixed[job] = (np.array([p.serial_ns for p in phases]), np.array([p.overlap_ns for p in phases]),
+                               np.array(lat).reshape(len(phases), -1))
+            self.bytes[job] = B.sum(axis=0)
+        else:
+            self.rate[job] = B.sum(axis=0)
         self._cache.clear()
 
     def set_period(self, job: int, ns: float) -> None:
-        """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on."""
+        """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on (the
+        cached answers of the sets it is part of are dropped; the others stand)."""
         self.period[job] = float(ns)
-        self._cache.clear()
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != job and job not in k[1]}
 
     def __contains__(self, job: int) -> bool:
         return job in self.bytes
 
-    def _comm(self, job: int, demand: np.ndarray) -> float:
-        """Communication ns of ``job`` with the other flows' ``demand`` (n_others, n_channels) bytes per ns: the sum
-        over its phases (see :attr:`rule`)."""
-        B = self.phases[job]
-        if not B.size:
-            return 0.0
-        used = np.nonzero(B.sum(axis=0))[0]
-        B = B[:, used]
-        cap = self.routes.capacity[used]
+    def _comm(self, job: int, demand: np.ndarray) -> np.ndarray:
+        """(P,) bandwidth ns of each phase of ``job`` with the other flows' ``demand`` (n_others, n_channels) bytes
+        per ns (see :attr:`rule`); 0 for a phase without traffic."""
+        has, used, B, cap, alone, tot = self._used[job]
+        out = np.zeros(len(has))
+        if not len(used):
+            return out
         x = maxmin_levels(cap, demand[:, used]) if len(demand) else cap
         if self.rule == "max":
-            return float(np.max(B / x[None, :], axis=1).sum())
-        alone = np.max(B / cap[None, :], axis=1)
-        slow = (B @ (cap / x)) / B.sum(axis=1)
-        return float((alone * slow).sum())
+            out[has] = np.max(B / x[None, :], axis=1)
+        else:
+            out[has] = alone * (B @ (cap / x)) / tot
+        return out
+
+    def _time(self, job: int, demand: np.ndarray) -> float:
+        """A job's iteration time (ns) beside ``demand``: per phase its serial compute, then its overlapped compute
+        or its communication (the rank's latency + the phase's bandwidth time), whichever is longer; summed over the
+        phases for each rank; the slowest rank's (the ranks of a bulk-synchronous job wait for each other)."""
+        serial, overlap, lat = self.fixed[job]
+        comm = self._comm(job, demand)[:, None]
+        return float((serial[:, None] + np.maximum(overlap[:, None], lat + comm)).sum(axis=0).max())
+
+    def components(self, job: int, others=()) -> dict:
+        """The parts of :meth:`iteration_time` of ``job`` beside ``others`` (ns): ``compute`` (serial and
+        overlapped), ``latency`` (protocol and first-packet traversals), ``bandwidth`` (the phases' bandwidth time
+        alone), ``total`` (beside ``others``, at the set's fixed point) and ``alone``."""
+        serial, overlap, lat = self.fixed[job]
+        return {"compute": float(serial.sum() + overlap.sum()), "latency": float(lat.sum(axis=0).max()),
+                "bandwidth": float(self._comm(job, np.zeros((0, self.routes.n_channels))).sum()),
+                "total": self.iteration_time(job, others), "alone": self.alone(job)}
 
     def alone(self, job: int) -> float:
         """The job's modelled iteration time with nothing beside it (ns)."""
         return self.iteration_time(job, ())
+
+    def ratio(self, job: int, old, new) -> float:
+        """The factor by which ``job``'s iteration time changes when its co-runners go from ``old`` to ``new`` (job
+        ids): ``iteration_time(job, new) / iteration_time(job, old)``; NaN for a job that is not placed."""
+        a = self.iteration_time(job, old)
+        return self.iteration_time(job, new) / a if a > 0 else float("nan")
 
     def iteration_time(self, job: int, others) -> float:
         """Modelled iteration time (ns) of ``job`` beside the jobs ``others`` (job ids; unknown or unplaced ones are
@@ -337,13 +558,13 @@ class FlowModel:
         jobs = [job] + [k for k in others if k in self.bytes]
         bg = [self.rate[k] for k in others if k in self.rate]
         none = np.zeros((0, self.routes.n_channels))
-        T = {k: self.compute[k] + self._comm(k, none) for k in jobs}
+        T = {k: self._time(k, none) for k in jobs}
         for _ in range(FIXED_POINT_PASSES):
             new = {}
             for k in jobs:
                 dem = [self.bytes[m] / max(self.period.get(m, T[m]), 1e-9) for m in jobs if m != k] + bg
-                new[k] = self.compute[k] + self._comm(k, np.asarray(dem) if dem else none)
-            if len(jobs) == 1 or all(abs(new[k] - T[k]) <= 1e-6 * T[k] for k in jobs):
+                new[k] = self._time(k, np.asarray(dem) if dem else none)
+            if len(jobs) == 1 or all(abs(new[k] - T[k]) <= 1e-5 * T[k] for k in jobs):
                 T = new  # one job beside fixed-rate traffic only: no fixed point to look for
                 break
             T = {k: 0.5 * (T[k] + new[k]) for k in jobs}  # damped: two heavy jobs would otherwise oscillate
@@ -355,20 +576,33 @@ class FlowModel:
         return T[job]
 
 
-def flow_model(scenario, placement=None, *, nonminimal: float = 0.0, rule: str = "weighted") -> FlowModel:
-    """The :class:`FlowModel` of a scenario: every job's traffic from its workload, placed on ``placement`` (per-job
-    terminal arrays; None for a stream, whose jobs are placed as they start: :meth:`FlowModel.place`)."""
+#: the non-minimal share of inter-group traffic the model routes per ``topology.routing`` (Valiant: all of it; the
+#: adaptive routings: None, chosen per phase by load, :attr:`FlowModel.adaptive`)
+NONMINIMAL_SHARE = {"minimal": 0.0, "nonminimal": 1.0, "adaptive": None, "prog-adaptive": None}
+
+
+def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rule: str = "weighted",
+               latency: bool = True) -> FlowModel:
+    """The :class:`FlowModel` of a scenario: every job's phases from its workload (:func:`workload_profile`), routed
+    with the scenario's link bandwidths, latencies, router delay, packet size and routing (``nonminimal``: the
+    non-minimal share, default :data:`NONMINIMAL_SHARE` of the routing: adaptive per phase for the adaptive
+    routings), placed on ``placement`` (per-job terminal
+    arrays; None for a stream, whose jobs are placed as they start: :meth:`FlowModel.place`)."""
     from .workloads import build_workload
 
     topo = scenario.build_topology()
-    model = FlowModel(Routes(topo, scenario.topology.bandwidth.as_tuple(), nonminimal), rule)
+    tc = scenario.topology
+    q = NONMINIMAL_SHARE[tc.routing] if nonminimal is None else float(nonminimal)
+    routes = Routes(topo, tc.bandwidth.as_tuple(), q or 0.0, latency_ns=tc.link_latency(),
+                    router_delay=tc.router_delay, packet_size=tc.packet_size)
+    model = FlowModel(routes, rule, latency, adaptive=q is None)
     for i, job in enumerate(scenario.jobs):
         wl = build_workload(job, i, scenario.seed, scenario=scenario)
         if getattr(wl, "background", False):
             if hasattr(wl, "msg_size") and hasattr(wl, "interval"):
                 model.set_background(i, job.ranks, wl.msg_size, wl.interval)
         else:
-            model.set_traffic(i, *traffic_phases(wl, job.iterations))
+            model.set_profile(i, workload_profile(wl, job.iterations))
         if placement is not None and placement[i] is not None and len(placement[i]):
             model.place(i, placement[i])
     return model

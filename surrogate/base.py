@@ -16,7 +16,8 @@ Shapes (R ranks of the job, L history length, Lg graph look-back, P router ports
     flow      float64 (L,)      the flow-level model's iteration time of this job (ns) beside the co-runners running
                                 when each history column's iteration started (NaN: unknown; only for models with
                                 ``needs_flow``, else None)
-    flow_now  float             the same beside the co-runners running now (None: unknown)
+    flow_now  float             the same beside the co-runners running now (None: unknown): the prediction before
+                                any truth, at a job's start (hybridsim.flow.FlowModel.iteration_time)
     ranks     int64   (R,)      job-local rank of each history row (None: 0 .. R-1)
 
 Models that transfer between scenarios (the pretrained surrogate) also read ``info``, a :class:`JobInfo`: what the job
@@ -259,8 +260,8 @@ class Surrogate(abc.ABC):
     #: how many past graphs ``predict`` wants (``Context.graphs`` has this many; 0 for history-only models)
     graph_lookback: int = 0
     #: whether ``predict`` reads ``Context.flow``/``flow_now``: the hybrid run then builds the flow-level interference
-    #: model of its jobs (``hybridsim.flow``: traffic matrices, routes, max-min shares) and records, for every
-    #: iteration, the job's modelled time beside the co-runners running when it starts
+    #: model of its jobs (``hybridsim.flow``: per-phase traffic and compute, routes, protocol latency, max-min shares)
+    #: and records, for every iteration, the job's modelled time beside the co-runners running when it starts
     needs_flow: ClassVar[bool] = False
     #: whether :meth:`fit` costs next to nothing (history models: closed form or no parameters): the hybrid loop then
     #: fits it on each warm-up iteration's history and scores its prediction of the iteration (the evidence a policy

@@ -52,8 +52,11 @@ def test_without_flow_inputs_it_is_last_or_mean_and_nan_rows_are_skipped():
 
 def test_registered_with_its_options_checked():
     m = create("flow", k=4, mode="ratio")
-    assert m.needs_flow and m.lookback == 4 and m.config() == {"k": 4, "mode": "ratio", "gain": 1.0}
-    assert create("flow").config() == {"k": 1, "mode": "ratio", "gain": 1.0}
+    assert m.needs_flow and m.lookback == 4 and m.config() == {"k": 4, "mode": "ratio", "gain": 1.0,
+                                                               "correction": "shipped"}
+    assert create("flow").config() == {"k": 1, "mode": "ratio", "gain": 1.0, "correction": "shipped"}
+    with pytest.raises(SurrogateError, match="flow correction"):
+        Flow(correction="/nonexistent/folder")
     with pytest.raises(SurrogateError, match="mode"):
         Flow(mode="product")
     with pytest.raises(SurrogateError, match="k must"):
@@ -67,7 +70,7 @@ jobs:
   - {name: a, ranks: 4, iterations: 6, workload: {kind: nearest_neighbor, dimension_sizes: [4], msg_size: 65536}}
   - {name: b, ranks: 4, iterations: 2, workload: {kind: nearest_neighbor, dimension_sizes: [4], msg_size: 65536}}
 placement: {policy: contiguous}
-surrogate: {model: flow}
+surrogate: {model: flow, config: {correction: none}}
 controller: {policy: periodic, params: {warmup: 1, ft: 4, truth: 1}}
 """
 
@@ -89,13 +92,15 @@ def test_the_controller_gives_the_model_its_co_runners_and_their_end():
     for r in range(4):
         ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, 1000.0), True)
     c = ctl._context(st, 1, np.arange(4))
+    # a's first truth became its demand as b's co-runner: the recorded value is the model's beside b with it
+    beside = ctl.flow.iteration_time(0, [1])
     assert c.flow_now == pytest.approx(alone)
-    assert c.flow[-1] == pytest.approx(beside)
+    assert c.flow[-1] == pytest.approx(beside) and beside > alone
     np.testing.assert_allclose(ctl.models[0].predict(c), 1000.0 * alone / beside)
 
 
 def test_history_models_do_not_build_the_flow_model():
-    sc = parse_scenario(TWO.replace("surrogate: {model: flow}", "surrogate: {model: last}"))
+    sc = parse_scenario(TWO.replace("surrogate: {model: flow, config: {correction: none}}", "surrogate: {model: last}"))
     ctl = build_controller(sc)
     assert ctl.corunner_feed.flow is None
     ctl.mode_for(0, 0)
