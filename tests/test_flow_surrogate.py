@@ -93,7 +93,7 @@ def test_the_controller_gives_the_model_its_co_runners_and_their_end():
         ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, 1000.0), True)
     c = ctl._context(st, 1, np.arange(4))
     # a's first truth became its demand as b's co-runner: the recorded value is the model's beside b with it
-    beside = ctl.flow.iteration_time(0, [1])
+    beside = ctl.corunner_feed.flow.iteration_time(0, [1])
     assert c.flow_now == pytest.approx(alone)
     assert c.flow[-1] == pytest.approx(beside) and beside > alone
     np.testing.assert_allclose(ctl.models[0].predict(c), 1000.0 * alone / beside)
