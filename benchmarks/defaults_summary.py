@@ -21,9 +21,10 @@ def rows(bench_dir: str) -> list[str]:
     pures = b.get("pures") or {str(b["runs"][0]["seed"]): b["pure"]}
     by = {}
     for r in b["runs"]:
-        by.setdefault((r["surrogate_spec"].split(":")[0], r.get("sweep")), []).append(r)
+        by.setdefault((r["surrogate_spec"].split(":")[0], r.get("sweep"),
+                       ",".join(f"{k}={v}" for k, v in sorted((r.get("params") or {}).items()))), []).append(r)
     out = []
-    for (spec, sweep), rs in by.items():
+    for (spec, sweep, params), rs in by.items():
         ev = statistics.median(r["theoretical_speedup"] for r in rs)
         cpu = statistics.median(r["cpu_speedup"] for r in rs if r.get("cpu_speedup") is not None)
         stream = "max_run_time_error_pct" in rs[0]
@@ -35,7 +36,8 @@ def rows(bench_dir: str) -> list[str]:
         cov = f"{within}/{jobs} ({within / jobs:.0%})" if jobs else "-"
         truth = sum(1 for r in rs if r.get("runs_truth"))
         pure_cpu = statistics.median(p["cpu_s"] for p in pures.values() if p.get("cpu_s") is not None)
-        out.append(f"| {b['scenario']} | {spec}{'' if sweep is None else f' ({sweep})'} | {len(rs)} | "
+        label = spec + ("" if sweep is None else f" ({sweep})") + (f" [{params}]" if params else "")
+        out.append(f"| {b['scenario']} | {label} | {len(rs)} | "
                    f"{pure_cpu:.2f} | {ev:.2f} | {cpu:.2f} | {statistics.mean(worst):.2f} / {max(worst):.2f} | "
                    f"{cov} | {truth} |")
     return out

@@ -540,7 +540,8 @@ class Confident(Aligned):
     plans_ahead = False   # its gaps follow the windows' measured errors: a dry run holds them at min_ft
 
     def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
-                 probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3):
+                 probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3,
+                 clean: bool = True):
         if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
                 or not 0 < float(target_error) < 100:
             raise ValueError(f"target_error must be a number of percent in (0, 100), got {target_error!r}")
@@ -553,6 +554,7 @@ class Confident(Aligned):
         self.probe = _check_int("probe", probe, 3)
         self.max_warmup = _check_int("max_warmup", max_warmup, 1)
         self.extra = _check_int("extra", extra, 0)
+        self.clean = bool(clean)
         self.joined = None   # virtual time every job had joined the current window (None: not yet)
 
     # ------------------------------------------------------------------------------------------------ the bound
@@ -611,7 +613,7 @@ class Confident(Aligned):
     def _fold(self, view: JobView, js: _ConfSlot) -> None:
         """Fold the job's new signed shadow errors on clean iterations into its window scores (contiguous iterations
         are one window); a controller that keeps no edge marks gives them all."""
-        errs = getattr(view, "clean_signed_errors", None)
+        errs = getattr(view, "clean_signed_errors", None) if self.clean else None
         if errs is None:
             errs = view.signed_errors
         for k in range(js.seen, len(errs)):
@@ -710,7 +712,7 @@ class Confident(Aligned):
             if js.clean_from is None and self.joined is not None:
                 js.clean_from = view.iteration
             ran = view.iteration - js.first
-            js.done = ran >= self.truth + self.extra or (
+            js.done = ran >= self.truth + self.extra or (not self.clean and ran >= self.truth) or (
                 js.clean_from is not None and view.iteration - js.clean_from >= self.truth)
         if all(s.done or self._finishing(s) for s in self.jobs.values()):
             self._close(now)

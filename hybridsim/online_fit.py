@@ -104,7 +104,8 @@ class OnlineFit:
             bad = None
         if bad is not None and not bad.any():
             jt = job_time(st.truth[:, it])
-            st.clean_signed.append((it, (job_time(y) - jt) / jt * 100.0))
+            st.signed.append((it, (job_time(y) - jt) / jt * 100.0))
+            st.clean_signed.append(st.signed[-1])
         self.wall["inference"] += time.perf_counter() - t0
 
     def _backtest(self, st: JobState, upto: int) -> None:
