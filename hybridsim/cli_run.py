@@ -98,7 +98,11 @@ def _parse_policy(spec: str) -> tuple[str, dict]:
             k, eq, v = kv.partition("=")
             if not eq:
                 raise CliError(f"--policy {spec!r}: expected key=value after ':', got {kv!r}")
-            params[k.strip()] = yaml.safe_load(v)
+            try:
+                params[k.strip()] = yaml.safe_load(v)
+            except yaml.YAMLError as exc:
+                raise CliError(f"--policy {spec!r}: the value of {k.strip()!r} is not a YAML scalar: "
+                               f"{str(exc).splitlines()[0]}") from None
     return name, params
 
 
