@@ -476,6 +476,11 @@ class Limits(_Model):
                                                                    "workload parameters")
     max_packets_per_message: StrictInt = Field(65_536, ge=1, description="ceil(message size / packet_size)")
     max_samples: StrictInt = Field(20_000_000, ge=1, description="port samples of a run: windows x ports")
+    max_offered_load: float = Field(1.0, gt=0, le=1e6, description="what a background (uniform_random) rank "
+                                    "offers, msg_size / interval, as a fraction of its terminal link's bandwidth: "
+                                    "above 1 its injection queue grows for as long as it runs")
+    max_queued_packets: StrictInt = Field(4_000_000, ge=1, description="packets waiting in the network at once "
+                                          "(injection queues and buffers), checked as the engine runs: memory")
     deadline: Optional[float] = Field(None, gt=0, description="wall-clock seconds; a run still going then fails "
                                                               "with reason 'deadline' (default: none)")
 
@@ -575,6 +580,10 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
             out.append((("jobs", i, "workload", c.message_field),
                         f"{c.max_message} B = {npk} packets of {ps} B per message (set by {c.message_field}), over "
                         f"limits.max_packets_per_message = {lim.max_packets_per_message}"))
+        elif npk > lim.max_queued_packets:
+            out.append((("jobs", i, "workload", c.message_field),
+                        f"{c.max_message} B = {npk} packets of {ps} B per message (set by {c.message_field}): one "
+                        f"message alone is over limits.max_queued_packets = {lim.max_queued_packets}"))
     for name, attr, what in (("max_ops", "ops", "MPI ops the generators build"),
                              ("max_packets", "packets", "packets the jobs send")):
         per_job = [(i, j.ranks * j.iterations * getattr(c, attr)) for i, (j, c) in enumerate(zip(sc.jobs, costs))
@@ -585,6 +594,7 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
             out.append((("jobs", big, "workload"), f"about {total:.3g} {what} (ranks x iterations x "
                                                    f"{getattr(costs[big], attr):.3g} per rank-iteration for job "
                                                    f"{sc.jobs[big].name!r}), over limits.{name} = {getattr(lim, name)}"))
+    out += offered_load_problems(sc)
     lb, longest = _lower_bound_ns(sc, costs)
     if lb > MAX_VIRTUAL_TIME:
         out.append((("jobs", longest), f"job {sc.jobs[longest].name!r} runs until at least {lb:.3g} ns (arrival and "
@@ -609,6 +619,31 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
                     f"CODES pre-allocates sample_count = {sc.backend.codes.sample_count} samples per LP: x "
                     f"{topo.n_ports} ports = {sc.backend.codes.sample_count * topo.n_ports:.3g}, over "
                     f"limits.max_samples = {lim.max_samples}"))
+    return out
+
+
+def offered_load_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
+    """(field path, message) for each background job whose ranks offer more than their terminal link carries:
+    ``msg_size`` B every ``interval`` ns against ``topology.bandwidth.terminal`` (GiB/s), over
+    ``limits.max_offered_load``. Every rank injects through its own terminal link, so no placement changes this."""
+    from hybridsim_common.units import GIB
+
+    out = []
+    cap = sc.topology.bandwidth.terminal * GIB / 1e9  # B/ns
+    for i, j in enumerate(sc.jobs):
+        w = j.workload
+        if not isinstance(w, UniformRandomWorkload) or j.ranks < 2:
+            continue
+        offered = w.msg_size / w.interval  # B/ns per rank
+        load = offered / cap
+        if load > sc.limits.max_offered_load:
+            need = w.msg_size / (cap * sc.limits.max_offered_load)
+            out.append((("jobs", i, "workload", "interval"),
+                        f"background job {j.name!r} offers {w.msg_size} B every {w.interval:g} ns per rank = "
+                        f"{offered:.4g} B/ns ({offered * 1e9 / GIB:.4g} GiB/s), {load:.3g} x the "
+                        f"{sc.topology.bandwidth.terminal:g} GiB/s ({cap:.4g} B/ns) its terminal link carries, over "
+                        f"limits.max_offered_load = {sc.limits.max_offered_load:g}: its injection queues would grow "
+                        f"without bound; set interval >= {need:.4g} ns or a smaller msg_size"))
     return out
 
 

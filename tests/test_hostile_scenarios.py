@@ -357,7 +357,7 @@ def test_deadline_fails_the_run(tmp_path, capsys):
     # background traffic for a long virtual time: far more than a second of wall clock
     p = tmp_path / "s.yaml"
     p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
-                 "jobs:\n  - {name: bg, ranks: 72, workload: {kind: uniform_random, interval: 500}}\n"
+                 "jobs:\n  - {name: bg, ranks: 72, workload: {kind: uniform_random, interval: 1000}}\n"
                  "backend: {embedded: {end_time: 1.0e9, progress: false}}\nsampling: {ports: false}\n")
     out = _runs_dir(tmp_path)
     t0 = time.perf_counter()
