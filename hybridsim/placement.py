@@ -20,8 +20,10 @@ class PlacementError(ValueError):
 def read_alloc_file(path: str | Path) -> list[list[int]]:
     """CODES allocation file: line j = whitespace-separated terminal ids of job j's ranks (rank order)."""
     out = []
+    from hybridsim_common.files import open_regular
+
     try:
-        fh = open(path, "rb")
+        fh = open_regular(path)  # a FIFO or a device is refused, not waited on
     except OSError as exc:
         raise PlacementError(f"{path}: cannot read: {exc.strerror or exc}") from None
     with fh:

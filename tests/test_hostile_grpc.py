@@ -356,7 +356,8 @@ def test_five_line_lammps_is_refused_before_a_slot_is_taken():
         assert "jobs.0.workload.num_x_replicas" in msg and "max_packets_per_message" in msg
         assert time.monotonic() - t0 < 10 and _active_runs(stub) == 0
         # nor can the scenario lift the limit itself
-        code, msg, _ = run(stub, LAMMPS_1E6 + "limits: {max_packets_per_message: 100000000}\n", timeout=20)
+        code, msg, _ = run(stub, LAMMPS_1E6 + "limits: {max_packets_per_message: 100000000, "
+                                              "max_queued_packets: 100000000}\n", timeout=20)
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "limits.max_packets_per_message: 100000000" in msg, msg
 
 
