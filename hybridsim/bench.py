@@ -465,8 +465,8 @@ def preflight(scenario, *, policies=None, sweep_ft=None, surrogates=None, seeds:
     except ScenarioError as exc:
         raise BenchOptionError(str(exc)) from None
     cls = backend_class(backend_kind) if backend_kind is not None else None
-    if cls is not None and scenario.is_stream and cls.no_streams is not None:
-        raise BenchOptionError(f"backend {backend_kind}: {cls.no_streams}")
+    if cls is not None and (refusal := cls.run_refusal(scenario)) is not None:
+        raise BenchOptionError(f"backend {backend_kind}: {refusal}")
     for pol, params, _sweep, option in bench_cases(scenario, policies, sweep_ft):
         try:
             load_policy(pol, params)

@@ -46,6 +46,9 @@ MAX_CYCLES = 1e15                               # CPU cycles per compute phase
 #: the latest virtual time a run may reach, ns (~104 days): below 2^53 ns a float64 time still moves by 1 ns, the
 #: smallest step of the model (a background message interval); past it time would stand still while events go on
 MAX_VIRTUAL_TIME = float(2**53)
+#: the largest count the compiled engine core holds per port, VC buffer or packet (C++ int32): packets per buffer,
+#: bytes per packet, port VCs and terminals of the topology stay within it
+MAX_CORE_INT32 = 2**31 - 1
 
 
 # ---------------------------------------------------------------------------------------------------------- topology
@@ -107,7 +110,7 @@ class Topology(_Model):
                                              description="ns; null = 8 B at the local bandwidth (CODES)")
     vc_buffer: VcBuffer = Field(default_factory=VcBuffer)
     num_vcs: StrictInt = Field(4, ge=1, le=16)
-    packet_size: StrictInt = Field(4096, ge=MIN_PACKET_SIZE)
+    packet_size: StrictInt = Field(4096, ge=MIN_PACKET_SIZE, le=2**30)
     routing: Literal["minimal", "nonminimal", "adaptive", "prog-adaptive"] = "prog-adaptive"
     global_arrangement: Literal["codes"] = "codes"
     connections: Optional[Connections] = None
@@ -120,6 +123,12 @@ class Topology(_Model):
                  if size < self.packet_size]
         if small:
             raise ValueError(f"VC buffer smaller than one packet ({self.packet_size} B): {', '.join(small)}")
+        big = [f"{name} ({size} B = {size // self.packet_size} packets)" for name, size in
+               (("local", self.vc_buffer.local), ("global", self.vc_buffer.global_),
+                ("terminal", self.vc_buffer.terminal)) if size // self.packet_size > MAX_CORE_INT32]
+        if big:
+            raise ValueError(f"VC buffer of more than {MAX_CORE_INT32} packets of {self.packet_size} B, what the "
+                             f"engine counts per buffer: {', '.join(big)}")
         if self.routing != "minimal" and self.num_vcs < 4:
             raise ValueError(f"routing {self.routing!r} needs num_vcs >= 4 for deadlock freedom (got {self.num_vcs})")
         if self.routing == "minimal" and self.num_vcs < 3:
@@ -561,6 +570,10 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
                                    f"routers x {topo.terminals_per_router}) exceed limits.max_nodes = {lim.max_nodes}"))
     if topo.n_ports > lim.max_ports:
         out.append((("topology",), f"{topo.n_ports} router ports exceed limits.max_ports = {lim.max_ports}"))
+    if not out and (topo.n_ports * topo.num_vcs > MAX_CORE_INT32 or topo.n_terminals > MAX_CORE_INT32):
+        out.append((("topology",), f"{topo.n_terminals} terminals and {topo.n_ports} ports x {topo.num_vcs} VCs = "
+                                   f"{topo.n_ports * topo.num_vcs} port VCs: the engine indexes at most "
+                                   f"{MAX_CORE_INT32} of each, whatever limits.max_nodes and max_ports allow"))
     if out:  # the jobs' estimates below assume a machine of sane size
         return out
     work = [(i, j.ranks * j.iterations) for i, j in enumerate(sc.jobs) if j.iterations is not None]
@@ -614,6 +627,11 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
         out.append((("surrogate", "lookback"), f"a look-back of {sc.surrogate.lookback} iterations is longer than "
                                                f"the longest job ({longest_job} iterations): it can never fill, and "
                                                "the hybrid loop would allocate it per rank"))
+    emb = sc.backend.embedded
+    if sc.backend.kind != "codes" and all(j.is_background for j in sc.jobs) and emb.end_time is None and \
+            emb.max_events is None:
+        out.append((("jobs",), "only background jobs, which run until every other job has ended: set "
+                               "backend.embedded.end_time (or max_events) to end the run"))
     if sc.backend.kind == "codes" and sc.backend.codes.sample_count * topo.n_ports > lim.max_samples:
         out.append((("backend", "codes", "sample_count"),
                     f"CODES pre-allocates sample_count = {sc.backend.codes.sample_count} samples per LP: x "

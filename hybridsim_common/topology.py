@@ -100,7 +100,7 @@ def _round_robin_global_links(shape: DragonflyShape) -> list[tuple[int, int]]:
     return out
 
 
-def _read_records(path: str | Path, max_bytes: int | None) -> np.ndarray:
+def _read_records(path: str | Path, max_bytes: int | None, what: str) -> np.ndarray:
     """The int32 words of a connection file: a regular file only (a FIFO or a device is refused, not waited on), at
     most ``max_bytes`` (what the topology can hold)."""
     from .files import read_bytes
@@ -108,12 +108,13 @@ def _read_records(path: str | Path, max_bytes: int | None) -> np.ndarray:
     try:
         return np.frombuffer(read_bytes(path, max_bytes if max_bytes is not None else 1 << 30), dtype="<i4")
     except OSError as exc:
-        raise TopologyError(f"{path}: {exc.strerror or exc}") from None
+        raise TopologyError(f"{what} {path}: {exc.strerror or exc}"
+                            + (" (more links than the topology has)" if max_bytes is not None else "")) from None
 
 
 def read_intra_file(path: str | Path, max_bytes: int | None = None) -> np.ndarray:
     """CODES intra-group connection file: binary little-endian ``int32 {src, dest, type}`` records."""
-    raw = _read_records(path, max_bytes)
+    raw = _read_records(path, max_bytes, "intra-group file")
     if raw.size % 3:
         raise TopologyError(f"{path}: size {raw.size * 4} B is not a multiple of 12 (int src, dest, type records)")
     return raw.reshape(-1, 3)
@@ -121,7 +122,7 @@ def read_intra_file(path: str | Path, max_bytes: int | None = None) -> np.ndarra
 
 def read_inter_file(path: str | Path, max_bytes: int | None = None) -> np.ndarray:
     """CODES inter-group connection file: binary little-endian ``int32 {src, dest}`` records (global router ids)."""
-    raw = _read_records(path, max_bytes)
+    raw = _read_records(path, max_bytes, "inter-group file")
     if raw.size % 2:
         raise TopologyError(f"{path}: size {raw.size * 4} B is not a multiple of 8 (int src, dest records)")
     return raw.reshape(-1, 2)
