@@ -120,6 +120,7 @@ def place_jobs(scenario, topo: Dragonfly) -> list[np.ndarray]:
         path = scenario.resolve(pl.file)
         source = str(path)
         if not path.is_file():
-            raise PlacementError(f"allocation file not found: {path}")
+            raise PlacementError(f"allocation file not found: {path}" if not path.exists() else
+                                 f"allocation file {path}: not a regular file; only regular files are read")
         alloc = read_alloc_file(path)
     return place(pl.policy, [j.ranks for j in scenario.jobs], topo, scenario.placement_seed, alloc, source)

@@ -172,7 +172,8 @@ class Topology(_Model):
             intra, inter = base_dir / intra, base_dir / inter
         for p in (intra, inter):
             if not Path(p).is_file():
-                raise TopologyError(f"connection file not found: {p}")
+                raise TopologyError(f"connection file not found: {p}" if not Path(p).exists() else
+                                    f"connection file {p}: not a regular file; only regular files are read")
         return Dragonfly.from_codes_files(self.shape, intra, inter)
 
 
