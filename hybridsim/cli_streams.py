@@ -221,6 +221,12 @@ def cmd_scenario_from_swf(args) -> int:
     for line in notes[1:2] + notes[-4:]:
         if line.startswith(("time:", "run times:", "dry run")) or "cannot fit" in line:
             print(f"  {line}")
+    from hybridsim_common.yamlio import YamlLimits
+
+    size, cap = out.stat().st_size, YamlLimits().max_bytes
+    if size > cap:  # the readers' default bound on a scenario's text: say how to read this one
+        print(f"  note: {out} is {size:,} bytes, over the {cap:,} a scenario file may have by default: give "
+              f"--limit yaml_bytes={size} to validate, run or schedule", file=sys.stderr)
     return EXIT_OK
 
 
@@ -233,7 +239,7 @@ def cmd_schedule(args) -> int:
 
     from .queues import QueuePolicyError, queue_policy
     from hybridsim_common.rundir import RunDir, RunDirError
-    from .scenario import ScenarioError, load_scenario
+    from .scenario import ScenarioError, load_scenario, parse_limit_args
     from .schedule import from_scenario, from_trace, run_schedule, summarise, write_schedule
     from .scheduler import SchedulerError
     from .swf import SwfError, read_swf
@@ -247,7 +253,7 @@ def cmd_schedule(args) -> int:
     is_scenario = src.suffix.lower() in (".yaml", ".yml")
     try:
         if is_scenario:
-            sc = load_scenario(src)
+            sc = load_scenario(src, limits=parse_limit_args(args.limit))
             inp = from_scenario(sc, args.nodes)
             queue = args.queue or (sc.scheduler.queue if sc.is_stream else "fcfs")
             header = []
@@ -313,6 +319,9 @@ def register(sub) -> None:
                    help="end a job at its walltime when its run time is longer (a batch system's limit)")
     p.add_argument("--tau", type=float, default=10.0, metavar="SECONDS", help="bounded-slowdown floor (10 s)")
     p.add_argument("--plot", action="store_true", help="also draw gantt.png and utilisation.png")
+    from .cli_run import add_limit_argument
+
+    add_limit_argument(p)
     p.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("scenario-from-swf",
