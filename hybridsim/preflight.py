@@ -71,6 +71,16 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
         loc = ("surrogate", "config", key) if key in sec.config else \
             ("surrogate", "config") if sec.config and key is None else ("surrogate", "model")
         problem(loc, str(exc))
+        return out
+    from surrogate.base import Surrogate
+
+    if mcls.check_run is not Surrogate.check_run:  # a model tied to one run (the oracle) judges this scenario now
+        from .scenario import scenario_to_dict
+
+        try:
+            mcls(**{**options, **sec.config}).check_run(scenario_to_dict(scenario))
+        except SurrogateError as exc:
+            problem(("surrogate", "model"), str(exc))
     return out
 
 
