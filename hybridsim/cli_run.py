@@ -13,6 +13,7 @@ def add_limit_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", action="append", metavar="NAME=VALUE",
                    help="raise or lower a scenario limit (repeatable; overrides the file's limits: section): "
                         "max_nodes, max_ports, max_rank_iterations, max_ops, max_packets, max_packets_per_message, "
+                        "max_offered_load, max_queued_packets, "
                         "max_samples, deadline (wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
 
 
