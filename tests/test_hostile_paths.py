@@ -124,3 +124,15 @@ def test_text_lines_bounds():
             read_bytes(q, 10)
         with pytest.raises(FileRefused, match="a folder"):
             read_bytes(d, 10)
+
+
+def test_schedule_takes_the_limit_its_message_names(tmp_path, capsys):
+    """Issue 35, item 10: schedule said "raise it with --limit yaml_bytes=N" and had no --limit."""
+    from hybridsim.cli import main
+
+    sc = tmp_path / "s.yaml"
+    sc.write_text(TOPO % "" + "scheduler: {queue: fcfs}\n" + JOB)
+    assert main(["schedule", str(sc), "-o", str(tmp_path / "o"), "--limit", "yaml_bytes=100"]) == 2
+    err = capsys.readouterr().err
+    assert "larger than 100 bytes" in err and "--limit yaml_bytes=N" in err, err
+    assert main(["schedule", str(sc), "-o", str(tmp_path / "o"), "--limit", f"yaml_bytes={10**6}"]) == 0
