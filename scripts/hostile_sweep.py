@@ -250,7 +250,10 @@ def run_case(case: Case, root: Path, timeout: float, memory_gb: float) -> tuple[
     d.mkdir(parents=True)
     for name, content in case.files.items():
         if callable(content):
-            content(d)
+            try:
+                content(d)
+            except (OSError, subprocess.CalledProcessError, ImportError) as exc:  # the code under test failed it
+                return "other", f"setting the case up failed: {exc}"[:200], 0.0
             continue
         p = d / name
         p.parent.mkdir(parents=True, exist_ok=True)
