@@ -15,7 +15,8 @@ Wire protocol (ZeroMQ REQ/REP; CODES connects to ``$ZMQML_ENDPOINT``, default ``
 Files: ``save-model`` / ``load-model`` / ``load-records-csv`` only touch paths inside the folders the operator
 allowed (``allowed_dirs``, ``hybridsim serve --allow-dir``); any other path gets one fixed refusal. ``save-model``
 never overwrites an existing path (as the gRPC surrogate's ``Save``). Beyond :class:`DirectorLimits`' client and
-record limits the least recently used clients are evicted, so a flood of client ids never locks others out.
+record limits clients are evicted, least recently used first among those seen in one request only (then among all),
+so a flood of client ids never locks others out and cannot evict a client that keeps coming back.
 
 Requests:
 
@@ -248,6 +249,8 @@ def make_model(spec: str | None = None, **options):
 @dataclass
 class ClientState:
     records: array = field(default_factory=lambda: array("d"))
+    #: requests that used this client (records sent, predictions asked): a client used once is on probation
+    uses: int = 0
 
 
 class FileAccessRefused(DirectorError):
@@ -315,13 +318,21 @@ class IterationTimeService:
         return p
 
     def _touch(self, client: int) -> None:
-        """Mark ``client`` as the most recently used."""
-        if client in self.clients:
+        """Mark ``client`` as the most recently used, and count the use."""
+        st = self.clients.get(client)
+        if st is not None:
             self.clients.move_to_end(client)
+            st.uses += 1
 
     def _evict(self, keep: int) -> None:
-        """Drop the least recently used client other than ``keep`` (its records, its fitted mark)."""
-        victim = next(c for c in self.clients if c != keep)
+        """Drop a client other than ``keep`` (its records, its fitted mark): the least recently used of those seen
+        in one request only (on probation), else the least recently used of all. A client that came back (a CODES
+        rank sends records every iteration and asks for predictions) is evicted only once no one-shot client is
+        left, so a flood of new client ids churns among itself and cannot evict an active client's records (a
+        segmented LRU, as caches use against scans)."""
+        victim = next((c for c, st in self.clients.items() if c != keep and st.uses < 2), None)
+        if victim is None:
+            victim = next(c for c in self.clients if c != keep)
         st = self.clients.pop(victim)
         self.n_records -= len(st.records)
         self.fitted_clients.discard(victim)

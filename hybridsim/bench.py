@@ -47,8 +47,9 @@ With ``seeds`` (``--seeds N``) every run is repeated for the scenario's seed + 0
 traffic change) and each surrogate is compared with each baseline (default LAST and MEAN) seed by seed: the mean of
 the paired differences of an error figure and its 95 % t-interval (``paired``).
 
-Over 600 lines: the bench's metrics are defined here beside the loop that runs and judges the cases, so a figure and
-its definition stay together; its tables live in hybridsim/bench_table.py.
+Over 600 lines: the bench's metrics are defined here beside the loop that runs and judges the cases and the
+:func:`preflight` that checks every bench option before the first run, so a figure and its definition stay together
+and the case list is stated once; its tables live in hybridsim/bench_table.py.
 """
 
 from __future__ import annotations
@@ -364,19 +365,11 @@ def run_bench(scenario, outdir: Path, *, policies: list[tuple[str, dict]] | None
     process). ``oracle`` without a run answers with the bench's pure run. ``seeds`` > 1: all of it for the scenario's
     seed + 0 .. seeds-1, run directories prefixed ``seed<S>-``, the ``baselines`` (default :data:`BASELINES`) added to
     the surrogates, and ``paired`` comparisons (:func:`paired`). ``backend_factory(scenario)`` replaces the
-    scenario's backend (tests)."""
+    scenario's backend (tests). Every option is checked by :func:`preflight` before anything runs or is written."""
     seeds = int(seeds)
-    if seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {seeds}")
-    if seeds > 1 and pure_dir is not None:
-        raise ValueError("--pure judges against one pure run, of one seed; --seeds needs a pure run per seed")
-    if seeds > 1:
-        surrogates = list(surrogates or [scenario.surrogate.model])
-        surrogates += [b for b in (baselines or BASELINES) if b not in surrogates]
-    for spec in surrogates or []:  # a bad spec fails before the pure run, not after it
-        if not own_pure_oracle(spec):
-            with_surrogate(scenario, spec)
-    refuse_early(scenario, policies, sweep_ft, backend_factory)  # before any run: what no hybrid run can honour
+    surrogates = preflight(scenario, policies=policies, sweep_ft=sweep_ft, surrogates=surrogates, seeds=seeds,
+                           baselines=baselines, pure_dir=pure_dir, backend_kind=None if backend_factory else
+                           scenario.backend.kind)
     if pure_dir is not None:
         check_not_input(outdir, pure_dir)
     pure = None if pure_dir is None else read_pure_run(scenario, pure_dir)
@@ -434,30 +427,6 @@ def sweep_policy_of(scenario) -> str:
     return scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
 
 
-def refuse_early(scenario, policies, sweep_ft, backend_factory=None) -> None:
-    """Raise the :class:`~hybridsim.scenario.ScenarioError` the first hybrid run of the bench would raise, before the
-    pure run: a policy case the backend cannot honour (``Backend.hybrid_refusal``: on CODES, a policy that cannot
-    plan ahead, optimistic synch, a stand-in the CODES build lacks). A ``backend_factory``'s backends (tests) are
-    asked by their runs, as the runner does."""
-    from .runner import backend_class
-
-    if backend_factory is not None:
-        return
-    cls = backend_class(scenario.backend.kind)
-    seen = set()
-    for pol, params, _ in policy_cases(scenario, policies, sweep_ft):
-        key = (pol, repr(sorted(params.items())))
-        if key in seen:
-            continue
-        seen.add(key)
-        sc = _with_policy(scenario, pol, params)
-        refusal = cls.hybrid_refusal(sc)
-        if refusal is not None:
-            case = f"{pol} {params}" if params else pol
-            raise sc.error(("backend",), f"hybrid mode refused (bench case: policy {case}), before any run: "
-                                         f"{refusal}")
-
-
 def bench_cases(scenario, policies, sweep_ft, surrogates) -> tuple[list[tuple], str]:
     """The hybrid runs of a bench of ``scenario``, as (policy, params, sweep point or None, surrogate spec or None),
     in run order, and the policy the Ft sweep varies."""
@@ -484,6 +453,94 @@ def count_runs(scenario, policies, sweep_ft, surrogates, seeds: int, pure_given:
 
     per_seed = (0 if pure_given else 1) + int(backend_class(scenario.backend.kind).runs_policy)
     return seeds * (per_seed + len(bench_cases(scenario, policies, sweep_ft, surrogates)[0]))
+
+
+#: the most seeds one bench runs: each seed is a pure run plus every hybrid run (a paired 95 % interval is already
+#: tight at 30 pairs); more is refused before the first run
+MAX_SEEDS = 100
+
+
+class BenchOptionError(ValueError):
+    """A ``bench`` option that cannot run (its message names the option), found by :func:`preflight` before the pure
+    run."""
+
+
+def option_cases(scenario, policies, sweep_ft) -> list[tuple[str, dict, object, str]]:
+    """(policy, params, sweep mark, the option it came from) for every hybrid case of a bench, in run order."""
+    cases = ([(pol, params, None, f"--policy {pol}" + (":" + ",".join(f"{k}={v}" for k, v in params.items())
+                                                        if params else "")) for pol, params in policies]
+             if policies is not None else
+             [(scenario.controller.policy, scenario.controller.params, None, "the scenario's controller section")])
+    # the Ft sweep varies the scenario's own policy when it has an ``ft`` (periodic, aligned), else periodic's; its far
+    # end is zero-shot: the warm-up-only policy with the sweep's warm-up
+    sweep_policy = scenario.controller.policy if scenario.controller.policy in SWEEPABLE else "periodic"
+    base_params = dict(scenario.controller.params) if scenario.controller.policy == sweep_policy else {}
+    for ft in sweep_ft or []:
+        cases.append((sweep_policy, {**base_params, "ft": ft}, ft, f"--sweep-ft {ft}"))
+    if sweep_ft:
+        warmup = base_params.get("warmup", 1)  # a bad value is left for the policy's own check to name
+        warmup = int(warmup) if isinstance(warmup, float) and warmup.is_integer() else warmup
+        cases.append(("surrogate", {"warmup": warmup}, "zero-shot",
+                      "--sweep-ft (its zero-shot end, controller.params.warmup)"))
+    return cases
+
+
+def preflight(scenario, *, policies=None, sweep_ft=None, surrogates=None, seeds: int = 1, baselines=None,
+              pure_dir=None, backend_kind: str | None = None) -> list[str] | None:
+    """Check every option of a bench before anything runs: ``seeds`` (1 .. :data:`MAX_SEEDS`, not with ``pure_dir``),
+    every surrogate and baseline spec, every policy case (``--policy``, each ``--sweep-ft`` value and the zero-shot
+    end) against every surrogate (the policy constructs with its parameters; the surrogate settings pass
+    :func:`~hybridsim.preflight.check_hybrid`), the scenario's plug-ins, and the refusals of the backend
+    ``backend_kind`` (hybrid mode, job streams; ``None``: a test's stand-in backend). Returns the surrogates the runs
+    use (``seeds`` > 1 adds the baselines); raises :class:`BenchOptionError` naming the option."""
+    from controllers import PolicyError, load_policy
+
+    from .preflight import check_hybrid, check_plugins
+    from .runner import backend_class
+    from .scenario import ScenarioError
+    from surrogate.base import SurrogateError
+
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
+        raise BenchOptionError(f"--seeds {seeds}: expected a whole number from 1 to {MAX_SEEDS} (each seed is a pure "
+                               "run plus every hybrid run)")
+    if seeds > 1 and pure_dir is not None:
+        raise BenchOptionError("--pure judges against one pure run, of one seed; --seeds needs a pure run per seed")
+    for ft in sweep_ft or []:
+        if isinstance(ft, bool) or not isinstance(ft, int) or ft < 1:
+            raise BenchOptionError(f"--sweep-ft: every Ft must be a whole number of iterations >= 1, got {ft!r}")
+    if seeds > 1:
+        surrogates = list(surrogates or [scenario.surrogate.model])
+        surrogates += [b for b in (baselines or BASELINES) if b not in surrogates]
+    specs = {}
+    for spec in surrogates or [None]:
+        try:
+            specs[spec] = scenario if spec is None or own_pure_oracle(spec) else with_surrogate(scenario, spec)
+        except SurrogateError as exc:
+            what = "--baseline" if spec in (baselines or BASELINES) and seeds > 1 else "--surrogate"
+            raise BenchOptionError(f"{what} {spec}: {exc}") from None
+    try:
+        check_plugins(scenario)
+    except ScenarioError as exc:
+        raise BenchOptionError(str(exc)) from None
+    cls = backend_class(backend_kind) if backend_kind is not None else None
+    if cls is not None and (refusal := cls.run_refusal(scenario)) is not None:
+        raise BenchOptionError(f"backend {backend_kind}: {refusal}")
+    for pol, params, _sweep, option in option_cases(scenario, policies, sweep_ft):
+        try:
+            load_policy(pol, params)
+        except PolicyError as exc:
+            raise BenchOptionError(f"{option}: {exc}") from None
+        for spec, base in specs.items():
+            sc = _with_policy(base, pol, params)
+            refusal = cls.hybrid_refusal(sc) if cls is not None else None
+            if refusal is not None:
+                raise BenchOptionError(f"{option}: backend {backend_kind} refuses hybrid mode: {refusal}")
+            try:
+                check_hybrid(sc)
+            except ScenarioError as exc:
+                raise BenchOptionError(f"{option}" + (f" with --surrogate {spec}" if spec else "") + f": {exc}") \
+                    from None
+    return surrogates
 
 
 def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,

@@ -84,6 +84,7 @@ def cmd_validate(args) -> int:
         try:
             sc = load_scenario(f, limits=limits)
             check_hybrid(sc)
+            _check_backend(sc)
         except ScenarioError as exc:
             bad += 1
             print(str(exc), file=sys.stderr)
@@ -116,6 +117,20 @@ def _estimate_notes(path, scenario) -> None:
         print(f"{path}: warning: the run needs about {longest / 3600:.1f} h of CPU (pure {hours(est.cpu_s)}, hybrid "
               f"at best {hours(est.hybrid_cpu_s)}); try fewer iterations or jobs, or a smaller machine, first",
               file=sys.stderr)
+
+
+def _check_backend(scenario) -> None:
+    """What the scenario's backend refuses in every mode (a job stream on a backend without streams), as ``run`` will
+    (:meth:`~hybridsim_common.backend.Backend.run_refusal`)."""
+    from .runner import RunError, backend_class
+
+    try:
+        cls = backend_class(scenario.backend.kind)
+    except RunError as exc:
+        raise scenario.error(("backend", "kind"), str(exc)) from None
+    refusal = cls.run_refusal(scenario)
+    if refusal is not None:
+        raise scenario.error(("scheduler",) if scenario.is_stream else ("backend",), refusal)
 
 
 def _backend_notes(path, scenario) -> None:

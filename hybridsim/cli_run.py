@@ -13,6 +13,7 @@ def add_limit_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", action="append", metavar="NAME=VALUE",
                    help="raise or lower a scenario limit (repeatable; overrides the file's limits: section): "
                         "max_nodes, max_ports, max_rank_iterations, max_ops, max_packets, max_packets_per_message, "
+                        "max_offered_load, max_queued_packets, "
                         "max_samples, deadline (wall-clock s), yaml_bytes, yaml_depth, yaml_nodes")
 
 
@@ -98,7 +99,11 @@ def _parse_policy(spec: str) -> tuple[str, dict]:
             k, eq, v = kv.partition("=")
             if not eq:
                 raise CliError(f"--policy {spec!r}: expected key=value after ':', got {kv!r}")
-            params[k.strip()] = yaml.safe_load(v)
+            try:
+                params[k.strip()] = yaml.safe_load(v)
+            except yaml.YAMLError as exc:
+                raise CliError(f"--policy {spec!r}: the value of {k.strip()!r} is not a YAML scalar: "
+                               f"{str(exc).splitlines()[0]}") from None
     return name, params
 
 

@@ -229,6 +229,12 @@ def cmd_scenario_from_swf(args) -> int:
     for line in notes[1:2] + [n for n in notes if n.startswith("time-scale trade-off")] + notes[-4:]:
         if line.startswith(("time:", "run times:", "dry run", "time-scale trade-off")) or "cannot fit" in line:
             print(f"  {line}")
+    from hybridsim_common.yamlio import YamlLimits
+
+    size, cap = out.stat().st_size, YamlLimits().max_bytes
+    if size > cap:  # the readers' default bound on a scenario's text: say how to read this one
+        print(f"  note: {out} is {size:,} bytes, over the {cap:,} a scenario file may have by default: give "
+              f"--limit yaml_bytes={size} to validate, run or schedule", file=sys.stderr)
     return EXIT_OK
 
 

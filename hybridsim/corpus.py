@@ -606,8 +606,16 @@ def build_corpus(spec_path: str | Path, outdir: str | Path, *, workers: int = 1,
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise CorpusError(f"{outdir}: exists and is not a folder")
-    if outdir.is_dir() and any(outdir.iterdir()) and not (outdir / CORPUS_FILE).is_file():
-        raise CorpusError(f"{outdir}: a non-empty folder that is not a corpus; choose another -o")
+    if outdir.is_dir() and any(outdir.iterdir()):
+        try:  # a corpus.json another program wrote does not make a folder a corpus ...
+            load_corpus(outdir)
+        except (OSError, RunDirError) as exc:
+            # ... but a corrupt one beside the corpus's runs folder is rewritten from the run directories
+            if isinstance(exc, FileNotFoundError) or not (outdir / CORPUS_FILE).is_file() or \
+                    not (outdir / RUNS_DIR).is_dir():
+                why = "" if isinstance(exc, FileNotFoundError) else f" ({exc})"
+                raise CorpusError(f"{outdir}: a non-empty folder that is not a corpus{why}; choose another -o") \
+                    from None
     where = Path(os.path.abspath(outdir))
     where.parent.mkdir(parents=True, exist_ok=True)
     lock = where.parent / f".{where.name}.lock"
@@ -682,9 +690,9 @@ def _build_locked(ls: LoadedSpec, spec_path, outdir: Path, workers: int, force: 
 
 def load_corpus(outdir: str | Path) -> dict:
     """The corpus manifest ``outdir/corpus.json`` (:class:`~hybridsim_common.rundir.RunDirError` for a corrupt one)."""
-    from hybridsim_common.rundir import load_json
+    from hybridsim_common.rundir import load_corpus_index
 
-    return load_json(Path(outdir) / CORPUS_FILE, CORPUS_FILE)
+    return load_corpus_index(Path(outdir) / CORPUS_FILE)
 
 
 def _created(outdir: Path) -> str:

@@ -20,8 +20,10 @@ class PlacementError(ValueError):
 def read_alloc_file(path: str | Path) -> list[list[int]]:
     """CODES allocation file: line j = whitespace-separated terminal ids of job j's ranks (rank order)."""
     out = []
+    from hybridsim_common.files import open_regular
+
     try:
-        fh = open(path, "rb")
+        fh = open_regular(path)  # a FIFO or a device is refused, not waited on
     except OSError as exc:
         raise PlacementError(f"{path}: cannot read: {exc.strerror or exc}") from None
     with fh:
@@ -118,6 +120,7 @@ def place_jobs(scenario, topo: Dragonfly) -> list[np.ndarray]:
         path = scenario.resolve(pl.file)
         source = str(path)
         if not path.is_file():
-            raise PlacementError(f"allocation file not found: {path}")
+            raise PlacementError(f"allocation file not found: {path}" if not path.exists() else
+                                 f"allocation file {path}: not a regular file; only regular files are read")
         alloc = read_alloc_file(path)
     return place(pl.policy, [j.ranks for j in scenario.jobs], topo, scenario.placement_seed, alloc, source)

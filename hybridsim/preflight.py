@@ -1,7 +1,8 @@
 """Checks of a scenario's plug-ins and hybrid-loop sections (``controller``, ``surrogate``) that ``hybridsim validate``
 and ``hybridsim run`` make before a run directory exists: the policy resolves (a plug-in imports), takes the given
 parameters and constructs; the surrogate model is registered and its ``config`` is accepted by its constructor, or
-its checkpoint folder loads (config, constructor, weights); custom workload functions resolve. Plug-in modules are
+its checkpoint folder loads (config, constructor, weights); custom workload functions resolve and their first
+iteration's ops are valid. Plug-in modules are
 imported by :mod:`hybridsim_common.plugins`' rule only. Errors are :class:`~hybridsim.scenario.ScenarioError` located at
 the section's field."""
 
@@ -74,12 +75,23 @@ def hybrid_problems(scenario: Scenario) -> list[str]:
         loc = ("surrogate", "config", key) if key in sec.config else \
             ("surrogate", "config") if sec.config and key is None else ("surrogate", "model")
         problem(loc, str(exc))
+        return out
+    from surrogate.base import Surrogate
+
+    if mcls.check_run is not Surrogate.check_run:  # a model tied to one run (the oracle) judges this scenario now
+        from .scenario import scenario_to_dict
+
+        try:
+            mcls(**{**options, **sec.config}).check_run(scenario_to_dict(scenario))
+        except SurrogateError as exc:
+            problem(("surrogate", "model"), str(exc))
     return out
 
 
 def plugin_problems(scenario: Scenario) -> list[str]:
     """Located messages for custom workloads (``workload.function``) that do not resolve under
-    :mod:`hybridsim_common.plugins`' rule or cannot take the job's ``params``. A remote engine imports them itself (under
+    :mod:`hybridsim_common.plugins`' rule, cannot take the job's ``params``, or whose first iteration (first and last
+    rank) is refused by :func:`~hybridsim.workloads.validate_ops` (a tag beyond 64 bits, a bad peer...). A remote engine imports them itself (under
     its operator's allow-list), so its scenarios are not checked here."""
     if scenario.backend.kind == "remote":
         return []
@@ -89,8 +101,10 @@ def plugin_problems(scenario: Scenario) -> list[str]:
             from .workloads.base import WorkloadError
             from .workloads.custom import CustomJob
 
-            try:
-                CustomJob(job.name, job.ranks, job.iterations, job.workload, validate=False)
+            try:  # the first iteration of its first and last rank is generated and checked, as the run will
+                cj = CustomJob(job.name, job.ranks, job.iterations, job.workload)
+                for rank in sorted({0, job.ranks - 1}):
+                    cj.iteration_ops(rank, 0)
             except WorkloadError as exc:
                 loc = ("jobs", i, "workload", "function")
                 out.append(f"{scenario.where(loc)}: jobs.{i}.workload.function: {exc}")

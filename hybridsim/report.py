@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -199,12 +198,13 @@ def plot_gantt(run_dir: Path, out_dir: Path) -> Path | None:
     from matplotlib.collections import PolyCollection
 
     from hybridsim_common.records import read_jobs
+    from hybridsim_common.rundir import load_json
 
     if not (run_dir / "jobs.parquet").exists():
         return None
     plt = _plt()
     t = read_jobs(run_dir / "jobs.parquet").to_pydict()
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    summary = load_json(run_dir / "summary.json", "summary.json") if (run_dir / "summary.json").exists() else {}
     n_terms = summary.get("stream", {}).get("terminals") or 1 + max((max(x) for x in t["terminals"] if x), default=0)
     cmap = plt.get_cmap("tab20")
     polys, colours = [], []
@@ -366,11 +366,12 @@ def plot_stream_schedule(run_dir: Path, out_dir: Path) -> list[Path]:
     """A stream run's ``jobs-schedule.png`` (:func:`plot_gantt_chart`) and ``jobs-queue.png``
     (:func:`plot_queue_over_time`), in us or ms of virtual time; nothing for a run without ``jobs.parquet``."""
     from hybridsim_common.records import read_jobs
+    from hybridsim_common.rundir import load_json
 
     if not (run_dir / "jobs.parquet").exists():
         return []
     table = read_jobs(run_dir / "jobs.parquet")
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    summary = load_json(run_dir / "summary.json", "summary.json") if (run_dir / "summary.json").exists() else {}
     terms = table.column("terminals").to_pylist()
     nodes = summary.get("stream", {}).get("terminals") or 1 + max((max(x) for x in terms if x), default=0)
     ends = [e for e in table.column("end").to_pylist() if np.isfinite(e)]
@@ -525,19 +526,54 @@ def status_warnings(path: str | Path) -> list[str]:
     return out
 
 
+#: the files of a run or bench directory the report reads
+READS = ("manifest.json", "summary.json", "bench.json", "iterations.parquet", "ports.parquet", "jobs.parquet")
+
+
+def _check_files(d: Path) -> None:
+    """Refuse (:class:`~hybridsim_common.rundir.RunDirError`) a file the report would read that is not a regular
+    file (a FIFO would block the read, a device never ends)."""
+    from hybridsim_common.files import check_regular
+    from hybridsim_common.rundir import RunDirError
+
+    for name in READS:
+        p = d / name
+        if p.exists():
+            try:
+                check_regular(p)
+            except OSError as exc:
+                raise RunDirError(f"{p}: {exc.strerror}: not a file hybridsim wrote") from None
+
+
 def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
+    """The report's files (module docstring) of the run or bench directory ``path``, into ``out`` (default
+    ``path/report``). A directory whose files are broken, half-written or not regular files raises
+    :class:`~hybridsim_common.rundir.RunDirError` naming the directory and what is wrong."""
+    from hybridsim_common.rundir import RunDirError
+
     path = Path(path)
+    try:
+        return _report(path, out)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:  # pyarrow's ArrowInvalid is one
+        raise RunDirError(f"{path}: a broken or half-written run or bench directory ({type(exc).__name__}: "
+                          f"{str(exc)[:300]}); nothing to plot from it") from None
+
+
+def _report(path: Path, out: str | Path | None) -> list[Path]:
+    from hybridsim_common.rundir import load_json
+
     out_dir = Path(out) if out else path / "report"
     is_bench = (path / "bench.json").exists()
     if not is_bench and not (path / "iterations.parquet").exists():
         raise FileNotFoundError(f"{path}: no iterations.parquet or bench.json (not a run or bench directory)")
+    _check_files(path)
     if out:
         out_dir.mkdir(parents=True, exist_ok=True)  # a folder the user named, wherever it leads
     else:
         _own_dir(out_dir)
     made: list[Path] = []
     if is_bench:
-        result = json.loads((path / "bench.json").read_text())
+        result = load_json(path / "bench.json", "bench.json")
         made.append(plot_bench(result, out_dir))
         groups: dict[str, list] = {}
         for r in result["runs"]:
@@ -554,6 +590,7 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
         pages = []
         for sub in sorted(p for p in path.iterdir() if not p.name.startswith(".")
                           and (p / "iterations.parquet").exists()):
+            _check_files(sub)
             sub_out = _own_dir(out_dir / sub.name)
             pure = pures.get(sub.name)
             made += plot_iterations(sub, sub_out, pure_dir=pure if pure != sub else None)
@@ -569,7 +606,7 @@ def report(path: str | Path, out: str | Path | None = None) -> list[Path]:
     made += plot_stream_schedule(path, out_dir)
     summary = path / "summary.json"
     if summary.exists():
-        energy = json.loads(summary.read_text()).get("energy")
+        energy = load_json(summary, "summary.json").get("energy")
         if energy:
             from .energy.energy import format_energy_table
 

@@ -209,6 +209,9 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
     if mode == "floor" and not cls.runs_policy:  # see Backend.runs_policy
         raise RunError(f"mode 'floor' (the hybrid machinery with nothing predicted) is for a backend that runs the "
                        f"policy itself; backend {scenario.backend.kind!r} does not")
+    refusal = cls.run_refusal(scenario)
+    if refusal is not None:  # before any run directory exists, as validate says
+        raise scenario.error(("scheduler",) if scenario.is_stream else ("backend",), refusal)
     if mode == "hybrid":
         refusal = cls.hybrid_refusal(scenario)
         if refusal is not None:  # before any run directory exists
@@ -220,8 +223,6 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
     topology = scenario.build_topology()
     # a job stream's terminals are allocated by its scheduler as jobs start
     placement = None if scenario.is_stream else place_jobs(scenario, topology)
-    if scenario.is_stream and cls.no_streams is not None:
-        raise RunError(cls.no_streams)
     rd = RunDir.create(outdir, kind=f"run-{mode}", scenario=scenario_to_dict(scenario), seed=scenario.seed,
                        force=force, argv=argv, extra={"backend": scenario.backend.kind, "mode": mode})
     t0, c0 = time.perf_counter(), cpu_time()

@@ -50,6 +50,9 @@ MAX_CYCLES = 1e15                               # CPU cycles per compute phase
 #: the latest virtual time a run may reach, ns (~104 days): below 2^53 ns a float64 time still moves by 1 ns, the
 #: smallest step of the model (a background message interval); past it time would stand still while events go on
 MAX_VIRTUAL_TIME = float(2**53)
+#: the largest count the compiled engine core holds per port, VC buffer or packet (C++ int32): packets per buffer,
+#: bytes per packet, port VCs and terminals of the topology stay within it
+MAX_CORE_INT32 = 2**31 - 1
 
 
 # ---------------------------------------------------------------------------------------------------------- topology
@@ -111,7 +114,7 @@ class Topology(_Model):
                                              description="ns; null = 8 B at the local bandwidth (CODES)")
     vc_buffer: VcBuffer = Field(default_factory=VcBuffer)
     num_vcs: StrictInt = Field(4, ge=1, le=16)
-    packet_size: StrictInt = Field(4096, ge=MIN_PACKET_SIZE)
+    packet_size: StrictInt = Field(4096, ge=MIN_PACKET_SIZE, le=2**30)
     routing: Literal["minimal", "nonminimal", "adaptive", "prog-adaptive"] = "prog-adaptive"
     global_arrangement: Literal["codes"] = "codes"
     connections: Optional[Connections] = None
@@ -124,6 +127,12 @@ class Topology(_Model):
                  if size < self.packet_size]
         if small:
             raise ValueError(f"VC buffer smaller than one packet ({self.packet_size} B): {', '.join(small)}")
+        big = [f"{name} ({size} B = {size // self.packet_size} packets)" for name, size in
+               (("local", self.vc_buffer.local), ("global", self.vc_buffer.global_),
+                ("terminal", self.vc_buffer.terminal)) if size // self.packet_size > MAX_CORE_INT32]
+        if big:
+            raise ValueError(f"VC buffer of more than {MAX_CORE_INT32} packets of {self.packet_size} B, what the "
+                             f"engine counts per buffer: {', '.join(big)}")
         if self.routing != "minimal" and self.num_vcs < 4:
             raise ValueError(f"routing {self.routing!r} needs num_vcs >= 4 for deadlock freedom (got {self.num_vcs})")
         if self.routing == "minimal" and self.num_vcs < 3:
@@ -167,7 +176,8 @@ class Topology(_Model):
             intra, inter = base_dir / intra, base_dir / inter
         for p in (intra, inter):
             if not Path(p).is_file():
-                raise TopologyError(f"connection file not found: {p}")
+                raise TopologyError(f"connection file not found: {p}" if not Path(p).exists() else
+                                    f"connection file {p}: not a regular file; only regular files are read")
         return Dragonfly.from_codes_files(self.shape, intra, inter)
 
 
@@ -526,6 +536,11 @@ class Limits(_Model):
                                                                    "workload parameters")
     max_packets_per_message: StrictInt = Field(65_536, ge=1, description="ceil(message size / packet_size)")
     max_samples: StrictInt = Field(20_000_000, ge=1, description="port samples of a run: windows x ports")
+    max_offered_load: float = Field(1.0, gt=0, le=1e6, description="what a background (uniform_random) rank "
+                                    "offers, msg_size / interval, as a fraction of its terminal link's bandwidth: "
+                                    "above 1 its injection queue grows for as long as it runs")
+    max_queued_packets: StrictInt = Field(4_000_000, ge=1, description="packets waiting in the network at once "
+                                          "(injection queues and buffers), checked as the engine runs: memory")
     deadline: Optional[float] = Field(None, gt=0, description="wall-clock seconds; a run still going then fails "
                                                               "with reason 'deadline' (default: none)")
 
@@ -606,6 +621,10 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
                                    f"routers x {topo.terminals_per_router}) exceed limits.max_nodes = {lim.max_nodes}"))
     if topo.n_ports > lim.max_ports:
         out.append((("topology",), f"{topo.n_ports} router ports exceed limits.max_ports = {lim.max_ports}"))
+    if not out and (topo.n_ports * topo.num_vcs > MAX_CORE_INT32 or topo.n_terminals > MAX_CORE_INT32):
+        out.append((("topology",), f"{topo.n_terminals} terminals and {topo.n_ports} ports x {topo.num_vcs} VCs = "
+                                   f"{topo.n_ports * topo.num_vcs} port VCs: the engine indexes at most "
+                                   f"{MAX_CORE_INT32} of each, whatever limits.max_nodes and max_ports allow"))
     if out:  # the jobs' estimates below assume a machine of sane size
         return out
     work = [(i, j.ranks * j.iterations) for i, j in enumerate(sc.jobs) if j.iterations is not None]
@@ -625,6 +644,10 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
             out.append((("jobs", i, "workload", c.message_field),
                         f"{c.max_message} B = {npk} packets of {ps} B per message (set by {c.message_field}), over "
                         f"limits.max_packets_per_message = {lim.max_packets_per_message}"))
+        elif npk > lim.max_queued_packets:
+            out.append((("jobs", i, "workload", c.message_field),
+                        f"{c.max_message} B = {npk} packets of {ps} B per message (set by {c.message_field}): one "
+                        f"message alone is over limits.max_queued_packets = {lim.max_queued_packets}"))
     for name, attr, what in (("max_ops", "ops", "MPI ops the generators build"),
                              ("max_packets", "packets", "packets the jobs send")):
         per_job = [(i, j.ranks * j.iterations * getattr(c, attr)) for i, (j, c) in enumerate(zip(sc.jobs, costs))
@@ -635,6 +658,7 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
             out.append((("jobs", big, "workload"), f"about {total:.3g} {what} (ranks x iterations x "
                                                    f"{getattr(costs[big], attr):.3g} per rank-iteration for job "
                                                    f"{sc.jobs[big].name!r}), over limits.{name} = {getattr(lim, name)}"))
+    out += offered_load_problems(sc)
     lb, longest = _lower_bound_ns(sc, costs)
     if lb > MAX_VIRTUAL_TIME:
         out.append((("jobs", longest), f"job {sc.jobs[longest].name!r} runs until at least {lb:.3g} ns (arrival and "
@@ -654,6 +678,11 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
         out.append((("surrogate", "lookback"), f"a look-back of {sc.surrogate.lookback} iterations is longer than "
                                                f"the longest job ({longest_job} iterations): it can never fill, and "
                                                "the hybrid loop would allocate it per rank"))
+    emb = sc.backend.embedded
+    if sc.backend.kind != "codes" and all(j.is_background for j in sc.jobs) and emb.end_time is None and \
+            emb.max_events is None:
+        out.append((("jobs",), "only background jobs, which run until every other job has ended: set "
+                               "backend.embedded.end_time (or max_events) to end the run"))
     return out
 
 
@@ -668,6 +697,33 @@ def backend_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
     except (ImportError, ValueError) as exc:
         return [(("backend", "kind"), str(exc))]
     return list(cls.scenario_problems(sc))
+
+
+def offered_load_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
+    """(field path, message) for each background job whose ranks offer more than their terminal link carries:
+    ``msg_size`` B every ``interval`` ns against ``topology.bandwidth.terminal`` (GiB/s), over
+    ``limits.max_offered_load``. Every rank injects through its own terminal link, so no placement changes this."""
+    from hybridsim_common.units import GIB
+
+    out = []
+    cap = sc.topology.bandwidth.terminal * GIB / 1e9  # B/ns
+    for i, j in enumerate(sc.jobs):
+        w = j.workload
+        if not isinstance(w, UniformRandomWorkload) or j.ranks < 2:
+            continue
+        offered = w.msg_size / w.interval  # B/ns per rank
+        load = offered / cap
+        if load > sc.limits.max_offered_load:
+            need = w.msg_size / (cap * sc.limits.max_offered_load)
+            out.append((("jobs", i, "workload", "interval"),
+                        f"background job {j.name!r} offers {w.msg_size} B every {w.interval:g} ns per rank = "
+                        f"{offered:.4g} B/ns ({offered * 1e9 / GIB:.4g} GiB/s), {load:.3g} x the "
+                        f"{sc.topology.bandwidth.terminal:g} GiB/s ({cap:.4g} B/ns) its terminal link carries, over "
+                        f"limits.max_offered_load = {sc.limits.max_offered_load:g}: its injection queues would grow "
+                        f"without bound; set interval >= {need:.4g} ns or a smaller msg_size"))
+    return out
+
+
 
 
 def stream_problems(sc: "Scenario") -> list[tuple[tuple, str]]:

@@ -185,10 +185,18 @@ def _parse_lines(it, source: str, max_problems: int, capacity: int | None = None
         if len(texts) == _CHUNK:
             n_rows = _keep(_parse_block(texts, lines, problems), buf, n_rows, blocks, block_lines)
             texts, lines = [], []
-    if texts:
-        n_rows = _keep(_parse_block(texts, lines, problems), buf, n_rows, blocks, block_lines)
+            if problems.n >= MAX_BAD_LINES:  # no trace: stop reading rather than list it to the end
+                break
+            if n_rows > MAX_TRACE_JOBS:
+                raise SwfError(f"{source}: more than {MAX_TRACE_JOBS:,} job lines (the largest archive traces have "
+                               "about a million): cut it first, or is it an SWF trace at all?")
+    else:
+        if texts:
+            n_rows = _keep(_parse_block(texts, lines, problems), buf, n_rows, blocks, block_lines)
     if problems.n:
         more = f" (and {problems.n - len(problems.msgs)} more)" if problems.n > len(problems.msgs) else ""
+        if problems.n >= MAX_BAD_LINES:
+            more += f"; reading stopped after {problems.n:,} malformed lines"
         raise SwfError(f"{source}: {problems.n} malformed job line(s){more}:\n  " + "\n  ".join(problems.msgs),
                        problems.msgs)
     if buf is not None:
@@ -219,24 +227,37 @@ def parse_swf(text: str, source: str = "<string>", max_problems: int = 10) -> Sw
 
 def read_swf(path: str | os.PathLike, max_problems: int = 10) -> SwfTrace:
     """Read an SWF file (plain, or gzip-compressed when it ends in ``.gz``), streaming: memory is the job table
-    (18 float64 a job) plus one chunk of lines."""
-    import gzip
+    (18 float64 a job) plus one chunk of lines. Only a regular file is read (a FIFO or a device is refused, not
+    waited on), at most :data:`MAX_TRACE_BYTES` (decompressed: a gzip bomb stops there) in lines of at most
+    :data:`MAX_LINE` characters (:mod:`hybridsim_common.files`)."""
+    from hybridsim_common.files import open_regular, text_lines
 
     p = Path(path)
     try:
         if p.is_dir():
             raise SwfError(f"{p}: is a directory, not an SWF trace")
-        if p.suffix == ".gz":
-            with gzip.open(p, "rt", errors="strict") as fh:
-                return _parse_lines(fh, str(p), max_problems)
-        with open(p, "rb") as fh:  # an upper bound on the job lines, cheap: count the line ends
-            capacity = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b"")) + 1
-        with open(p, "r", errors="strict") as fh:
-            return _parse_lines(fh, str(p), max_problems, capacity)
+        capacity = None
+        if p.suffix != ".gz":
+            with open_regular(p) as fh:  # an upper bound on the job lines, cheap: count the line ends
+                capacity = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b"")) + 1
+            capacity = min(capacity, MAX_TRACE_JOBS + _CHUNK)
+        lines = text_lines(p, max_bytes=MAX_TRACE_BYTES, max_line=MAX_LINE)
+        return _parse_lines(lines, str(p), max_problems, capacity)
     except FileNotFoundError:
         raise SwfError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise SwfError(f"{p}: cannot read: {exc}") from None
+        raise SwfError(f"{p}: cannot read: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") \
+            from None
+
+
+#: the most bytes of SWF text read (decompressed): the largest archive traces are a few hundred MB
+MAX_TRACE_BYTES = 1 << 30
+#: the most job lines read: 5 M jobs are 720 MB of table
+MAX_TRACE_JOBS = 5_000_000
+#: malformed job lines after which reading stops (the first ``max_problems`` are named)
+MAX_BAD_LINES = 10_000
+#: the longest SWF line read (a job line is 18 numbers; header lines are comments)
+MAX_LINE = 1 << 20
 
 
 def _is_number(tok: str) -> bool:

@@ -210,6 +210,12 @@ class Backend(abc.ABC):
         return []
 
     @classmethod
+    def run_refusal(cls, scenario) -> str | None:
+        """Why ``scenario`` cannot run on this backend in any mode (None: it can); ``validate`` and ``run`` refuse it
+        before any run directory exists. Default: :attr:`no_streams` for a job stream."""
+        return cls.no_streams if scenario.is_stream else None
+
+    @classmethod
     def hybrid_refusal(cls, scenario) -> str | None:
         """Why ``scenario`` cannot run in hybrid mode on this backend (None: it can); ``hybridsim run --mode hybrid``
         refuses it before any run directory exists and ``validate`` prints it. Default: :attr:`no_director`."""

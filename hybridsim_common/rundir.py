@@ -142,9 +142,10 @@ def finite_json(o: Any) -> Any:
 def load_json(path: str | os.PathLike, what: str = "file") -> Any:
     """The JSON value in ``path``; :class:`RunDirError` naming the file for one that is missing, unreadable, not
     UTF-8, not JSON or nested too deep to read (``FileNotFoundError`` passes through for callers that explain it)."""
+    from .files import read_bytes
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = read_bytes(path, MAX_JSON_BYTES)  # a regular file only: a FIFO or a device is refused, not waited on
         return json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise
@@ -156,6 +157,26 @@ def load_json(path: str | os.PathLike, what: str = "file") -> Any:
         raise RunDirError(f"{path}: corrupt {what}: {exc}") from None
     except (RecursionError, MemoryError):
         raise RunDirError(f"{path}: corrupt {what}: nested too deep to read") from None
+
+
+#: the largest JSON file hybridsim reads back (a manifest with its scenario, a summary, a bench, a corpus index)
+MAX_JSON_BYTES = 256 << 20
+
+
+def load_corpus_index(path: str | os.PathLike) -> dict:
+    """The corpus index ``path`` (``DIR/corpus.json``, written by ``hybridsim corpus``): a JSON object of kind
+    ``corpus`` with a ``runs`` list of objects, each with an ``id`` and a ``dir``. :class:`RunDirError` naming the
+    file and field for anything else (another program's ``corpus.json`` is not taken for one);
+    ``FileNotFoundError`` passes through."""
+    meta = load_json(path, "corpus index")
+    if not isinstance(meta, dict) or meta.get("kind") != "corpus":
+        raise RunDirError(f"{path}: not a corpus index written by `hybridsim corpus` (no \"kind\": \"corpus\")")
+    runs = meta.get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("dir"), str) and
+                                             isinstance(r.get("id"), int) for r in runs):
+        raise RunDirError(f"{path}: corrupt corpus index: field 'runs' must be a list of objects with an integer "
+                          "'id' and a 'dir'")
+    return meta
 
 
 def is_hybridsim_dir(path: Path) -> bool:

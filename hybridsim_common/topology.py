@@ -100,17 +100,29 @@ def _round_robin_global_links(shape: DragonflyShape) -> list[tuple[int, int]]:
     return out
 
 
-def read_intra_file(path: str | Path) -> np.ndarray:
+def _read_records(path: str | Path, max_bytes: int | None, what: str) -> np.ndarray:
+    """The int32 words of a connection file: a regular file only (a FIFO or a device is refused, not waited on), at
+    most ``max_bytes`` (what the topology can hold)."""
+    from .files import read_bytes
+
+    try:
+        return np.frombuffer(read_bytes(path, max_bytes if max_bytes is not None else 1 << 30), dtype="<i4")
+    except OSError as exc:
+        raise TopologyError(f"{what} {path}: {exc.strerror or exc}"
+                            + (" (more links than the topology has)" if max_bytes is not None else "")) from None
+
+
+def read_intra_file(path: str | Path, max_bytes: int | None = None) -> np.ndarray:
     """CODES intra-group connection file: binary little-endian ``int32 {src, dest, type}`` records."""
-    raw = np.fromfile(path, dtype="<i4")
+    raw = _read_records(path, max_bytes, "intra-group file")
     if raw.size % 3:
         raise TopologyError(f"{path}: size {raw.size * 4} B is not a multiple of 12 (int src, dest, type records)")
     return raw.reshape(-1, 3)
 
 
-def read_inter_file(path: str | Path) -> np.ndarray:
+def read_inter_file(path: str | Path, max_bytes: int | None = None) -> np.ndarray:
     """CODES inter-group connection file: binary little-endian ``int32 {src, dest}`` records (global router ids)."""
-    raw = np.fromfile(path, dtype="<i4")
+    raw = _read_records(path, max_bytes, "inter-group file")
     if raw.size % 2:
         raise TopologyError(f"{path}: size {raw.size * 4} B is not a multiple of 8 (int src, dest records)")
     return raw.reshape(-1, 2)
@@ -181,6 +193,14 @@ class Dragonfly:
             if len(per_router[r]) > h:
                 raise TopologyError(
                     f"inter-group file: router {r} has {len(per_router[r])} global links, topology allows {h}")
+        if global_links is not None and g > 1:  # routing takes one global hop between any two groups
+            linked = {(s // a, d // a) for s, d in links}
+            missing = [(G, H) for G in range(g) for H in range(G + 1, g) if (G, H) not in linked]
+            if missing:
+                pairs = ", ".join(f"{G}-{H}" for G, H in missing[:5]) + (", ..." if len(missing) > 5 else "")
+                raise TopologyError(f"inter-group file: {len(missing)} pair(s) of groups have no global link between "
+                                    f"them ({pairs}); a 1D Dragonfly links every pair of groups directly (minimal "
+                                    "routes cross one global link)")
         self.global_targets = per_router
         used: dict[tuple[int, int], list[int]] = {}
         for r in range(self.n_routers):
@@ -208,8 +228,9 @@ class Dragonfly:
     # ------------------------------------------------------------------------------------------------ constructors
     @classmethod
     def from_codes_files(cls, shape: DragonflyShape, intra: str | Path, inter: str | Path) -> "Dragonfly":
-        intra_links = read_intra_file(intra)
-        inter_links = read_inter_file(inter)
+        a = shape.routers_per_group  # a file larger than the topology can hold is refused before it is read
+        intra_links = read_intra_file(intra, 12 * a * a)
+        inter_links = read_inter_file(inter, 8 * shape.groups * a * shape.global_channels_per_router)
         return cls(shape, global_links=[tuple(x) for x in inter_links.tolist()], intra_links=intra_links)
 
     def write_codes_files(self, intra: str | Path, inter: str | Path) -> None:

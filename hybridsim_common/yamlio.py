@@ -164,10 +164,12 @@ def where(filename: str, node_or_mark) -> str:
 
 def read_text(path: str | Path, limits: YamlLimits = YamlLimits()) -> str:
     """The file's text; too large, unreadable or not UTF-8 -> :class:`YamlInputError` (never more than
-    ``max_bytes + 1`` bytes are read, so a FIFO or /dev/zero is safe)."""
+    ``max_bytes + 1`` bytes are read, and only from a regular file: a FIFO or /dev/zero is refused)."""
+    from .files import open_regular
+
     path = Path(path)
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:  # a FIFO or a device is refused, not waited on
             data = fh.read(limits.max_bytes + 1)
     except FileNotFoundError:
         raise YamlInputError([f"{path}: no such file"]) from None

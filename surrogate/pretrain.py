@@ -28,12 +28,12 @@ from .volumes import relative_volumes
 def corpus_run_dirs(corpus: str | Path, left_out: list | None = None) -> list[Path]:
     """The completed runs of a corpus folder (its ``corpus.json``), in run order; each must lie inside the corpus.
     ``left_out``, when given, receives the ``dir`` of every run that is not completed (failed or pending)."""
-    from hybridsim_common.rundir import RunDirError, load_json
+    from hybridsim_common.rundir import RunDirError, load_corpus_index
 
     corpus = Path(corpus)
     cj = corpus / "corpus.json"
     try:
-        meta = load_json(cj, "corpus index")
+        meta = load_corpus_index(cj)
     except FileNotFoundError:
         raise SurrogateError(f"{cj}: missing (a corpus folder is written by `hybridsim corpus SPEC -o DIR`)") from None
     except RunDirError as exc:

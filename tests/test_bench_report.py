@@ -161,12 +161,12 @@ def test_surrogates_judged_against_one_pure_run(judged):
 
 
 def test_bad_surrogate_spec_fails_before_the_pure_run(tmp_path):
-    from surrogate.base import SurrogateError
+    from hybridsim.bench import BenchOptionError
 
     sc = parse_scenario(SC)
     made = []
     for spec, msg in (("nosuch", "unknown surrogate model 'nosuch'"), ("mean:k", "expects KEY=VALUE")):
-        with pytest.raises(SurrogateError, match=msg):
+        with pytest.raises(BenchOptionError, match=f"--surrogate {spec}: .*{msg}"):
             run_bench(sc, tmp_path / "b", surrogates=["last", spec],
                       backend_factory=lambda s: made.append(s) or FakeBackend(s))
     assert made == [] and not (tmp_path / "b").exists()
@@ -195,9 +195,9 @@ def test_checkpoint_folder_as_surrogate(tmp_path):
         assert by_ckpt["jobs"][j]["rank_iteration_mape_pct"] == by_name["jobs"][j]["rank_iteration_mape_pct"]
         assert by_ckpt["jobs"][j]["completion_error_pct"] == by_name["jobs"][j]["completion_error_pct"]
     (tmp_path / "not-a-ckpt").mkdir()
-    from surrogate.base import SurrogateError
+    from hybridsim.bench import BenchOptionError
 
-    with pytest.raises(SurrogateError):
+    with pytest.raises(BenchOptionError, match="--surrogate .*not-a-ckpt"):
         run_bench(parse_scenario(SC), tmp_path / "b2", surrogates=[str(tmp_path / "not-a-ckpt")],
                   backend_factory=lambda s: FakeBackend(s))
     assert not (tmp_path / "b2").exists()

@@ -328,3 +328,37 @@ def test_cli_rejects_bad_model_options_and_allow_dirs(tmp_path):
                             *extra], capture_output=True, text=True, timeout=120, env=env)
         assert p.returncode == 2, p.stderr
         assert needle in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_flood_cannot_evict_an_active_clients_records(serve_with):
+    """Issue 35, item 9: the real clients pause while 1,000 new ids flood in (each sends once); on main the flood
+    evicted them (least recently used) and their next prediction came from the flood's values. A client that came
+    back is evicted only once no one-shot client is left, so they keep their records and predictions."""
+    s = serve_with(limits=DirectorLimits(max_clients=64))
+    svc = s.server.service
+    c = s.client()
+    real = [0, 1, 2]
+    for r in real:
+        for _ in range(2):  # a CODES rank sends every iteration: it comes back
+            assert c(dreq("send-records", ["3", r, 2], b"1200 1200"))["status"] == "done"
+    for i in range(1_000):  # no real request in between
+        assert c(dreq("send-records", ["3", 1_000_000 + i, 1], b"500"))["status"] == "done"
+    assert len(svc.clients) == 64 and all(len(svc.clients[r].records) == 4 for r in real)
+    for r in real:
+        rep = c(dreq("inference", ["3", r, 1]))
+        assert rep["status"] == "done" and "fallback" not in rep, rep
+        assert abs(float(rep["predictions"].split()[0]) - 1200) < 1, rep
+    # the flood churned among itself: its newest ids are there, its oldest gone
+    assert 1_000_999 in svc.clients and 1_000_000 not in svc.clients
+
+
+def test_when_every_client_came_back_the_least_recent_goes():
+    from codes_bridge.director import IterationTimeService
+
+    svc = IterationTimeService(limits=DirectorLimits(max_clients=2), auto_train=False)
+    for client in (1, 2, 1, 2):
+        svc.send_records([str(client), "1"], b"1000")
+    svc.send_records(["3", "1"], b"1000")  # both came back: the least recently used (1) goes
+    assert list(svc.clients) == [2, 3] and svc.evicted_clients == 1
+    svc.send_records(["4", "1"], b"1000")  # 3 is on probation: it goes before 2
+    assert list(svc.clients) == [2, 4] and svc.evicted_clients == 2

@@ -264,9 +264,13 @@ def test_huge_topology_and_long_runs_refused_before_anything_is_built(served):
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "--max-events" in msg
     code, msg, _ = run(served.e, TOPO + "jobs: [{name: bg, ranks: 2, workload: {kind: uniform_random}}]\n")
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "end_time" in msg
+    # a background job offering more than its terminal links carry is refused before it runs (issue 35)
+    code, msg, _ = run(served.e, TOPO + "jobs: [{name: bg, ranks: 16, workload: {kind: uniform_random, "
+                                        "interval: 1}}]\nbackend: {embedded: {end_time: 1e15}}\n")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "limits.max_offered_load" in msg and "4096 B/ns" in msg
     # the event limit is imposed on runs that set none: this background run would never end
     code, msg, done = run(served.e, TOPO + "jobs: [{name: bg, ranks: 16, workload: {kind: uniform_random, "
-                                           "interval: 1}}]\nbackend: {embedded: {end_time: 1e15}}\n")
+                                           "interval: 1000}}]\nbackend: {embedded: {end_time: 1e15}}\n")
     assert code == grpc.StatusCode.OK and done.partial and done.events == 200_000, msg
     # port samples are counted as the engine makes them (streamed or not): 1 us windows pass 1 MiB soon
     code, msg, _ = run(served.e, TOPO + "jobs: [{name: bg, ranks: 2, workload: {kind: uniform_random, "
@@ -326,7 +330,7 @@ def test_streams_that_never_start_are_cancelled_and_do_not_block_the_server():
 #: the five-line LAMMPS scenario of issue 21 (message sizes of ~31 GB)
 LAMMPS_1E6 = TOPO + "jobs: [{name: l, ranks: 8, iterations: 1, workload: {kind: lammps, num_x_replicas: 1000000}}]\n"
 #: background traffic for a second of virtual time: minutes of wall clock, and no callback (no records, no samples)
-LONG = (TOPO + "jobs: [{name: bg, ranks: 72, workload: {kind: uniform_random, interval: 500}}]\n"
+LONG = (TOPO + "jobs: [{name: bg, ranks: 72, workload: {kind: uniform_random, interval: 1000}}]\n"
         "backend: {embedded: {end_time: 1.0e9}}\nsampling: {ports: false}\n")
 
 
@@ -352,7 +356,8 @@ def test_five_line_lammps_is_refused_before_a_slot_is_taken():
         assert "jobs.0.workload.num_x_replicas" in msg and "max_packets_per_message" in msg
         assert time.monotonic() - t0 < 10 and _active_runs(stub) == 0
         # nor can the scenario lift the limit itself
-        code, msg, _ = run(stub, LAMMPS_1E6 + "limits: {max_packets_per_message: 100000000}\n", timeout=20)
+        code, msg, _ = run(stub, LAMMPS_1E6 + "limits: {max_packets_per_message: 100000000, "
+                                              "max_queued_packets: 100000000}\n", timeout=20)
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "limits.max_packets_per_message: 100000000" in msg, msg
 
 

@@ -540,3 +540,99 @@ def test_describe_run_force_keeps_the_digests_true(tmp_path):
     assert main(["describe-run", str(run), "--force"]) == 0
     verify_digests(run)
     assert json.loads((run / "description.json").read_text())["jobs"][0]["volumes"] is not None
+
+
+# ------------------------------------------------------------------ report on broken directories (issue 35, item 6)
+def _garble_table(d: Path) -> None:
+    p = d / "iterations.parquet"
+    p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])  # half-written
+
+
+def _columns_gone(d: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [1, 2]}), d / "iterations.parquet")
+
+
+BROKEN_RUNS = {
+    "table half-written": _garble_table,
+    "table of random bytes": lambda d: (d / "iterations.parquet").write_bytes(os.urandom(4096)),
+    "table without its columns": _columns_gone,
+    "summary not JSON": lambda d: (d / "summary.json").write_text("{\"jobs\": "),
+    "summary a list": lambda d: (d / "summary.json").write_text("[1, 2]"),
+    "ports of random bytes": lambda d: (d / "ports.parquet").write_bytes(os.urandom(2048)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_RUNS))
+def test_report_refuses_a_broken_run_directory(tmp_path, capsys, name):
+    sc = _scenario(tmp_path)
+    d = tmp_path / "r"
+    assert _run(sc, d) == 0
+    BROKEN_RUNS[name](d)
+    capsys.readouterr()
+    rc = main(["report", str(d), "-o", str(tmp_path / "rep")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert str(d) in err and "Traceback" not in err, err
+
+
+BROKEN_BENCHES = {
+    "bench.json not JSON": "{\"runs\": [",
+    "bench.json a list": "[]",
+    "runs not a list": "{\"runs\": 3}",
+    "a run without its fields": "{\"runs\": [{\"run\": \"x\"}]}",
+    "a run of the wrong types": "{\"runs\": [{\"run\": 1, \"speedup\": \"fast\", \"max_completion_error_pct\": []}]}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_BENCHES))
+def test_report_refuses_a_broken_bench_directory(tmp_path, capsys, name):
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "bench.json").write_text(BROKEN_BENCHES[name])
+    rc = main(["report", str(d), "-o", str(tmp_path / "rep")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert str(d) in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("name", ["iterations.parquet", "summary.json", "bench.json", "manifest.json"])
+def test_report_refuses_a_fifo_without_blocking(tmp_path, name):
+    sc = _scenario(tmp_path)
+    d = tmp_path / "r"
+    assert _run(sc, d) == 0
+    if name == "bench.json":
+        for p in d.iterdir():
+            if p.is_file():
+                p.unlink()
+    else:
+        (d / name).unlink()
+    os.mkfifo(d / name)
+    if name == "manifest.json":  # the status line reads it: a FIFO there must not block either
+        (d / "summary.json").unlink()
+    r = subprocess.run([sys.executable, "-m", "hybridsim", "report", str(d), "-o", str(tmp_path / "rep")],
+                       env=ENV, capture_output=True, text=True, timeout=60)
+    assert r.returncode in (0, 2) and "Traceback" not in r.stderr, r.stderr
+    assert "not a regular file" in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- corpus.json (issue 35, item 10)
+def test_a_random_corpus_json_does_not_make_a_corpus(tmp_path, capsys):
+    from hybridsim_common.rundir import RunDirError, load_corpus_index
+
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "corpus.json").write_text(json.dumps({"runs": [{"id": 0, "dir": "runs/0000"}]}))
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirError, match="not a corpus index written by"):
+        load_corpus_index(folder / "corpus.json")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: t\nseed: 1\nruns: 1\nspace:\n  topology:\n    - {groups: 3, routers_per_group: 2, "
+                    "terminals_per_router: 2, global_channels_per_router: 1}\n  ranks: [2, 2]\n"
+                    "  iterations: [2, 2]\n  workloads: [allreduce]\n")
+    rc = main(["corpus", str(spec), "-o", str(folder), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "not a corpus" in err, err
+    assert sorted(p.name for p in folder.iterdir()) == ["corpus.json", "notes.txt"]

@@ -230,11 +230,83 @@ CASES: dict[str, tuple[dict, tuple[str, ...], bool]] = {
                     False),
     "ports_as_number": ({"s.yaml": BASE + "sampling: {ports: 1}\n"}, ("s.yaml:7:", "sampling.ports", "valid boolean"),
                         False),
+    # -- round 4 (issue 35): an offered load above what the links carry, and what run refused late
+    "background_offers_more_than_its_link": (
+        {"s.yaml": BASE + "  - {name: bg, ranks: 16, workload: {kind: uniform_random, msg_size: 100000, interval: 1}}\n"},
+        ("s.yaml:7:", "jobs.1.workload.interval", "100000 B every 1 ns per rank = 1e+05 B/ns", "5.25 GiB/s (5.637 B/ns)",
+         "limits.max_offered_load = 1", "interval >= 1.774e+04 ns"), True),
+    "background_just_over_its_link": (  # 4096 B / 700 ns = 5.85 B/ns against 5.25 GiB/s = 5.637 B/ns
+        {"s.yaml": BASE + "  - {name: bg, ranks: 16, workload: {kind: uniform_random, interval: 700}}\n"},
+        ("s.yaml:7:", "jobs.1.workload.interval", "5.851 B/ns", "1.04 x"), False),
+    "background_over_a_slow_terminal_link": (
+        {"s.yaml": topo("bandwidth: {terminal: 0.5}") + "  - {name: bg, ranks: 2, workload: {kind: uniform_random}}\n"},
+        ("s.yaml:7:", "jobs.1.workload.interval", "0.5 GiB/s", "1.91 x"), False),
+    "one_message_over_max_queued_packets": ({"s.yaml": BASE.replace(MSG, "msg_size: 40960")
+                                             + "limits: {max_queued_packets: 5}\n"},
+                                            ("s.yaml:6:", "jobs.0.workload.msg_size", "10 packets",
+                                             "limits.max_queued_packets = 5"), False),
+    "vc_buffer_2e53": ({"s.yaml": topo("vc_buffer: {local: 9007199254740992}")},
+                       ("s.yaml:1:", "topology", "VC buffer of more than 2147483647 packets", "local"), True),
+    "vc_buffer_terminal_2e62": ({"s.yaml": topo("vc_buffer: {terminal: 4611686018427387904}")},
+                                ("s.yaml:1:", "topology", "VC buffer of more than 2147483647 packets", "terminal"),
+                                False),
+    "packet_size_2e31": ({"s.yaml": topo("packet_size: 2147483648")},
+                         ("s.yaml:1:", "topology.packet_size", "less than or equal to 1073741824"), False),
+    "port_vcs_beyond_int32": ({"s.yaml": topo("num_vcs: 16").replace("groups: 9", "groups: 2049").replace(
+        "routers_per_group: 4", "routers_per_group: 256").replace("global_channels_per_router: 2",
+                                                                   "global_channels_per_router: 16")
+        + "limits: {max_nodes: 100000000, max_ports: 1000000000}\n"},
+                              ("s.yaml:1:", "topology", "port VCs", "at most 2147483647"), True),
+    "only_background_without_an_end": ({"s.yaml": BASE.replace(ITER, "").replace(
+        "kind: milc, dimension_sizes: [2, 2], msg_size: 4096", "kind: uniform_random")},
+                                       ("s.yaml:3:", "jobs", "only background jobs", "end_time"), False),
+    "stream_on_the_remote_backend": ({"s.yaml": STREAM.format(job="arrival: 10")
+                                      + "backend: {remote: 'localhost:1'}\n"},
+                                     ("s.yaml:2:", "scheduler", "remote engine protocol"), False),
+    "custom_tag_2e63": ({"s.yaml": BASE.replace("kind: milc, dimension_sizes: [2, 2], msg_size: 4096",
+                                                "kind: custom, function: 'hostile_tag:two'"),
+                         "hostile_tag.py": "from hybridsim.workloads import Program\n"
+                                           "def two(rank, iteration, n_ranks):\n"
+                                           "    p = Program(rank, n_ranks)\n"
+                                           "    p.sendrecv((rank + 1) % n_ranks, 64, (rank - 1) % n_ranks, 2**63)\n"
+                                           "    return p.ops\n"},
+                        ("s.yaml:6:", "jobs.0.workload.function", "tag=9223372036854775808",
+                         "tag must be an int in -2^63..2^63 - 1"), False),
+    "custom_compute_inf": ({"s.yaml": BASE.replace("kind: milc, dimension_sizes: [2, 2], msg_size: 4096",
+                                                   "kind: custom, function: 'hostile_inf:one'"),
+                            "hostile_inf.py": "from hybridsim.workloads import compute\n"
+                                              "def one(rank, iteration, n_ranks):\n"
+                                              "    return [compute(float('inf'))]\n"},
+                           ("s.yaml:6:", "jobs.0.workload.function", "compute time must be a finite number"), False),
+    "connections_groups_not_linked": ({"s.yaml": topo("connections: {intra: intra, inter: inter}"),
+                                       "intra": "<intra>", "inter": "<inter without 0-1>"},
+                                      ("s.yaml:1:", "topology.connections", "1 pair(s) of groups have no global link",
+                                       "(0-1)"), False),
+    "connections_inter_larger_than_the_topology": ({"s.yaml": topo("connections: {intra: intra, inter: inter}"),
+                                                    "intra": "<intra>", "inter": b"\0" * 8 * 1000},
+                                                   ("s.yaml:1:", "topology.connections", "inter-group file",
+                                                    "larger than 576 bytes"), False),
 }
 
 
+def _connection_files() -> dict[str, bytes]:
+    """CODES connection files of BASE's 72-node Dragonfly: ``<intra>``, ``<inter>``, and ``<inter without 0-1>`` (the
+    one link between groups 0 and 1 dropped, both directions: every router keeps its others)."""
+    import numpy as np
+
+    from hybridsim_common.topology import Dragonfly, DragonflyShape
+
+    d = Dragonfly(DragonflyShape(9, 4, 2, 2))
+    intra = np.asarray([(i, j, 0) for i in range(d.a) for j in d.local_order[i]], "<i4")
+    links = [(r, t) for r in range(d.n_routers) for t in d.global_targets[r]]
+    cut = [(r, t) for r, t in links if {r // d.a, t // d.a} != {0, 1}]
+    assert len(links) - len(cut) == 2
+    return {"<intra>": intra.tobytes(), "<inter>": np.asarray(links, "<i4").tobytes(),
+            "<inter without 0-1>": np.asarray(cut, "<i4").tobytes()}
+
+
 #: cases whose plug-in module lies next to the scenario: it is imported only with --plugin-path (hybridsim_common.plugins)
-PLUGIN_CASES = ("plugin_constructor_raises", "plugin_import_raises")
+PLUGIN_CASES = ("plugin_constructor_raises", "plugin_import_raises", "custom_tag_2e63", "custom_compute_inf")
 
 
 @pytest.fixture(autouse=True)
@@ -254,6 +326,8 @@ def write_case(tmp_path: Path, name: str) -> Path:
     files = CASES[name][0]
     for fname, content in files.items():
         p = tmp_path / fname
+        if isinstance(content, str) and content.startswith("<") and content.endswith(">"):
+            content = _connection_files()[content]
         p.write_bytes(content if isinstance(content, bytes) else content.encode())
     return tmp_path / "s.yaml"
 
@@ -287,7 +361,9 @@ def test_validate_rejects(tmp_path, capsys, monkeypatch, name):
                                   "plugin_constructor_raises", "duplicate_key", "laughs_controller_params",
                                   "iterations_1e12", "topology_1e9_nodes", "alloc_non_utf8", "msg_size_1e15",
                                   "lammps_replicas_1e6", "milc_allreduce_count_1e12", "stream_arrival_1e294s",
-                                  "lstm_hidden_1e8", "policy_warmup_1e12"])
+                                  "lstm_hidden_1e8", "policy_warmup_1e12", "background_offers_more_than_its_link",
+                                  "vc_buffer_2e53", "only_background_without_an_end", "stream_on_the_remote_backend",
+                                  "custom_tag_2e63", "connections_groups_not_linked"])
 def test_run_writes_nothing(tmp_path, capsys, monkeypatch, name):
     path = write_case(tmp_path, name)
     monkeypatch.chdir(tmp_path)
@@ -357,7 +433,7 @@ def test_deadline_fails_the_run(tmp_path, capsys):
     # background traffic for a long virtual time: far more than a second of wall clock
     p = tmp_path / "s.yaml"
     p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
-                 "jobs:\n  - {name: bg, ranks: 72, workload: {kind: uniform_random, interval: 500}}\n"
+                 "jobs:\n  - {name: bg, ranks: 72, workload: {kind: uniform_random, interval: 1000}}\n"
                  "backend: {embedded: {end_time: 1.0e9, progress: false}}\nsampling: {ports: false}\n")
     out = _runs_dir(tmp_path)
     t0 = time.perf_counter()
@@ -397,6 +473,63 @@ def test_runtime_sample_and_packet_limits(tmp_path, capsys, monkeypatch):
                  "limits: {max_packets_per_message: 1}\n")
     assert main(["run", str(p), "-o", str(tmp_path / "o3"), "--no-progress"]) == 2
     assert "max_packets_per_message" in capsys.readouterr().err and not (tmp_path / "o3").exists()
+
+
+@pytest.mark.parametrize("core", ["native", "python"])
+def test_an_overload_let_through_is_stopped_at_the_queue_cap(tmp_path, core):
+    """limits.max_offered_load lifted by hand: the engine's queue cap stops the run (reason named, memory bounded)."""
+    from hybridsim.engine.cores import NATIVE_MISSING
+
+    if core == "native" and NATIVE_MISSING is not None:
+        pytest.skip(f"native core not built: {NATIVE_MISSING}")
+    p = tmp_path / "s.yaml"
+    p.write_text(BASE + "  - {name: bg, ranks: 16, workload: {kind: uniform_random, msg_size: 100000, interval: 1}}\n"
+                 f"backend: {{embedded: {{core: {core}}}}}\n")
+    out = tmp_path / "out"
+    rc = main(["run", str(p), "-o", str(out), "--no-progress", "--limit", "max_offered_load=1e6",
+               "--limit", "max_queued_packets=20000"])
+    assert rc == 1
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "failed" and "max_queued_packets" in man["reason"] and "20,000" in man["reason"], man
+
+
+def test_queue_cap_counts_bytes_in_the_network():
+    """The cap is on injected - delivered bytes: a run below it is untouched, and the same run with a cap below what
+    it holds at once stops (so the check does run, on real traffic)."""
+    from hybridsim.engine import Engine
+    from hybridsim.engine.core import LimitExceeded
+    from hybridsim.scenario import parse_scenario
+
+    text = BASE.replace("iterations: 2", "iterations: 20").replace("msg_size: 4096", "msg_size: 409600") + \
+        "backend: {embedded: {core: python}}\nsampling: {ports: false}\n"
+    Engine.QUEUE_CHECK_EVERY, old = 1, Engine.QUEUE_CHECK_EVERY
+    try:
+        Engine(parse_scenario(text)).run()  # 4 ranks x 409600 B = 400 packets at most: far below the default
+        with pytest.raises(LimitExceeded, match="max_queued_packets"):
+            Engine(parse_scenario(text + "limits: {max_queued_packets: 100}\n")).run()
+    finally:
+        Engine.QUEUE_CHECK_EVERY = old
+
+
+def test_deadline_is_checked_while_a_huge_message_is_cut(tmp_path, monkeypatch):
+    """The packet limits lifted by hand: a 2^40-byte message (2^28 packets) is cut with the deadline checked."""
+    (tmp_path / "hugemsg.py").write_text("from hybridsim.workloads import Program\n"
+                                         "def one(rank, iteration, n_ranks):\n"
+                                         "    p = Program(rank, n_ranks)\n"
+                                         "    p.sendrecv((rank + 1) % n_ranks, 2**40, (rank - 1) % n_ranks, 0)\n"
+                                         "    return p.ops\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    p = tmp_path / "s.yaml"
+    p.write_text("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
+                 "jobs:\n  - {name: c, ranks: 2, iterations: 1, workload: {kind: custom, function: 'hugemsg:one'}}\n"
+                 "backend: {embedded: {core: python}}\n"
+                 "limits: {max_packets_per_message: 1000000000, max_queued_packets: 1000000000}\n")
+    out = tmp_path / "out"
+    t0 = time.perf_counter()
+    rc = main(["run", str(p), "-o", str(out), "--no-progress", "--limit", "deadline=0.5"])
+    assert rc == 1 and time.perf_counter() - t0 < 20
+    man = json.loads((out / "manifest.json").read_text())
+    assert "deadline" in man["reason"] and "cutting a message of 268,435,456 packets" in man["reason"], man
 
 
 SLOW_GEN = ("import time\nfrom hybridsim.workloads import Program\n"

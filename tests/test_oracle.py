@@ -77,3 +77,71 @@ def test_oracle_refuses_what_is_no_pure_run(tmp_path, pure):
 def test_a_named_model_with_a_path_option_is_no_checkpoint():
     assert not is_checkpoint_spec("oracle:run=/some/where/pure")
     assert is_checkpoint_spec("./ckpt") and is_checkpoint_spec("runs/ckpt")
+
+
+# ------------------------------------------------------------------------------------- a tampered pure run (issue 35)
+def _tampered(pure, tmp_path, fn, forge: bool):
+    """A copy of the pure run whose iterations table went through ``fn(columns)``; ``forge``: its digest recorded
+    again, as a careful forger would."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hybridsim_common.rundir import refresh_digest
+
+    d = tmp_path / "copy"
+    shutil.copytree(pure[1], d)
+    t = pq.read_table(d / "iterations.parquet")
+    cols = fn({c: t.column(c).to_numpy(zero_copy_only=False).copy() for c in t.column_names})
+    pq.write_table(pa.table(cols), d / "iterations.parquet")
+    if forge:
+        refresh_digest(d, "iterations.parquet")
+    return d
+
+
+def _end_x10(c):
+    c["end"] = c["start"] + (c["end"] - c["start"]) * 10
+    return c
+
+
+def _nan(c):
+    c["end"][3] = np.nan
+    return c
+
+
+def _relabelled(c):
+    c["job"] = np.where(c["rank"] == 0, "b", c["job"]).astype(object)
+    return c
+
+
+def _dropped(c):
+    return {k: v[1:] for k, v in c.items()}
+
+
+@pytest.mark.parametrize("forge", [False, True], ids=["digest-kept", "digest-forged"])
+@pytest.mark.parametrize("fn,why", [(_end_x10, "completed at"), (_nan, "not finite"),
+                                    (_relabelled, "ranks x 40 iterations once \\(120 rows\\)"),
+                                    (_dropped, "ranks x 40 iterations once")],
+                         ids=["end-x10", "nan", "relabelled", "row-dropped"])
+def test_oracle_refuses_a_tampered_run(pure, tmp_path, fn, why, forge):
+    """End times x10, a NaN, rows relabelled or dropped: refused with the reason (bench --pure's rules); with the
+    digest kept the digest says so first, with a forged one the table's own checks do."""
+    sc, _, _, _ = pure
+    d = _tampered(pure, tmp_path, fn, forge)
+    with pytest.raises(SurrogateError, match="changed since the run completed" if not forge else why):
+        build_controller(_with_oracle(sc, d))
+
+
+def test_oracle_refuses_a_run_without_digests(pure, tmp_path):
+    import json
+    import shutil
+
+    sc, _, _, _ = pure
+    d = tmp_path / "old"
+    shutil.copytree(pure[1], d)
+    m = json.loads((d / "manifest.json").read_text())
+    del m["digest"]
+    (d / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(SurrogateError, match="records no digest"):
+        build_controller(_with_oracle(sc, d))

@@ -322,9 +322,15 @@ HOSTILE = [
         t, "end", lambda t: t["iteration"] == 2, 0.0)), [], "ends before it starts"),
     ("deep corpus.json", lambda c: (c / "corpus.json").write_text("[" * 100_000 + "]" * 100_000), [],
      "nested too deep"),
-    ("corpus.json a list", lambda c: (c / "corpus.json").write_text("[]"), [], "field 'runs' must be a list"),
+    ("corpus.json a list", lambda c: (c / "corpus.json").write_text("[]"), [], "not a corpus index written by"),
+    ("another program's corpus.json", lambda c: (c / "corpus.json").write_text(json.dumps(
+        {"runs": [{"dir": "runs/0000", "status": "completed"}]})), [], "not a corpus index written by"),
+    ("runs without ids", lambda c: (c / "corpus.json").write_text(json.dumps(
+        {"kind": "corpus", "runs": [{"dir": "runs/0000", "status": "completed"}]})), [],
+     "field 'runs' must be a list of objects with an integer 'id'"),
     ("run outside the corpus", lambda c: (c / "corpus.json").write_text(json.dumps(
-        {"runs": [{"dir": "../../etc", "status": "completed"}]})), [], "must be a folder inside the corpus"),
+        {"kind": "corpus", "runs": [{"id": 0, "dir": "../../etc", "status": "completed"}]})), [],
+     "must be a folder inside the corpus"),
     ("--epochs 0", lambda c: None, ["--epochs", "0"], "epochs must be an integer >= 1, got 0"),
     ("--hidden 0", lambda c: None, ["--hidden", "0"], "hidden must be an integer >= 1"),
     ("--val-frac nan", lambda c: None, ["--val-frac", "nan"], "val_frac must be a number"),

@@ -362,15 +362,16 @@ def test_codes_bridge_and_swf_refuse_what_streams_cannot_run(tmp_path):
 
 
 def test_a_backend_that_declares_no_streams_refuses_one_before_any_run_directory(tmp_path):
-    """The runner asks the backend's declared ``no_streams``; the remote engine declares it (its protocol carries no
-    job starts), so a stream on ``backend: remote`` fails with that reason and writes nothing."""
-    from hybridsim.runner import RunError
+    """The runner asks the backend's declared ``no_streams`` (``Backend.run_refusal``); the remote engine declares it
+    (its protocol carries no job starts), so a stream on ``backend: remote`` is a located scenario error with that
+    reason (exit 2, as ``validate`` says) and writes nothing."""
+    from hybridsim.scenario import ScenarioError
     from hybridsim.service.remote import RemoteBackend
 
     sc = parse_scenario(stream() + "backend: {kind: remote, remote: 127.0.0.1:1}\n", "s.yaml")
-    with pytest.raises(RunError) as ei:
+    with pytest.raises(ScenarioError) as ei:
         run_scenario(sc, tmp_path / "out", progress=False)
-    assert str(ei.value) == RemoteBackend.no_streams
+    assert str(ei.value).startswith("s.yaml:") and str(ei.value).endswith("scheduler: " + RemoteBackend.no_streams)
     assert not (tmp_path / "out").exists()
 
 

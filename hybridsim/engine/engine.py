@@ -168,6 +168,8 @@ class Engine(Backend):
 
     #: events between two checks of the run's :class:`~.core.RunStop` (a clock read: cheap against the events)
     CHECK_EVERY = 1024
+    #: checks between two sums of the bytes waiting in the network (``limits.max_queued_packets``: bounded memory)
+    QUEUE_CHECK_EVERY = 16
 
     def __init__(self, scenario, topology=None, placement=None, progress: bool = False, debug: Optional[bool] = None,
                  workloads=None, keep_ports: bool = True):
@@ -313,8 +315,20 @@ class Engine(Backend):
                         desc=self.progress if isinstance(self.progress, str) else (sc.name or "engine"),
                         mininterval=0.5)
 
+        state["checks"] = 0
+        queued_cap = lim.max_queued_packets * sc.topology.packet_size  # bytes: what limits.max_queued_packets allows
+
         def on_check(t, n, final=False):
             stop.check(f"at t={t:,.0f} ns after {n:,} events")
+            state["checks"] += 1
+            if state["checks"] % self.QUEUE_CHECK_EVERY == 0:  # a sum over the terminals: not at every check
+                queued = net.bytes_injected - net.bytes_delivered
+                if queued > queued_cap:
+                    raise LimitExceeded(
+                        f"max_queued_packets: {queued:,} B (about {queued // sc.topology.packet_size:,} packets of "
+                        f"{sc.topology.packet_size} B) wait in the network at t={t:,.0f} ns, over "
+                        f"limits.max_queued_packets = {lim.max_queued_packets:,}: the jobs offer more than the "
+                        "network carries (a background job's msg_size / interval?), so its queues grow with the run")
             if self.debug:
                 net.check_invariants()
             el = time.perf_counter() - wall0

@@ -45,7 +45,7 @@ import numpy as np
 
 from hybridsim_common.topology import GLOBAL, LOCAL, TERMINAL, Dragonfly
 from hybridsim_common.units import GIB
-from .core import LimitExceeded
+from .core import LimitExceeded, current_stop
 
 ROUTINGS = ("minimal", "nonminimal", "adaptive", "prog-adaptive")
 MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE = range(4)
@@ -54,6 +54,11 @@ MINIMAL, NONMINIMAL, ADAPTIVE, PROG_ADAPTIVE = range(4)
 #: a predicted job's background load is clamped to this link utilisation: at u -> 1 the capacity left (1 - u) and the
 #: M/D/1 wait u / (2 (1 - u)) diverge, which would stall the simulated jobs on a measurement artefact
 MAX_BACKGROUND_UTILISATION = 0.9
+
+#: packets of one message cut between two checks of the run's deadline (the default limits.max_packets_per_message
+#: allows one chunk: the check costs nothing on a message of sane size)
+BIG_MESSAGE = 65_536
+
 
 def too_many_packets(size: int, npk: int, P: int, max_packets) -> LimitExceeded:
     """The error of a message of ``size`` bytes cut into ``npk`` packets of ``P`` bytes, over
@@ -429,7 +434,16 @@ class Network:
             term = terms[src]
             q = term.q
             jb = msg.jb
-            for _i in range(npk - 1):
+            n_full = npk - 1
+            if n_full > BIG_MESSAGE:  # only with limits.max_packets_per_message raised: the deadline is checked
+                stop = current_stop()  # between chunks while such a message is cut into packets
+                while n_full > BIG_MESSAGE:
+                    if stop is not None:
+                        stop.check(f"at t={t:,.0f} ns while cutting a message of {npk:,} packets")
+                    for _i in range(BIG_MESSAGE):
+                        q.append(Packet(msg, P, term, dst, dr, dg, sg, False, jb))
+                    n_full -= BIG_MESSAGE
+            for _i in range(n_full):
                 q.append(Packet(msg, P, term, dst, dr, dg, sg, False, jb))
             q.append(Packet(msg, size - P * (npk - 1), term, dst, dr, dg, sg, True, jb))
             net.packets += npk

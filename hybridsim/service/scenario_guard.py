@@ -15,7 +15,8 @@ from .limits import ScenarioLimits
 
 
 #: scenario limits a client may lower but not raise: what its workload generates (the serve flags bound the rest)
-CLIENT_CAPPED = ("max_ops", "max_packets", "max_packets_per_message", "max_samples")
+CLIENT_CAPPED = ("max_ops", "max_packets", "max_packets_per_message", "max_samples", "max_offered_load",
+                 "max_queued_packets")
 
 
 def yaml_limits(limits: ScenarioLimits):

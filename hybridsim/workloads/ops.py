@@ -91,7 +91,8 @@ _ARITY = {COMPUTE: 2, ISEND: 5, IRECV: 4, SEND: 4, RECV: 3, WAITALL: 2}
 
 
 def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+    """An int (not a bool) the engine cores hold: 64-bit signed, as the compiled core stores sizes, tags and ids."""
+    return isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
 
 
 def validate_ops(ops: Sequence, n_ranks: int) -> None:
@@ -110,8 +111,8 @@ def validate_ops(ops: Sequence, n_ranks: int) -> None:
         if len(op) != _ARITY[k]:
             raise bad(f"{KIND_NAMES[k]} takes {_ARITY[k]} fields, got {len(op)}")
         if k == COMPUTE:
-            if not isinstance(op[1], (int, float)) or isinstance(op[1], bool) or not op[1] >= 0:
-                raise bad("compute time must be a number >= 0 (ns)")
+            if not isinstance(op[1], (int, float)) or isinstance(op[1], bool) or not 0 <= op[1] <= 2.0**53:
+                raise bad("compute time must be a finite number of ns in 0..2^53")
             continue
         if k == WAITALL:
             if not isinstance(op[1], tuple):
@@ -124,14 +125,14 @@ def validate_ops(ops: Sequence, n_ranks: int) -> None:
         if not _is_int(peer) or not 0 <= peer < n_ranks:
             raise bad(f"peer must be a rank in 0..{n_ranks - 1}")
         if k in (ISEND, SEND) and (not _is_int(op[2]) or op[2] < 0):
-            raise bad("message size must be an int >= 0 (bytes)")
+            raise bad("message size must be an int in 0..2^63 - 1 (bytes)")
         tag = op[3] if k in (ISEND, SEND) else op[2]
         if not _is_int(tag):
-            raise bad("tag must be an int")
+            raise bad("tag must be an int in -2^63..2^63 - 1")
         if k in (ISEND, IRECV):
             req = op[-1]
             if not _is_int(req):
-                raise bad("request id must be an int")
+                raise bad("request id must be an int in -2^63..2^63 - 1")
             if req in reqs:
                 raise bad(f"request id {req} used twice in this iteration")
             reqs.add(req)
