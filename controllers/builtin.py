@@ -510,11 +510,15 @@ class Confident(Aligned):
     A predicted stretch of a job is off by some relative error e of its iteration time; the job's completion time is
     off by the stretches' errors weighted by their shares of its time: with windows of length W every ft W, a
     predicted share f = (ft - 1) / ft times the mean error of its m stretches. The windows' shadow predictions
-    measure e: a window's score is the mean of its signed job-level shadow errors on *clean* iterations
-    (``JobView.clean_signed_errors``: no co-runner was predicted, i.e. silent, while they ran; an edge's truth is off
-    by that silence, which is no error of the model's and which an oracle would be charged for). A window stays open
-    for a job until it has run ``truth`` iterations that started after every job had joined it (at most ``truth +
-    extra``): the leader that opens it runs one edge iteration more than ``aligned``'s.
+    measure e: a window's score is the mean of its signed job-level shadow errors (``JobView.signed_errors``), and
+    each of the job's warm-up iterations the model was scored on (the controller scores a model cheap to fit on each
+    clean warm-up iteration, others on their last ones at the first fit) is a score of its own. With ``clean``, a
+    window stays open for a job until it has run ``truth`` iterations that started after every job had joined it (at
+    most ``truth + extra``: the leader runs one edge iteration more than ``aligned``'s) and is scored on those clean
+    iterations only (``JobView.clean_signed_errors``: an edge's truth is off by its co-runners' silence, no error of
+    the model's). Off by default: measured on mix-72-600 and confirmed on hybrid-72-long and mix-1056-4jobs
+    (benchmarks/RESULTS.md, "The default pays"), the longer windows cost LAST, MEAN and ridge a third of their
+    speed for no gain in error.
 
     The score of a window mixes two things: the model's error of the job's level (a bias, which a stretch carries
     whole) and the iteration-to-iteration noise of the truth it is compared with (which a stretch of L iterations
@@ -541,7 +545,7 @@ class Confident(Aligned):
 
     def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
                  probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3,
-                 clean: bool = True):
+                 clean: bool = False):
         if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
                 or not 0 < float(target_error) < 100:
             raise ValueError(f"target_error must be a number of percent in (0, 100), got {target_error!r}")
