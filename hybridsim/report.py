@@ -15,6 +15,9 @@
   sweep (``--sweep-ft``), ``tradeoff-ft.png`` and the error-versus-speedup curves of every surrogate:
   ``curves.txt`` (a table) and ``curves.png`` (worst-job completion error against the event speedup, one line a
   surrogate, Ft ascending to zero-shot; points averaged over the bench's seeds).
+
+Over 600 lines: every plot of a run and of a bench (iterations, jobs, ports, streams, curves) shares its figure
+helpers and the run-directory readers; the index page lives in hybridsim/report_index.py.
 """
 
 from __future__ import annotations
