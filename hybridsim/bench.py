@@ -534,7 +534,8 @@ def preflight(scenario, *, policies=None, sweep_ft=None, surrogates=None, seeds:
             sc = _with_policy(base, pol, params)
             refusal = cls.hybrid_refusal(sc) if cls is not None else None
             if refusal is not None:
-                raise BenchOptionError(f"{option}: backend {backend_kind} refuses hybrid mode: {refusal}")
+                raise BenchOptionError(f"{option}: backend {backend_kind} refuses hybrid mode (found before any run): "
+                                      f"{refusal}")
             try:
                 check_hybrid(sc)
             except ScenarioError as exc:

@@ -20,7 +20,7 @@ jobs:
   - {name: milc, ranks: 36, iterations: 3, workload: {kind: milc, dimension_sizes: [3, 3, 2, 2], msg_size: 49152}}
   - {name: nn, ranks: 24, iterations: 3, workload: {kind: nearest_neighbor, dimension_sizes: [4, 3, 2],
                                                     msg_size: 4096}}
-  - {name: noise, ranks: 8, workload: {kind: uniform_random, msg_size: 20000, interval: 3000}}
+  - {name: noise, ranks: 8, workload: {kind: uniform_random, msg_size: 20000, interval: 5000}}
 placement: {policy: random}
 sampling: {interval: 20us}
 """
