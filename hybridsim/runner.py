@@ -231,10 +231,12 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         if mode == "hybrid" and controller is None and not cls.runs_policy:
             controller = build_controller(scenario, placement=placement)
             stop.check("while building the surrogates")
+        director = controller
         if controller is not None and controller.truth_reason:
+            director = None   # the truth, run as the pure run is: no loop to pay for
             print(f"{scenario.name}: hybrid mode runs the truth: {controller.truth_reason} (hybridsim.estimate; set a "
                   "controller section to run a policy anyway)", file=sys.stderr)
-        wants_samples = controller is not None and controller.wants_samples
+        wants_samples = director is not None and director.wants_samples
         if backend is None:
             run_sc = scenario
             if wants_samples and not scenario.sampling.ports:
@@ -244,13 +246,13 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
             # the port samples are kept only where they are written (ports.parquet, description.json) or read
             backend = make_backend(run_sc, topology, placement, progress, rd.path, mode,
                                    keep_ports=wants_samples or _ports_written(scenario, write_ports))
-        on_record = controller.on_record if controller is not None else None
-        on_samples = controller.on_samples if wants_samples else None
-        result = backend.run(director=controller, on_record=on_record, on_samples=on_samples)
+        on_record = director.on_record if director is not None else None
+        on_samples = director.on_samples if wants_samples else None
+        result = backend.run(director=director, on_record=on_record, on_samples=on_samples)
         stop.check("once the backend had finished")
         wall = time.perf_counter() - t0
         cpu = cpu_time() - c0  # CPU time of the run (CODES' too): what a shared machine's load does not inflate
-        extra = controller.per_iteration_columns(result.records) if controller is not None else None
+        extra = director.per_iteration_columns(result.records) if director is not None else None
         if extra is None and not all(result.simulated):  # predicted by a backend that runs the policy itself
             extra = {"mode": ["simulate" if s else "predict" for s in result.simulated]}
         write_iterations(result.records, rd.file(ITERATIONS), extra=extra)
@@ -284,6 +286,8 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
             summary["standin"] = standin
         if controller is not None:
             hs = controller.summary()
+            if director is None:   # ran the truth as a pure run: the loop saw nothing
+                hs["jobs"] = {}
             summary["hybrid"] = hs
             w = hs["wall"]  # the director's share of the wall: inference, tuning and the controller's own work
             summary["wall_split_s"] = {
