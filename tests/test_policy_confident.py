@@ -229,3 +229,25 @@ def test_backtest_scores_count_one_iteration_each():
     assert p.jobs[0].scores == [0.5, -0.5, 0.25] and p.jobs[0].counts == [1, 1, 1]
     p.decide(cview(0, 9, 90.0, signed=back + [(7, 1.0), (8, 2.0)]))
     assert p.jobs[0].scores == [0.5, -0.5, 0.25, 1.5] and p.jobs[0].counts == [1, 1, 1, 2]
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_clean_windows_wait_for_an_iteration_beside_every_job(clean):
+    """A decides at 10 it, B at 10 it + 5 (both 10 ns iterations, constant). The warm-up closes at B's iteration 4
+    (t=45), the next window opens at A's iteration 6 (t=60; 55 is the next opening time, A the leader) and B joins at
+    65. A's iteration 6 started before B joined: not clean. With ``clean`` A needs iteration 7 (clean, from 70) done,
+    so the window closes at A's decision at 80; without, every job's first window iteration suffices and B closes it
+    at 75."""
+    p = load_policy("confident", {"target_error": 2, "clean": clean})
+    a = lambda it: cview(0, it, 10.0 * it)          # noqa: E731
+    b = lambda it: cview(1, it, 10.0 * it + 5.0)    # noqa: E731
+    for it in range(4):
+        assert p.decide(a(it)) == S and p.decide(b(it)) == S
+    assert p.decide(a(4)) == S and p.decide(b(4)) == P   # warm-up over at 45
+    assert p.decide(a(5)) == P and p.decide(b(5)) == P   # before the opening time (55); B is not the leader
+    assert p.decide(a(6)) == S and p.decide(b(6)) == S   # A opens at 60, B joins at 65
+    if not clean:
+        assert p.decide(a(7)) == S and p.decide(b(7)) == P   # each ran one window iteration: closed at 75
+    else:
+        assert p.decide(a(7)) == S and p.decide(b(7)) == S   # A's clean iteration 7 still running
+        assert p.decide(a(8)) == P                           # closed at 80
