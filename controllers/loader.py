@@ -4,7 +4,6 @@ by :mod:`hybridsim_common.plugins`' rule: never from the scenario's folder or th
 from __future__ import annotations
 
 import inspect
-from importlib.metadata import entry_points
 
 import hybridsim_common.plugins as plugins
 
@@ -14,37 +13,23 @@ from .builtin import BUILTIN
 ENTRY_POINT_GROUP = "hybridsim.policies"
 
 
-def _entry_point_policies() -> dict:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+#: the policies' registry: built-ins, the ``hybridsim.policies`` entry points and ``module:Class`` specs, found by the
+#: one rule every plug-in kind shares (:class:`hybridsim_common.plugins.Registry`; a policy may be duck-typed, so no
+#: base class is required here: :func:`policy_class` checks for ``decide``)
+POLICIES = plugins.Registry(ENTRY_POINT_GROUP, "policy", BUILTIN)
 
 
 def available_policies() -> list[str]:
-    return sorted(set(BUILTIN) | set(_entry_point_policies()))
+    return POLICIES.names()
 
 
 def _resolve(spec: str) -> type:
-    if spec in BUILTIN:
-        return BUILTIN[spec]
-    eps = _entry_point_policies()
-    if spec in eps:
-        try:
-            return eps[spec].load()
-        except Exception as exc:
-            raise PolicyError(f"policy {spec!r}: entry point {eps[spec].value} failed to load: {exc}") from exc
-    if ":" in spec:
-        mod, _, attr = spec.partition(":")
-        try:
-            module = plugins.import_module(mod)
-        except ImportError as exc:
-            raise PolicyError(f"policy {spec!r}: cannot import module {mod!r}: {exc}") from exc
-        except Exception as exc:  # a plug-in's own code failed at import
-            raise PolicyError(f"policy {spec!r}: importing module {mod!r} raised {type(exc).__name__}: {exc}") from exc
-        try:
-            return getattr(module, attr)
-        except AttributeError:
-            raise PolicyError(f"policy {spec!r}: module {mod!r} has no attribute {attr!r}") from None
-    raise PolicyError(f"unknown policy {spec!r}; built-in and installed: {', '.join(available_policies())}; "
-                      "or give 'module:Class'")
+    try:
+        return POLICIES.load(spec)
+    except ValueError as exc:   # unknown name: the registry's message, with the closest name
+        raise PolicyError(f"{exc}") from None
+    except ImportError as exc:  # PluginError included: which plug-in, and why it does not load
+        raise PolicyError(str(exc)) from exc
 
 
 def policy_class(spec: str) -> type:

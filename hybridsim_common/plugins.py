@@ -190,7 +190,7 @@ class Registry:
         elif ":" in name:
             try:
                 obj = resolve(name)
-            except (ImportError, AttributeError, ValueError) as exc:
+            except Exception as exc:  # ImportError, AttributeError, or a plug-in's own code failing at import
                 raise PluginError(f"{self.label} {name!r}: cannot load it: {type(exc).__name__}: {exc}") from None
         else:
             ep = self.entry_points()[name]

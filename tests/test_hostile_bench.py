@@ -24,7 +24,7 @@ CASES = {
                                                                   "target_error"]),
     "policy_ft_0": (["--policy", "periodic:ft=0"], ["--policy periodic:ft=0", "ft must be"]),
     "policy_missing_module": (["--policy", "no_such_module_h4:P"], ["--policy no_such_module_h4:P",
-                                                                     "cannot import module"]),
+                                                                     "No module named"]),
     "policy_unknown_param": (["--policy", "periodic:fft=4"], ["--policy periodic:fft=4", "'fft'"]),
     "policy_value_not_yaml": (["--policy", "periodic:ft=["], ["--policy 'periodic:ft=['", "not a YAML scalar"]),
     "sweep_ft_0": (["--sweep-ft", "4,0"], ["--sweep-ft", "got 0"]),
