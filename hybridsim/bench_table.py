@@ -109,7 +109,21 @@ def paired_pointer(result: dict) -> list[str]:
 
 
 #: functions ``result -> list[str]`` printed, in order, under the narrow table (module docstring)
-SUMMARY_LINES = [coverage_lines, best_run, why_slower, stream_lines, paired_pointer]
+def floor_lines(result: dict) -> list[str]:
+    """On a backend that runs the policy itself (CODES' director): each job's signed completion error beside its
+    perturbation floor (the hybrid machinery with nothing predicted), which an error must be read against."""
+    out = []
+    for r in result["runs"]:
+        floor = r.get("perturbation_floor_pct")
+        if not floor:
+            continue
+        parts = [f"{name} {_num(j.get('completion_error_signed_pct'), '+.2f')} % (floor {_num(floor.get(name), '+.2f')} %)"
+                 for name, j in r["jobs"].items() if name in floor]
+        out.append(f"{r['run']}: completion error " + ", ".join(parts))
+    return out
+
+
+SUMMARY_LINES = [coverage_lines, floor_lines, best_run, why_slower, stream_lines, paired_pointer]
 
 
 def format_paired(result: dict) -> str:

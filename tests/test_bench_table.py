@@ -82,3 +82,15 @@ def test_cli_prints_the_narrow_table_by_default(tmp_path, capsys, monkeypatch, w
     out = capsys.readouterr().out
     assert (LEGEND in out) is not wide and ("rankMAPE%" in out) is wide
     assert "report/index.html" in out
+
+
+def test_floor_lines_print_each_error_beside_its_floor():
+    """A CODES bench (a backend running the policy itself) reports each job's perturbation floor: the narrow table
+    prints it beside the job's signed error."""
+    from hybridsim.bench_table import floor_lines
+
+    r = {"runs": [{"run": "00-aligned", "perturbation_floor_pct": {"milc": 0.5, "lammps": -0.1},
+                   "jobs": {"milc": {"completion_error_signed_pct": 1.234},
+                            "lammps": {"completion_error_signed_pct": -0.5}}},
+                  {"run": "01-embedded", "jobs": {"milc": {"completion_error_signed_pct": 0.1}}}]}
+    assert floor_lines(r) == ["00-aligned: completion error milc +1.23 % (floor +0.50 %), lammps -0.50 % (floor -0.10 %)"]
