@@ -534,7 +534,11 @@ def test_flood_of_500_calls_leaves_both_services_serving(served):
     with ThreadPoolExecutor(16) as pool:
         codes = list(pool.map(one, range(500)))
     assert time.monotonic() - t0 < 60   # a hang guard, not a speed target (about 1 s idle, over 10 s on a loaded VM)
-    assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED}
+    # CANCELLED: the engine server drops a stream whose start it does not get in time (its start timeout), which a
+    # loaded 2-core machine can cause; the services must still answer the rest and stay serving (below)
+    assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          grpc.StatusCode.CANCELLED}
+    assert codes.count(grpc.StatusCode.CANCELLED) <= 100
     assert codes.count(grpc.StatusCode.OK) > 100
     for ch in (served.s_channel, served.e_channel):
         st = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
