@@ -562,11 +562,6 @@ class Confident(Aligned):
         self.joined = None   # virtual time every job had joined the current window (None: not yet)
 
     # ------------------------------------------------------------------------------------------------ the bound
-    def bound(self, scores, m: float = 1.0) -> float:
-        """Bound (%) on the mean error of ``m`` predicted stretches of a job with window scores ``scores``, the
-        stretches' spread taken as the scores' (no noise separated: :func:`completion_bound`)."""
-        return completion_bound(scores, m, self.coverage)
-
     def _terms(self, js: "_ConfSlot") -> tuple[float, float, float, float, float] | None:
         """(|b|, t, s^2 / n, tau^2, sigma^2) of job ``js``'s windows (class docstring); None with fewer than 2."""
         n = len(js.scores)
@@ -594,12 +589,9 @@ class Confident(Aligned):
         budget, the job being ``windows`` window lengths long (so it has ``windows / ft`` stretches at this gap):
         (ft - 1) / ft * B <= target (``min_ft`` when none does). With the job's slot ``js``, B is
         :meth:`bound_at` (noise separated); without, the scores' own spread (:func:`completion_bound`)."""
-        if js is None:
-            bias, ts, n = _bias_spread(scores, self.coverage)
-            for ft in range(self.max_ft, self.min_ft - 1, -1):
-                if (ft - 1) / ft * (bias + ts * math.sqrt(1.0 / n + 1.0 / max(windows / ft, 1.0))) <= self.target:
-                    return ft
-            return self.min_ft
+        if js is None:   # the scores alone: no noise measured, so their whole spread is the stretches'
+            js = _ConfSlot(0)
+            js.scores, js.counts = list(scores), [1] * len(scores)
         terms = self._terms(js)
         if terms is None:
             return self.min_ft

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from .online_fit import job_time
+
 
 class CorunnerFeed:
     """The co-runner inputs of one hybrid run. ``jobs``: (name, kind, ranks, iterations) per job id; ``infos``: job
@@ -69,8 +71,7 @@ class CorunnerFeed:
         alike."""
         if self.flow is None or st.job_id in self.flow.period:
             return
-        per_rank = np.asarray(st.truth[:, it], dtype=np.float64)
-        jt = float(np.add.reduce(per_rank)) / per_rank.size
+        jt = job_time(st.truth[:, it])
         if not (np.isfinite(jt) and jt > 0):
             return
         self.flow.set_period(st.job_id, jt)
