@@ -698,6 +698,8 @@ class Confident(Aligned):
             js.done = self._warm_check(view, js)
         elif js.exempt:
             js.done = True
+        elif not self.clean:
+            js.done = view.iteration - js.first >= self.truth
         else:
             if self.joined is None and all(s.first is not None or s.exempt or self._finishing(s)
                                            for s in self.jobs.values()):
@@ -707,8 +709,7 @@ class Confident(Aligned):
                         s.clean_from = s.iteration
             if js.clean_from is None and self.joined is not None:
                 js.clean_from = view.iteration
-            ran = view.iteration - js.first
-            js.done = ran >= self.truth + self.extra or (not self.clean and ran >= self.truth) or (
+            js.done = view.iteration - js.first >= self.truth + self.extra or (
                 js.clean_from is not None and view.iteration - js.clean_from >= self.truth)
         if all(s.done or self._finishing(s) for s in self.jobs.values()):
             self._close(now)
