@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from hybridsim.estimate import EVENTS_PER_PACKET, MIN_WARMUP, estimate, ns_per_event
+from hybridsim.estimate import EVENTS_PER_PACKET, MIN_WARMUP, estimate, ns_per_event, saveable_share
 from hybridsim.scenario import load_scenario
 
 TOPO = ("topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}\n"
@@ -30,6 +30,49 @@ def test_events_hand_computed(tmp_path):
                                     * (1 if e.cpu_s < e.events * 1e-6 else 14))
     assert math.isfinite(e.memory_bytes) and e.memory_bytes > 0
     assert "estimate: pure" in e.line()
+
+
+def test_warm_ups_hold_every_job_hand_computed():
+    """MIN_WARMUP = 8. Job a starts at 0 with 40 iterations of 1 (warm-up [0, 8)); job b at 20 with 30 iterations of
+    2 (warm-up [20, 36), life [20, 80)); job c at 30 with 8 iterations of 1 (too short: holds no one). a's free time
+    is [8, 40) less b's warm-up [20, 36): 16 of its 40; b's is [36, 80): 44 of 60; c's [38, 38): none."""
+    assert MIN_WARMUP == 8
+    share = saveable_share({"a": (0.0, 1.0, 40), "b": (20.0, 2.0, 30), "c": (30.0, 1.0, 8)})
+    assert share["a"] == pytest.approx(16 / 40)
+    assert share["b"] == pytest.approx(44 / 60)
+    assert share["c"] == 0.0
+    # started together, the job with the longest warm-up holds the other: [0, 16) of b's
+    together = saveable_share({"a": (0.0, 1.0, 40), "b": (0.0, 2.0, 30)})
+    assert together["a"] == pytest.approx(24 / 40) and together["b"] == pytest.approx(44 / 60)
+
+
+def test_a_hybrid_whose_best_case_saves_little_runs_the_truth(tmp_path):
+    """Six jobs of 18 iterations in a stream, one arriving every 9 iterations: a job's 10 iterations after its own
+    8-iteration warm-up, [9k + 8, 9k + 18), are held by the next one's warm-up [9k + 9, 9k + 17) but for 2 (the one
+    after starts at 9k + 18), the last one's all free, so at best (5 x 2 + 10) / (6 x 18) = 18.5 % of the events are
+    saved: over MIN_SAVED (10 %), under MIN_SAVED_CPU (20 %)."""
+    from hybridsim.estimate import MIN_SAVED, MIN_SAVED_CPU
+    from hybridsim.workloads import estimate_cost
+
+    def stream(arrival_us):
+        f = tmp_path / "s.yaml"
+        f.write_text(TOPO.replace("placement: {policy: contiguous}\n", "")
+                     + "scheduler: {queue: fcfs, allocation: contiguous}\njobs:\n"
+                     + "".join("  - {name: j%d, ranks: 8, iterations: 18, arrival: %.6fus, workload: {kind: "
+                               "nearest_neighbor, dimension_sizes: [2, 2, 2], msg_size: 1048576, "
+                               "max_dimension_distance: 1}}\n" % (k, k * arrival_us) for k in range(6)))
+        return load_scenario(f)
+
+    sc = stream(1.0)
+    job, topo = sc.jobs[0], sc.topology
+    c = estimate_cost(job, topo.packet_size)
+    per_it = c.compute_ns + c.packets * topo.packet_size / (topo.bandwidth.as_tuple()[0] * 2**30 / 1e9)
+    e = estimate(stream(9 * per_it / 1e3))
+    assert e.saveable_events / e.events == pytest.approx(20 / 108, rel=1e-6)
+    assert MIN_SAVED < 20 / 108 < MIN_SAVED_CPU
+    assert not e.pays and f"{MIN_SAVED_CPU:.0%}" in e.reason
+    # spaced out (each job alone), the same jobs pay
+    assert estimate(stream(18 * per_it / 1e3)).pays
 
 
 def test_cpu_per_event_grows_with_the_machine():
