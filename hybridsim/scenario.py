@@ -597,13 +597,17 @@ def _job_costs(sc: "Scenario", out: list | None = None) -> list:
 
 
 def _lower_bound_ns(sc: "Scenario", costs: list) -> tuple[float, int]:
-    """A lower bound on the run's virtual duration from the jobs' arrivals and compute phases alone (jobs run side
-    by side), and the job that sets it."""
+    """A lower bound on the run's virtual duration from the jobs' arrivals, compute phases and injection alone (jobs
+    run side by side), and the job that sets it. A rank's iteration takes at least its compute or the time its
+    terminal link takes to inject the bytes it sends (``packets`` of ``packet_size`` at the injection bandwidth),
+    whichever is longer (they may overlap)."""
     lb, longest = 0.0, 0
+    inj = sc.topology.bandwidth.as_tuple()[0] * 2**30 / 1e9   # bytes per ns
     for i, (j, c) in enumerate(zip(sc.jobs, costs)):
         if j.iterations is None:
             continue
-        per_it = j.compute.delay + (c.compute_ns if c is not None else 0.0)
+        per_it = j.compute.delay + (max(c.compute_ns, c.packets * sc.topology.packet_size / inj)
+                                    if c is not None else 0.0)
         end = (j.arrival if sc.is_stream else 0.0) + per_it * j.iterations
         if end > lb:
             lb, longest = end, i
@@ -661,8 +665,8 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
     out += offered_load_problems(sc)
     lb, longest = _lower_bound_ns(sc, costs)
     if lb > MAX_VIRTUAL_TIME:
-        out.append((("jobs", longest), f"job {sc.jobs[longest].name!r} runs until at least {lb:.3g} ns (arrival and "
-                                       f"compute phases alone), past the {MAX_VIRTUAL_TIME:.3g} ns (~104 days) of "
+        out.append((("jobs", longest), f"job {sc.jobs[longest].name!r} runs until at least {lb:.3g} ns (arrival, "
+                                       f"compute and injection alone), past the {MAX_VIRTUAL_TIME:.3g} ns (~104 days) of "
                                        "virtual time a run can resolve to the ns"))
     if sc.sampling.ports:
         windows = lb / sc.sampling.interval
@@ -670,7 +674,7 @@ def limit_problems(sc: "Scenario") -> list[tuple[tuple, str]]:
             # point at the sampling section if the file has one, else at the job whose compute sets the duration
             loc = ("sampling", "interval") if "sampling" in sc.model_fields_set else ("jobs", longest)
             out.append((loc, f"at least {windows:.3g} sample windows of sampling.interval = {sc.sampling.interval:g} "
-                             f"ns (job {sc.jobs[longest].name!r}'s arrival and compute phases alone) x {topo.n_ports} "
+                             f"ns (job {sc.jobs[longest].name!r}'s arrival, compute and injection alone) x {topo.n_ports} "
                              f"ports = {windows * topo.n_ports:.3g} port samples, over limits.max_samples = "
                              f"{lim.max_samples}"))
     longest_job = max((j.iterations for j in sc.jobs if j.iterations is not None), default=0)

@@ -393,7 +393,8 @@ def test_shipped_scenarios_validate(path, capsys):
 
 
 def test_limits_are_overridable(tmp_path, capsys):
-    big = BASE.replace("iterations: 2", "iterations: 3000000")  # 4 x 3e6 = 1.2e7 rank-iterations > 1e7
+    # 4 x 3e6 = 1.2e7 rank-iterations > 1e7; a window every 10 ms keeps the port samples within their limit
+    big = BASE.replace("iterations: 2", "iterations: 3000000") + "sampling: {interval: 10ms}\n"
     p = tmp_path / "s.yaml"
     p.write_text(big)
     assert main(["validate", str(p)]) == 2
@@ -446,9 +447,14 @@ def test_deadline_fails_the_run(tmp_path, capsys):
 
 
 def test_runtime_sample_and_packet_limits(tmp_path, capsys, monkeypatch):
-    # samples: the compute phases give no lower bound on the duration, so the engine stops at the limit
+    # samples: the injection time of 2 iterations is a lower bound of 17.4 windows of 1 us: over a limit of 1 window
+    # x 252 ports it is refused before the run, nothing written; 20 windows pass that bound, and the engine stops at
+    # the limit (contention makes the run longer)
     p = tmp_path / "s.yaml"
-    p.write_text(BASE + "sampling: {interval: 1us}\nlimits: {max_samples: 252}\n")  # 1 window x 252 ports
+    p.write_text(BASE + "sampling: {interval: 1us}\nlimits: {max_samples: 252}\n")
+    assert main(["run", str(p), "-o", str(tmp_path / "o0"), "--no-progress"]) == 2
+    assert "max_samples" in capsys.readouterr().err and not (tmp_path / "o0").exists()
+    p.write_text(BASE + "sampling: {interval: 1us}\nlimits: {max_samples: 5040}\n")   # 20 windows x 252 ports
     rc = main(["run", str(p), "-o", str(tmp_path / "o1"), "--no-progress"])
     assert rc == 1
     man = json.loads((tmp_path / "o1" / "manifest.json").read_text())

@@ -23,7 +23,8 @@ class PortSampler:
     """Turns the network's running counters into :class:`PortSamples` blocks (one window each).
 
     ``keep=False``: the windows are taken as with their values -- the same sampling events, at the same places in
-    the event order, counted against ``limits.max_samples`` -- but their values are neither computed nor kept
+    the event order, not counted against ``limits.max_samples`` (a memory bound) -- but their values are neither
+    computed nor kept
     (:meth:`combined` is None, a block has no ports): for a run whose samples nobody reads as it goes nor writes,
     where they would grow with simulated time (one ``(ports, features)`` float32 row a window: 2.4 MB on 8,320
     nodes, every 250 us)."""
