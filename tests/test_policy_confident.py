@@ -217,6 +217,24 @@ def test_a_short_job_does_not_hold_the_warmup():
     assert p.decide(cview(1, 4, 40.0, truth=lambda i: 10.0 + 3 * i, n=6)) == S   # exempt: simulated to its end
 
 
+@pytest.mark.parametrize("vouch, scores, want", [(2, (0.1, 0.1), P), (3, (0.1, 0.1), S), (2, (1.5, -1.5), S)])
+def test_two_scores_vouch_only_for_a_near_exact_model(vouch, scores, want):
+    """A trending job (never stationary) decides at iteration 3 with its model's scores on iterations 1 and 2 (too few
+    completed iterations for a truth noise: sigma = 0). Scores 0.1, 0.1: b = 0.1, s = 0, bound 0.1 % <= 2 %: warm
+    with ``vouch`` 2, not with 3. Scores 1.5, -1.5: b = 0, s^2 = 4.5, tau^2 = 4.5, bound 3.078 sqrt(4.5 / 2 + 4.5)
+    = 8.0 % (t at 0.9 with 1 degree of freedom): not warm."""
+    p = load_policy("confident", {"target_error": 2, "vouch": vouch})
+    trend = lambda i: 10.0 + i   # noqa: E731
+    for it in range(3):
+        assert p.decide(cview(0, it, 10.0 * it, truth=trend)) == S
+    signed = [(1, scores[0]), (2, scores[1])]
+    assert p.decide(cview(0, 3, 30.0, truth=trend, signed=signed)) == want
+    if want == S:
+        assert not p.jobs[0].warmed
+    else:
+        assert p.jobs[0].warm_end == 3
+
+
 def test_backtest_scores_count_one_iteration_each():
     """Shadow errors of warm-up iterations (the controller's backtest at the first fit) are one score each; window
     iterations that follow one another are one score."""
