@@ -97,26 +97,34 @@ class Ridge(_Repeating):
         wins = []
         for s in series:
             s = np.asarray(s, dtype=np.float64)
-            s = np.where(np.isfinite(s) & (s > 0), s, np.nan)
-            if len(s) <= self.k:
-                continue
-            win = np.lib.stride_tricks.sliding_window_view(s, self.k + 1)  # only windows with no gap
-            win = win[~np.isnan(win).any(axis=1)]
-            if len(win):
-                wins.append(win)
-        if not wins:
+            if len(s) > self.k:
+                wins.append(self._windows(s[None, :]))
+        return self._solve(np.concatenate(wins) if wins else np.zeros((0, self.k + 1)))
+
+    def _windows(self, rows: np.ndarray) -> np.ndarray:
+        """The gap-free training windows ``(n, k + 1)`` of the series ``rows`` (R, L), L > k: rank by rank, each
+        rank's in time order (what one series at a time gives, in the same order: for performance, one call for
+        every rank)."""
+        s = np.where(np.isfinite(rows) & (rows > 0), rows, np.nan)
+        win = np.lib.stride_tricks.sliding_window_view(s, self.k + 1, axis=1).reshape(-1, self.k + 1)
+        return win[~np.isnan(win).any(axis=1)]   # only windows with no gap
+
+    def _solve(self, w: np.ndarray) -> int:
+        """The coefficients from the windows ``w`` (n, k + 1) (kept as they are when there are none); returns n."""
+        n = len(w)
+        if not n:
             return 0
-        w = np.concatenate(wins)
         rel = w / w[:, -2:-1] - 1.0
         A = rel[:, :self.k - 1]
         y = rel[:, -1]
-        n = len(w)
         self.coef = np.linalg.solve(A.T @ A / n + self.alpha * np.eye(A.shape[1]), A.T @ y / n)
         return n
 
     def fit(self, dataset, train_idx, val_idx=None, **kw) -> dict:
         y = np.asarray(dataset.y, dtype=np.float64)[:, train_idx]
-        return {"windows": self.fit_series(list(y))}
+        if y.ndim != 2 or y.shape[1] <= self.k:
+            return {"windows": 0}
+        return {"windows": self._solve(self._windows(y))}
 
     def tune(self, dataset, window_idx, **kw) -> dict:
         return self.fit(dataset, window_idx)
