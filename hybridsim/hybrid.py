@@ -51,7 +51,7 @@ from surrogate.online import Feeds, JobFeed
 from surrogate.volumes import relative_volumes
 
 from hybridsim_common.backend import Director, Mode
-from hybridsim_common.records import IterationRecord
+from hybridsim_common.records import IterationColumns, IterationRecord
 from .corunners import CorunnerFeed
 from .online_fit import OnlineFit, job_time
 from .fast_forward import EDGE_FLOOR, FastForward, HybridError, _job_span
@@ -546,6 +546,8 @@ class HybridController(OnlineFit, FastForward, Director):
     # ------------------------------------------------------------------------------------------------ results
     def per_iteration_columns(self, records: list[IterationRecord]) -> dict[str, list]:
         """Extra iterations.parquet columns aligned with ``records``: mode, predicted, truth."""
+        if isinstance(records, IterationColumns):
+            return self._per_iteration_arrays(records)
         mode, pred, truth = [], [], []
         for r in records:
             st = self.states.get(r.job_id)
@@ -559,6 +561,26 @@ class HybridController(OnlineFit, FastForward, Director):
             pred.append(float(st.pred[r.rank, r.iteration]))
             truth.append(float(st.truth[r.rank, r.iteration]))
         return {"mode": mode, "predicted": pred, "truth": truth}
+
+    def _per_iteration_arrays(self, records: IterationColumns) -> dict[str, list]:
+        """:meth:`per_iteration_columns` read from the columns, job by job (the same values)."""
+        c = records.columns()
+        jid, rank, it = c["job_id"], c["rank"], c["iteration"]
+        mode = np.full(len(jid), Mode.SIMULATE.value, dtype=object)
+        pred = np.full(len(jid), math.nan)
+        truth = c["end"] - c["start"]
+        for j, st in self.states.items():
+            if st is None:
+                continue
+            sel = np.flatnonzero((jid == j) & (it < st.n_iterations))
+            if not len(sel):
+                continue
+            r, i = rank[sel], it[sel]
+            modes = np.array([m.value for m in st.modes] + [Mode.SIMULATE.value], dtype=object)
+            mode[sel] = modes[np.minimum(i, len(st.modes))]
+            pred[sel] = st.pred[r, i]
+            truth[sel] = st.truth[r, i]
+        return {"mode": mode.tolist(), "predicted": pred.tolist(), "truth": truth.tolist()}
 
     def summary(self) -> dict:
         jobs = {}

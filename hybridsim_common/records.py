@@ -8,6 +8,10 @@ Two kinds of record flow from a backend (embedded engine or CODES import) to the
   :data:`PORT_FEATURES` (and optionally per-VC extras). They are held as a dense block :class:`PortSamples`
   (``values[sample, port, feature]``) because the surrogate consumes them as tensors.
 
+A run's records are held as columns (:class:`IterationColumns`: one array a field, the embedded engine's native core
+hands its predicted iterations over as arrays), read as :class:`IterationRecord` objects only where someone reads
+them one by one; tables and summaries read the columns.
+
 On disk (a run directory, see :mod:`hybridsim_common.rundir`) they are ``iterations.parquet`` and ``ports.parquet`` (long
 format: one row per (sample, port)). Both are written by the functions here and nowhere else, so the two backends
 cannot drift apart. Job streams (a ``scheduler`` section) add ``jobs.parquet``: one row per job with its arrival,
@@ -21,6 +25,8 @@ Port ids: the global port id of router ``r``, port ``k`` is ``r * radix + k`` (C
 from __future__ import annotations
 
 import os
+from array import array
+from collections.abc import Sequence as _Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -55,6 +61,151 @@ class IterationRecord:
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+
+#: the fields of :class:`IterationRecord` an :class:`IterationColumns` keeps as arrays, with their array codes
+#: (``job`` is ``names[job_id]``); ``simulated`` beside them
+_COLUMN_CODES = (("job_id", "i"), ("rank", "i"), ("iteration", "i"), ("start", "d"), ("end", "d"))
+
+
+class IterationColumns(_Sequence):
+    """A run's iteration records in event order, held as columns: ``job_id``, ``rank``, ``iteration`` (int32),
+    ``start``, ``end`` (float64) and whether each was ``simulated``, ``names[job_id]`` the job's name. A record
+    costs 29 bytes and no Python object; read one by one (``records[i]``, iteration) it is an :class:`IterationRecord`
+    made then, equal to the one a backend would have made. Tables read :meth:`columns` (:func:`iterations_to_table`,
+    the run's summaries, ``hybridsim bench``).
+
+    Filled one record at a time (:meth:`append`, a simulated iteration) or a block at a time (:meth:`extend`: the
+    native core's columns of predicted iterations, or records). :attr:`simulated` is the flags as a sequence of
+    bools."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = list(names)
+        self._bufs = tuple(array(code) for _, code in _COLUMN_CODES)
+        self._sim = array("b")
+        self._cols: dict[str, np.ndarray] | None = None
+        #: the bound ``append`` of each column buffer, for :meth:`append` (once per simulated rank-iteration)
+        self._app = tuple(b.append for b in self._bufs) + (self._sim.append,)
+        self.simulated = _Flags(self._sim)
+
+    def __len__(self) -> int:
+        return len(self._sim)
+
+    def append(self, job_id: int, rank: int, iteration: int, start: float, end: float, simulated: bool) -> None:
+        """One record at the end."""
+        a_job, a_rank, a_it, a_start, a_end, a_sim = self._app
+        a_job(job_id)
+        a_rank(rank)
+        a_it(iteration)
+        a_start(start)
+        a_end(end)
+        a_sim(simulated)
+        self._cols = None
+
+    def extend(self, records, simulated: bool) -> None:
+        """A block at the end, all ``simulated`` or all not: ``(job_ids, ranks, iterations, starts, ends)`` arrays
+        (the native core's) or :class:`IterationRecord` s."""
+        if isinstance(records, tuple) and len(records) == len(_COLUMN_CODES) and isinstance(records[0], np.ndarray):
+            n = len(records[0])
+            for buf, (_, code), col in zip(self._bufs, _COLUMN_CODES, records):
+                buf.frombytes(np.ascontiguousarray(col, dtype=np.int32 if code == "i" else np.float64).tobytes())
+            self._sim.frombytes(bytes([bool(simulated)]) * n)
+        else:
+            for r in records:
+                self.append(r.job_id, r.rank, r.iteration, r.start, r.end, simulated)
+        self._cols = None
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """``{"job_id", "rank", "iteration", "start", "end", "simulated"}``: the columns as numpy arrays (copies, made
+        once until the next record; read-only)."""
+        if self._cols is None:
+            cols = {name: np.array(buf, dtype=np.int32 if code == "i" else np.float64)
+                    for (name, code), buf in zip(_COLUMN_CODES, self._bufs)}
+            cols["simulated"] = np.array(self._sim, dtype=np.bool_)
+            for c in cols.values():
+                c.flags.writeable = False
+            self._cols = cols
+        return self._cols
+
+    def _record(self, i: int) -> IterationRecord:
+        j, r, it, s, e = (b[i] for b in self._bufs)
+        return IterationRecord(self.names[j], j, r, it, s, e)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._record(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"record {i} of {n}")
+        return self._record(i)
+
+    def __iter__(self):
+        names = self.names
+        for j, r, it, s, e in zip(*self._bufs):
+            yield IterationRecord(names[j], j, r, it, s, e)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, IterationColumns):
+            return self.names == other.names and self._bufs == other._bufs and self._sim == other._sim
+        return isinstance(other, _Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"IterationColumns({len(self)} records)"
+
+
+class RecordBlock(_Sequence):
+    """A block of records handed over as columns ``(job ids, ranks, iterations, starts, ends)`` (the native core's
+    burst of predicted iterations), read as :class:`IterationRecord` s only where someone reads them (what
+    :meth:`hybridsim_common.backend.Director.on_records` gets: a director that takes the burst's spans reads none)."""
+
+    __slots__ = ("names", "cols")
+
+    def __init__(self, names: Sequence[str], cols: tuple):
+        self.names, self.cols = names, cols
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        j, r, it, s, e = (c[i].item() for c in self.cols)
+        return IterationRecord(self.names[j], j, r, it, s, e)
+
+    def __iter__(self):
+        names = self.names
+        for j, r, it, s, e in zip(*(c.tolist() for c in self.cols)):
+            yield IterationRecord(names[j], j, r, it, s, e)
+
+
+class _Flags(_Sequence):
+    """The ``simulated`` flags of an :class:`IterationColumns`, as bools (equal to a list of the same bools)."""
+
+    def __init__(self, buf: array):
+        self._buf = buf
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [bool(v) for v in self._buf[i]]
+        return bool(self._buf[i])
+
+    def __iter__(self):
+        return map(bool, self._buf)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"flags({list(self)!r})"
 
 
 @dataclass
@@ -102,6 +253,19 @@ class PortSamples:
 
 
 def iterations_to_table(records: Iterable[IterationRecord] | Sequence[IterationRecord]) -> pa.Table:
+    if isinstance(records, IterationColumns):
+        c = records.columns()
+        names = np.array(records.names + [""], dtype=object)   # (a str array of any length, none of them empty)
+        return pa.table(
+            {
+                "job": pa.array(names[c["job_id"]], pa.string()),
+                "job_id": pa.array(c["job_id"], pa.int32()),
+                "rank": pa.array(c["rank"], pa.int32()),
+                "iteration": pa.array(c["iteration"], pa.int32()),
+                "start": pa.array(c["start"], pa.float64()),
+                "end": pa.array(c["end"], pa.float64()),
+            }
+        )
     recs = list(records)
     return pa.table(
         {
@@ -153,13 +317,21 @@ def read_iterations(path: str | os.PathLike) -> pa.Table:
     return _read_checked(path, ITERATION_COLUMNS, "an iterations table")
 
 
-def records_from_table(table: pa.Table) -> list[IterationRecord]:
-    cols = {c: table.column(c).to_pylist() for c in ITERATION_COLUMNS}
-    return [
-        IterationRecord(cols["job"][i], cols["job_id"][i], cols["rank"][i], cols["iteration"][i], cols["start"][i],
-                        cols["end"][i])
-        for i in range(table.num_rows)
-    ]
+def records_from_table(table: pa.Table) -> IterationColumns:
+    """The records of an iterations table, in its row order, as :class:`IterationColumns` (every row simulated: a
+    table keeps no flags of its own)."""
+    job = table.column("job").to_pylist()
+    job_id = table.column("job_id").to_numpy().astype(np.int32)
+    names: list[str] = []
+    for k, n in zip(job_id.tolist(), job):   # job id -> name as the table says (ids without rows: a placeholder)
+        while len(names) <= k:
+            names.append("")
+        names[k] = n
+    out = IterationColumns(names)
+    cols = tuple(np.asarray(table.column(c).to_numpy(), dtype=np.int32 if code == "i" else np.float64)
+                 for c, code in _COLUMN_CODES)
+    out.extend(cols, True)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------

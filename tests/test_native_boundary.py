@@ -34,7 +34,6 @@ import numpy as np
 from hybridsim.engine import Engine, cores
 from hybridsim.scenario import parse_scenario
 from hybridsim.workloads.ops import COMPUTE, ISEND, IRECV, SEND, RECV, WAITALL
-from hybridsim_common.records import IterationRecord
 
 configs = []
 Real = cores.NativeCore
@@ -131,10 +130,9 @@ fresh.add_rank(0, 0, 0, 0)
 fresh.pred_job(0, 2, 1)
 call("pred_ends before callbacks", fresh.pred_ends, [0], [0], [0.0], [1.0])
 call("stretch before callbacks", fresh.stretch, 0, 0, np.zeros((1, 1)))
-call("set_pred_callbacks bad type", fresh.set_pred_callbacks, h, h, h, int, ["a"])
+call("set_pred_callbacks bad type", fresh.set_pred_callbacks, h, h, 5)
 call("pred_ends still before callbacks", fresh.pred_ends, [0], [0], [0.0], [1.0])
-call("set_pred_callbacks ok", c.set_pred_callbacks, lambda *a: None, lambda *a: None, lambda *a: None,
-     IterationRecord, ["a"])
+call("set_pred_callbacks ok", c.set_pred_callbacks, lambda *a: None, lambda *a: None, lambda *a: None)
 call("pred_job ok", c.pred_job, 0, 3, 1)
 for v in BAD_IDS:
     call(f"pred_ends gid={v}", c.pred_ends, [v], [0], [0.0], [1.0])

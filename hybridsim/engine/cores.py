@@ -26,8 +26,6 @@ import sys
 
 import numpy as np
 
-from hybridsim_common.records import IterationRecord
-
 from .core import EngineError, EventLoop
 from .mpi import MessageLayer, MpiLayer
 from .network import MAX_BACKGROUND_UTILISATION, Network, too_many_packets
@@ -279,8 +277,8 @@ class NativeMpi(MessageLayer):
     # predicted iterations: the core ends them and parks ranks whose next iteration is already decided PREDICT
     # itself (the hybrid loop's commonest events), handing the records over in bursts before any Python code runs
     def set_pred_callbacks(self, records, next_, parked, names) -> None:
-        # the core makes the records itself (IterationRecord's slots, for performance)
-        self.core.set_pred_callbacks(records, next_, parked, IterationRecord, list(names))
+        # the core hands the records over as columns (IterationColumns.extend), no object a record
+        self.core.set_pred_callbacks(records, next_, parked)
 
     def pred_job(self, j: int, iters: int, n_ranks: int) -> None:
         self.core.pred_job(j, iters, n_ranks)

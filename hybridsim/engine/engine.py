@@ -31,7 +31,7 @@ from typing import Optional
 import numpy as np
 
 from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult, records_sink
-from hybridsim_common.records import IterationRecord
+from hybridsim_common.records import IterationColumns, IterationRecord, RecordBlock
 from .cores import build as build_core, choose as choose_core
 from .core import EngineError, LimitExceeded, RunStop, current_stop
 from .mpi import Rank
@@ -253,8 +253,9 @@ class Engine(Backend):
         self.iters_recorded: set[int] = set()   # jobs whose every iteration has been recorded
         self.job_start: dict[int, float] = {}
 
-        self.records: list[IterationRecord] = []
-        self.simulated: list[bool] = []
+        #: the run's records in event order, as columns (nothing a record in Python unless read one by one)
+        self.records = IterationColumns(self.job_names)
+        self.simulated = self.records.simulated
         self.modes: dict = {}
         self.ranks_done = [0] * self.n_jobs
         self.iters_done = [0] * self.n_jobs   # records emitted per job
@@ -597,17 +598,17 @@ class Engine(Backend):
 
     def _pred_records(self, burst, counts, spans=None):
         """The records of predicted iterations that ended (in event order; the native core hands over all since it
-        last called Python, before any other Python code runs), ``counts`` of them per job; ``spans``: the native
-        core's per-iteration summary of the burst (:meth:`Director.on_records`), None from the Python core."""
+        last called Python, before any other Python code runs, as columns: ``(job ids, ranks, iterations, starts,
+        ends)``), ``counts`` of them per job; ``spans``: the native core's per-iteration summary of the burst
+        (:meth:`Director.on_records`), None from the Python core (whose ``burst`` is a list of records)."""
         done = self.iters_done
         for j, n in counts.items():
             done[j] += n
-        self.records += burst
-        self.simulated += [False] * len(burst)
+        self.records.extend(burst, False)
         if self.stretches:
             self._completed_cut()
         if self.on_records is not None:  # the whole burst in one call (Director.on_records)
-            self.on_records(burst, False, spans)
+            self.on_records(RecordBlock(self.job_names, burst) if type(burst) is tuple else burst, False, spans)
 
     def _completed_cut(self) -> None:
         """A job whose every iteration is now recorded changes the others' co-runners: the open stretches end."""
@@ -640,15 +641,14 @@ class Engine(Backend):
         self.loop.at(t, self._iter_start, rs)
 
     def _record(self, rs, start, end, simulated):
-        rec = _new_record(self.job_names[rs.job], rs.job, rs.local, rs.it, start, end)
-        self.records.append(rec)
-        self.simulated.append(simulated)
-        self.iters_done[rs.job] += 1
+        j = rs.job
+        self.records.append(j, rs.local, rs.it, start, end, simulated)
+        self.iters_done[j] += 1
         if self.stretches:  # a simulated record reads the predicted spans of the others (their stretches too)
             self._settle(cut=False)
             self._completed_cut()
-        if self.on_record is not None:
-            self.on_record(rec, simulated)
+        if self.on_record is not None:  # a record object only for whoever reads it
+            self.on_record(_new_record(self.job_names[j], j, rs.local, rs.it, start, end), simulated)
 
     def _rank_done(self, t, rs):
         self.mpi.stop_rank(rs)

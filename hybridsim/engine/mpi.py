@@ -151,8 +151,9 @@ class MessageLayer(abc.ABC):
     # there, asks for the durations, and has each rank's predicted iteration end at its start plus its duration
     @abc.abstractmethod
     def set_pred_callbacks(self, records, next_, parked, names) -> None:
-        """The engine's hooks: ``records(recs, counts)`` the :class:`~hybridsim_common.records.IterationRecord` of
-        predicted iterations that ended (event order; job ``j`` named ``names[j]``) and how many per job,
+        """The engine's hooks: ``records(recs, counts)`` the records of predicted iterations that ended (event
+        order; job ``j`` named ``names[j]``: a list of :class:`~hybridsim_common.records.IterationRecord`, or the
+        native core's columns, see :meth:`~hybridsim_common.records.IterationColumns.extend`) and how many per job,
         ``next_(t, gid, it)`` rank ``gid`` is ready for its next iteration ``it``, ``parked(j, it, gids, times)``
         every rank of job ``j`` is parked at predicted iteration ``it``."""
 

@@ -26,7 +26,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
-#include <structmember.h>
 
 #include <algorithm>
 #include <cmath>
@@ -357,13 +356,6 @@ class Core {
     std::vector<i64> rb_gid, rb_it;
     std::vector<double> rb_t0, rb_t;
     py::object on_records, on_pred_next, on_parked;
-    // the records of predicted iterations are made here, for performance (22 k of them in a 600-iteration mix, most
-    // of a hybrid run's records): IterationRecord (a slots dataclass) allocated by its type and its six slots set
-    // at the offsets its member descriptors give, as object.__setattr__ through those descriptors would
-    py::object rec_type;
-    Py_ssize_t rec_off[6] = {0, 0, 0, 0, 0, 0};
-    std::vector<py::object> job_names;
-    bool rec_untrack = false;  // every job name an exact str (make_record)
     Core(py::dict c);
     void check_tables() const;
     // ----------------------------------------------------------------------------------- event loop (heap.cpp)
@@ -427,9 +419,7 @@ class Core {
     void stretch(i64 j, i64 first, py::array_t<double, py::array::c_style | py::array::forcecast> dur);
     py::object stretch_state(i64 j, i64 since);
     void cut(i64 j, i64 h);
-    void set_record_type(py::object type, py::list names);
-    PyObject* make_record(i64 job, i64 local, i64 it, double t0, double t1);
-    // hand the buffered records over (on_records) before any Python code runs
+    // hand the buffered records over (on_records, as columns) before any Python code runs
     inline void flush_records() {
         if (!rb_gid.empty()) flush_records_now();
     }
