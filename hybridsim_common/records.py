@@ -63,33 +63,41 @@ class IterationRecord:
         return self.end - self.start
 
 
-#: the fields of :class:`IterationRecord` an :class:`IterationColumns` keeps as arrays, with their array codes
+#: the fields of :class:`IterationRecord` an :class:`IterationColumns` keeps as arrays, with their numpy types
 #: (``job`` is ``names[job_id]``); ``simulated`` beside them
-_COLUMN_CODES = (("job_id", "i"), ("rank", "i"), ("iteration", "i"), ("start", "d"), ("end", "d"))
+_COLUMN_TYPES = (("job_id", np.int32), ("rank", np.int32), ("iteration", np.int32), ("start", np.float64),
+                 ("end", np.float64))
+_CODES = {np.int32: "i", np.float64: "d"}
 
 
 class IterationColumns(_Sequence):
     """A run's iteration records in event order, held as columns: ``job_id``, ``rank``, ``iteration`` (int32),
     ``start``, ``end`` (float64) and whether each was ``simulated``, ``names[job_id]`` the job's name. A record
     costs 29 bytes and no Python object; read one by one (``records[i]``, iteration) it is an :class:`IterationRecord`
-    made then, equal to the one a backend would have made. Tables read :meth:`columns` (:func:`iterations_to_table`,
-    the run's summaries, ``hybridsim bench``).
+    made then, equal to the one a backend would have made. Tables and summaries read :meth:`columns`
+    (:func:`iterations_to_table`, the run's job summaries, ``hybridsim bench``).
 
-    Filled one record at a time (:meth:`append`, a simulated iteration) or a block at a time (:meth:`extend`: the
-    native core's columns of predicted iterations, or records). :attr:`simulated` is the flags as a sequence of
-    bools."""
+    Filled a record at a time (:meth:`append`, :meth:`extend` with records) or a block at a time
+    (:meth:`extend_columns`: arrays, e.g. the embedded engine's native core's whole store at the end of a run, kept
+    as they are). :attr:`simulated` is the flags as a sequence of bools."""
 
     def __init__(self, names: Sequence[str]):
         self.names = list(names)
-        self._bufs = tuple(array(code) for _, code in _COLUMN_CODES)
-        self._sim = array("b")
+        #: blocks of whole columns, in order, before the rows appended one by one (``_bufs``, ``_sim``)
+        self._parts: list[tuple[np.ndarray, ...]] = []
+        self._n_parts = 0
         self._cols: dict[str, np.ndarray] | None = None
+        self._new_buffers()
+        self.simulated = _Flags(self)
+
+    def _new_buffers(self) -> None:
+        self._bufs = tuple(array(_CODES[t]) for _, t in _COLUMN_TYPES)
+        self._sim = array("b")
         #: the bound ``append`` of each column buffer, for :meth:`append` (once per simulated rank-iteration)
         self._app = tuple(b.append for b in self._bufs) + (self._sim.append,)
-        self.simulated = _Flags(self._sim)
 
     def __len__(self) -> int:
-        return len(self._sim)
+        return self._n_parts + len(self._sim)
 
     def append(self, job_id: int, rank: int, iteration: int, start: float, end: float, simulated: bool) -> None:
         """One record at the end."""
@@ -103,52 +111,72 @@ class IterationColumns(_Sequence):
         self._cols = None
 
     def extend(self, records, simulated: bool) -> None:
-        """A block at the end, all ``simulated`` or all not: ``(job_ids, ranks, iterations, starts, ends)`` arrays
-        (the native core's) or :class:`IterationRecord` s."""
-        if isinstance(records, tuple) and len(records) == len(_COLUMN_CODES) and isinstance(records[0], np.ndarray):
-            n = len(records[0])
-            for buf, (_, code), col in zip(self._bufs, _COLUMN_CODES, records):
-                buf.frombytes(np.ascontiguousarray(col, dtype=np.int32 if code == "i" else np.float64).tobytes())
-            self._sim.frombytes(bytes([bool(simulated)]) * n)
-        else:
-            for r in records:
-                self.append(r.job_id, r.rank, r.iteration, r.start, r.end, simulated)
+        """:class:`IterationRecord` s at the end, all ``simulated`` or all not."""
+        for r in records:
+            self.append(r.job_id, r.rank, r.iteration, r.start, r.end, simulated)
+
+    def extend_columns(self, job_id, rank, iteration, start, end, simulated) -> None:
+        """A block of records at the end, one array a field (``simulated``: bools or 0/1), kept as given where the
+        types are the columns' (no copy)."""
+        self._seal()
+        cols = tuple(np.asarray(c, dtype=t) for c, (_, t) in zip((job_id, rank, iteration, start, end),
+                                                                   _COLUMN_TYPES))
+        flags = np.asarray(simulated)
+        flags = flags.view(np.bool_) if flags.dtype in (np.int8, np.uint8) else flags.astype(np.bool_)
+        n = len(cols[0])
+        if any(len(c) != n for c in cols + (flags,)):
+            raise ValueError("IterationColumns.extend_columns: columns of different lengths")
+        if n:
+            self._parts.append(cols + (flags,))
+            self._n_parts += n
         self._cols = None
 
-    def columns(self) -> dict[str, np.ndarray]:
-        """``{"job_id", "rank", "iteration", "start", "end", "simulated"}``: the columns as numpy arrays (copies, made
-        once until the next record; read-only)."""
-        if self._cols is None:
-            cols = {name: np.array(buf, dtype=np.int32 if code == "i" else np.float64)
-                    for (name, code), buf in zip(_COLUMN_CODES, self._bufs)}
-            cols["simulated"] = np.array(self._sim, dtype=np.bool_)
-            for c in cols.values():
-                c.flags.writeable = False
-            self._cols = cols
-        return self._cols
+    def _seal(self) -> None:
+        """The rows appended one by one become a block (so that a block added next comes after them)."""
+        if len(self._sim):
+            part = tuple(np.array(b, dtype=t) for b, (_, t) in zip(self._bufs, _COLUMN_TYPES))
+            self._parts.append(part + (np.array(self._sim, dtype=np.bool_),))
+            self._n_parts += len(self._sim)
+            self._new_buffers()
 
-    def _record(self, i: int) -> IterationRecord:
-        j, r, it, s, e = (b[i] for b in self._bufs)
-        return IterationRecord(self.names[j], j, r, it, s, e)
+    def columns(self) -> dict[str, np.ndarray]:
+        """``{"job_id", "rank", "iteration", "start", "end", "simulated"}``: the columns as numpy arrays (read-only;
+        made once until the next record, and then the only copy held)."""
+        if self._cols is None:
+            self._seal()
+            if len(self._parts) != 1:
+                empty = tuple(np.zeros(0, t) for _, t in _COLUMN_TYPES) + (np.zeros(0, np.bool_),)
+                self._parts = [tuple(np.concatenate(cs) for cs in zip(*self._parts))] if self._parts else [empty]
+            part = self._parts[0]
+            for c in part:
+                c.flags.writeable = False
+            self._cols = dict(zip([name for name, _ in _COLUMN_TYPES] + ["simulated"], part))
+        return self._cols
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self._record(k) for k in range(*i.indices(len(self)))]
+            return [self[k] for k in range(*i.indices(len(self)))]
         n = len(self)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"record {i} of {n}")
-        return self._record(i)
+        c = self.columns()
+        j = int(c["job_id"][i])
+        return IterationRecord(self.names[j], j, int(c["rank"][i]), int(c["iteration"][i]), float(c["start"][i]),
+                               float(c["end"][i]))
 
     def __iter__(self):
+        c = self.columns()
         names = self.names
-        for j, r, it, s, e in zip(*self._bufs):
+        for j, r, it, s, e in zip(*(c[name].tolist() for name, _ in _COLUMN_TYPES)):
             yield IterationRecord(names[j], j, r, it, s, e)
 
     def __eq__(self, other) -> bool:
         if isinstance(other, IterationColumns):
-            return self.names == other.names and self._bufs == other._bufs and self._sim == other._sim
+            a, b = self.columns(), other.columns()
+            return (len(self) == len(other) and self.names == other.names
+                    and all(np.array_equal(a[k], b[k]) for k in a))
         return isinstance(other, _Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
 
     __hash__ = None
@@ -158,46 +186,44 @@ class IterationColumns(_Sequence):
 
 
 class RecordBlock(_Sequence):
-    """A block of records handed over as columns ``(job ids, ranks, iterations, starts, ends)`` (the native core's
-    burst of predicted iterations), read as :class:`IterationRecord` s only where someone reads them (what
+    """A block of records held elsewhere as columns, read as :class:`IterationRecord` s only where someone reads
+    them: what ``read(lo, hi)`` gives as ``(job ids, ranks, iterations, starts, ends, ...)`` arrays for rows ``lo`` ..
+    ``hi - 1`` (the native core's burst of predicted iterations, what
     :meth:`hybridsim_common.backend.Director.on_records` gets: a director that takes the burst's spans reads none)."""
 
-    __slots__ = ("names", "cols")
+    __slots__ = ("names", "read", "lo", "hi")
 
-    def __init__(self, names: Sequence[str], cols: tuple):
-        self.names, self.cols = names, cols
+    def __init__(self, names: Sequence[str], read, lo: int, hi: int):
+        self.names, self.read, self.lo, self.hi = names, read, lo, hi
 
     def __len__(self) -> int:
-        return len(self.cols[0])
+        return self.hi - self.lo
 
     def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        j, r, it, s, e = (c[i].item() for c in self.cols)
-        return IterationRecord(self.names[j], j, r, it, s, e)
+        return list(self)[i]
 
     def __iter__(self):
         names = self.names
-        for j, r, it, s, e in zip(*(c.tolist() for c in self.cols)):
+        cols = self.read(self.lo, self.hi)[:5]
+        for j, r, it, s, e in zip(*(c.tolist() for c in cols)):
             yield IterationRecord(names[j], j, r, it, s, e)
 
 
 class _Flags(_Sequence):
     """The ``simulated`` flags of an :class:`IterationColumns`, as bools (equal to a list of the same bools)."""
 
-    def __init__(self, buf: array):
-        self._buf = buf
+    def __init__(self, owner: IterationColumns):
+        self._owner = owner
 
     def __len__(self) -> int:
-        return len(self._buf)
+        return len(self._owner)
 
     def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [bool(v) for v in self._buf[i]]
-        return bool(self._buf[i])
+        v = self._owner.columns()["simulated"][i]
+        return v.tolist() if isinstance(i, slice) else bool(v)
 
     def __iter__(self):
-        return map(bool, self._buf)
+        return iter(self._owner.columns()["simulated"].tolist())
 
     def __eq__(self, other) -> bool:
         return isinstance(other, _Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
@@ -328,9 +354,7 @@ def records_from_table(table: pa.Table) -> IterationColumns:
             names.append("")
         names[k] = n
     out = IterationColumns(names)
-    cols = tuple(np.asarray(table.column(c).to_numpy(), dtype=np.int32 if code == "i" else np.float64)
-                 for c, code in _COLUMN_CODES)
-    out.extend(cols, True)
+    out.extend_columns(*(table.column(c).to_numpy() for c, _ in _COLUMN_TYPES), np.ones(table.num_rows, np.bool_))
     return out
 
 

@@ -137,7 +137,9 @@ class Ridge(_Repeating):
         x = h[:, -self.k:]
         bad = np.isnan(x).any(axis=1)
         rel = x[:, :-1] / last[:, None] - 1.0
-        pred = last * (1.0 + np.nan_to_num(rel, copy=False) @ self.coef)   # rel is this call's own array
+        if not np.isfinite(rel).all():   # (nan_to_num changes nothing else, and costs 5x the check: performance)
+            np.nan_to_num(rel, copy=False)   # rel is this call's own array
+        pred = last * (1.0 + rel @ self.coef)
         return np.where(bad | ~np.isfinite(pred) | (pred <= 0), last, pred)
 
     def _state(self) -> dict:

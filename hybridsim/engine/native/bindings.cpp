@@ -86,6 +86,8 @@ PYBIND11_MODULE(_core, m) {
             c.on_pred_next = std::move(nxt);
             c.on_parked = std::move(parked);
         })
+        .def("take_records", &Core::take_records)
+        .def("record_columns", &Core::record_columns)
         .def("set_bg_rng_state", &Core::set_bg_rng_state)
         .def("bg_rng_state", &Core::bg_rng_state)
         .def("count_bytes", &Core::count_bytes)

@@ -217,6 +217,7 @@ struct Rank {
     i64 bg_n = 0, bg_bytes = 0;  // a background sender (start_background): its job's ranks, bytes per message
     double bg_interval = 0.0;
     double pred_t0 = 0.0;        // the start of the predicted iteration ``it`` (pred_ends)
+    double start_t = 0.0;        // the start of the simulated iteration ``it`` (start_iteration)
     std::unordered_map<i64, i32> reqs;
     MatchMap posted, unexpected;  // posted: requests; unexpected: messages
 };
@@ -356,6 +357,22 @@ class Core {
     std::vector<i64> rb_gid, rb_it;
     std::vector<double> rb_t0, rb_t;
     py::object on_records, on_pred_next, on_parked;
+    // the run's records in event order, one vector a field (29 bytes a record, no Python object): a simulated
+    // iteration's as it ends (before the engine's Python hears of it), a predicted one's as it ends; the engine
+    // takes them at the end of the run (take_records). A burst handed over (on_records) is the store's last rows
+    std::vector<i32> rc_job, rc_rank, rc_it;
+    std::vector<double> rc_t0, rc_t1;
+    std::vector<int8_t> rc_sim;
+    inline void keep_record(const Rank& rs, i64 it, double t0, double t1, bool sim) {
+        rc_job.push_back((i32)rs.job);
+        rc_rank.push_back((i32)rs.local);
+        rc_it.push_back((i32)it);
+        rc_t0.push_back(t0);
+        rc_t1.push_back(t1);
+        rc_sim.push_back(sim ? 1 : 0);
+    }
+    py::tuple take_records();
+    py::tuple record_columns(i64 lo, i64 hi) const;
     Core(py::dict c);
     void check_tables() const;
     // ----------------------------------------------------------------------------------- event loop (heap.cpp)

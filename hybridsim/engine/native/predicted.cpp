@@ -68,6 +68,7 @@ void Core::pred_end(double t, i32 gid) {
     rb_it.push_back(rs->it);
     rb_t0.push_back(rs->pred_t0);
     rb_t.push_back(t);
+    keep_record(*rs, rs->it, rs->pred_t0, t, false);
     i64 it = ++rs->it;
     if (rs->job >= (i64)jp.size()) jp.resize(rs->job + 1);  // a job without pred_job: nothing decided
     JobPred& J = jp[rs->job];
@@ -159,9 +160,9 @@ void Core::cut(i64 j, i64 h) {
     J.ff_h = std::min(J.ff_h, h);
 }
 
-// hand the buffered records over: on_records((job ids, ranks, iterations, starts, ends), {job: count}, spans) in
-// event order: the records as columns (numpy arrays, one a field), made here in one pass, no Python object a record
-// (for performance and memory: most of a hybrid run's records are predicted ones)
+// hand the buffered records over: on_records((lo, hi), {job: count}, spans) in event order, (lo, hi) the rows of the
+// record store they are (its last ones: a simulated record is kept after the flush before it), read from Python
+// only by whoever reads them (record_columns)
 void Core::flush_records_now() {
     std::vector<i64> g, it;
     std::vector<double> t0, t1;
@@ -170,10 +171,6 @@ void Core::flush_records_now() {
     t0.swap(rb_t0);
     t1.swap(rb_t);
     size_t n = g.size();
-    py::array_t<i32> c_job(n), c_rank(n), c_it(n);
-    py::array_t<double> c_t0(n), c_t1(n);
-    i32 *pj = c_job.mutable_data(), *pr = c_rank.mutable_data(), *pi = c_it.mutable_data();
-    double *ps = c_t0.mutable_data(), *pe = c_t1.mutable_data();
     std::vector<i64> count;
     // per (job, iteration), in first-seen order: records, earliest start, latest end (a burst holds a few
     // iterations of many ranks: what a director's timeline needs, without a look at every record)
@@ -184,11 +181,6 @@ void Core::flush_records_now() {
     std::vector<Span> spans;
     for (size_t k = 0; k < n; k++) {
         const Rank* rs = ranks[g[k]].get();
-        pj[k] = (i32)rs->job;
-        pr[k] = (i32)rs->local;
-        pi[k] = (i32)it[k];
-        ps[k] = t0[k];
-        pe[k] = t1[k];
         if (rs->job >= (i64)count.size()) count.resize(rs->job + 1, 0);
         count[rs->job]++;
         Span* sp = nullptr;
@@ -212,5 +204,34 @@ void Core::flush_records_now() {
     for (size_t m = 0; m < spans.size(); m++)
         PyList_SET_ITEM(sp.ptr(), m, py::make_tuple(spans[m].job, spans[m].it, spans[m].n, spans[m].lo,
                                                     spans[m].hi).release().ptr());
-    on_records(py::make_tuple(c_job, c_rank, c_it, c_t0, c_t1), counts, sp);
+    i64 hi = (i64)rc_sim.size();
+    on_records(py::make_tuple(hi - (i64)n, hi), counts, sp);
+}
+
+template <class T>
+static py::array_t<T> owned(std::vector<T>&& v) {  // a numpy array that owns the vector's memory (no copy)
+    auto* p = new std::vector<T>(std::move(v));
+    py::capsule own(p, [](void* q) { delete reinterpret_cast<std::vector<T>*>(q); });
+    return py::array_t<T>({(py::ssize_t)p->size()}, {(py::ssize_t)sizeof(T)}, p->data(), own);
+}
+
+// the record store as (job ids, ranks, iterations, starts, ends, simulated) arrays, handed over without a copy; the
+// store is empty after
+py::tuple Core::take_records() {
+    flush_records();
+    py::tuple out = py::make_tuple(owned(std::move(rc_job)), owned(std::move(rc_rank)), owned(std::move(rc_it)),
+                                   owned(std::move(rc_t0)), owned(std::move(rc_t1)), owned(std::move(rc_sim)));
+    rc_job.clear(), rc_rank.clear(), rc_it.clear(), rc_t0.clear(), rc_t1.clear(), rc_sim.clear();
+    return out;
+}
+
+// rows lo .. hi - 1 of the store, copied, as take_records gives them (a burst for a director that reads it)
+py::tuple Core::record_columns(i64 lo, i64 hi) const {
+    i64 n = (i64)rc_sim.size();
+    if (lo < 0 || hi < lo || hi > n) throw py::index_error("record_columns: rows outside the store");
+    auto cut = [&](const auto& v) {
+        using T = typename std::decay_t<decltype(v)>::value_type;
+        return py::array_t<T>((py::ssize_t)(hi - lo), v.data() + lo);
+    };
+    return py::make_tuple(cut(rc_job), cut(rc_rank), cut(rc_it), cut(rc_t0), cut(rc_t1), cut(rc_sim));
 }
