@@ -385,8 +385,12 @@ class HybridController(OnlineFit, FastForward, Director):
         """Each rank's last simulated iteration time before ``iteration`` (volume-normalised like the history; NaN
         for a rank with none)."""
         col = st.last_truth_col(iteration, ranks)
-        c = np.maximum(col, 0)
-        out = np.where(col >= 0, st.truth[ranks, c], np.nan)
+        if len(col) and col.min() >= 0:   # every rank has one (the usual case): no NaN to place (for performance)
+            c = col
+            out = st.truth[ranks, c]
+        else:
+            c = np.maximum(col, 0)
+            out = np.where(col >= 0, st.truth[ranks, c], np.nan)
         v = self.volumes.get(st.job_id)
         return out if v is None else out / v[c]
 
