@@ -105,9 +105,13 @@ class Ridge(_Repeating):
         """The gap-free training windows ``(n, k + 1)`` of the series ``rows`` (R, L), L > k: rank by rank, each
         rank's in time order (what one series at a time gives, in the same order: for performance, one call for
         every rank)."""
-        s = np.where(np.isfinite(rows) & (rows > 0), rows, np.nan)
-        win = np.lib.stride_tricks.sliding_window_view(s, self.k + 1, axis=1).reshape(-1, self.k + 1)
-        return win[~np.isnan(win).any(axis=1)]   # only windows with no gap
+        ok = np.isfinite(rows) & (rows > 0)
+        # a window has no gap where its k + 1 values are all usable: counted by a running sum over each rank's
+        # (for performance: no (R, L - k, k + 1) tensor of every window is made to keep a few)
+        run = np.zeros((ok.shape[0], ok.shape[1] + 1), np.int64)
+        np.cumsum(ok, axis=1, out=run[:, 1:])
+        r, i = np.nonzero(run[:, self.k + 1:] - run[:, :-self.k - 1] == self.k + 1)   # rank-major, in time order
+        return rows[r[:, None], i[:, None] + np.arange(self.k + 1)]
 
     def _solve(self, w: np.ndarray) -> int:
         """The coefficients from the windows ``w`` (n, k + 1) (kept as they are when there are none); returns n."""
