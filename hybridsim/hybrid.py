@@ -51,7 +51,7 @@ from surrogate.online import Feeds, JobFeed
 from surrogate.volumes import relative_volumes
 
 from hybridsim_common.backend import Director, Mode
-from hybridsim_common.records import IterationColumns, IterationRecord
+from hybridsim_common.records import IterationRecord, iteration_columns
 from .corunners import CorunnerFeed
 from .online_fit import OnlineFit, job_time
 from .fast_forward import EDGE_FLOOR, FastForward, HybridError, _job_span
@@ -548,31 +548,14 @@ class HybridController(OnlineFit, FastForward, Director):
             st.window_start = None
 
     # ------------------------------------------------------------------------------------------------ results
-    def per_iteration_columns(self, records: list[IterationRecord]) -> dict[str, list]:
-        """Extra iterations.parquet columns aligned with ``records``: mode, predicted, truth."""
-        if isinstance(records, IterationColumns):
-            return self._per_iteration_arrays(records)
-        mode, pred, truth = [], [], []
-        for r in records:
-            st = self.states.get(r.job_id)
-            if st is None or r.iteration >= st.n_iterations:
-                mode.append(Mode.SIMULATE.value)
-                pred.append(math.nan)
-                truth.append(r.end - r.start)
-                continue
-            m = st.modes[r.iteration] if r.iteration < len(st.modes) else Mode.SIMULATE
-            mode.append(m.value)
-            pred.append(float(st.pred[r.rank, r.iteration]))
-            truth.append(float(st.truth[r.rank, r.iteration]))
-        return {"mode": mode, "predicted": pred, "truth": truth}
-
-    def _per_iteration_arrays(self, records: IterationColumns) -> dict[str, list]:
-        """:meth:`per_iteration_columns` read from the columns, job by job (the same values)."""
-        c = records.columns()
+    def per_iteration_columns(self, records) -> dict[str, list]:
+        """Extra iterations.parquet columns aligned with ``records``: mode, predicted, truth (read job by job from
+        the records' columns)."""
+        c = iteration_columns(records)
         jid, rank, it = c["job_id"], c["rank"], c["iteration"]
         mode = np.full(len(jid), Mode.SIMULATE.value, dtype=object)
         pred = np.full(len(jid), math.nan)
-        truth = c["end"] - c["start"]
+        truth = c["end"] - c["start"]   # a job without a timeline, or an iteration past its last
         for j, st in self.states.items():
             if st is None:
                 continue
@@ -581,7 +564,7 @@ class HybridController(OnlineFit, FastForward, Director):
                 continue
             r, i = rank[sel], it[sel]
             modes = np.array([m.value for m in st.modes] + [Mode.SIMULATE.value], dtype=object)
-            mode[sel] = modes[np.minimum(i, len(st.modes))]
+            mode[sel] = modes[np.minimum(i, len(st.modes))]   # not decided yet: simulate
             pred[sel] = st.pred[r, i]
             truth[sel] = st.truth[r, i]
         return {"mode": mode.tolist(), "predicted": pred.tolist(), "truth": truth.tolist()}

@@ -185,6 +185,16 @@ class IterationColumns(_Sequence):
         return f"IterationColumns({len(self)} records)"
 
 
+def iteration_columns(records) -> dict[str, np.ndarray]:
+    """The fields of ``records`` as arrays (``job_id``, ``rank``, ``iteration``, ``start``, ``end``): an
+    :class:`IterationColumns`' own columns, or those of any sequence of :class:`IterationRecord` (a backend that
+    makes objects), in their order."""
+    if isinstance(records, IterationColumns):
+        return records.columns()
+    recs = list(records)
+    return {name: np.array([getattr(r, name) for r in recs], dtype=t) for name, t in _COLUMN_TYPES}
+
+
 class RecordBlock(_Sequence):
     """A block of records held elsewhere as columns, read as :class:`IterationRecord` s only where someone reads
     them: what ``read(lo, hi)`` gives as ``(job ids, ranks, iterations, starts, ends, ...)`` arrays for rows ``lo`` ..
