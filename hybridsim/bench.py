@@ -63,7 +63,7 @@ import numpy as np
 from hybridsim_common.interrupts import failure_reason
 from .bench_table import format_paired, format_table  # noqa: F401  (the bench's tables; callers import them here)
 from .pure_run import check_not_input, read_pure_run
-from hybridsim_common.records import IterationRecord
+from hybridsim_common.records import IterationColumns, IterationRecord
 from .report import SWEEPABLE
 from hybridsim_common.rundir import RunDir, write_json_atomic
 
@@ -91,6 +91,13 @@ def _pure_tables(scenario, pure_records: list[IterationRecord]) -> dict[int, np.
     for jid, job in enumerate(scenario.jobs):
         if not job.is_background and job.iterations:
             out[jid] = np.full((job.ranks, job.iterations), np.nan)
+    if isinstance(pure_records, IterationColumns):   # the columns at once (the same values: one record a cell)
+        c = pure_records.columns()
+        dur = c["end"] - c["start"]
+        for jid, tab in out.items():
+            sel = np.flatnonzero((c["job_id"] == jid) & (c["rank"] < tab.shape[0]) & (c["iteration"] < tab.shape[1]))
+            tab[c["rank"][sel], c["iteration"][sel]] = dur[sel]
+        return out
     for r in pure_records:
         tab = out.get(r.job_id)
         if tab is not None and r.rank < tab.shape[0] and r.iteration < tab.shape[1]:
@@ -126,7 +133,10 @@ def truth_bias(scenario, pure_records: list[IterationRecord], records: list[Iter
     span: dict[int, dict[int, list[float]]] = {}  # job -> predicted iteration -> [first start, last end]
     first = {jid: np.full(t.shape[1], np.inf) for jid, t in pure.items()}
     last = {jid: np.full(t.shape[1], -np.inf) for jid, t in pure.items()}
-    for r, sim in zip(records, simulated):
+    pred = None
+    if isinstance(records, IterationColumns) and simulated is records.simulated:
+        pred = _bias_tables(records, hyb, first, last)   # the same tables, spans and bounds as the loop below
+    for r, sim in zip(records if pred is None else (), simulated):
         tab = hyb.get(r.job_id)
         if tab is None or r.rank >= tab.shape[0] or r.iteration >= tab.shape[1]:
             continue
@@ -137,7 +147,8 @@ def truth_bias(scenario, pure_records: list[IterationRecord], records: list[Iter
         else:
             sp = span.setdefault(r.job_id, {}).setdefault(r.iteration, [r.start, r.end])
             sp[0], sp[1] = min(sp[0], r.start), max(sp[1], r.end)
-    pred = {jid: np.array(list(d.values()), dtype=np.float64).reshape(-1, 2) for jid, d in span.items()}
+    if pred is None:
+        pred = {jid: np.array(list(d.values()), dtype=np.float64).reshape(-1, 2) for jid, d in span.items()}
     out: dict[str, float | None] = {}
     for jid, tab in hyb.items():
         ok = np.isfinite(tab).all(axis=0) & np.isfinite(pure[jid]).all(axis=0)
@@ -151,6 +162,30 @@ def truth_bias(scenario, pure_records: list[IterationRecord], records: list[Iter
                 errs.append((job_time(tab[:, i]) - jp) / jp * 100.0)
         out[scenario.jobs[jid].name] = float(np.mean(errs)) if errs else None
     return out
+
+
+def _bias_tables(records: IterationColumns, hyb: dict, first: dict, last: dict) -> dict[int, np.ndarray]:
+    """:func:`truth_bias`' tables from the hybrid run's columns: ``hyb`` (simulated times), ``first`` and ``last``
+    (each iteration's earliest start and latest end) filled in place; returns job id -> (k, 2) [first start, last
+    end] of each predicted iteration (in ascending iteration order: only whether any overlaps is read)."""
+    c = records.columns()
+    dur = c["end"] - c["start"]
+    pred = {}
+    for jid, tab in hyb.items():
+        sel = np.flatnonzero((c["job_id"] == jid) & (c["rank"] < tab.shape[0]) & (c["iteration"] < tab.shape[1]))
+        if not len(sel):
+            continue
+        it, start, end, sim = c["iteration"][sel], c["start"][sel], c["end"][sel], c["simulated"][sel]
+        np.minimum.at(first[jid], it, start)
+        np.maximum.at(last[jid], it, end)
+        tab[c["rank"][sel][sim], it[sim]] = dur[sel][sim]
+        if not sim.all():
+            its, inv = np.unique(it[~sim], return_inverse=True)
+            lo, hi = np.full(len(its), np.inf), np.full(len(its), -np.inf)
+            np.minimum.at(lo, inv, start[~sim])
+            np.maximum.at(hi, inv, end[~sim])
+            pred[jid] = np.stack([lo, hi], axis=1)
+    return pred
 
 
 def truth_bias_summary(bias: dict[str, float | None], key: str = "truth_bias") -> dict:
@@ -200,8 +235,8 @@ def predictions_from_records(scenario, records: list[IterationRecord], simulated
 def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dict,
             predictions: Predictions) -> dict:
     """Metrics of one hybrid run (summary ``hsum``, its :data:`Predictions`) against the pure run."""
-    truth = _durations(pure_records)
     tables = _pure_tables(scenario, pure_records)
+    truth = None   # (job, rank, iteration) -> pure time, made only for a job without a table
     jobs = {}
     all_err = []
     all_job_err = []
@@ -222,9 +257,16 @@ def compare(scenario, pure_records: list[IterationRecord], psum: dict, hsum: dic
                 job_errs = job_iteration_errors(tables[jid], model, predicted)
                 all_job_err.append(job_errs)
             its = set(predicted)
+            tab = tables.get(jid)
+            if tab is None and truth is None:
+                truth = _durations(pure_records)
             for (r, i) in zip(*np.nonzero(np.isfinite(pred))):
                 if i in its:
-                    y = truth.get((jid, int(r), int(i)))
+                    if tab is not None:   # the pure time as the table holds it (NaN: no record)
+                        y = float(tab[r, i]) if r < tab.shape[0] and i < tab.shape[1] else None
+                        y = None if y is None or y != y else y
+                    else:
+                        y = truth.get((jid, int(r), int(i)))
                     if y:
                         e = abs(pred[r, i] - y) / y * 100.0
                         errs.append(e)

@@ -51,7 +51,7 @@ from surrogate.online import Feeds, JobFeed
 from surrogate.volumes import relative_volumes
 
 from hybridsim_common.backend import Director, Mode
-from hybridsim_common.records import IterationRecord
+from hybridsim_common.records import IterationRecord, iteration_columns
 from .corunners import CorunnerFeed
 from .online_fit import OnlineFit, job_time
 from .fast_forward import EDGE_FLOOR, FastForward, HybridError, _job_span
@@ -385,8 +385,12 @@ class HybridController(OnlineFit, FastForward, Director):
         """Each rank's last simulated iteration time before ``iteration`` (volume-normalised like the history; NaN
         for a rank with none)."""
         col = st.last_truth_col(iteration, ranks)
-        c = np.maximum(col, 0)
-        out = np.where(col >= 0, st.truth[ranks, c], np.nan)
+        if len(col) and col.min() >= 0:   # every rank has one (the usual case): no NaN to place (for performance)
+            c = col
+            out = st.truth[ranks, c]
+        else:
+            c = np.maximum(col, 0)
+            out = np.where(col >= 0, st.truth[ranks, c], np.nan)
         v = self.volumes.get(st.job_id)
         return out if v is None else out / v[c]
 
@@ -544,21 +548,26 @@ class HybridController(OnlineFit, FastForward, Director):
             st.window_start = None
 
     # ------------------------------------------------------------------------------------------------ results
-    def per_iteration_columns(self, records: list[IterationRecord]) -> dict[str, list]:
-        """Extra iterations.parquet columns aligned with ``records``: mode, predicted, truth."""
-        mode, pred, truth = [], [], []
-        for r in records:
-            st = self.states.get(r.job_id)
-            if st is None or r.iteration >= st.n_iterations:
-                mode.append(Mode.SIMULATE.value)
-                pred.append(math.nan)
-                truth.append(r.end - r.start)
+    def per_iteration_columns(self, records) -> dict[str, list]:
+        """Extra iterations.parquet columns aligned with ``records``: mode, predicted, truth (read job by job from
+        the records' columns)."""
+        c = iteration_columns(records)
+        jid, rank, it = c["job_id"], c["rank"], c["iteration"]
+        mode = np.full(len(jid), Mode.SIMULATE.value, dtype=object)
+        pred = np.full(len(jid), math.nan)
+        truth = c["end"] - c["start"]   # a job without a timeline, or an iteration past its last
+        for j, st in self.states.items():
+            if st is None:
                 continue
-            m = st.modes[r.iteration] if r.iteration < len(st.modes) else Mode.SIMULATE
-            mode.append(m.value)
-            pred.append(float(st.pred[r.rank, r.iteration]))
-            truth.append(float(st.truth[r.rank, r.iteration]))
-        return {"mode": mode, "predicted": pred, "truth": truth}
+            sel = np.flatnonzero((jid == j) & (it < st.n_iterations))
+            if not len(sel):
+                continue
+            r, i = rank[sel], it[sel]
+            modes = np.array([m.value for m in st.modes] + [Mode.SIMULATE.value], dtype=object)
+            mode[sel] = modes[np.minimum(i, len(st.modes))]   # not decided yet: simulate
+            pred[sel] = st.pred[r, i]
+            truth[sel] = st.truth[r, i]
+        return {"mode": mode.tolist(), "predicted": pred.tolist(), "truth": truth.tolist()}
 
     def summary(self) -> dict:
         jobs = {}

@@ -22,7 +22,7 @@ import numpy as np
 import hybridsim_common.plugins as plugins
 from hybridsim_common.backend import Backend, SimulationResult
 from hybridsim_common.interrupts import failure_reason
-from hybridsim_common.records import IterationRecord
+from hybridsim_common.records import IterationColumns, IterationRecord
 from hybridsim_common.rundir import ITERATIONS, JOBS, PORTS, SUMMARY, RunDir, write_description, write_json_atomic
 from hybridsim.description import describe_scenario
 from hybridsim.scenario import BACKEND_ENTRY_POINT_GROUP as BACKEND_GROUP
@@ -158,21 +158,30 @@ def job_summary(scenario, records: list[IterationRecord], job_end: dict[str, flo
     also for jobs without iteration marks); otherwise a job completes with its last iteration."""
     job_end = job_end or {}
     out = {}
-    by_job: dict[int, list[IterationRecord]] = {}
-    for r in records:
-        by_job.setdefault(r.job_id, []).append(r)
+    if isinstance(records, IterationColumns):   # a job's records in their order, read from the columns
+        c = records.columns()
+        by_job = {}
+        for jid in range(len(scenario.jobs)):
+            sel = np.flatnonzero(c["job_id"] == jid)
+            if len(sel):
+                by_job[jid] = (c["end"][sel] - c["start"][sel], c["end"][sel])
+    else:
+        recs_of: dict[int, list[IterationRecord]] = {}
+        for r in records:
+            recs_of.setdefault(r.job_id, []).append(r)
+        by_job = {jid: (np.array([r.end - r.start for r in recs]), np.array([r.end for r in recs]))
+                  for jid, recs in recs_of.items()}
     for jid, job in enumerate(scenario.jobs):
-        recs = by_job.get(jid, [])
-        if not recs:
+        if jid not in by_job:
             out[job.name] = {"ranks": job.ranks, "iterations_recorded": 0,
                              "completion_time_ns": job_end.get(job.name)}
             continue
-        dur = np.array([r.end - r.start for r in recs])
+        dur, ends = by_job[jid]
         out[job.name] = {
             "ranks": job.ranks,
             "workload": job.workload.kind,
-            "iterations_recorded": len(recs),
-            "completion_time_ns": float(job_end.get(job.name, max(r.end for r in recs))),
+            "iterations_recorded": len(dur),
+            "completion_time_ns": float(job_end.get(job.name, ends.max())),
             "mean_iteration_ns": float(dur.mean()),
             "std_iteration_ns": float(dur.std()),
         }

@@ -42,7 +42,7 @@ from __future__ import annotations
 import abc
 import enum
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -102,9 +102,10 @@ class Director(abc.ABC):
         """One iteration record (what a backend hands the run's ``on_record`` callback; the runner passes this
         method). Default: nothing."""
 
-    def on_records(self, records: list[IterationRecord], simulated: bool, spans: list | None = None) -> None:
+    def on_records(self, records: Sequence[IterationRecord], simulated: bool, spans: list | None = None) -> None:
         """Several records at once, in event order, all ``simulated`` or all not: the same as :meth:`on_record` on
-        each in turn (the default). A backend that makes records in bursts (the embedded engine's native core hands
+        each in turn (the default). ``records`` is a sequence (the native core's is a
+        :class:`~hybridsim_common.records.RecordBlock`, whose records are made as they are read). A backend that makes records in bursts (the embedded engine's native core hands
         over predicted iterations that way) calls it once per burst when the run's ``on_record`` is this director's
         own (:func:`records_sink`), so a director can take the burst in one call instead of one per record.
         ``spans`` (or None): the burst summed up per (job, iteration), in order of first appearance, as tuples
@@ -158,8 +159,11 @@ def records_sink(director, on_record: RecordCallback | None) -> Callable[..., No
 class SimulationResult:
     """What a finished (or stopped) backend run returns."""
 
-    records: list[IterationRecord]
-    simulated: list[bool]
+    #: the records in event order: a sequence of :class:`IterationRecord` (the embedded engine's are
+    #: :class:`~hybridsim_common.records.IterationColumns`, columns read as records only one by one) and whether each
+    #: was simulated (a sequence of bools of the same length)
+    records: Sequence[IterationRecord]
+    simulated: Sequence[bool]
     ports: PortSamples | None
     events: int
     end_time: float

@@ -8,6 +8,10 @@ Two kinds of record flow from a backend (embedded engine or CODES import) to the
   :data:`PORT_FEATURES` (and optionally per-VC extras). They are held as a dense block :class:`PortSamples`
   (``values[sample, port, feature]``) because the surrogate consumes them as tensors.
 
+A run's records are held as columns (:class:`IterationColumns`: one array a field, the embedded engine's native core
+hands its predicted iterations over as arrays), read as :class:`IterationRecord` objects only where someone reads
+them one by one; tables and summaries read the columns.
+
 On disk (a run directory, see :mod:`hybridsim_common.rundir`) they are ``iterations.parquet`` and ``ports.parquet`` (long
 format: one row per (sample, port)). Both are written by the functions here and nowhere else, so the two backends
 cannot drift apart. Job streams (a ``scheduler`` section) add ``jobs.parquet``: one row per job with its arrival,
@@ -21,6 +25,8 @@ Port ids: the global port id of router ``r``, port ``k`` is ``r * radix + k`` (C
 from __future__ import annotations
 
 import os
+from array import array
+from collections.abc import Sequence as _Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -55,6 +61,187 @@ class IterationRecord:
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+
+#: the fields of :class:`IterationRecord` an :class:`IterationColumns` keeps as arrays, with their numpy types
+#: (``job`` is ``names[job_id]``); ``simulated`` beside them
+_COLUMN_TYPES = (("job_id", np.int32), ("rank", np.int32), ("iteration", np.int32), ("start", np.float64),
+                 ("end", np.float64))
+_CODES = {np.int32: "i", np.float64: "d"}
+
+
+class IterationColumns(_Sequence):
+    """A run's iteration records in event order, held as columns: ``job_id``, ``rank``, ``iteration`` (int32),
+    ``start``, ``end`` (float64) and whether each was ``simulated``, ``names[job_id]`` the job's name. A record
+    costs 29 bytes and no Python object; read one by one (``records[i]``, iteration) it is an :class:`IterationRecord`
+    made then, equal to the one a backend would have made. Tables and summaries read :meth:`columns`
+    (:func:`iterations_to_table`, the run's job summaries, ``hybridsim bench``).
+
+    Filled a record at a time (:meth:`append`, :meth:`extend` with records) or a block at a time
+    (:meth:`extend_columns`: arrays, e.g. the embedded engine's native core's whole store at the end of a run, kept
+    as they are). :attr:`simulated` is the flags as a sequence of bools."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = list(names)
+        #: blocks of whole columns, in order, before the rows appended one by one (``_bufs``, ``_sim``)
+        self._parts: list[tuple[np.ndarray, ...]] = []
+        self._n_parts = 0
+        self._cols: dict[str, np.ndarray] | None = None
+        self._new_buffers()
+        self.simulated = _Flags(self)
+
+    def _new_buffers(self) -> None:
+        self._bufs = tuple(array(_CODES[t]) for _, t in _COLUMN_TYPES)
+        self._sim = array("b")
+        #: the bound ``append`` of each column buffer, for :meth:`append` (once per simulated rank-iteration)
+        self._app = tuple(b.append for b in self._bufs) + (self._sim.append,)
+
+    def __len__(self) -> int:
+        return self._n_parts + len(self._sim)
+
+    def append(self, job_id: int, rank: int, iteration: int, start: float, end: float, simulated: bool) -> None:
+        """One record at the end."""
+        a_job, a_rank, a_it, a_start, a_end, a_sim = self._app
+        a_job(job_id)
+        a_rank(rank)
+        a_it(iteration)
+        a_start(start)
+        a_end(end)
+        a_sim(simulated)
+        self._cols = None
+
+    def extend(self, records, simulated: bool) -> None:
+        """:class:`IterationRecord` s at the end, all ``simulated`` or all not."""
+        for r in records:
+            self.append(r.job_id, r.rank, r.iteration, r.start, r.end, simulated)
+
+    def extend_columns(self, job_id, rank, iteration, start, end, simulated) -> None:
+        """A block of records at the end, one array a field (``simulated``: bools or 0/1), kept as given where the
+        types are the columns' (no copy)."""
+        self._seal()
+        cols = tuple(np.asarray(c, dtype=t) for c, (_, t) in zip((job_id, rank, iteration, start, end),
+                                                                   _COLUMN_TYPES))
+        flags = np.asarray(simulated)
+        flags = flags.view(np.bool_) if flags.dtype in (np.int8, np.uint8) else flags.astype(np.bool_)
+        n = len(cols[0])
+        if any(len(c) != n for c in cols + (flags,)):
+            raise ValueError("IterationColumns.extend_columns: columns of different lengths")
+        if n:
+            self._parts.append(cols + (flags,))
+            self._n_parts += n
+        self._cols = None
+
+    def _seal(self) -> None:
+        """The rows appended one by one become a block (so that a block added next comes after them)."""
+        if len(self._sim):
+            part = tuple(np.array(b, dtype=t) for b, (_, t) in zip(self._bufs, _COLUMN_TYPES))
+            self._parts.append(part + (np.array(self._sim, dtype=np.bool_),))
+            self._n_parts += len(self._sim)
+            self._new_buffers()
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """``{"job_id", "rank", "iteration", "start", "end", "simulated"}``: the columns as numpy arrays (read-only;
+        made once until the next record, and then the only copy held)."""
+        if self._cols is None:
+            self._seal()
+            if len(self._parts) != 1:
+                empty = tuple(np.zeros(0, t) for _, t in _COLUMN_TYPES) + (np.zeros(0, np.bool_),)
+                self._parts = [tuple(np.concatenate(cs) for cs in zip(*self._parts))] if self._parts else [empty]
+            part = self._parts[0]
+            for c in part:
+                c.flags.writeable = False
+            self._cols = dict(zip([name for name, _ in _COLUMN_TYPES] + ["simulated"], part))
+        return self._cols
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"record {i} of {n}")
+        c = self.columns()
+        j = int(c["job_id"][i])
+        return IterationRecord(self.names[j], j, int(c["rank"][i]), int(c["iteration"][i]), float(c["start"][i]),
+                               float(c["end"][i]))
+
+    def __iter__(self):
+        c = self.columns()
+        names = self.names
+        for j, r, it, s, e in zip(*(c[name].tolist() for name, _ in _COLUMN_TYPES)):
+            yield IterationRecord(names[j], j, r, it, s, e)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, IterationColumns):
+            a, b = self.columns(), other.columns()
+            return (len(self) == len(other) and self.names == other.names
+                    and all(np.array_equal(a[k], b[k]) for k in a))
+        return isinstance(other, _Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"IterationColumns({len(self)} records)"
+
+
+def iteration_columns(records) -> dict[str, np.ndarray]:
+    """The fields of ``records`` as arrays (``job_id``, ``rank``, ``iteration``, ``start``, ``end``): an
+    :class:`IterationColumns`' own columns, or those of any sequence of :class:`IterationRecord` (a backend that
+    makes objects), in their order."""
+    if isinstance(records, IterationColumns):
+        return records.columns()
+    recs = list(records)
+    return {name: np.array([getattr(r, name) for r in recs], dtype=t) for name, t in _COLUMN_TYPES}
+
+
+class RecordBlock(_Sequence):
+    """A block of records held elsewhere as columns, read as :class:`IterationRecord` s only where someone reads
+    them: what ``read(lo, hi)`` gives as ``(job ids, ranks, iterations, starts, ends, ...)`` arrays for rows ``lo`` ..
+    ``hi - 1`` (the native core's burst of predicted iterations, what
+    :meth:`hybridsim_common.backend.Director.on_records` gets: a director that takes the burst's spans reads none)."""
+
+    __slots__ = ("names", "read", "lo", "hi")
+
+    def __init__(self, names: Sequence[str], read, lo: int, hi: int):
+        self.names, self.read, self.lo, self.hi = names, read, lo, hi
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def __getitem__(self, i):
+        return list(self)[i]
+
+    def __iter__(self):
+        names = self.names
+        cols = self.read(self.lo, self.hi)[:5]
+        for j, r, it, s, e in zip(*(c.tolist() for c in cols)):
+            yield IterationRecord(names[j], j, r, it, s, e)
+
+
+class _Flags(_Sequence):
+    """The ``simulated`` flags of an :class:`IterationColumns`, as bools (equal to a list of the same bools)."""
+
+    def __init__(self, owner: IterationColumns):
+        self._owner = owner
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def __getitem__(self, i):
+        v = self._owner.columns()["simulated"][i]
+        return v.tolist() if isinstance(i, slice) else bool(v)
+
+    def __iter__(self):
+        return iter(self._owner.columns()["simulated"].tolist())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"flags({list(self)!r})"
 
 
 @dataclass
@@ -102,6 +289,19 @@ class PortSamples:
 
 
 def iterations_to_table(records: Iterable[IterationRecord] | Sequence[IterationRecord]) -> pa.Table:
+    if isinstance(records, IterationColumns):
+        c = records.columns()
+        names = np.array(records.names + [""], dtype=object)   # (a str array of any length, none of them empty)
+        return pa.table(
+            {
+                "job": pa.array(names[c["job_id"]], pa.string()),
+                "job_id": pa.array(c["job_id"], pa.int32()),
+                "rank": pa.array(c["rank"], pa.int32()),
+                "iteration": pa.array(c["iteration"], pa.int32()),
+                "start": pa.array(c["start"], pa.float64()),
+                "end": pa.array(c["end"], pa.float64()),
+            }
+        )
     recs = list(records)
     return pa.table(
         {
@@ -153,13 +353,19 @@ def read_iterations(path: str | os.PathLike) -> pa.Table:
     return _read_checked(path, ITERATION_COLUMNS, "an iterations table")
 
 
-def records_from_table(table: pa.Table) -> list[IterationRecord]:
-    cols = {c: table.column(c).to_pylist() for c in ITERATION_COLUMNS}
-    return [
-        IterationRecord(cols["job"][i], cols["job_id"][i], cols["rank"][i], cols["iteration"][i], cols["start"][i],
-                        cols["end"][i])
-        for i in range(table.num_rows)
-    ]
+def records_from_table(table: pa.Table) -> IterationColumns:
+    """The records of an iterations table, in its row order, as :class:`IterationColumns` (every row simulated: a
+    table keeps no flags of its own)."""
+    job = table.column("job").to_pylist()
+    job_id = table.column("job_id").to_numpy().astype(np.int32)
+    names: list[str] = []
+    for k, n in zip(job_id.tolist(), job):   # job id -> name as the table says (ids without rows: a placeholder)
+        while len(names) <= k:
+            names.append("")
+        names[k] = n
+    out = IterationColumns(names)
+    out.extend_columns(*(table.column(c).to_numpy() for c, _ in _COLUMN_TYPES), np.ones(table.num_rows, np.bool_))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -34,7 +34,6 @@ import numpy as np
 from hybridsim.engine import Engine, cores
 from hybridsim.scenario import parse_scenario
 from hybridsim.workloads.ops import COMPUTE, ISEND, IRECV, SEND, RECV, WAITALL
-from hybridsim_common.records import IterationRecord
 
 configs = []
 Real = cores.NativeCore
@@ -131,10 +130,9 @@ fresh.add_rank(0, 0, 0, 0)
 fresh.pred_job(0, 2, 1)
 call("pred_ends before callbacks", fresh.pred_ends, [0], [0], [0.0], [1.0])
 call("stretch before callbacks", fresh.stretch, 0, 0, np.zeros((1, 1)))
-call("set_pred_callbacks bad type", fresh.set_pred_callbacks, h, h, h, int, ["a"])
+call("set_pred_callbacks bad type", fresh.set_pred_callbacks, h, h, 5)
 call("pred_ends still before callbacks", fresh.pred_ends, [0], [0], [0.0], [1.0])
-call("set_pred_callbacks ok", c.set_pred_callbacks, lambda *a: None, lambda *a: None, lambda *a: None,
-     IterationRecord, ["a"])
+call("set_pred_callbacks ok", c.set_pred_callbacks, lambda *a: None, lambda *a: None, lambda *a: None)
 call("pred_job ok", c.pred_job, 0, 3, 1)
 for v in BAD_IDS:
     call(f"pred_ends gid={v}", c.pred_ends, [v], [0], [0.0], [1.0])
@@ -152,6 +150,11 @@ call("stretch ok", c.stretch, 0, 0, np.zeros((2, 1)))
 call("cut 2**62", c.cut, 0, 2**62)
 call("cut -2**62", c.cut, 0, -2**62)
 call("stretch_state ok", c.stretch_state, 0, -1)
+# the record store: rows outside it refused; an empty store taken whole
+for lo, hi in ((-1, 0), (0, 1), (1, 0), (0, 2**62), (2**62, 2**62)):
+    call(f"record_columns {lo} {hi}", c.record_columns, lo, hi)
+call("record_columns 0 0", c.record_columns, 0, 0)
+call("take_records ok", c.take_records)
 # port loads and samples: ports out of range, arrays of the wrong shape or dtype
 call("set_port_loads port -1", c.set_port_loads, np.array([-1], np.int64), np.array([0.5]))
 call("set_port_loads port n", c.set_port_loads, np.array([n_ports], np.int64), np.array([0.5]))
@@ -279,7 +282,10 @@ def test_bad_times_sizes_and_counts_raise_value_errors(outcomes):
     assert outcomes["at t='x'"] == outcomes["at t=None"] == "TypeError"
     assert outcomes["set_pred_callbacks bad type"] == "TypeError"
     assert outcomes["sample_ports read-only"] == "TypeError"  # not a writable C-ordered array: never copied
-    for label in ("at ok", "add_rank ok", "set_pred_callbacks ok", "pred_job ok", "stretch ok", "cut 2**62",
+    for lo, hi in ((-1, 0), (0, 1), (1, 0), (0, 2**62), (2**62, 2**62)):
+        assert outcomes[f"record_columns {lo} {hi}"] == "IndexError", (lo, hi)
+    for label in ("record_columns 0 0", "take_records ok", "at ok", "add_rank ok", "set_pred_callbacks ok",
+                  "pred_job ok", "stretch ok", "cut 2**62",
                   "cut -2**62", "stretch_state ok", "sample_ports ok", "sample_count ok", "sample_stop ok",
                   "set_rng_state ok", "randrange ok", "random ok", "noop ok", "Core ok", "run ok", "run nan"):
         assert outcomes[label] == "ok", (label, outcomes[label])

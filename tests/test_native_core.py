@@ -626,18 +626,25 @@ def test_the_tables_only_network_has_the_full_ones_tables():
         [pid * lite.nv + lite.vc_dest for pid in topo.terminal_port_ids.tolist()]
 
 
-def test_the_native_cores_records_are_not_tracked_by_the_cyclic_collector():
-    """Records the native core makes (predicted iterations) hold a str, ints and floats only: the cyclic collector
-    does not track them (a collection after the run would walk them all), and they are the records all the same."""
-    import gc
+def test_the_native_core_hands_predicted_records_over_as_columns():
+    """The native core hands the records of predicted iterations over as columns (no Python object a record): the
+    run's records are an IterationColumns whose predicted rows read back as the records the Python core makes, and
+    whose columns are those records' fields."""
+    from hybridsim_common.records import IterationColumns, IterationRecord
 
-    d = Staggered()
-    res = Engine(on_core(parse_scenario(STREAM, "s.yaml"), "native")).run(director=d, on_record=d.on_record)
-    made = [r for r, s in zip(res.records, res.simulated) if not s]
-    assert len(made) > 10 and not any(gc.is_tracked(r) for r in made)
-    from hybridsim_common.records import IterationRecord
-    assert all(type(r) is IterationRecord and r == IterationRecord(*(getattr(r, f) for f in
-               ("job", "job_id", "rank", "iteration", "start", "end"))) for r in made)
+    runs = {}
+    for core in ("native", "python"):
+        d = Staggered()
+        runs[core] = Engine(on_core(parse_scenario(STREAM, "s.yaml"), core)).run(director=d, on_record=d.on_record)
+    nat = runs["native"]
+    assert isinstance(nat.records, IterationColumns)
+    made = [r for r, s in zip(nat.records, nat.simulated) if not s]
+    assert len(made) > 10 and all(type(r) is IterationRecord for r in made)
+    assert list(nat.records) == list(runs["python"].records) and list(nat.simulated) == list(runs["python"].simulated)
+    c = nat.records.columns()
+    for k, f in enumerate(("job_id", "rank", "iteration", "start", "end")):
+        assert c[f].tolist() == [getattr(r, f) for r in nat.records], f
+    assert c["simulated"].tolist() == list(nat.simulated)
 
 
 def test_the_native_stand_in_load_is_loaded_ports_value_for_value():

@@ -165,3 +165,29 @@ def test_evaluate_report(periodic):
     assert r[("last", 4, "A")]["mape"] == r[("last", "inf", "A")]["mape"]  # nothing to tune
     with pytest.raises(SurrogateError, match="neither a checkpoint folder nor a model name"):
         evaluate(periodic, ["nosuchmodel"])
+
+
+def test_ridge_fits_every_ranks_gap_free_windows_at_once():
+    """Ridge's fit takes the gap-free windows of every rank in one pass (issue 31: the hybrid loop refits it at every
+    warm-up iteration and window end): the windows a rank-by-rank fit takes, in the same order, so the same
+    coefficients bit for bit. Hand case, k = 2 (windows of 3): rank 0 has 5 usable values (3 windows), rank 1 a gap
+    at t = 2 (none of the 3 windows over it) and a value <= 0 at t = 4, so only its window t = 5..7 counts."""
+    from surrogate.models.history import Ridge
+
+    class Series:
+        y = np.array([[100.0, 110.0, 105.0, 120.0, 100.0, np.nan, np.nan, np.nan],
+                      [200.0, 210.0, np.nan, 190.0, -1.0, 205.0, 195.0, 215.0]])
+
+    m = Ridge(k=2)
+    assert m._windows(Series.y).tolist() == [[100.0, 110.0, 105.0], [110.0, 105.0, 120.0], [105.0, 120.0, 100.0],
+                                              [205.0, 195.0, 215.0]]
+    assert m.fit(Series, list(range(8))) == {"windows": 4}
+    ref = Ridge(k=2)
+    assert ref.fit_series(list(Series.y)) == 4   # one series at a time
+    assert np.array_equal(m.coef, ref.coef)
+    # the closed form on those windows: relative to each window's last input, one lag, no intercept
+    w = np.array([[100.0, 110.0, 105.0], [110.0, 105.0, 120.0], [105.0, 120.0, 100.0], [205.0, 195.0, 215.0]])
+    x, y = w[:, 0] / w[:, 1] - 1.0, w[:, 2] / w[:, 1] - 1.0
+    assert m.coef[0] == pytest.approx((x @ y / 4) / (x @ x / 4 + 0.1))
+    # too short to hold a window: nothing fitted, the coefficients kept
+    assert Ridge(k=2).fit(Series, [0, 1]) == {"windows": 0}

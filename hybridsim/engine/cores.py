@@ -26,8 +26,6 @@ import sys
 
 import numpy as np
 
-from hybridsim_common.records import IterationRecord
-
 from .core import EngineError, EventLoop
 from .mpi import MessageLayer, MpiLayer
 from .network import MAX_BACKGROUND_UTILISATION, Network, too_many_packets
@@ -279,8 +277,21 @@ class NativeMpi(MessageLayer):
     # predicted iterations: the core ends them and parks ranks whose next iteration is already decided PREDICT
     # itself (the hybrid loop's commonest events), handing the records over in bursts before any Python code runs
     def set_pred_callbacks(self, records, next_, parked, names) -> None:
-        # the core makes the records itself (IterationRecord's slots, for performance)
-        self.core.set_pred_callbacks(records, next_, parked, IterationRecord, list(names))
+        # the core keeps the records (keeps_records) and hands a burst over as its rows in that store
+        self.core.set_pred_callbacks(records, next_, parked)
+
+    #: the core keeps the run's records itself, simulated and predicted (no Python call or object a record): the
+    #: engine takes them at the end of the run (take_records); a burst's rows are read with record_columns
+    keeps_records = True
+
+    def take_records(self) -> tuple:
+        """The run's records as ``(job ids, ranks, iterations, starts, ends, simulated)`` arrays, in event order (the
+        core's store, handed over without a copy and emptied)."""
+        return self.core.take_records()
+
+    def record_columns(self, lo: int, hi: int) -> tuple:
+        """Rows ``lo`` .. ``hi - 1`` of the core's record store, as :meth:`take_records` gives them (copied)."""
+        return self.core.record_columns(int(lo), int(hi))
 
     def pred_job(self, j: int, iters: int, n_ranks: int) -> None:
         self.core.pred_job(j, iters, n_ranks)

@@ -31,7 +31,7 @@ from typing import Optional
 import numpy as np
 
 from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult, records_sink
-from hybridsim_common.records import IterationRecord
+from hybridsim_common.records import IterationColumns, IterationRecord, RecordBlock
 from .cores import build as build_core, choose as choose_core
 from .core import EngineError, LimitExceeded, RunStop, current_stop
 from .mpi import Rank
@@ -257,8 +257,11 @@ class Engine(Backend):
         self.iters_recorded: set[int] = set()   # jobs whose every iteration has been recorded
         self.job_start: dict[int, float] = {}
 
-        self.records: list[IterationRecord] = []
-        self.simulated: list[bool] = []
+        #: the run's records in event order, as columns (nothing a record in Python unless read one by one); the
+        #: native core keeps them itself (``keeps_records``) and hands them over at the end of the run
+        self.records = IterationColumns(self.job_names)
+        self.simulated = self.records.simulated
+        self._keep = None if mpi.keeps_records else self.records.append
         self.modes: dict = {}
         self.ranks_done = [0] * self.n_jobs
         self.iters_done = [0] * self.n_jobs   # records emitted per job
@@ -372,6 +375,8 @@ class Engine(Backend):
                     pass
                 self.debug = debug
                 pbar.close()
+        if self._keep is None:   # the native core's record store, handed over without a copy
+            self.records.extend_columns(*mpi.take_records())
         wall = time.perf_counter() - wall0
         t_end = self.t_finish if self.finished else loop.now
         if not self.finished and not partial and self.jobs_left:
@@ -605,13 +610,16 @@ class Engine(Backend):
 
     def _pred_records(self, burst, counts, spans=None):
         """The records of predicted iterations that ended (in event order; the native core hands over all since it
-        last called Python, before any other Python code runs), ``counts`` of them per job; ``spans``: the native
-        core's per-iteration summary of the burst (:meth:`Director.on_records`), None from the Python core."""
+        last called Python, before any other Python code runs, as the rows ``(lo, hi)`` of its record store, which
+        keeps them), ``counts`` of them per job; ``spans``: the native core's per-iteration summary of the burst
+        (:meth:`Director.on_records`), None from the Python core (whose ``burst`` is a list of records)."""
         done = self.iters_done
         for j, n in counts.items():
             done[j] += n
-        self.records += burst
-        self.simulated += [False] * len(burst)
+        if type(burst) is tuple:   # the native core's: rows lo .. hi - 1 of its record store, kept there
+            burst = RecordBlock(self.job_names, self.mpi.record_columns, *burst)
+        else:
+            self.records.extend(burst, False)
         if self.stretches:
             self._completed_cut()
         if self.on_records is not None:  # the whole burst in one call (Director.on_records)
@@ -648,15 +656,15 @@ class Engine(Backend):
         self.loop.at(t, self._iter_start, rs)
 
     def _record(self, rs, start, end, simulated):
-        rec = _new_record(self.job_names[rs.job], rs.job, rs.local, rs.it, start, end)
-        self.records.append(rec)
-        self.simulated.append(simulated)
-        self.iters_done[rs.job] += 1
+        j = rs.job
+        if self._keep is not None:   # (the native core has kept it already)
+            self._keep(j, rs.local, rs.it, start, end, simulated)
+        self.iters_done[j] += 1
         if self.stretches:  # a simulated record reads the predicted spans of the others (their stretches too)
             self._settle(cut=False)
             self._completed_cut()
-        if self.on_record is not None:
-            self.on_record(rec, simulated)
+        if self.on_record is not None:  # a record object only for whoever reads it
+            self.on_record(_new_record(self.job_names[j], j, rs.local, rs.it, start, end), simulated)
 
     def _rank_done(self, t, rs):
         self.mpi.stop_rank(rs)

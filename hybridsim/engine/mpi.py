@@ -149,10 +149,24 @@ class MessageLayer(abc.ABC):
 
     # predicted iterations: the engine parks a job's ranks at an iteration the director predicts until all are
     # there, asks for the durations, and has each rank's predicted iteration end at its start plus its duration
+    #: whether the message layer keeps the run's records itself (the native core's does, see
+    #: :meth:`take_records`); otherwise the engine keeps them as they reach it
+    keeps_records = False
+
+    def take_records(self) -> tuple:
+        """(``keeps_records``) the run's records as ``(job ids, ranks, iterations, starts, ends, simulated)`` arrays
+        in event order, handed over once at the end of the run."""
+        raise NotImplementedError
+
+    def record_columns(self, lo: int, hi: int) -> tuple:
+        """(``keeps_records``) rows ``lo`` .. ``hi - 1`` of the records kept, as :meth:`take_records` gives them."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def set_pred_callbacks(self, records, next_, parked, names) -> None:
-        """The engine's hooks: ``records(recs, counts)`` the :class:`~hybridsim_common.records.IterationRecord` of
-        predicted iterations that ended (event order; job ``j`` named ``names[j]``) and how many per job,
+        """The engine's hooks: ``records(recs, counts)`` the records of predicted iterations that ended (event
+        order; job ``j`` named ``names[j]``: a list of :class:`~hybridsim_common.records.IterationRecord`, or the
+        native core's columns, see :meth:`~hybridsim_common.records.IterationColumns.extend`) and how many per job,
         ``next_(t, gid, it)`` rank ``gid`` is ready for its next iteration ``it``, ``parked(j, it, gids, times)``
         every rank of job ``j`` is parked at predicted iteration ``it``."""
 

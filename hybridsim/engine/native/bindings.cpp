@@ -79,13 +79,15 @@ PYBIND11_MODULE(_core, m) {
         .def("stretch", &Core::stretch)
         .def("stretch_state", &Core::stretch_state, py::arg("j"), py::arg("since") = -1)
         .def("cut", &Core::cut)
-        .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked, py::object type,
-                                      py::list names) {
-            c.set_record_type(type, names);  // first: a refused type leaves the callbacks unset
+        .def("set_pred_callbacks", [](Core& c, py::object rec, py::object nxt, py::object parked) {
+            for (auto* f : {&rec, &nxt, &parked})
+                if (!PyCallable_Check(f->ptr())) throw py::type_error("set_pred_callbacks: three callables expected");
             c.on_records = std::move(rec);
             c.on_pred_next = std::move(nxt);
             c.on_parked = std::move(parked);
         })
+        .def("take_records", &Core::take_records)
+        .def("record_columns", &Core::record_columns)
         .def("set_bg_rng_state", &Core::set_bg_rng_state)
         .def("bg_rng_state", &Core::bg_rng_state)
         .def("count_bytes", &Core::count_bytes)

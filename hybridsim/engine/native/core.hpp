@@ -26,7 +26,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
-#include <structmember.h>
 
 #include <algorithm>
 #include <cmath>
@@ -218,6 +217,7 @@ struct Rank {
     i64 bg_n = 0, bg_bytes = 0;  // a background sender (start_background): its job's ranks, bytes per message
     double bg_interval = 0.0;
     double pred_t0 = 0.0;        // the start of the predicted iteration ``it`` (pred_ends)
+    double start_t = 0.0;        // the start of the simulated iteration ``it`` (start_iteration)
     std::unordered_map<i64, i32> reqs;
     MatchMap posted, unexpected;  // posted: requests; unexpected: messages
 };
@@ -357,13 +357,22 @@ class Core {
     std::vector<i64> rb_gid, rb_it;
     std::vector<double> rb_t0, rb_t;
     py::object on_records, on_pred_next, on_parked;
-    // the records of predicted iterations are made here, for performance (22 k of them in a 600-iteration mix, most
-    // of a hybrid run's records): IterationRecord (a slots dataclass) allocated by its type and its six slots set
-    // at the offsets its member descriptors give, as object.__setattr__ through those descriptors would
-    py::object rec_type;
-    Py_ssize_t rec_off[6] = {0, 0, 0, 0, 0, 0};
-    std::vector<py::object> job_names;
-    bool rec_untrack = false;  // every job name an exact str (make_record)
+    // the run's records in event order, one vector a field (29 bytes a record, no Python object): a simulated
+    // iteration's as it ends (before the engine's Python hears of it), a predicted one's as it ends; the engine
+    // takes them at the end of the run (take_records). A burst handed over (on_records) is the store's last rows
+    std::vector<i32> rc_job, rc_rank, rc_it;
+    std::vector<double> rc_t0, rc_t1;
+    std::vector<int8_t> rc_sim;
+    inline void keep_record(const Rank& rs, i64 it, double t0, double t1, bool sim) {
+        rc_job.push_back((i32)rs.job);
+        rc_rank.push_back((i32)rs.local);
+        rc_it.push_back((i32)it);
+        rc_t0.push_back(t0);
+        rc_t1.push_back(t1);
+        rc_sim.push_back(sim ? 1 : 0);
+    }
+    py::tuple take_records();
+    py::tuple record_columns(i64 lo, i64 hi) const;
     Core(py::dict c);
     void check_tables() const;
     // ----------------------------------------------------------------------------------- event loop (heap.cpp)
@@ -427,9 +436,7 @@ class Core {
     void stretch(i64 j, i64 first, py::array_t<double, py::array::c_style | py::array::forcecast> dur);
     py::object stretch_state(i64 j, i64 since);
     void cut(i64 j, i64 h);
-    void set_record_type(py::object type, py::list names);
-    PyObject* make_record(i64 job, i64 local, i64 it, double t0, double t1);
-    // hand the buffered records over (on_records) before any Python code runs
+    // hand the buffered records over (on_records, as columns) before any Python code runs
     inline void flush_records() {
         if (!rb_gid.empty()) flush_records_now();
     }

@@ -225,6 +225,7 @@ void Core::advance(double t, i64 gid) {
     }
     rs.pc = i;
     flush_records();
+    keep_record(rs, rs.it, rs.start_t, t, true);  // after the flush: a burst is the store's last rows
     on_iteration_end(t, gid);
 }
 
@@ -277,6 +278,7 @@ void Core::start_iteration(double t, i64 gid, i64 it, py::sequence ops) {
     check_time(t);
     check_range(it, 0, MAX_ID, "iteration");
     rs.it = it;
+    rs.start_t = t;
     rs.ops.clear();
     rs.waits.clear();
     rs.pyops = ops;

@@ -48,7 +48,7 @@ void Core::pred_ends(const std::vector<i64>& gids, const std::vector<i64>& its, 
                      const std::vector<double>& ends) {
     if (its.size() != gids.size() || t0s.size() != gids.size() || ends.size() != gids.size())
         throw py::value_error("pred_ends: four lists of one length expected");
-    if (!rec_type) throw py::value_error("pred_ends: set_pred_callbacks first");
+    if (!on_records) throw py::value_error("pred_ends: set_pred_callbacks first");
     for (size_t k = 0; k < gids.size(); k++) {
         Rank* rs = rank_of(gids[k]);
         if (!rs) throw py::key_error(std::to_string(gids[k]));
@@ -68,6 +68,7 @@ void Core::pred_end(double t, i32 gid) {
     rb_it.push_back(rs->it);
     rb_t0.push_back(rs->pred_t0);
     rb_t.push_back(t);
+    keep_record(*rs, rs->it, rs->pred_t0, t, false);
     i64 it = ++rs->it;
     if (rs->job >= (i64)jp.size()) jp.resize(rs->job + 1);  // a job without pred_job: nothing decided
     JobPred& J = jp[rs->job];
@@ -126,7 +127,7 @@ void Core::stretch_ends(JobPred& J, i64 it) {
 // with durations dur (h rows of n_ranks, local order); its ranks park and end them here, no Python call
 void Core::stretch(i64 j, i64 first, py::array_t<double, py::array::c_style | py::array::forcecast> dur) {
     JobPred& J = jp[check_index(j, (i64)jp.size(), "job (no pred_job)")];
-    if (!rec_type) throw py::value_error("stretch: set_pred_callbacks first");
+    if (!on_records) throw py::value_error("stretch: set_pred_callbacks first");
     if (dur.ndim() != 2 || dur.shape(1) != J.n_ranks)
         throw py::value_error("a stretch is (iterations, ranks) durations, one per rank");
     i64 h = (i64)dur.shape(0);
@@ -159,50 +160,9 @@ void Core::cut(i64 j, i64 h) {
     J.ff_h = std::min(J.ff_h, h);
 }
 
-void Core::set_record_type(py::object type, py::list names) {
-    static const char* fields[6] = {"job", "job_id", "rank", "iteration", "start", "end"};
-    if (!PyType_Check(type.ptr())) throw py::type_error("a record type is needed");
-    PyTypeObject* tp = (PyTypeObject*)type.ptr();
-    for (int k = 0; k < 6; k++) {
-        PyObject* d = PyDict_GetItemString(tp->tp_dict, fields[k]);
-        if (!d || !PyObject_TypeCheck(d, &PyMemberDescr_Type))
-            throw py::type_error(std::string("the record type has no slot ") + fields[k]);
-        PyMemberDef* m = ((PyMemberDescrObject*)d)->d_member;
-        if (m->type != T_OBJECT_EX) throw py::type_error(std::string("slot ") + fields[k] + " is not an object");
-        rec_off[k] = m->offset;
-    }
-    rec_type = type;
-    job_names.clear();
-    rec_untrack = true;
-    for (auto n : names) {
-        job_names.push_back(py::reinterpret_borrow<py::object>(n));
-        if (!PyUnicode_CheckExact(n.ptr())) rec_untrack = false;
-    }
-}
-
-PyObject* Core::make_record(i64 job, i64 local, i64 it, double t0, double t1) {
-    PyTypeObject* tp = (PyTypeObject*)rec_type.ptr();
-    PyObject* o = tp->tp_alloc(tp, 0);
-    if (!o) throw py::error_already_set();
-    PyObject* v[6] = {job_names.at(job).ptr(), PyLong_FromLongLong(job), PyLong_FromLongLong(local),
-                      PyLong_FromLongLong(it), PyFloat_FromDouble(t0), PyFloat_FromDouble(t1)};
-    Py_INCREF(v[0]);
-    for (int k = 0; k < 6; k++) {
-        if (!v[k]) {
-            for (int q = k + 1; q < 6; q++) Py_XDECREF(v[q]);
-            Py_DECREF(o);
-            throw py::error_already_set();
-        }
-        *(PyObject**)((char*)o + rec_off[k]) = v[k];
-    }
-    // a record holds a str, ints and floats only and is frozen: it can be in no reference cycle, so the cyclic
-    // collector need not track it (as CPython untracks tuples of such values); 22 k records of a hybrid run
-    // would otherwise make the first collection after the run walk them all (~2 ms)
-    if (rec_untrack && PyObject_IS_GC(o)) PyObject_GC_UnTrack(o);
-    return o;
-}
-
-// hand the buffered records over: on_records(records, {job: count}) in event order
+// hand the buffered records over: on_records((lo, hi), {job: count}, spans) in event order, (lo, hi) the rows of the
+// record store they are (its last ones: a simulated record is kept after the flush before it), read from Python
+// only by whoever reads them (record_columns)
 void Core::flush_records_now() {
     std::vector<i64> g, it;
     std::vector<double> t0, t1;
@@ -211,7 +171,6 @@ void Core::flush_records_now() {
     t0.swap(rb_t0);
     t1.swap(rb_t);
     size_t n = g.size();
-    py::list recs(n);
     std::vector<i64> count;
     // per (job, iteration), in first-seen order: records, earliest start, latest end (a burst holds a few
     // iterations of many ranks: what a director's timeline needs, without a look at every record)
@@ -222,7 +181,6 @@ void Core::flush_records_now() {
     std::vector<Span> spans;
     for (size_t k = 0; k < n; k++) {
         const Rank* rs = ranks[g[k]].get();
-        PyList_SET_ITEM(recs.ptr(), k, make_record(rs->job, rs->local, it[k], t0[k], t1[k]));
         if (rs->job >= (i64)count.size()) count.resize(rs->job + 1, 0);
         count[rs->job]++;
         Span* sp = nullptr;
@@ -246,5 +204,34 @@ void Core::flush_records_now() {
     for (size_t m = 0; m < spans.size(); m++)
         PyList_SET_ITEM(sp.ptr(), m, py::make_tuple(spans[m].job, spans[m].it, spans[m].n, spans[m].lo,
                                                     spans[m].hi).release().ptr());
-    on_records(recs, counts, sp);
+    i64 hi = (i64)rc_sim.size();
+    on_records(py::make_tuple(hi - (i64)n, hi), counts, sp);
+}
+
+template <class T>
+static py::array_t<T> owned(std::vector<T>&& v) {  // a numpy array that owns the vector's memory (no copy)
+    auto* p = new std::vector<T>(std::move(v));
+    py::capsule own(p, [](void* q) { delete reinterpret_cast<std::vector<T>*>(q); });
+    return py::array_t<T>({(py::ssize_t)p->size()}, {(py::ssize_t)sizeof(T)}, p->data(), own);
+}
+
+// the record store as (job ids, ranks, iterations, starts, ends, simulated) arrays, handed over without a copy; the
+// store is empty after
+py::tuple Core::take_records() {
+    flush_records();
+    py::tuple out = py::make_tuple(owned(std::move(rc_job)), owned(std::move(rc_rank)), owned(std::move(rc_it)),
+                                   owned(std::move(rc_t0)), owned(std::move(rc_t1)), owned(std::move(rc_sim)));
+    rc_job.clear(), rc_rank.clear(), rc_it.clear(), rc_t0.clear(), rc_t1.clear(), rc_sim.clear();
+    return out;
+}
+
+// rows lo .. hi - 1 of the store, copied, as take_records gives them (a burst for a director that reads it)
+py::tuple Core::record_columns(i64 lo, i64 hi) const {
+    i64 n = (i64)rc_sim.size();
+    if (lo < 0 || hi < lo || hi > n) throw py::index_error("record_columns: rows outside the store");
+    auto cut = [&](const auto& v) {
+        using T = typename std::decay_t<decltype(v)>::value_type;
+        return py::array_t<T>((py::ssize_t)(hi - lo), v.data() + lo);
+    };
+    return py::make_tuple(cut(rc_job), cut(rc_rank), cut(rc_it), cut(rc_t0), cut(rc_t1), cut(rc_sim));
 }
