@@ -478,10 +478,12 @@ def bench_cases(scenario, policies, sweep_ft, surrogates) -> tuple[list[tuple], 
 
 
 class RunCounter:
-    """Numbers a bench's simulations for the progress bars: :meth:`label` gives the next one's "run k/N: NAME"."""
+    """A bench's runs as they go: numbered for the progress bars (:meth:`label` gives the next one's "run k/N:
+    NAME"), and the one-line notices its runs printed (``said``: each is said once, not per seed and surrogate)."""
 
     def __init__(self, total: int):
         self.total, self.done = int(total), 0
+        self.said: set[str] = set()
 
     def label(self, progress, name: str):
         self.done += 1
@@ -620,7 +622,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
         if spec is not None:
             tag += "-" + ("oracle" if own_pure_oracle(spec) else _label(spec))
         _, hres, hsum = run_scenario(sc, rd.file(tag), mode="hybrid", progress=counter.label(progress, tag),
-                                     argv=argv, controller=ctl, backend=mk(sc))
+                                     argv=argv, controller=ctl, backend=mk(sc), said=counter.said)
         preds = predictions_of(ctl) if ctl is not None else predictions_from_records(scenario, hres.records,
                                                                                         hres.simulated)
         m = compare(scenario, pure[0], pure[1], hsum, preds)

@@ -190,9 +190,11 @@ def job_summary(scenario, records: list[IterationRecord], job_end: dict[str, flo
 
 def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mode: str = "simulate",
                  progress: bool | str = True, argv: list[str] | None = None, controller=None,
-                 write_ports: bool | None = None, backend=None) -> tuple[RunDir, SimulationResult, dict]:
+                 write_ports: bool | None = None, backend=None,
+                 said: set | None = None) -> tuple[RunDir, SimulationResult, dict]:
     """Run ``scenario`` into ``outdir``. Returns (run dir, backend result, summary dict). ``progress``: a progress
-    display on stderr; a string turns it on with that label (``hybridsim bench``: "run k/N: NAME").
+    display on stderr; a string turns it on with that label (``hybridsim bench``: "run k/N: NAME"). ``said``: the
+    one-line notices already printed (a bench's runs share one set, so each is said once), added to.
 
     One path for every backend: :func:`make_backend` builds the scenario's :class:`~hybridsim_common.backend.Backend`
     (``backend`` overrides it, e.g. tests' stand-ins); its declared abilities decide whether hybrid mode can run
@@ -204,10 +206,11 @@ def run_scenario(scenario, outdir: str | os.PathLike, *, force: bool = False, mo
     stop = RunStop(scenario.limits.deadline)
     with stop.active():
         return _run(scenario, outdir, stop, force=force, mode=mode, progress=progress, argv=argv,
-                    controller=controller, write_ports=write_ports, backend=backend)
+                    controller=controller, write_ports=write_ports, backend=backend,
+                    said=set() if said is None else said)
 
 
-def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, write_ports, backend):
+def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, write_ports, backend, said):
     from .placement import place_jobs
     from hybridsim_common.records import write_iterations, write_ports as _write_ports
     from .scenario import scenario_to_dict
@@ -243,8 +246,11 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         director = controller
         if controller is not None and controller.truth_reason:
             director = None   # the truth, run as the pure run is: no loop to pay for
-            print(f"{scenario.name}: hybrid mode runs the truth: {controller.truth_reason} (hybridsim.estimate; set a "
-                  "controller section to run a policy anyway)", file=sys.stderr)
+            line = (f"{scenario.name}: hybrid mode runs the truth: {controller.truth_reason} (hybridsim.estimate; set "
+                    "a controller section to run a policy anyway)")
+            if line not in said:   # a bench's seeds and surrogates all say the same
+                said.add(line)
+                print(line, file=sys.stderr)
         wants_samples = director is not None and director.wants_samples
         if backend is None:
             run_sc = scenario

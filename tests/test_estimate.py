@@ -97,6 +97,18 @@ def test_a_scenario_too_short_to_predict_runs_the_truth(tmp_path, capsys):
     assert summary2["hybrid"]["runs_truth"] is None and not all(res2.simulated)
 
 
+def test_a_bench_says_that_it_runs_the_truth_once(tmp_path, capsys):
+    """Two seeds x two surrogates of a scenario the default runs as the truth: four runs, one line."""
+    from hybridsim.cli import main
+
+    f = tmp_path / "s.yaml"
+    f.write_text(TOPO + "jobs:\n  - {name: a, ranks: 8, iterations: %d, workload: {kind: nearest_neighbor, "
+                 "dimension_sizes: [2, 2, 2], msg_size: 8192, max_dimension_distance: 1}}\n" % MIN_WARMUP)
+    assert main(["bench", str(f), "--surrogate", "last", "--surrogate", "mean", "--seeds", "2", "-o",
+                 str(tmp_path / "b"), "--no-progress"]) == 0
+    assert capsys.readouterr().err.count("hybrid mode runs the truth") == 1
+
+
 def test_a_cheap_scenario_runs_the_truth_and_a_dear_one_pays(tmp_path):
     """400 iterations of a small job: 0.06 CPU-s pure, less than twice what the loop would cost; the same job with
     messages 64x larger sends 64x the packets and pays."""
