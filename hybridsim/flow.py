@@ -63,7 +63,8 @@ class Phase(NamedTuple):
     blocking op that ends the phase (it runs while the sends are in flight: MILC's ``Compute`` between its Isends
     and its Waitalls); ``largest``: the phase's largest message (bytes; 0 without one); ``msg``: each flow's largest
     message (bytes, one per ``src``/``dst`` pair; None: unknown), which sets the MPI protocol it pays (eager below
-    :data:`EAGER_THRESHOLD`, else rendezvous)."""
+    :data:`EAGER_THRESHOLD`, else rendezvous); ``slot``: each flow's place among its rank's sends of the phase (0 the
+    first; None: unknown): a rank's NIC sends its messages one after another (:meth:`FlowModel.place`)."""
 
     src: np.ndarray
     dst: np.ndarray
@@ -72,6 +73,7 @@ class Phase(NamedTuple):
     overlap_ns: float = 0.0
     largest: float = 0.0
     msg: np.ndarray | None = None
+    slot: np.ndarray | None = None
 
 
 def workload_profile(workload, n_iterations: int, sample: int = SAMPLE_ITERATIONS) -> list[Phase]:
@@ -101,7 +103,7 @@ def workload_profile(workload, n_iterations: int, sample: int = SAMPLE_ITERATION
 
     for k, it in enumerate(its):
         for r in range(R):
-            ph, sent, c = 0, False, 0.0
+            ph, sent, c, nth = 0, False, 0.0, 0
             grow(0)
             for op in workload.ops(r, int(it)):
                 kind = op[0]
@@ -109,7 +111,8 @@ def workload_profile(workload, n_iterations: int, sample: int = SAMPLE_ITERATION
                     if not sent:
                         serial[ph][k] = max(serial[ph][k], c)
                         sent, c = True, 0.0
-                    key = (r, int(op[1]))
+                    key = (r, int(op[1]), nth)
+                    nth += 1
                     acc[ph][key] = acc[ph].get(key, 0.0) + op[2]
                     big[ph][key] = max(big[ph].get(key, 0.0), float(op[2]))
                     largest[ph] = max(largest[ph], float(op[2]))
@@ -117,16 +120,16 @@ def workload_profile(workload, n_iterations: int, sample: int = SAMPLE_ITERATION
                     c += op[1]
                 if kind in (SEND, RECV, WAITALL):
                     (overlap if sent else serial)[ph][k] = max((overlap if sent else serial)[ph][k], c)
-                    ph, sent, c = ph + 1, False, 0.0
+                    ph, sent, c, nth = ph + 1, False, 0.0, 0
                     grow(ph)
             (overlap if sent else serial)[ph][k] = max((overlap if sent else serial)[ph][k], c)
     out = []
     for d, b, s, o, top in zip(acc, big, serial, overlap, largest):
-        keys = np.asarray(list(d), dtype=np.int64).reshape(-1, 2)
+        keys = np.asarray(list(d), dtype=np.int64).reshape(-1, 3)
         w = np.asarray(list(d.values()), dtype=np.float64) / n
         if len(w) or s.mean() > 0 or o.mean() > 0:
             out.append(Phase(keys[:, 0], keys[:, 1], w, float(s.mean()), float(o.mean()), top,
-                             np.asarray([b[k] for k in d], dtype=np.float64)))
+                             np.asarray([b[k] for k in d], dtype=np.float64), keys[:, 2]))
     return out
 
 
@@ -357,8 +360,19 @@ class FlowModel:
     and the set of jobs running beside it, :meth:`ratio` for the change between two sets; answers are cached per
     set."""
 
-    def __init__(self, routes: Routes, rule: str = "weighted", latency: bool = True, adaptive: bool = False):
+    def __init__(self, routes: Routes, rule: str = "weighted", latency: bool = True, adaptive: bool = False,
+                 fifo: float = 1.0, ranks: str = "mean", pipelined: bool = True):
         self.routes = routes
+        #: whether a phase's bandwidth time leaves out its first packet (counted in its latency's traversal)
+        self.pipelined = bool(pipelined) and bool(latency)
+        #: a job's iteration from its ranks' sums over the phases: the slowest rank's ("max") or their mean ("mean":
+        #: ranks that wait for different partners at different steps run at a common pace between the two)
+        if ranks not in ("max", "mean"):
+            raise ValueError(f"ranks must be 'max' or 'mean', got {ranks!r}")
+        self.ranks = ranks
+        #: how far a phase's bandwidth time goes from all its flows at once (0) to its ranks' messages one after
+        #: another, as a NIC's FIFO injection queue sends them (1: each slot of the ranks' send order alone, summed)
+        self.fifo = float(fifo)
         #: adaptive routing (UGAL, prog-adaptive): each phase's non-minimal share is the one of :data:`SPREAD_GRID`
         #: that drains the phase fastest alone (its busiest channel least loaded), as the routers move traffic off
         #: congested minimal paths; else every phase takes ``routes.nonminimal``
@@ -385,6 +399,13 @@ class FlowModel:
         #: modelled time otherwise (the hybrid loop sets it from a job's first simulated iteration)
         self.period: dict[int, float] = {}
         self._cache: dict[tuple, float] = {}
+        self.kind: dict[int, str | None] = {}     # iterating job -> its workload's kind (None: unknown)
+        #: workload kind -> (latency scale, bandwidth scale): the engine's time of a phase is about a L + b B of the
+        #: model's latency L and bandwidth time B (:data:`CALIBRATION`, fitted on pure runs of a corpus:
+        #: :func:`hybridsim.flow_tables.fit_calibration`); a kind not in it: (1, 1)
+        self.scale: dict[str, tuple[float, float]] = {}
+        #: workload kind -> its first iteration's time over its steady one (:data:`FIRST`; a kind not in it: 1)
+        self.first: dict[str, float] = {}
 
     @staticmethod
     def _phases(tm) -> list:
@@ -401,10 +422,12 @@ class FlowModel:
                 out.append(tuple(np.asarray(x) for x in ph))
         return out
 
-    def set_profile(self, job: int, phases) -> None:
-        """An iterating job from its :func:`workload_profile` (a list of :class:`Phase`)."""
+    def set_profile(self, job: int, phases, kind: str | None = None) -> None:
+        """An iterating job from its :func:`workload_profile` (a list of :class:`Phase`); ``kind``: its workload's
+        kind (``milc``, ...), which picks its :attr:`scale` and :meth:`spread_of`."""
         phases = [p if isinstance(p, Phase) else Phase(*p) for p in phases]
         self.traffic[job] = ("iterating", phases)
+        self.kind[job] = kind
         self.compute[job] = float(sum(p.serial_ns + p.overlap_ns for p in phases))
 
     def set_traffic(self, job: int, tm, compute_ns: float) -> None:
@@ -459,27 +482,47 @@ class FlowModel:
         C = self.routes.n_channels
         terms = np.asarray(terminals, dtype=np.int64)
         phases = t[1] if t[0] == "iterating" else [Phase(*ph) for ph in t[1]]
-        if not self.adaptive:
-            B = np.array([self.routes.flow_bytes(p.src, p.dst, p.w, terms) if len(p.w) else np.zeros(C)
-                          for p in phases]).reshape(-1, C)
-            lat = [self._latency(p, terms, len(terms)) for p in phases]
-        else:
-            # adaptive routing: per phase the non-minimal share that drains it fastest alone (bytes and latency are
-            # linear in the share: routed at 0 and 1, mixed)
-            B0, B1, lat = [], [], []
-            spread = self.spread.setdefault(job, [])
+        cap_all = self.routes.capacity
+        B, lat, seq = [], [], []
+        spread = self.spread.setdefault(job, []) if self.adaptive else None
+        if spread is not None:
             spread.clear()
-            for p in phases:
-                base, mini, spr = self.routes.flow_parts(p.src, p.dst, p.w, terms) if len(p.w) else (np.zeros(C),) * 3
-                b0, b1 = base + mini, base + spr
-                busiest = [np.max((b0 + q * (b1 - b0)) / self.routes.capacity) for q in SPREAD_GRID]
-                q = SPREAD_GRID[int(np.argmin(busiest))]
-                spread.append(q)
-                B0.append(b0 + q * (b1 - b0))
+        for p in phases:
+            if not len(p.w):
+                B.append(np.zeros(C))
+                seq.append(0.0)
                 if t[0] == "iterating":
-                    l0 = self._latency(p, terms, len(terms), 0.0)
-                    lat.append(l0 + q * (self._latency(p, terms, len(terms), 1.0) - l0) if q else l0)
-            B = np.array(B0).reshape(-1, C)
+                    lat.append(self._latency(p, terms, len(terms)))
+                continue
+            # the phase's flows by their place in their rank's send order (a rank's NIC sends one message after
+            # another); the phase's bytes are the slots' summed (routing is linear in the bytes)
+            slot = p.slot if p.slot is not None and t[0] == "iterating" else np.zeros(len(p.w), np.int64)
+            parts = [self.routes.flow_parts(p.src[slot == k], p.dst[slot == k], p.w[slot == k], terms)
+                     for k in np.unique(slot)]
+            b0s = [base + mini for base, mini, _ in parts]
+            b1s = [base + spr for base, _, spr in parts]
+            b0, b1 = np.sum(b0s, axis=0), np.sum(b1s, axis=0)
+            if not self.adaptive:
+                qn = self.routes.nonminimal
+                B.append(b0 + qn * (b1 - b0))
+                # each slot alone, routed as the phase is
+                seq.append(sum(float(np.max((x0 + qn * (x1 - x0)) / cap_all)) for x0, x1 in zip(b0s, b1s)))
+                if t[0] == "iterating":
+                    lat.append(self._latency(p, terms, len(terms)))
+                continue
+            # adaptive routing: per phase the non-minimal share that drains it fastest alone (bytes and latency are
+            # linear in the share: routed at 0 and 1, mixed); each slot alone takes its own
+            busiest = [np.max((b0 + q * (b1 - b0)) / cap_all) for q in SPREAD_GRID]
+            q = SPREAD_GRID[int(np.argmin(busiest))]
+            spread.append(q)
+            B.append(b0 + q * (b1 - b0))
+            seq.append(sum(min(float(np.max((x0 + g * (x1 - x0)) / cap_all)) for g in SPREAD_GRID)
+                           for x0, x1 in zip(b0s, b1s)))
+            if t[0] == "iterating":
+                # a message's first packet meets empty queues: the adaptive routings send it minimally
+                lat.append(self._latency(p, terms, len(terms), 0.0))
+        B = np.array(B).reshape(-1, C)
+        seq = np.array(seq)
         if t[0] == "iterating":
             self.phases[job] = B
             # what every _comm of this job reads, once: phases with traffic, the channels they use, their bytes there
@@ -487,8 +530,15 @@ class FlowModel:
             has = tot > 0
             used = np.nonzero(B.sum(axis=0))[0]
             Bu, cap = B[has][:, used], self.routes.capacity[used]
-            self._used[job] = (has, used, Bu, cap, np.max(Bu / cap[None, :], axis=1) if len(used) else np.zeros(0),
-                               tot[has])
+            alone = np.max(Bu / cap[None, :], axis=1) if len(used) else np.zeros(0)
+            # a phase's bandwidth time alone: between all its flows at once (its busiest channel) and its ranks'
+            # sends one after another (the slots' busiest channels summed), FIFO of the way there
+            alone = alone + self.fifo * np.maximum(seq[has] - alone, 0.0)
+            # the first packet of a phase's messages is in its latency (its traversal, serialised on every link):
+            # the bandwidth time is the rest, pipelined behind it
+            first = np.array([min(p.largest, self.routes.packet_size) for p in phases])[has] / self.routes.class_bw.min()
+            alone = np.maximum(alone - first, 0.0) if self.pipelined else alone
+            self._used[job] = (has, used, Bu, cap, alone, tot[has])
             self.fixed[job] = (np.array([p.serial_ns for p in phases]), np.array([p.overlap_ns for p in phases]),
                                np.array(lat).reshape(len(phases), -1))
             self.bytes[job] = B.sum(axis=0)
@@ -524,8 +574,26 @@ class FlowModel:
         or its communication (the rank's latency + the phase's bandwidth time), whichever is longer; summed over the
         phases for each rank; the slowest rank's (the ranks of a bulk-synchronous job wait for each other)."""
         serial, overlap, lat = self.fixed[job]
+        a, b = self.scale.get(self.kind.get(job), (1.0, 1.0))
         comm = self._comm(job, demand)[:, None]
-        return float((serial[:, None] + np.maximum(overlap[:, None], lat + comm)).sum(axis=0).max())
+        per_rank = (serial[:, None] + np.maximum(overlap[:, None], a * lat + b * comm)).sum(axis=0)
+        return float(per_rank.max() if self.ranks == "max" else per_rank.mean())
+
+    def parts(self, job: int, others=()) -> tuple[float, float, float]:
+        """``(compute, latency, bandwidth)`` ns of ``job``'s iteration beside ``others`` (at the set's fixed point),
+        unscaled (:attr:`scale` 1, 1), each the mean over the ranks of their sums over the phases: the terms that
+        :data:`CALIBRATION` weighs (compute counts where it is longer than a phase's communication)."""
+        T = self.iteration_time(job, others)   # the set's fixed point: the co-runners' periods
+        others = tuple(sorted(k for k in set(others) if k != job and (k in self.bytes or k in self.rate)))
+        dem = [self.bytes[m] / max(self.period.get(m, self._cache.get((m, tuple(sorted(set(others) - {m} | {job}))),
+                                                                     T)), 1e-9)
+               for m in others if m in self.bytes] + [self.rate[k] for k in others if k in self.rate]
+        serial, overlap, lat = self.fixed[job]
+        comm = self._comm(job, np.asarray(dem) if dem else np.zeros((0, self.routes.n_channels)))[:, None]
+        over = overlap[:, None] > lat + comm
+        cmp_ = (serial[:, None] + np.where(over, overlap[:, None], 0.0)).sum(axis=0).mean()
+        return (float(cmp_), float(np.where(over, 0.0, lat).sum(axis=0).mean()),
+                float(np.where(over, 0.0, np.broadcast_to(comm, lat.shape)).sum(axis=0).mean()))
 
     def components(self, job: int, others=()) -> dict:
         """The parts of :meth:`iteration_time` of ``job`` beside ``others`` (ns): ``compute`` (serial and
@@ -539,6 +607,21 @@ class FlowModel:
     def alone(self, job: int) -> float:
         """The job's modelled iteration time with nothing beside it (ns)."""
         return self.iteration_time(job, ())
+
+    def uncertainty(self, job: int, event: str = "change") -> float:
+        """How far off a prediction for ``job`` is expected to be, as a relative error (0.05: 5 %): its workload
+        kind's median absolute error on the validation runs (:data:`UNCERTAINTY`), at a ``"start"``
+        (:meth:`start_time`) or a ``"change"`` (:meth:`ratio` times the job's last time); NaN for a kind not
+        measured."""
+        if event not in ("start", "change"):
+            raise ValueError(f"event must be 'start' or 'change', got {event!r}")
+        return float(UNCERTAINTY.get(self.kind.get(job), {}).get(event, float("nan")))
+
+    def start_time(self, job: int, others) -> float:
+        """Modelled time (ns) of ``job``'s first iteration beside ``others``: :meth:`iteration_time` (the steady
+        iteration's) times its kind's :attr:`first` factor (a job's first iteration runs before its ranks drift
+        apart: a nearest-neighbour job's is faster)."""
+        return self.iteration_time(job, others) * self.first.get(self.kind.get(job), 1.0)
 
     def ratio(self, job: int, old, new) -> float:
         """The factor by which ``job``'s iteration time changes when its co-runners go from ``old`` to ``new`` (job
@@ -576,13 +659,32 @@ class FlowModel:
         return T[job]
 
 
+#: :attr:`FlowModel.fifo` of :func:`flow_model`: a rank's messages of a phase one after another (its NIC's FIFO);
+#: chosen over 0 on the validation runs (benchmarks/RESULTS.md, issue 32)
+FIFO = 1.0
+#: :attr:`FlowModel.scale` of :func:`flow_model` (``calibration``): per workload kind the (latency, bandwidth) scales
+#: fitted with :func:`hybridsim.flow_tables.fit_calibration` on the training runs of corpora/moving-72.yaml (31) and
+#: corpora/moving-1056.yaml (7) (benchmarks/RESULTS.md, issue 32: "A predictor that knows what changes")
+CALIBRATION: dict[str, tuple[float, float]] = {"lammps": (0.846, 0.659), "milc": (1.366, 1.127),
+                                               "nearest_neighbor": (1.359, 0.940)}
+#: :meth:`FlowModel.uncertainty`: per workload kind the median absolute relative error of a start and of a change
+#: prediction on the validation runs (benchmarks/RESULTS.md, issue 32)
+UNCERTAINTY: dict[str, dict[str, float]] = {"lammps": {"start": 0.064, "change": 0.021},
+                                             "milc": {"start": 0.070, "change": 0.032},
+                                             "nearest_neighbor": {"start": 0.068, "change": 0.031}}
+#: :attr:`FlowModel.first` of :func:`flow_model`: per workload kind the first iteration's time over the steady one's
+FIRST: dict[str, float] = {"lammps": 1.047, "milc": 1.006, "nearest_neighbor": 0.884}   # same fit
+#: :attr:`FlowModel.ranks` of :func:`flow_model`
+RANKS = "mean"   # chosen over "max" on the validation runs
+
 #: the non-minimal share of inter-group traffic the model routes per ``topology.routing`` (Valiant: all of it; the
 #: adaptive routings: None, chosen per phase by load, :attr:`FlowModel.adaptive`)
 NONMINIMAL_SHARE = {"minimal": 0.0, "nonminimal": 1.0, "adaptive": None, "prog-adaptive": None}
 
 
 def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rule: str = "weighted",
-               latency: bool = True) -> FlowModel:
+               latency: bool = True, fifo: float | None = None, ranks: str | None = None,
+               pipelined: bool = True, calibration: dict | None = None, first: dict | None = None) -> FlowModel:
     """The :class:`FlowModel` of a scenario: every job's phases from its workload (:func:`workload_profile`), routed
     with the scenario's link bandwidths, latencies, router delay, packet size and routing (``nonminimal``: the
     non-minimal share, default :data:`NONMINIMAL_SHARE` of the routing: adaptive per phase for the adaptive
@@ -595,14 +697,17 @@ def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rul
     q = NONMINIMAL_SHARE[tc.routing] if nonminimal is None else float(nonminimal)
     routes = Routes(topo, tc.bandwidth.as_tuple(), q or 0.0, latency_ns=tc.link_latency(),
                     router_delay=tc.router_delay, packet_size=tc.packet_size)
-    model = FlowModel(routes, rule, latency, adaptive=q is None)
+    model = FlowModel(routes, rule, latency, adaptive=q is None, fifo=FIFO if fifo is None else fifo,
+                      ranks=RANKS if ranks is None else ranks, pipelined=pipelined and latency)
+    model.scale = dict(CALIBRATION if calibration is None else calibration)
+    model.first = dict(FIRST if first is None else first)
     for i, job in enumerate(scenario.jobs):
         wl = build_workload(job, i, scenario.seed, scenario=scenario)
         if getattr(wl, "background", False):
             if hasattr(wl, "msg_size") and hasattr(wl, "interval"):
                 model.set_background(i, job.ranks, wl.msg_size, wl.interval)
         else:
-            model.set_profile(i, workload_profile(wl, job.iterations))
+            model.set_profile(i, workload_profile(wl, job.iterations), getattr(wl, "kind", None))
         if placement is not None and placement[i] is not None and len(placement[i]):
             model.place(i, placement[i])
     return model
