@@ -361,8 +361,11 @@ class FlowModel:
     set."""
 
     def __init__(self, routes: Routes, rule: str = "weighted", latency: bool = True, adaptive: bool = False,
-                 fifo: float = 1.0, ranks: str = "mean", pipelined: bool = True):
+                 fifo: float = 1.0, ranks: str = "mean", pipelined: bool = True, replay: bool = False):
         self.routes = routes
+        #: whether a job with op lists (:meth:`set_profile`) has its time alone from the replay of its first
+        #: iterations (:mod:`hybridsim.flow_replay`) instead of its phases' sums
+        self.replay = bool(replay)
         #: whether a phase's bandwidth time leaves out its first packet (counted in its latency's traversal)
         self.pipelined = bool(pipelined) and bool(latency)
         #: a job's iteration from its ranks' sums over the phases: the slowest rank's ("max") or their mean ("mean":
@@ -400,6 +403,9 @@ class FlowModel:
         self.period: dict[int, float] = {}
         self._cache: dict[tuple, float] = {}
         self.kind: dict[int, str | None] = {}     # iterating job -> its workload's kind (None: unknown)
+        self.ops: dict[int, object] = {}          # iterating job -> ops(rank, iteration), for the replay
+        #: placed iterating job with ops -> its replayed (first, steady) iteration alone (ns, mean over the ranks)
+        self.replayed: dict[int, tuple[float, float]] = {}
         #: workload kind -> (latency scale, bandwidth scale): the engine's time of a phase is about a L + b B of the
         #: model's latency L and bandwidth time B (:data:`CALIBRATION`, fitted on pure runs of a corpus:
         #: :func:`hybridsim.flow_tables.fit_calibration`); a kind not in it: (1, 1)
@@ -422,12 +428,15 @@ class FlowModel:
                 out.append(tuple(np.asarray(x) for x in ph))
         return out
 
-    def set_profile(self, job: int, phases, kind: str | None = None) -> None:
+    def set_profile(self, job: int, phases, kind: str | None = None, ops=None) -> None:
         """An iterating job from its :func:`workload_profile` (a list of :class:`Phase`); ``kind``: its workload's
-        kind (``milc``, ...), which picks its :attr:`scale` and :meth:`spread_of`."""
+        kind (``milc``, ...), which picks its :attr:`scale` and :attr:`first`; ``ops(rank, iteration)``: its op
+        lists, for the replay of its first iterations alone (:mod:`hybridsim.flow_replay`; None: the phases' sums)."""
         phases = [p if isinstance(p, Phase) else Phase(*p) for p in phases]
         self.traffic[job] = ("iterating", phases)
         self.kind[job] = kind
+        if ops is not None:
+            self.ops[job] = ops
         self.compute[job] = float(sum(p.serial_ns + p.overlap_ns for p in phases))
 
     def set_traffic(self, job: int, tm, compute_ns: float) -> None:
@@ -483,7 +492,8 @@ class FlowModel:
         terms = np.asarray(terminals, dtype=np.int64)
         phases = t[1] if t[0] == "iterating" else [Phase(*ph) for ph in t[1]]
         cap_all = self.routes.capacity
-        B, lat, seq = [], [], []
+        B, lat, seq, slow = [], [], [], []
+        tbw = float(self.routes.class_bw[2])
         spread = self.spread.setdefault(job, []) if self.adaptive else None
         if spread is not None:
             spread.clear()
@@ -491,6 +501,7 @@ class FlowModel:
             if not len(p.w):
                 B.append(np.zeros(C))
                 seq.append(0.0)
+                slow.append(np.ones(0))
                 if t[0] == "iterating":
                     lat.append(self._latency(p, terms, len(terms)))
                 continue
@@ -502,11 +513,16 @@ class FlowModel:
             b0s = [base + mini for base, mini, _ in parts]
             b1s = [base + spr for base, _, spr in parts]
             b0, b1 = np.sum(b0s, axis=0), np.sum(b1s, axis=0)
+            # per slot the busiest NIC's time (its rank's bytes of that slot at the terminal bandwidth)
+            nic = np.array([np.bincount(p.src[slot == k], weights=p.w[slot == k]).max() / tbw
+                            for k in np.unique(slot)])
             if not self.adaptive:
                 qn = self.routes.nonminimal
                 B.append(b0 + qn * (b1 - b0))
                 # each slot alone, routed as the phase is
-                seq.append(sum(float(np.max((x0 + qn * (x1 - x0)) / cap_all)) for x0, x1 in zip(b0s, b1s)))
+                st = np.array([float(np.max((x0 + qn * (x1 - x0)) / cap_all)) for x0, x1 in zip(b0s, b1s)])
+                seq.append(float(st.sum()))
+                slow.append(np.maximum(st / np.maximum(nic, 1e-12), 1.0))
                 if t[0] == "iterating":
                     lat.append(self._latency(p, terms, len(terms)))
                 continue
@@ -516,8 +532,10 @@ class FlowModel:
             q = SPREAD_GRID[int(np.argmin(busiest))]
             spread.append(q)
             B.append(b0 + q * (b1 - b0))
-            seq.append(sum(min(float(np.max((x0 + g * (x1 - x0)) / cap_all)) for g in SPREAD_GRID)
-                           for x0, x1 in zip(b0s, b1s)))
+            st = np.array([min(float(np.max((x0 + g * (x1 - x0)) / cap_all)) for g in SPREAD_GRID)
+                           for x0, x1 in zip(b0s, b1s)])
+            seq.append(float(st.sum()))
+            slow.append(np.maximum(st / np.maximum(nic, 1e-12), 1.0))
             if t[0] == "iterating":
                 # a message's first packet meets empty queues: the adaptive routings send it minimally
                 lat.append(self._latency(p, terms, len(terms), 0.0))
@@ -542,9 +560,26 @@ class FlowModel:
             self.fixed[job] = (np.array([p.serial_ns for p in phases]), np.array([p.overlap_ns for p in phases]),
                                np.array(lat).reshape(len(phases), -1))
             self.bytes[job] = B.sum(axis=0)
+            if job in self.ops and self.replay:
+                self._replay(job, terms, slow)
         else:
             self.rate[job] = B.sum(axis=0)
         self._cache.clear()
+
+    def _replay(self, job: int, terms: np.ndarray, slow: list) -> None:
+        """Replay ``job``'s first iterations alone (:func:`hybridsim.flow_replay.replay`): the messages of each slot of
+        a phase (the k-th send of every rank) slowed by how much longer that slot's busiest channel takes than its
+        busiest NIC (``slow``: per phase an array per slot)."""
+        from .flow_replay import replay
+
+        routes = self.routes
+        tbw = float(routes.class_bw[2])
+
+        def trav(ts, td, size):
+            return routes.traversal(np.array([ts]), np.array([td]), float(size), 0.0)[0]
+
+        times = replay(self.ops[job], terms, trav, tbw, slow, packet_size=routes.packet_size)
+        self.replayed[job] = (float(times[0].mean()), float(times[-1].mean()))
 
     def set_period(self, job: int, ns: float) -> None:
         """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on (the
@@ -573,11 +608,20 @@ class FlowModel:
         """A job's iteration time (ns) beside ``demand``: per phase its serial compute, then its overlapped compute
         or its communication (the rank's latency + the phase's bandwidth time), whichever is longer; summed over the
         phases for each rank; the slowest rank's (the ranks of a bulk-synchronous job wait for each other)."""
-        serial, overlap, lat = self.fixed[job]
         a, b = self.scale.get(self.kind.get(job), (1.0, 1.0))
+        if job in self.replayed:
+            return a * self.replayed[job][1] + b * self._delta(job, demand)
+        serial, overlap, lat = self.fixed[job]
         comm = self._comm(job, demand)[:, None]
         per_rank = (serial[:, None] + np.maximum(overlap[:, None], a * lat + b * comm)).sum(axis=0)
         return float(per_rank.max() if self.ranks == "max" else per_rank.mean())
+
+    def _delta(self, job: int, demand: np.ndarray) -> float:
+        """What the flows of ``demand`` add to ``job``'s iteration: its phases' bandwidth time beside them less
+        alone (ns)."""
+        if not len(demand):
+            return 0.0
+        return float((self._comm(job, demand) - self._comm(job, np.zeros((0, self.routes.n_channels)))).sum())
 
     def parts(self, job: int, others=()) -> tuple[float, float, float]:
         """``(compute, latency, bandwidth)`` ns of ``job``'s iteration beside ``others`` (at the set's fixed point),
@@ -588,8 +632,11 @@ class FlowModel:
         dem = [self.bytes[m] / max(self.period.get(m, self._cache.get((m, tuple(sorted(set(others) - {m} | {job}))),
                                                                      T)), 1e-9)
                for m in others if m in self.bytes] + [self.rate[k] for k in others if k in self.rate]
+        demand = np.asarray(dem) if dem else np.zeros((0, self.routes.n_channels))
+        if job in self.replayed:   # the replay alone and what the co-runners add
+            return 0.0, self.replayed[job][1], self._delta(job, demand)
         serial, overlap, lat = self.fixed[job]
-        comm = self._comm(job, np.asarray(dem) if dem else np.zeros((0, self.routes.n_channels)))[:, None]
+        comm = self._comm(job, demand)[:, None]
         over = overlap[:, None] > lat + comm
         cmp_ = (serial[:, None] + np.where(over, overlap[:, None], 0.0)).sum(axis=0).mean()
         return (float(cmp_), float(np.where(over, 0.0, lat).sum(axis=0).mean()),
@@ -621,7 +668,12 @@ class FlowModel:
         """Modelled time (ns) of ``job``'s first iteration beside ``others``: :meth:`iteration_time` (the steady
         iteration's) times its kind's :attr:`first` factor (a job's first iteration runs before its ranks drift
         apart: a nearest-neighbour job's is faster)."""
-        return self.iteration_time(job, others) * self.first.get(self.kind.get(job), 1.0)
+        f = self.first.get(self.kind.get(job), 1.0)
+        T = self.iteration_time(job, others)
+        if job in self.replayed:   # the replayed first iteration instead of the steady one
+            first, steady = self.replayed[job]
+            T += self.scale.get(self.kind.get(job), (1.0, 1.0))[0] * (first - steady)
+        return T * f
 
     def ratio(self, job: int, old, new) -> float:
         """The factor by which ``job``'s iteration time changes when its co-runners go from ``old`` to ``new`` (job
@@ -674,6 +726,8 @@ UNCERTAINTY: dict[str, dict[str, float]] = {"lammps": {"start": 0.064, "change":
                                              "nearest_neighbor": {"start": 0.068, "change": 0.031}}
 #: :attr:`FlowModel.first` of :func:`flow_model`: per workload kind the first iteration's time over the steady one's
 FIRST: dict[str, float] = {"lammps": 1.047, "milc": 1.006, "nearest_neighbor": 0.884}   # same fit
+#: :attr:`FlowModel.replay` of :func:`flow_model`
+REPLAY = False
 #: :attr:`FlowModel.ranks` of :func:`flow_model`
 RANKS = "mean"   # chosen over "max" on the validation runs
 
@@ -684,7 +738,8 @@ NONMINIMAL_SHARE = {"minimal": 0.0, "nonminimal": 1.0, "adaptive": None, "prog-a
 
 def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rule: str = "weighted",
                latency: bool = True, fifo: float | None = None, ranks: str | None = None,
-               pipelined: bool = True, calibration: dict | None = None, first: dict | None = None) -> FlowModel:
+               pipelined: bool = True, calibration: dict | None = None, first: dict | None = None,
+               replay: bool | None = None) -> FlowModel:
     """The :class:`FlowModel` of a scenario: every job's phases from its workload (:func:`workload_profile`), routed
     with the scenario's link bandwidths, latencies, router delay, packet size and routing (``nonminimal``: the
     non-minimal share, default :data:`NONMINIMAL_SHARE` of the routing: adaptive per phase for the adaptive
@@ -698,7 +753,8 @@ def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rul
     routes = Routes(topo, tc.bandwidth.as_tuple(), q or 0.0, latency_ns=tc.link_latency(),
                     router_delay=tc.router_delay, packet_size=tc.packet_size)
     model = FlowModel(routes, rule, latency, adaptive=q is None, fifo=FIFO if fifo is None else fifo,
-                      ranks=RANKS if ranks is None else ranks, pipelined=pipelined and latency)
+                      ranks=RANKS if ranks is None else ranks, pipelined=pipelined and latency,
+                      replay=REPLAY if replay is None else replay)
     model.scale = dict(CALIBRATION if calibration is None else calibration)
     model.first = dict(FIRST if first is None else first)
     for i, job in enumerate(scenario.jobs):
@@ -707,7 +763,8 @@ def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rul
             if hasattr(wl, "msg_size") and hasattr(wl, "interval"):
                 model.set_background(i, job.ranks, wl.msg_size, wl.interval)
         else:
-            model.set_profile(i, workload_profile(wl, job.iterations), getattr(wl, "kind", None))
+            model.set_profile(i, workload_profile(wl, job.iterations), getattr(wl, "kind", None),
+                              wl.ops if model.replay else None)
         if placement is not None and placement[i] is not None and len(placement[i]):
             model.place(i, placement[i])
     return model

@@ -39,7 +39,9 @@ class JobTable:
     load: np.ndarray
     info: object
     start: float = float("nan")       # the model's first-iteration time (FlowModel.start_time) beside sets[0]
-    parts: np.ndarray | None = None   # (T, 3) the model's unscaled (compute, latency, bandwidth) at each iteration
+    #: (T + 1, 3) the model's unscaled (compute, latency, bandwidth) at each iteration, then its start's (the
+    #: replayed first iteration's where the job is replayed)
+    parts: np.ndarray | None = None
 
     def events(self) -> list[tuple[str, int]]:
         """``("start", 0)`` and ``("change", t)`` for every iteration t whose co-runners differ from t - 1's, where
@@ -100,6 +102,10 @@ def run_tables(run: Path, measured: bool = True, with_parts: bool = False, **mod
             scale, model.scale = model.scale, {}
             model._cache.clear()
             parts = np.array([model.parts(j, s) for s in sets]).reshape(-1, 3)
+            if len(parts) and j in model.replayed:   # a start is of the replayed first iteration
+                parts = np.vstack([parts, [parts[0, 0], model.replayed[j][0], parts[0, 2]]])
+            elif len(parts):
+                parts = np.vstack([parts, parts[:1]])
             model.scale = scale
             model._cache.clear()
         start = model.start_time(j, sets[0]) if sets else float("nan")
@@ -145,13 +151,13 @@ def fit_calibration(tables: list[JobTable]) -> tuple[dict, dict]:
     the (latency, bandwidth) scales ``(a, b)`` of :attr:`hybridsim.flow.FlowModel.scale` that minimise the relative
     error of ``compute + a latency + b bandwidth`` against the engine over every iteration after a job's first (least
     squares of ``(y - C - a L - b B) / y``; a and b kept in [0.25, 4]); ``first[kind]`` = the median over the jobs of
-    the first iteration's time over that fit's (a job's first iteration runs before its ranks drift apart)."""
+    the first iteration's time over that fit's of the start's parts (the last row of :attr:`JobTable.parts`)."""
     rows: dict = {}
     for tb in tables:
         if tb.parts is None or tb.info is None:
             continue
         k = tb.info.workload
-        for t in range(1, len(tb.y)):
+        for t in range(1, min(len(tb.y), len(tb.parts) - 1)):
             if np.isfinite(tb.y[t]) and tb.y[t] > 0 and np.isfinite(tb.parts[t]).all():
                 rows.setdefault(k, []).append((tb.y[t], *tb.parts[t]))
     scale = {}
@@ -165,7 +171,7 @@ def fit_calibration(tables: list[JobTable]) -> tuple[dict, dict]:
     for tb in tables:
         k = tb.info.workload if tb.info is not None else None
         if k in scale and tb.parts is not None and len(tb.y) and np.isfinite(tb.y[0]) and tb.y[0] > 0:
-            C, L, B = tb.parts[0]
+            C, L, B = tb.parts[-1]
             a, b = scale[k]
             first.setdefault(k, []).append(tb.y[0] / (C + a * L + b * B))
     return scale, {k: float(np.median(v)) for k, v in first.items()}
