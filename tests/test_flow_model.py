@@ -92,7 +92,7 @@ class _TwoChannels:
     capacity = np.array([1.0, 1.0])
     nonminimal = 0.0
     packet_size = 4096
-    class_bw = np.array([1.0])
+    class_bw = np.array([1.0, 1.0, 1.0])
 
     def flow_bytes(self, src, dst, w, terminals):
         return np.bincount(np.asarray(src), weights=np.asarray(w, dtype=np.float64), minlength=2)
