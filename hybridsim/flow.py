@@ -19,26 +19,40 @@ per communicating pair, shared links, max-min fair bandwidth) plus what the engi
    phase the share that drains it fastest, :attr:`FlowModel.adaptive`); each job's bytes per iteration on every
    channel (a router output port, or a terminal's injection link).
 3. **Latency** (:meth:`Routes.traversal`, :meth:`FlowModel._latency`): a message's first packet crosses every link
-   with its serialisation, the router delay and the link latency; the MPI protocol adds the engine's offsets (eager:
-   one 3.51 us offset and 0.55 ns per byte; rendezvous: three offsets and the RTS's and ACK's traversals). Each rank
-   pays, per phase, its own slowest message's.
+   of its minimal route (the adaptive routings send a lone packet minimally: its queues are empty) with its
+   serialisation, the router delay and the link latency; the MPI protocol adds the engine's offsets (eager: one
+   3.51 us offset and 0.55 ns per byte; rendezvous: three offsets and the RTS's and ACK's traversals). Each rank
+   pays, per phase, its own slowest message's; the phase's bandwidth time leaves out the first packet, already in
+   the traversal (:attr:`FlowModel.pipelined`).
 4. **Sharing** (:func:`maxmin_share`, :meth:`FlowModel.iteration_time`): on a channel, the job's flow is elastic and
    every co-runner's flow has a demand, its bytes there over its own iteration time (a background job: its rate);
    max-min fairness gives the job the water level ``x`` with ``sum_k min(d_k, x) + x = capacity``. A co-runner's
    iteration time is its measured one once the hybrid loop has it (:meth:`FlowModel.set_period`). Per phase, the
-   job's bandwidth time is its alone time (its busiest channel's bytes at full capacity) times the byte-weighted
-   mean slowdown ``capacity / x`` over its channels (``rule="weighted"``, the default; ``rule="max"``: the slowest
-   channel's ``bytes / x``, the textbook bound, which matched the engine's changes worse: benchmarks/RESULTS.md).
-   A phase takes its serial compute, then its overlapped compute or its latency plus bandwidth time, whichever is
-   longer; a job's iteration is the slowest rank's sum over the phases. Co-runners not measured yet get their
-   iteration times from the same rule, solved to a fixed point.
+   job's bandwidth time is its alone time (its busiest channel's bytes at full capacity; with
+   :attr:`FlowModel.fifo` toward each slot of its ranks' send order alone, summed: a NIC sends one message after
+   another) times the byte-weighted mean slowdown ``capacity / x`` over its channels (``rule="weighted"``, the
+   default; ``rule="max"``: the slowest channel's ``bytes / x``, the textbook bound, which matched the engine's
+   changes worse: benchmarks/RESULTS.md). A phase takes its serial compute, then its overlapped compute or its
+   latency plus bandwidth time, whichever is longer; a job's iteration is its ranks' mean (or slowest, ``ranks``)
+   sum over the phases. Co-runners not measured yet get their iteration times from the same rule, solved to a
+   fixed point.
+5. **Replay** (:mod:`hybridsim.flow_replay`, :attr:`FlowModel.replay`, on in :func:`flow_model`): a job's time alone
+   is its first iterations replayed at message level (the engine's protocols, a FIFO NIC per rank, ranks waiting
+   for the messages they need, each slot of a phase slowed by its busiest channel): the ranks' waits in collectives
+   and exchanges that a sum over phases misses. Beside co-runners it adds what they take from its phases'
+   bandwidth (4.). The replay's first iteration is the start's (:meth:`FlowModel.start_time`).
+6. **Calibration** (:attr:`FlowModel.scale`, :attr:`FlowModel.first`, :data:`CALIBRATION`): per workload kind, the
+   time alone and the co-runners' delta are each scaled by a factor fitted on a training corpus's pure runs
+   (:func:`hybridsim.flow_tables.fit_calibration`), and the start by the kind's first-iteration factor;
+   :meth:`FlowModel.uncertainty` says how far off each kind's predictions were on the validation runs.
 
-What it leaves out (queueing inside a phase beyond the max-min shares, a job's first iterations, the ranks' drift):
-its residual is what :mod:`surrogate.flow_correction` learns; how close it comes: benchmarks/RESULTS.md ("A predictor
-that knows what changes before the truth does").
+What it leaves out (queueing inside a phase beyond the max-min shares, the adaptive routings' choices packet by
+packet, the ranks' drift beyond the replayed iterations): how close it comes: benchmarks/RESULTS.md ("A predictor
+that knows what changes before the truth does"); :mod:`surrogate.flow_correction` learns a residual on top.
 
-Why one module of this size (about 600 lines): traffic phases, routes, latency and sharing are one model read
-together; the pure-run tables and the fit of its correction live apart (:mod:`hybridsim.flow_tables`).
+Why one module of this size (about 800 lines): traffic phases, routes, latency and sharing are one model read
+together; the replay (:mod:`hybridsim.flow_replay`), the pure-run tables and the fits (:mod:`hybridsim.flow_tables`)
+live apart.
 """
 
 from __future__ import annotations
@@ -493,6 +507,8 @@ class FlowModel:
         phases = t[1] if t[0] == "iterating" else [Phase(*ph) for ph in t[1]]
         cap_all = self.routes.capacity
         B, lat, seq, slow = [], [], [], []
+        # a replayed job's time alone is the replay's: its phases' latencies are not read (for performance)
+        replayed = t[0] == "iterating" and job in self.ops and self.replay
         tbw = float(self.routes.class_bw[2])
         spread = self.spread.setdefault(job, []) if self.adaptive else None
         if spread is not None:
@@ -503,7 +519,7 @@ class FlowModel:
                 seq.append(0.0)
                 slow.append(np.ones(0))
                 if t[0] == "iterating":
-                    lat.append(self._latency(p, terms, len(terms)))
+                    lat.append(self._latency(p, terms, len(terms)) if not replayed else np.zeros(len(terms)))
                 continue
             # the phase's flows by their place in their rank's send order (a rank's NIC sends one message after
             # another); the phase's bytes are the slots' summed (routing is linear in the bytes)
@@ -524,7 +540,7 @@ class FlowModel:
                 seq.append(float(st.sum()))
                 slow.append(np.maximum(st / np.maximum(nic, 1e-12), 1.0))
                 if t[0] == "iterating":
-                    lat.append(self._latency(p, terms, len(terms)))
+                    lat.append(self._latency(p, terms, len(terms)) if not replayed else np.zeros(len(terms)))
                 continue
             # adaptive routing: per phase the non-minimal share that drains it fastest alone (bytes and latency are
             # linear in the share: routed at 0 and 1, mixed); each slot alone takes its own
@@ -538,7 +554,7 @@ class FlowModel:
             slow.append(np.maximum(st / np.maximum(nic, 1e-12), 1.0))
             if t[0] == "iterating":
                 # a message's first packet meets empty queues: the adaptive routings send it minimally
-                lat.append(self._latency(p, terms, len(terms), 0.0))
+                lat.append(self._latency(p, terms, len(terms), 0.0) if not replayed else np.zeros(len(terms)))
         B = np.array(B).reshape(-1, C)
         seq = np.array(seq)
         if t[0] == "iterating":
@@ -575,8 +591,21 @@ class FlowModel:
         routes = self.routes
         tbw = float(routes.class_bw[2])
 
+        # Routes.traversal's formula for one packet on its minimal route, with the hops cached per router pair (for
+        # performance: the replay asks for thousands)
+        bw, lat, rd, P, p = routes.class_bw, routes.latency_ns, routes.router_delay, routes.packet_size, routes.topo.p
+        hops: dict = {}
+
         def trav(ts, td, size):
-            return routes.traversal(np.array([ts]), np.array([td]), float(size), 0.0)[0]
+            if ts == td:
+                return 0.0
+            key = (ts // p, td // p)
+            h = hops.get(key)
+            if h is None:
+                h = hops[key] = routes.hops(key[0], key[1], 0.0)
+            pk = min(max(float(size), 1.0), P)
+            return (2 * (pk / bw[2] + lat[2]) + rd + h[0] * (pk / bw[0] + lat[0] + rd)
+                    + h[1] * (pk / bw[1] + lat[1] + rd))
 
         times = replay(self.ops[job], terms, trav, tbw, slow, packet_size=routes.packet_size)
         self.replayed[job] = (float(times[0].mean()), float(times[-1].mean()))
@@ -711,9 +740,9 @@ class FlowModel:
         return T[job]
 
 
-#: :attr:`FlowModel.fifo` of :func:`flow_model`: a rank's messages of a phase one after another (its NIC's FIFO);
-#: chosen over 0 on the validation runs (benchmarks/RESULTS.md, issue 32)
-FIFO = 1.0
+#: :attr:`FlowModel.fifo` of :func:`flow_model`: with the replay (which has the NICs' FIFO itself), the co-runners'
+#: delta from all the phase's flows at once matched the validation runs' changes better than from the slots
+FIFO = 0.0
 #: :attr:`FlowModel.scale` of :func:`flow_model` (``calibration``): per workload kind the (latency, bandwidth) scales
 #: fitted with :func:`hybridsim.flow_tables.fit_calibration` on the training runs of corpora/moving-72.yaml (31) and
 #: corpora/moving-1056.yaml (7) (benchmarks/RESULTS.md, issue 32: "A predictor that knows what changes")
@@ -727,7 +756,7 @@ UNCERTAINTY: dict[str, dict[str, float]] = {"lammps": {"start": 0.064, "change":
 #: :attr:`FlowModel.first` of :func:`flow_model`: per workload kind the first iteration's time over the steady one's
 FIRST: dict[str, float] = {"lammps": 1.047, "milc": 1.006, "nearest_neighbor": 0.884}   # same fit
 #: :attr:`FlowModel.replay` of :func:`flow_model`
-REPLAY = False
+REPLAY = True
 #: :attr:`FlowModel.ranks` of :func:`flow_model`
 RANKS = "mean"   # chosen over "max" on the validation runs
 
@@ -763,8 +792,13 @@ def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rul
             if hasattr(wl, "msg_size") and hasattr(wl, "interval"):
                 model.set_background(i, job.ranks, wl.msg_size, wl.interval)
         else:
+            last = max(int(job.iterations), 1) - 1   # a job of fewer iterations than replayed repeats its last
+
+            def ops(rank, it, wl=wl, last=last):
+                return wl.ops(rank, min(it, last))
+
             model.set_profile(i, workload_profile(wl, job.iterations), getattr(wl, "kind", None),
-                              wl.ops if model.replay else None)
+                              ops if model.replay else None)
         if placement is not None and placement[i] is not None and len(placement[i]):
             model.place(i, placement[i])
     return model

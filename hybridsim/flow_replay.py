@@ -27,6 +27,7 @@ co-runners take from its bandwidth (:meth:`hybridsim.flow.FlowModel.iteration_ti
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 
 import numpy as np
@@ -56,17 +57,18 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
     R = len(terms)
     slow = [np.asarray(x, np.float64).reshape(-1).tolist() for x in (slow if slow is not None else ())]
     heap: list = []
-    seq = [0]
+    tick = itertools.count()
+    push = heapq.heappush
 
     def at(t, fn, *args):
-        seq[0] += 1
-        heapq.heappush(heap, (t, seq[0], fn, args))
+        push(heap, (t, next(tick), fn, args))
 
     nic = [0.0] * R                          # when each rank's NIC is free
     posted = [dict() for _ in range(R)]      # (src, tag) -> deque of request keys
     unexpected = [dict() for _ in range(R)]  # (src, tag) -> deque of (kind, size, arrival / rts info)
-    reqs = [dict() for _ in range(R)]        # request id -> done
-    waiting = [set() for _ in range(R)]      # request ids the rank blocks on
+    reqs = [dict() for _ in range(R)]        # request id -> its completion time (None: not known yet)
+    waiting = [set() for _ in range(R)]      # request ids the rank blocks on whose completion is not known yet
+    wake = [0.0] * R                         # the latest known completion of those it blocks on
     state = [None] * R                       # [ops, pc, it, start, phase]
     times = np.zeros((iterations, R))
     trav_cache: dict = {}
@@ -94,15 +96,19 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
         pk = min(size, packet_size)
         return start + trav(terms[r], terms[d], pk) + max(size - pk, 0) / v
 
-    def complete(r, req, t):
-        if req not in reqs[r]:   # a request of an iteration the rank has left (a loopback's late completion)
+    def complete(r, req, tc):
+        """Request ``req`` of rank r completes at ``tc`` (known now, maybe later than now: no event for it)."""
+        d = reqs[r]
+        if req not in d:   # a request of an iteration the rank has left
             return
-        reqs[r][req] = True
+        d[req] = tc
         w = waiting[r]
         if req in w:
             w.discard(req)
+            if tc > wake[r]:
+                wake[r] = tc
             if not w:
-                at(t, advance, r)
+                at(wake[r], advance, r)
 
     # ------------------------------------------------------------------------------------------------- messages
     def send(r, t, d, size, tag, req):
@@ -113,7 +119,7 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
             off = EAGER_OFFSET + COPY_PER_BYTE * size if size < EAGER_THRESHOLD else 3 * CONTROL_OFFSET
             at(t + off, arrive_data, r, d, tag, size, req)
             if req is not None:
-                at(t + off, complete, r, req, t + off)
+                complete(r, req, t + off)
             return
         if size < EAGER_THRESHOLD:
             at(t + EAGER_OFFSET + COPY_PER_BYTE * size, eager_post, r, d, tag, size, req, v)
@@ -123,7 +129,7 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
     def eager_post(t, r, d, tag, size, req, v):
         start, last, _ = inject(r, t, size, v)
         if req is not None:
-            at(last, complete, r, req, last)
+            complete(r, req, last)
         at(deliver_time(r, d, start, size, v), arrive_data, r, d, tag, size, None)
 
     def rts_post(t, r, d, tag, size, req):
@@ -146,8 +152,8 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
         size, v = size_v
         start, last, _ = inject(r, t, size, v)
         if sreq is not None:
-            at(last, complete, r, sreq, last)
-        at(deliver_time(r, d, start, size, v), complete, d, rreq, None)
+            complete(r, sreq, last)
+        complete(d, rreq, deliver_time(r, d, start, size, v))
 
     def arrive_data(t, r, d, tag, size, _req):
         q = posted[d].get((r, tag))
@@ -161,7 +167,7 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
         if q:
             kind, size, sreq = q.popleft()
             if kind == "eager":
-                reqs[r][req] = True
+                reqs[r][req] = t
             else:
                 at(t + CONTROL_OFFSET, ack_post, r, s, tag, size, sreq, req)
             return
@@ -182,28 +188,36 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
             i += 1
             k = op[0]
             if k == ISEND:
-                reqs[r][op[4]] = False
+                reqs[r][op[4]] = None
                 send(r, t, op[1], op[2], op[3], op[4])
             elif k == IRECV:
-                reqs[r][op[3]] = False
+                reqs[r][op[3]] = None
                 irecv(r, t, op[1], op[2], op[3])
             elif k == COMPUTE:
                 st[1] = i
                 at(t + op[1], advance, r)
                 return
             elif k in (WAITALL, SEND, RECV):
+                d = reqs[r]
                 if k == WAITALL:
-                    left = {q for q in op[1] if not reqs[r].get(q, True)}
+                    names = op[1]
                 else:
-                    key = ("b", i)
-                    reqs[r][key] = False
-                    (send(r, t, op[1], op[2], op[3], key) if k == SEND else irecv(r, t, op[1], op[2], key))
-                    left = {key} if not reqs[r][key] else set()
+                    names = (("b", i),)
+                    d[names[0]] = None
+                    (send(r, t, op[1], op[2], op[3], names[0]) if k == SEND else irecv(r, t, op[1], op[2], names[0]))
+                vals = [d.get(q, t) for q in names]   # a request never made counts as done
+                left = {q for q, v in zip(names, vals) if v is None}
+                known = max([v for v in vals if v is not None], default=t)
                 st[4] += 1   # the next phase
                 st[5] = 0
                 if left:
                     waiting[r] = left
+                    wake[r] = max(t, known)
                     st[1] = i
+                    return
+                if known > t:
+                    st[1] = i
+                    at(known, advance, r)
                     return
         it = st[2]
         times[it, r] = t - st[3]
@@ -212,10 +226,8 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
 
     for r in range(R):
         begin(r, 0.0, 0)
+    pop = heapq.heappop
     while heap:
-        t, _, fn, args = heapq.heappop(heap)
-        if fn is complete:
-            complete(args[0], args[1], t)
-        else:
-            fn(t, *args)
+        t, _, fn, args = pop(heap)
+        fn(t, *args)
     return times
