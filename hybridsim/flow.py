@@ -50,7 +50,7 @@ What it leaves out (queueing inside a phase beyond the max-min shares, the adapt
 packet, the ranks' drift beyond the replayed iterations): how close it comes: benchmarks/RESULTS.md ("A predictor
 that knows what changes before the truth does"); :mod:`surrogate.flow_correction` learns a residual on top.
 
-Why one module of this size (about 800 lines): traffic phases, routes, latency and sharing are one model read
+Why one module of this size (over 600 lines: about 800): traffic phases, routes, latency and sharing are one model read
 together; the replay (:mod:`hybridsim.flow_replay`), the pure-run tables and the fits (:mod:`hybridsim.flow_tables`)
 live apart.
 """
@@ -420,6 +420,7 @@ class FlowModel:
         self.ops: dict[int, object] = {}          # iterating job -> ops(rank, iteration), for the replay
         #: placed iterating job with ops -> its replayed (first, steady) iteration alone (ns, mean over the ranks)
         self.replayed: dict[int, tuple[float, float]] = {}
+        self._phase_alone: dict[int, float] = {}   # replayed job -> its phases' sums alone (ns)
         #: workload kind -> (latency scale, bandwidth scale): the engine's time of a phase is about a L + b B of the
         #: model's latency L and bandwidth time B (:data:`CALIBRATION`, fitted on pure runs of a corpus:
         #: :func:`hybridsim.flow_tables.fit_calibration`); a kind not in it: (1, 1)
@@ -507,8 +508,6 @@ class FlowModel:
         phases = t[1] if t[0] == "iterating" else [Phase(*ph) for ph in t[1]]
         cap_all = self.routes.capacity
         B, lat, seq, slow = [], [], [], []
-        # a replayed job's time alone is the replay's: its phases' latencies are not read (for performance)
-        replayed = t[0] == "iterating" and job in self.ops and self.replay
         tbw = float(self.routes.class_bw[2])
         spread = self.spread.setdefault(job, []) if self.adaptive else None
         if spread is not None:
@@ -519,7 +518,7 @@ class FlowModel:
                 seq.append(0.0)
                 slow.append(np.ones(0))
                 if t[0] == "iterating":
-                    lat.append(self._latency(p, terms, len(terms)) if not replayed else np.zeros(len(terms)))
+                    lat.append(self._latency(p, terms, len(terms)))
                 continue
             # the phase's flows by their place in their rank's send order (a rank's NIC sends one message after
             # another); the phase's bytes are the slots' summed (routing is linear in the bytes)
@@ -540,7 +539,7 @@ class FlowModel:
                 seq.append(float(st.sum()))
                 slow.append(np.maximum(st / np.maximum(nic, 1e-12), 1.0))
                 if t[0] == "iterating":
-                    lat.append(self._latency(p, terms, len(terms)) if not replayed else np.zeros(len(terms)))
+                    lat.append(self._latency(p, terms, len(terms)))
                 continue
             # adaptive routing: per phase the non-minimal share that drains it fastest alone (bytes and latency are
             # linear in the share: routed at 0 and 1, mixed); each slot alone takes its own
@@ -554,7 +553,7 @@ class FlowModel:
             slow.append(np.maximum(st / np.maximum(nic, 1e-12), 1.0))
             if t[0] == "iterating":
                 # a message's first packet meets empty queues: the adaptive routings send it minimally
-                lat.append(self._latency(p, terms, len(terms), 0.0) if not replayed else np.zeros(len(terms)))
+                lat.append(self._latency(p, terms, len(terms), 0.0))
         B = np.array(B).reshape(-1, C)
         seq = np.array(seq)
         if t[0] == "iterating":
@@ -609,6 +608,7 @@ class FlowModel:
 
         times = replay(self.ops[job], terms, trav, tbw, slow, packet_size=routes.packet_size)
         self.replayed[job] = (float(times[0].mean()), float(times[-1].mean()))
+        self._phase_alone[job] = self._phase_time(job, np.zeros((0, routes.n_channels)))
 
     def set_period(self, job: int, ns: float) -> None:
         """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on (the
@@ -638,19 +638,17 @@ class FlowModel:
         or its communication (the rank's latency + the phase's bandwidth time), whichever is longer; summed over the
         phases for each rank; the slowest rank's (the ranks of a bulk-synchronous job wait for each other)."""
         a, b = self.scale.get(self.kind.get(job), (1.0, 1.0))
-        if job in self.replayed:
-            return a * self.replayed[job][1] + b * self._delta(job, demand)
+        if job in self.replayed:   # the replay alone, moved by the phases' ratio beside ``demand`` (see parts)
+            steady = self.replayed[job][1]
+            return a * steady + b * steady * (self._phase_time(job, demand) / self._phase_alone[job] - 1.0)
+        return self._phase_time(job, demand, a, b)
+
+    def _phase_time(self, job: int, demand: np.ndarray, a: float = 1.0, b: float = 1.0) -> float:
+        """The phases' sums (see :meth:`_time`), latency scaled by ``a`` and bandwidth time by ``b``."""
         serial, overlap, lat = self.fixed[job]
         comm = self._comm(job, demand)[:, None]
         per_rank = (serial[:, None] + np.maximum(overlap[:, None], a * lat + b * comm)).sum(axis=0)
         return float(per_rank.max() if self.ranks == "max" else per_rank.mean())
-
-    def _delta(self, job: int, demand: np.ndarray) -> float:
-        """What the flows of ``demand`` add to ``job``'s iteration: its phases' bandwidth time beside them less
-        alone (ns)."""
-        if not len(demand):
-            return 0.0
-        return float((self._comm(job, demand) - self._comm(job, np.zeros((0, self.routes.n_channels)))).sum())
 
     def parts(self, job: int, others=()) -> tuple[float, float, float]:
         """``(compute, latency, bandwidth)`` ns of ``job``'s iteration beside ``others`` (at the set's fixed point),
@@ -662,8 +660,9 @@ class FlowModel:
                                                                      T)), 1e-9)
                for m in others if m in self.bytes] + [self.rate[k] for k in others if k in self.rate]
         demand = np.asarray(dem) if dem else np.zeros((0, self.routes.n_channels))
-        if job in self.replayed:   # the replay alone and what the co-runners add
-            return 0.0, self.replayed[job][1], self._delta(job, demand)
+        if job in self.replayed:   # the replay alone R and R (rho - 1), rho the phases' ratio beside the co-runners
+            steady = self.replayed[job][1]
+            return 0.0, steady, steady * (self._phase_time(job, demand) / self._phase_alone[job] - 1.0)
         serial, overlap, lat = self.fixed[job]
         comm = self._comm(job, demand)[:, None]
         over = overlap[:, None] > lat + comm
@@ -744,17 +743,19 @@ class FlowModel:
 #: delta from all the phase's flows at once matched the validation runs' changes better than from the slots
 FIFO = 0.0
 #: :attr:`FlowModel.scale` of :func:`flow_model` (``calibration``): per workload kind the (latency, bandwidth) scales
-#: fitted with :func:`hybridsim.flow_tables.fit_calibration` on the training runs of corpora/moving-72.yaml (31) and
-#: corpora/moving-1056.yaml (7) (benchmarks/RESULTS.md, issue 32: "A predictor that knows what changes")
-CALIBRATION: dict[str, tuple[float, float]] = {"lammps": (0.846, 0.659), "milc": (1.366, 1.127),
-                                               "nearest_neighbor": (1.359, 0.940)}
+#: fitted with :func:`hybridsim.flow_tables.fit_calibration` (the replay on, fifo 0) on the training runs of
+#: corpora/moving-72.yaml (31), corpora/moving-1056.yaml (7) and corpora/trainstream-72.yaml (12): the replay alone
+#: is about right (a near 1), the co-runners' max-min delta about half of what the engine's queues take (b near 2)
+#: (benchmarks/RESULTS.md, issue 32: "A predictor that knows what changes")
+CALIBRATION: dict[str, tuple[float, float]] = {"lammps": (1.017, 1.541), "milc": (1.021, 2.266),
+                                               "nearest_neighbor": (0.897, 2.072)}
 #: :meth:`FlowModel.uncertainty`: per workload kind the median absolute relative error of a start and of a change
 #: prediction on the validation runs (benchmarks/RESULTS.md, issue 32)
 UNCERTAINTY: dict[str, dict[str, float]] = {"lammps": {"start": 0.064, "change": 0.021},
                                              "milc": {"start": 0.070, "change": 0.032},
                                              "nearest_neighbor": {"start": 0.068, "change": 0.031}}
 #: :attr:`FlowModel.first` of :func:`flow_model`: per workload kind the first iteration's time over the steady one's
-FIRST: dict[str, float] = {"lammps": 1.047, "milc": 1.006, "nearest_neighbor": 0.884}   # same fit
+FIRST: dict[str, float] = {"lammps": 1.015, "milc": 1.030, "nearest_neighbor": 1.044}   # same fit
 #: :attr:`FlowModel.replay` of :func:`flow_model`
 REPLAY = True
 #: :attr:`FlowModel.ranks` of :func:`flow_model`
