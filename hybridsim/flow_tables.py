@@ -54,8 +54,8 @@ class JobTable:
 
 
 def run_tables(run: Path, measured: bool = True, with_parts: bool = False, **model_kw) -> list[JobTable]:
-    """The :class:`JobTable` of every foreground job of pure run ``run`` (``model_kw``: :func:`hybridsim.flow.flow_model`
-    options; ``with_parts``: fill :attr:`JobTable.parts`)."""
+    """The :class:`JobTable` of every foreground job of pure run ``run`` (``model_kw``:
+    :func:`hybridsim.flow.flow_model` options; ``with_parts``: fill :attr:`JobTable.parts`)."""
     from hybridsim_common.records import read_iterations
     from hybridsim_common.rundir import read_description, read_manifest
     from surrogate.pretrain import job_tables
