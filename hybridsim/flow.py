@@ -375,11 +375,15 @@ class FlowModel:
     set."""
 
     def __init__(self, routes: Routes, rule: str = "weighted", latency: bool = True, adaptive: bool = False,
-                 fifo: float = 1.0, ranks: str = "mean", pipelined: bool = True, replay: bool = False):
+                 fifo: float = 1.0, ranks: str = "mean", pipelined: bool = True, replay: bool = False,
+                 sync: float = 1.0):
         self.routes = routes
         #: whether a job with op lists (:meth:`set_profile`) has its time alone from the replay of its first
         #: iterations (:mod:`hybridsim.flow_replay`) instead of its phases' sums
         self.replay = bool(replay)
+        #: how the replay slows a phase's messages (:meth:`_slow`): 1 each slot by its own busiest channel (the ranks'
+        #: k-th sends in step), 0 every message by the phase's busiest channel, between: a geometric mix
+        self.sync = float(sync)
         #: whether a phase's bandwidth time leaves out its first packet (counted in its latency's traversal)
         self.pipelined = bool(pipelined) and bool(latency)
         #: a job's iteration from its ranks' sums over the phases: the slowest rank's ("max") or their mean ("mean":
@@ -537,7 +541,7 @@ class FlowModel:
                 # each slot alone, routed as the phase is
                 st = np.array([float(np.max((x0 + qn * (x1 - x0)) / cap_all)) for x0, x1 in zip(b0s, b1s)])
                 seq.append(float(st.sum()))
-                slow.append(np.maximum(st / np.maximum(nic, 1e-12), 1.0))
+                slow.append(self._slow(st, nic, float(np.max(B[-1] / cap_all)), p, tbw))
                 if t[0] == "iterating":
                     lat.append(self._latency(p, terms, len(terms)))
                 continue
@@ -550,7 +554,7 @@ class FlowModel:
             st = np.array([min(float(np.max((x0 + g * (x1 - x0)) / cap_all)) for g in SPREAD_GRID)
                            for x0, x1 in zip(b0s, b1s)])
             seq.append(float(st.sum()))
-            slow.append(np.maximum(st / np.maximum(nic, 1e-12), 1.0))
+            slow.append(self._slow(st, nic, float(np.max(B[-1] / cap_all)), p, tbw))
             if t[0] == "iterating":
                 # a message's first packet meets empty queues: the adaptive routings send it minimally
                 lat.append(self._latency(p, terms, len(terms), 0.0))
@@ -581,6 +585,16 @@ class FlowModel:
         else:
             self.rate[job] = B.sum(axis=0)
         self._cache.clear()
+
+    def _slow(self, slot_t: np.ndarray, slot_nic: np.ndarray, phase_t: float, p: Phase, tbw: float) -> np.ndarray:
+        """Per slot of a phase, the factor by which the replay slows its messages below the NIC's bandwidth:
+        ``(slot_t / slot_nic) ** sync * (phase_t / phase_nic) ** (1 - sync)`` (at least 1), between the slots sent in
+        step by every rank (each slot's busiest channel over its busiest NIC: ``sync`` 1) and all the phase's flows
+        spread over its time (the phase's: ``sync`` 0)."""
+        by_slot = np.maximum(slot_t / np.maximum(slot_nic, 1e-12), 1.0)
+        nic = np.bincount(p.src, weights=p.w).max() / tbw
+        whole = max(phase_t / nic, 1.0) if nic > 0 else 1.0
+        return by_slot ** self.sync * whole ** (1.0 - self.sync)
 
     def _replay(self, job: int, terms: np.ndarray, slow: list) -> None:
         """Replay ``job``'s first iterations alone (:func:`hybridsim.flow_replay.replay`): the messages of each slot of
@@ -761,6 +775,8 @@ UNCERTAINTY: dict[str, dict[str, float]] = {"lammps": {"start": 0.064, "change":
 FIRST: dict[str, float] = {"lammps": 1.014, "milc": 1.031, "nearest_neighbor": 1.046}   # same fit
 #: :attr:`FlowModel.replay` of :func:`flow_model`
 REPLAY = True
+#: :attr:`FlowModel.sync` of :func:`flow_model`
+SYNC = 1.0
 #: :attr:`FlowModel.ranks` of :func:`flow_model`
 RANKS = "mean"   # chosen over "max" on the validation runs
 
@@ -772,7 +788,7 @@ NONMINIMAL_SHARE = {"minimal": 0.0, "nonminimal": 1.0, "adaptive": None, "prog-a
 def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rule: str = "weighted",
                latency: bool = True, fifo: float | None = None, ranks: str | None = None,
                pipelined: bool = True, calibration: dict | None = None, first: dict | None = None,
-               replay: bool | None = None) -> FlowModel:
+               replay: bool | None = None, sync: float | None = None) -> FlowModel:
     """The :class:`FlowModel` of a scenario: every job's phases from its workload (:func:`workload_profile`), routed
     with the scenario's link bandwidths, latencies, router delay, packet size and routing (``nonminimal``: the
     non-minimal share, default :data:`NONMINIMAL_SHARE` of the routing: adaptive per phase for the adaptive
@@ -787,7 +803,7 @@ def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rul
                     router_delay=tc.router_delay, packet_size=tc.packet_size)
     model = FlowModel(routes, rule, latency, adaptive=q is None, fifo=FIFO if fifo is None else fifo,
                       ranks=RANKS if ranks is None else ranks, pipelined=pipelined and latency,
-                      replay=REPLAY if replay is None else replay)
+                      replay=REPLAY if replay is None else replay, sync=SYNC if sync is None else sync)
     model.scale = dict(CALIBRATION if calibration is None else calibration)
     model.first = dict(FIRST if first is None else first)
     for i, job in enumerate(scenario.jobs):
