@@ -10,7 +10,7 @@ loop predicts it (:mod:`hybridsim.flow_tables`):
 * a **change**: every iteration t whose co-runner set (other jobs running at its start, background included) differs
   from t - 1's. LAST: the job's time of t - 1; MEAN: the mean of the up to 8 before; ``flow``: LAST x the model's
   ratio between the two sets (:meth:`FlowModel.ratio`); ``flow+corr``: that times ``exp(beta . (x_t - x_{t-1}))``
-  (the ``flow`` surrogate's ``correction=shipped``);
+  (the ``flow`` surrogate's ``correction=shipped``; off by default, as in the surrogate);
 * the oracle answers with the pure run's own time (within 3 % everywhere by construction: the column says that the
   events are counted alike, not that any model is that good);
 * each ``pretrained`` checkpoint given (``--model``): at changes, its per-rank predictions from the up to 8
@@ -124,8 +124,9 @@ def cell(rows: list[dict], name: str, truth: str = "true") -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", type=Path, metavar="RUNS")
-    ap.add_argument("--correction", default="shipped",
-                    help="the flow model's learned correction: shipped (default), none, or a checkpoint folder")
+    ap.add_argument("--correction", default="none",
+                    help="the flow model's learned correction: none (default: the flow surrogate's), shipped, or a "
+                         "checkpoint folder")
     ap.add_argument("--model", action="append", default=[], metavar="LABEL=WEIGHTS",
                     help="a pretrained checkpoint to score at changes (repeatable): shipped, none or a folder")
     ap.add_argument("--nonminimal", type=float, default=None, help="hybridsim.flow.flow_model's nonminimal share")

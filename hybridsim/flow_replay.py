@@ -40,8 +40,9 @@ CONTROL_SIZE = 64
 CONTROL_OFFSET = 3510.0
 EAGER_OFFSET = 3510.0   # 10 + 2500 + 1000 (the copy is per byte)
 COPY_PER_BYTE = 0.55
-#: how many iterations are replayed (the first, then steady ones): the last is the steady iteration
-ITERATIONS = 3
+#: how many iterations are replayed: the first, and the second as the steady one (a third changed no start or change
+#: of the validation runs: benchmarks/RESULTS.md, issue 32)
+ITERATIONS = 2
 
 
 def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int = ITERATIONS,

@@ -53,8 +53,9 @@ def test_without_flow_inputs_it_is_last_or_mean_and_nan_rows_are_skipped():
 def test_registered_with_its_options_checked():
     m = create("flow", k=4, mode="ratio")
     assert m.needs_flow and m.lookback == 4 and m.config() == {"k": 4, "mode": "ratio", "gain": 1.0,
-                                                               "correction": "shipped"}
-    assert create("flow").config() == {"k": 1, "mode": "ratio", "gain": 1.0, "correction": "shipped"}
+                                                               "correction": "none"}
+    assert create("flow").config() == {"k": 1, "mode": "ratio", "gain": 1.0, "correction": "none"}
+    assert create("flow", correction="shipped").config()["correction"] == "shipped"   # the checkpoint still loads
     with pytest.raises(SurrogateError, match="flow correction"):
         Flow(correction="/nonexistent/folder")
     with pytest.raises(SurrogateError, match="mode"):
