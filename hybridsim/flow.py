@@ -225,6 +225,7 @@ class Routes:
                 if r not in lst:
                     lst.append(r)
         self._cache: dict[tuple[int, int], dict[int, float]] = {}
+        self._hops: dict[tuple[int, int], tuple[float, float]] = {}
 
     def _hop(self, out: dict, r: int, nxt: int, w: float) -> None:
         ports = self._to[(r, nxt)]
@@ -267,13 +268,17 @@ class Routes:
         """Expected (local, global) router-to-router hops from router ``src`` to router ``dst``: the minimal route's,
         plus, for the :attr:`nonminimal` share of an inter-group route, one global and one local hop more (a Valiant
         path through an intermediate group)."""
-        pc = self.topo.port_class
-        loc = glob = 0.0
-        for ch, f in self.router_route(src, dst).items():
-            if pc[ch] == LOCAL:
-                loc += f
-            else:
-                glob += f
+        base = self._hops.get((src, dst))
+        if base is None:   # the minimal route's, once per router pair (for performance: asked per flow)
+            pc = self.topo.port_class
+            loc = glob = 0.0
+            for ch, f in self.router_route(src, dst).items():
+                if pc[ch] == LOCAL:
+                    loc += f
+                else:
+                    glob += f
+            base = self._hops[(src, dst)] = (loc, glob)
+        loc, glob = base
         q = self.nonminimal if nonminimal is None else float(nonminimal)
         if src // self.topo.a != dst // self.topo.a:
             loc += q
