@@ -136,3 +136,15 @@ def test_fit_calibration_recovers_known_scales():
     scale, first = fit_calibration(tables)
     assert scale["milc"] == pytest.approx((0.8, 1.5), rel=1e-6)
     assert first["milc"] == pytest.approx(0.9, rel=1e-6)
+
+
+@pytest.mark.parametrize("sync, expected", [(1.0, [3.0, 1.0]), (0.0, [2.0, 2.0]), (0.5, [6 ** 0.5, 2 ** 0.5])])
+def test_the_slot_slowdown_between_slots_in_step_and_the_whole_phase(sync, expected):
+    """Rank 0 sends 100 B in each of two slots (1 B/ns NIC): the slots' busiest channels take 300 and 100 ns (3x and
+    1x the NIC's 100), the phase's 400 ns (2x the NIC's 200): in step each slot its own, else the phase's, between a
+    geometric mix."""
+    from hybridsim.flow import Phase
+
+    m = FlowModel(tiny_routes(), sync=sync)
+    p = Phase(np.array([0, 0]), np.array([1, 2]), np.array([100.0, 100.0]), slot=np.array([0, 1]))
+    np.testing.assert_allclose(m._slow(np.array([300.0, 100.0]), np.array([100.0, 100.0]), 400.0, p, 1.0), expected)
