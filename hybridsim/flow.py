@@ -809,7 +809,8 @@ def flow_model(scenario, placement=None, *, nonminimal: float | None = None, rul
                     router_delay=tc.router_delay, packet_size=tc.packet_size)
     model = FlowModel(routes, rule, latency, adaptive=q is None, fifo=FIFO if fifo is None else fifo,
                       ranks=RANKS if ranks is None else ranks, pipelined=pipelined and latency,
-                      replay=REPLAY if replay is None else replay, sync=SYNC if sync is None else sync)
+                      replay=(REPLAY if replay is None else replay) and latency,   # the replay has the protocol
+                      sync=SYNC if sync is None else sync)
     model.scale = dict(CALIBRATION if calibration is None else calibration)
     model.first = dict(FIRST if first is None else first)
     for i, job in enumerate(scenario.jobs):
