@@ -13,15 +13,17 @@ machine:
   ns), then the data (3510 ns). A send completes when its last packet starts injection, a receive when the last
   packet has arrived; matching is FIFO per (source, tag); a message to the rank's own terminal never enters the
   network (delivered when posted).
-* **The NIC** of each rank sends one message after another (a FIFO: control messages wait behind data), each at the
-  terminal bandwidth divided by its phase's ``slow`` factor: how much longer the phase's busiest channel takes than
-  its busiest NIC (:meth:`hybridsim.flow.FlowModel.place`; 1 where the NICs are the bottleneck).
+* **The NIC** of each rank sends one message after another (a FIFO: control messages wait behind data), each data
+  message at the terminal bandwidth divided by its slot's ``slow`` factor (the slot: the message's place among its
+  rank's sends of the phase): how much longer that slot's busiest channel takes than its busiest NIC when every rank
+  sends its k-th message at once (:meth:`hybridsim.flow.FlowModel._slow`; 1 where the NICs are the bottleneck).
 * **A message's first packet** crosses the links of its minimal route (:meth:`hybridsim.flow.Routes.traversal`);
   the rest follows at the message's rate.
 
 :func:`replay` returns the ranks' iteration times; the flow model takes the mean over the ranks of the first and of
-the last replayed iteration as the job's time alone at its start and in its steady state, and adds what its
-co-runners take from its bandwidth (:meth:`hybridsim.flow.FlowModel.iteration_time`).
+the last replayed iteration as the job's time alone at its start and in its steady state, and moves it by the
+phases' max-min ratio beside its co-runners (:meth:`hybridsim.flow.FlowModel.iteration_time`). Checked against the
+engine: tests/test_flow_replay.py (by hand), benchmarks/RESULTS.md (issue 32, "Second pass").
 """
 
 from __future__ import annotations
@@ -66,11 +68,11 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
 
     nic = [0.0] * R                          # when each rank's NIC is free
     posted = [dict() for _ in range(R)]      # (src, tag) -> deque of request keys
-    unexpected = [dict() for _ in range(R)]  # (src, tag) -> deque of (kind, size, arrival / rts info)
+    unexpected = [dict() for _ in range(R)]  # (src, tag) -> deque of ("eager" | "rts", size, sender's request)
     reqs = [dict() for _ in range(R)]        # request id -> its completion time (None: not known yet)
     waiting = [set() for _ in range(R)]      # request ids the rank blocks on whose completion is not known yet
     wake = [0.0] * R                         # the latest known completion of those it blocks on
-    state = [None] * R                       # [ops, pc, it, start, phase]
+    state = [None] * R                       # [ops, pc, iteration, its start, phase, sends in the phase so far]
     times = np.zeros((iterations, R))
     trav_cache: dict = {}
 
