@@ -197,6 +197,8 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
                 reqs[r][op[3]] = None
                 irecv(r, t, op[1], op[2], op[3])
             elif k == COMPUTE:
+                if op[1] <= 0:   # nothing to wait for (LAMMPS' compute at its default speed-up)
+                    continue
                 st[1] = i
                 at(t + op[1], advance, r)
                 return
