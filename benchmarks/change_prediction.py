@@ -4,13 +4,13 @@ stream and staggered scenarios.) Offline, on pure runs, one step, job time = mea
 loop predicts it (:mod:`hybridsim.flow_tables`):
 
 * a **start**: the job's first iteration, predicted before any truth of it. LAST and MEAN have nothing to predict
-  from (counted as misses); ``flow``: the flow model's time beside the co-runners running then
-  (:meth:`hybridsim.flow.FlowModel.iteration_time`); ``flow+corr``: that time times the learned correction's
+  from (counted as misses); ``flow``: the flow model's first-iteration time beside the co-runners running then
+  (:meth:`hybridsim.flow.FlowModel.start_time`); ``flow+corr``: that time times the learned correction's
   ``exp(beta . x)`` (:mod:`surrogate.flow_correction`);
 * a **change**: every iteration t whose co-runner set (other jobs running at its start, background included) differs
   from t - 1's. LAST: the job's time of t - 1; MEAN: the mean of the up to 8 before; ``flow``: LAST x the model's
   ratio between the two sets (:meth:`FlowModel.ratio`); ``flow+corr``: that times ``exp(beta . (x_t - x_{t-1}))``
-  (the ``flow`` surrogate's ``correction=shipped``);
+  (the ``flow`` surrogate's ``correction=shipped``; off by default, as in the surrogate);
 * the oracle answers with the pure run's own time (within 3 % everywhere by construction: the column says that the
   events are counted alike, not that any model is that good);
 * each ``pretrained`` checkpoint given (``--model``): at changes, its per-rank predictions from the up to 8
@@ -22,7 +22,9 @@ loop predicts it (:mod:`hybridsim.flow_tables`):
 
 RUNS: a corpus folder, a run folder, or a folder of run folders (one row group each). Prints per argument: the
 number of starts and changes, and per predictor the share within 3 % (and mean / median absolute error %) at starts,
-at changes and at both; then the same on the iterations without a change (the noise every prediction meets).
+at changes and at both; then the same on the iterations without a change (the noise every prediction meets); then
+starts and changes against the stretch's mean (the iterations from the event on with its co-runners, at most 8: what a
+fast-forward repeats) instead of the one iteration; ``--by-kind``: per workload kind, starts and changes apart.
 """
 
 from __future__ import annotations
@@ -55,13 +57,19 @@ def event_rows(tables, correction=None) -> list[dict]:
         for t in range(len(y)):
             if not (np.isfinite(y[t]) and y[t] > 0):
                 continue
-            row = {"run": tb.run, "job": tb.name, "t": t, "true": y[t], "oracle": y[t]}
+            # the stretch: the iterations from t on with t's co-runners (at most LOOKBACK), their mean time
+            end = t + 1
+            while end < min(len(y), t + LOOKBACK) and tb.sets[end] == tb.sets[t] and np.isfinite(y[end]):
+                end += 1
+            row = {"run": tb.run, "job": tb.name, "workload": tb.info.workload if tb.info is not None else "?",
+                   "t": t, "true": y[t], "oracle": y[t], "stretch": float(np.mean(y[t:end]))}
             if t == 0:
-                row.update(kind="start", last=np.nan, mean=np.nan, flow=f[0])
+                start = tb.start if np.isfinite(tb.start) else f[0]
+                row.update(kind="start", last=np.nan, mean=np.nan, flow=start)
                 if x[0] is not None:
                     row["x"] = x[0].tolist()   # for --rescore
                 if correction is not None and x[0] is not None:
-                    row["flow+corr"] = f[0] * float(np.exp(correction.residual(x[0])))
+                    row["flow+corr"] = start * float(np.exp(correction.residual(x[0])))
             else:
                 cols = np.arange(max(0, t - LOOKBACK), t)
                 if not np.isfinite(y[cols]).all():
@@ -96,13 +104,16 @@ def pretrained_predictions(run: Path, models: dict, rows: list[dict]) -> None:
                 row[label] = float(np.mean(p[np.isfinite(p)]))
 
 
-def cell(rows: list[dict], name: str) -> str:
-    """``share within 3 % (k of n); mean / median |error| %`` of predictor ``name`` over ``rows`` (a missing
-    prediction is a miss and has no error)."""
+def cell(rows: list[dict], name: str, truth: str = "true") -> str:
+    """``share within 3 % (k of n); mean / median |error| %`` of predictor ``name`` over ``rows`` against ``truth``
+    (``true``: the iteration's time; ``stretch``: the mean of the iterations from it with its co-runners, at most
+    LOOKBACK; a missing prediction is a miss and has no error)."""
     if not rows:
         return "-"
     p = np.array([r.get(name, np.nan) for r in rows], dtype=np.float64)
-    t = np.array([r["true"] for r in rows])
+    if name == "oracle":
+        p = np.array([r[truth] for r in rows])
+    t = np.array([r[truth] for r in rows])
     e = 100 * np.abs(p / t - 1.0)
     ok = np.isfinite(e)
     hit = int((e[ok] <= WITHIN).sum())
@@ -113,13 +124,15 @@ def cell(rows: list[dict], name: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", type=Path, metavar="RUNS")
-    ap.add_argument("--correction", default="shipped",
-                    help="the flow model's learned correction: shipped (default), none, or a checkpoint folder")
+    ap.add_argument("--correction", default="none",
+                    help="the flow model's learned correction: none (default: the flow surrogate's), shipped, or a "
+                         "checkpoint folder")
     ap.add_argument("--model", action="append", default=[], metavar="LABEL=WEIGHTS",
                     help="a pretrained checkpoint to score at changes (repeatable): shipped, none or a folder")
     ap.add_argument("--nonminimal", type=float, default=None, help="hybridsim.flow.flow_model's nonminimal share")
     ap.add_argument("--no-latency", action="store_true", help="the flow model without protocol latency")
     ap.add_argument("--json", type=Path, help="write every row here")
+    ap.add_argument("--by-kind", action="store_true", help="also per workload kind, starts and changes apart")
     ap.add_argument("--rescore", action="store_true",
                     help="RUNS are --json files of an earlier call: score them again with --correction")
     args = ap.parse_args(argv)
@@ -159,6 +172,16 @@ def main(argv=None) -> int:
             rs = [r for r in rows if r["kind"] in sel]
             print(f"| {path.name} ({len(runs)} runs) | {what} | {len(rs)} | "
                   + " | ".join(cell(rs, n) for n in names) + " |")
+        rs = [r for r in rows if r["kind"] in ("start", "change")]
+        print(f"| {path.name} ({len(runs)} runs) | starts + changes, against the stretch's mean | {len(rs)} | "
+              + " | ".join(cell(rs, n, "stretch") for n in names) + " |")
+        if args.by_kind:
+            for wk in sorted({r.get("workload", "?") for r in rs}):
+                for what in ("start", "change"):
+                    sub = [r for r in rs if r.get("workload") == wk and r["kind"] == what]
+                    if sub:
+                        print(f"| {path.name} | {wk} {what}s | {len(sub)} | "
+                              + " | ".join(cell(sub, n) for n in names) + " |")
         print(f"<!-- {path.name}: {cpu:.1f} s CPU for the flow model and the tables -->")
         every += [{**r, "_src": str(path)} for r in rows]
     if args.json:

@@ -43,9 +43,12 @@ class CorunnerFeed:
             return math.nan
         return info.load(sum(self.jobs[k][2] for k in corunners))
 
-    def flow_time(self, job_id: int, corunners) -> float | None:
-        """The job's modelled iteration time beside ``corunners`` (None without a flow model)."""
-        return None if self.flow is None else self.flow.iteration_time(job_id, corunners)
+    def flow_time(self, job_id: int, corunners, start: bool = False) -> float | None:
+        """The job's modelled iteration time beside ``corunners`` (``start``: of its first iteration,
+        :meth:`hybridsim.flow.FlowModel.start_time`; None without a flow model)."""
+        if self.flow is None:
+            return None
+        return (self.flow.start_time if start else self.flow.iteration_time)(job_id, corunners)
 
     def decided(self, st, iterations: range, corunners, load: float | None = None, flow=None) -> None:
         """Job ``st``'s ``iterations`` were decided beside ``corunners``: their load and flow values (computed here
@@ -58,6 +61,8 @@ class CorunnerFeed:
             for it in iterations:
                 sets[it] = key
             st.flow[a:b] = self.flow_time(st.job_id, corunners) if flow is None else flow
+            if a == 0 and b > 0 and flow is None:   # a job's first iteration: the model's start (its own factor)
+                st.flow[0] = self.flow_time(st.job_id, corunners, start=True)
 
     def ready(self, running, states) -> bool:
         """Whether every running job's flow inputs are settled (each has its first truth): a stretch may be granted
@@ -79,7 +84,7 @@ class CorunnerFeed:
             s = states.get(jid)
             if s is not None:
                 for i, others in sets.items():
-                    s.flow[i] = self.flow.iteration_time(jid, others)
+                    s.flow[i] = self.flow_time(jid, others, start=i == 0)
 
 
 def flow_for(scenario, models, placement):

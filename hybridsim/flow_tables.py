@@ -38,6 +38,10 @@ class JobTable:
     sets: list
     load: np.ndarray
     info: object
+    start: float = float("nan")       # the model's first-iteration time (FlowModel.start_time) beside sets[0]
+    #: (T + 1, 3) the model's unscaled (compute, latency, bandwidth) at each iteration, then its start's (the
+    #: replayed first iteration's where the job is replayed)
+    parts: np.ndarray | None = None
 
     def events(self) -> list[tuple[str, int]]:
         """``("start", 0)`` and ``("change", t)`` for every iteration t whose co-runners differ from t - 1's, where
@@ -49,9 +53,9 @@ class JobTable:
         return out
 
 
-def run_tables(run: Path, measured: bool = True, **model_kw) -> list[JobTable]:
-    """The :class:`JobTable` of every foreground job of pure run ``run`` (``model_kw``: :func:`hybridsim.flow.flow_model`
-    options)."""
+def run_tables(run: Path, measured: bool = True, with_parts: bool = False, **model_kw) -> list[JobTable]:
+    """The :class:`JobTable` of every foreground job of pure run ``run`` (``model_kw``:
+    :func:`hybridsim.flow.flow_model` options; ``with_parts``: fill :attr:`JobTable.parts`)."""
     from hybridsim_common.records import read_iterations
     from hybridsim_common.rundir import read_description, read_manifest
     from surrogate.pretrain import job_tables
@@ -93,8 +97,20 @@ def run_tables(run: Path, measured: bool = True, **model_kw) -> list[JobTable]:
         y = ys[job["name"]]
         sets = [tuple(sorted(k for k, (a, b) in spans.items() if k != j and a <= s < b)) for s in firsts[j][:len(y)]]
         flow = np.array([model.iteration_time(j, s) for s in sets])
+        parts = None
+        if with_parts:
+            scale, model.scale = model.scale, {}
+            model._cache.clear()
+            parts = np.array([model.parts(j, s) for s in sets]).reshape(-1, 3)
+            if len(parts) and j in model.replayed:   # a start is of the replayed first iteration
+                parts = np.vstack([parts, [parts[0, 0], model.replayed[j][0], parts[0, 2]]])
+            elif len(parts):
+                parts = np.vstack([parts, parts[:1]])
+            model.scale = scale
+            model._cache.clear()
+        start = model.start_time(j, sets[0]) if sets else float("nan")
         out.append(JobTable(run.name, job["name"], j, y, flow, sets, np.asarray(job["load"][:len(y)], np.float64),
-                            job["info"]))
+                            job["info"], start, parts))
     return out
 
 
@@ -128,6 +144,37 @@ def training_rows(tables: list[JobTable]) -> tuple[np.ndarray, np.ndarray]:
                 X.append(features(tb.info, tb.flow[t], tb.load[t], t))
                 r.append(np.log(tb.y[t] / tb.flow[t]))
     return np.asarray(X).reshape(-1, len(X[0]) if X else 0), np.asarray(r)
+
+
+def fit_calibration(tables: list[JobTable]) -> tuple[dict, dict]:
+    """``(scale, first)`` per workload kind, fitted on the tables' (built ``with_parts``) iterations: ``scale[kind]`` =
+    the (latency, bandwidth) scales ``(a, b)`` of :attr:`hybridsim.flow.FlowModel.scale` that minimise the relative
+    error of ``compute + a latency + b bandwidth`` against the engine over every iteration after a job's first (least
+    squares of ``(y - C - a L - b B) / y``; a and b kept in [0.25, 4]); ``first[kind]`` = the median over the jobs of
+    the first iteration's time over that fit's of the start's parts (the last row of :attr:`JobTable.parts`)."""
+    rows: dict = {}
+    for tb in tables:
+        if tb.parts is None or tb.info is None:
+            continue
+        k = tb.info.workload
+        for t in range(1, min(len(tb.y), len(tb.parts) - 1)):
+            if np.isfinite(tb.y[t]) and tb.y[t] > 0 and np.isfinite(tb.parts[t]).all():
+                rows.setdefault(k, []).append((tb.y[t], *tb.parts[t]))
+    scale = {}
+    for k, r in rows.items():
+        r = np.asarray(r)
+        y, C, L, B = r.T
+        A = np.stack([L / y, B / y], axis=1)
+        coef, *_ = np.linalg.lstsq(A, 1.0 - C / y, rcond=None)
+        scale[k] = tuple(float(np.clip(c, 0.25, 4.0)) for c in coef)
+    first: dict = {}
+    for tb in tables:
+        k = tb.info.workload if tb.info is not None else None
+        if k in scale and tb.parts is not None and len(tb.y) and np.isfinite(tb.y[0]) and tb.y[0] > 0:
+            C, L, B = tb.parts[-1]
+            a, b = scale[k]
+            first.setdefault(k, []).append(tb.y[0] / (C + a * L + b * B))
+    return scale, {k: float(np.median(v)) for k, v in first.items()}
 
 
 def main(argv=None) -> int:

@@ -90,9 +90,16 @@ class _TwoChannels:
 
     n_channels = 2
     capacity = np.array([1.0, 1.0])
+    nonminimal = 0.0
+    packet_size = 4096
+    class_bw = np.array([1.0, 1.0, 1.0])
 
     def flow_bytes(self, src, dst, w, terminals):
         return np.bincount(np.asarray(src), weights=np.asarray(w, dtype=np.float64), minlength=2)
+
+    def flow_parts(self, src, dst, w, terminals):
+        """All of it minimal (``base`` here; nothing to spread)."""
+        return self.flow_bytes(src, dst, w, terminals), np.zeros(2), np.zeros(2)
 
 
 def test_iteration_time_beside_background_traffic_by_hand():

@@ -53,8 +53,9 @@ def test_without_flow_inputs_it_is_last_or_mean_and_nan_rows_are_skipped():
 def test_registered_with_its_options_checked():
     m = create("flow", k=4, mode="ratio")
     assert m.needs_flow and m.lookback == 4 and m.config() == {"k": 4, "mode": "ratio", "gain": 1.0,
-                                                               "correction": "shipped"}
-    assert create("flow").config() == {"k": 1, "mode": "ratio", "gain": 1.0, "correction": "shipped"}
+                                                               "correction": "none"}
+    assert create("flow").config() == {"k": 1, "mode": "ratio", "gain": 1.0, "correction": "none"}
+    assert create("flow", correction="shipped").config()["correction"] == "shipped"   # the checkpoint still loads
     with pytest.raises(SurrogateError, match="flow correction"):
         Flow(correction="/nonexistent/folder")
     with pytest.raises(SurrogateError, match="mode"):
@@ -85,18 +86,18 @@ def test_the_controller_gives_the_model_its_co_runners_and_their_end():
     assert beside > alone > 0
     st = ctl.states[0]
     assert ctl.mode_for(0, 0) == Mode.SIMULATE
-    assert st.flow[0] == pytest.approx(beside)
+    assert st.flow[0] == pytest.approx(ctl.corunner_feed.flow.start_time(0, [1]))   # a first iteration: the start
     ctl.states[1].done_count[-1] = ctl.states[1].n_ranks   # b is through its last iteration
     ctl.mode_for(0, 1)
     assert st.flow[1] == pytest.approx(alone)
     for r in range(4):
         ctl.on_record(IterationRecord("a", 0, r, 0, 0.0, 1000.0), True)
     c = ctl._context(st, 1, np.arange(4))
-    # a's first truth became its demand as b's co-runner: the recorded value is the model's beside b with it
-    beside = ctl.corunner_feed.flow.iteration_time(0, [1])
+    # a's first truth became its demand as b's co-runner: the recorded value is the model's start beside b with it
+    first = ctl.corunner_feed.flow.start_time(0, [1])
     assert c.flow_now == pytest.approx(alone)
-    assert c.flow[-1] == pytest.approx(beside) and beside > alone
-    np.testing.assert_allclose(ctl.models[0].predict(c), 1000.0 * alone / beside)
+    assert c.flow[-1] == pytest.approx(first)
+    np.testing.assert_allclose(ctl.models[0].predict(c), 1000.0 * alone / first)
 
 
 def test_history_models_do_not_build_the_flow_model():
@@ -140,5 +141,5 @@ def test_a_co_runner_measured_iteration_time_becomes_its_demand_and_every_record
         ctl.on_record(IterationRecord("b", 1, r, 0, 0.0, 3 * t_b), True)
     assert ctl.corunner_feed.flow.period[1] == pytest.approx(3 * t_b)
     after = ctl.states[0].flow[0]
-    assert after == pytest.approx(ctl.corunner_feed.flow.iteration_time(0, [1])) and after < before
-    assert ctl.corunner_feed.flow.iteration_time(0, []) < after   # b still slows a, less than it was modelled to
+    assert after == pytest.approx(ctl.corunner_feed.flow.start_time(0, [1])) and after < before   # a first iteration
+    assert ctl.corunner_feed.flow.start_time(0, []) < after   # b still slows a, less than it was modelled to

@@ -12,11 +12,11 @@ iteration started. Per rank:
     delta:                     ŷ = mean over the last k usable columns c of ( y_c + g (flow_now - flow_c) ) · c_now / c_c
 
 ``c = exp(beta . x)`` is the learned correction of the model's residual (:mod:`surrogate.flow_correction`;
-``correction``: ``shipped``, the default, a checkpoint folder, or ``none`` for c = 1), from the job's descriptors
+``correction``: ``none`` for c = 1, the default, ``shipped`` or a checkpoint folder), from the job's descriptors
 (``Context.info``), its co-runner load (``Context.load`` / ``load_now``), the flow time itself and whether the
-iteration is the job's first or second (``Context.columns`` / ``iteration``); without ``info`` it is 1. On the
-corpora's validation runs it helped at starts and, as ``c_now / c_c``, at co-runner changes (benchmarks/RESULTS.md,
-issue 32). ``g`` (``gain``, default 1) scales the model's change: 0 is MEAN of the last k (k = 1: LAST).
+iteration is the job's first or second (``Context.columns`` / ``iteration``); without ``info`` it is 1. Refitted on
+the flow model with its replay and calibration, it made the validation runs' starts and changes worse
+(benchmarks/RESULTS.md, issue 32): it is off by default. ``g`` (``gain``, default 1) scales the model's change: 0 is MEAN of the last k (k = 1: LAST).
 
 A usable column has a finite time and a finite flow value. Without flow inputs (a run that does not record them, the
 gRPC service, CODES' director) it is MEAN of the last ``k`` (k = 1: LAST), and a rank without history gets NaN (the
@@ -42,7 +42,7 @@ class Flow(Surrogate):
     needs_flow = True
     bounds = {"k": MAX_LOOKBACK}
 
-    def __init__(self, k: int = 1, mode: str = "ratio", gain: float = 1.0, correction: str = "shipped"):
+    def __init__(self, k: int = 1, mode: str = "ratio", gain: float = 1.0, correction: str = "none"):
         self.k = self.lookback = int(k)
         self.gain = float(gain)
         if not np.isfinite(self.gain):
