@@ -135,7 +135,8 @@ sampling: {interval: 50us}
 @pytest.mark.parametrize("routing", ["minimal", "prog-adaptive"])
 def test_debug_run_conserves_bytes_and_respects_buffers(routing):
     sc = scenario(MIXED, routing)
-    res = Engine(sc, debug=True).run()       # invariants checked every 1024 events and at the end
+    eng = Engine(sc, debug=True)
+    res = eng.run()                           # invariants checked every 1024 events and at the end
     assert not res.partial
     assert set(res.job_end) == {"milc", "nn"}
     assert len(res.records) == 36 * 2 + 24 * 2
@@ -146,10 +147,12 @@ def test_debug_run_conserves_bytes_and_respects_buffers(routing):
     assert (occ >= 0).all()
     for k in range(4):
         assert (ports.feature(f"vc{k}_credits") >= 0).all()
-    # every byte sent out of terminal ports arrived: terminal-port bytes == delivered bytes
+    # every byte sent out of a terminal port arrived, or is still on its terminal link: the background job sends
+    # until the last job ends, so packets can be between a terminal port and their terminal when the run stops
     lt = res.link_totals
     term = lt["port_class"] == 2
-    assert lt["bytes"][term].sum() == res.stats["bytes_delivered"]
+    sent, got = lt["bytes"][term].sum(), res.stats["bytes_delivered"]
+    assert got <= sent <= got + eng.net.bytes_in_network()
     assert abs(ports.feature("bytes").sum() - lt["bytes"].sum()) < 1e-3 * lt["bytes"].sum()
 
 

@@ -93,6 +93,32 @@ def test_long_flow_reaches_link_bandwidth():
     assert 0.97 * 5.25 < nbytes / t * 1e9 / 2**30 <= 5.25
 
 
+def vcs_used(routing, src, dst, pid_of):
+    """Deliver one 4-KiB message ``src`` -> ``dst`` on a fresh network; the VCs of port ``pid_of(net, topo)`` that
+    held its packet (time integral of occupancy > 0)."""
+    net, loop, topo, delivered, _ = make_net(routing)
+    m = Msg(src, dst, 4096)
+    loop.at(0.0, net.h_inject, m)
+    loop.run()
+    net.check_invariants()
+    assert m in delivered
+    return [vc.v for vc in net.ports[pid_of(net, topo)].vcs if vc.occ_int > 0]
+
+
+@pytest.mark.parametrize("routing", ["minimal", "prog-adaptive"])
+def test_virtual_channels_follow_codes_source_group_rule(routing):
+    # CODES' dragonfly-dally picks the output VC by the group the router is in, the source group first: in the
+    # source group VC = local hops taken so far (0 at the first router, 1 after a local hop), 3 in the destination
+    # group. A packet that never leaves its group is in its source group all the way: VC 0 on the local hop, VC 1
+    # into the terminal (VC 0 when both terminals share a router); a packet from another group arrives on VC 3.
+    def tport(t):
+        return lambda net, topo: int(topo.terminal_port_ids[t])
+    assert vcs_used(routing, 0, 1, tport(1)) == [0]                                   # router 0 only
+    assert vcs_used(routing, 2, 4, lambda net, topo: net.lport[1][2].pid) == [0]     # router 1 -> router 2
+    assert vcs_used(routing, 2, 4, tport(4)) == [1]
+    assert vcs_used(routing, 4 * 2, 4, tport(4)) == [3]                               # group 1 -> group 0
+
+
 @pytest.mark.parametrize("routing,limit", [("minimal", 3), ("nonminimal", 5), ("prog-adaptive", 5),
                                            ("adaptive", 5)])
 def test_route_hop_bounds(routing, limit):

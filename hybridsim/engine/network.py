@@ -21,7 +21,8 @@ What is modelled (packet = chunk):
   delivered when its last packet has arrived.
 * **Routing** (:meth:`Network.route`): ``minimal``, ``nonminimal`` (Valiant), ``adaptive`` (UGAL-L at the source
   router) and ``prog-adaptive`` (CODES' rule, re-evaluated at every router of the source group). VCs: 0/1 in the
-  source group (number of local hops taken there), 2 in an intermediate group, 3 in the destination group.
+  source group (number of local hops taken there), 2 in an intermediate group, 3 in the destination group; as in
+  CODES the source group is tested first, so a packet that never leaves its group uses 0/1 up to its terminal.
 
 State lives in small ``__slots__`` objects, one :class:`Port` per router output port (global id
 ``p = router * radix + port``), one :class:`VC` per (port, VC) and one :class:`Terminal` per NIC, so that what one
@@ -502,10 +503,15 @@ class Network:
             """The output VC of ``pk`` at router ``r`` (may update the packet's path state)."""
             dr = pk.dst_router
             if r == dr:
+                if pk.src_group == pk.dst_group:  # a packet that never left its group: source-group VC (CODES)
+                    return tvc[pk.dst].port.vcs[pk.lhops]
                 return tvc[pk.dst]
             c = r // a
             dg = pk.dst_group
             if c == dg:
+                if c == pk.src_group:  # the same: VC = local hops taken (0), then one local hop taken
+                    pk.lhops = 1
+                    return lport[r][dr % a].vcs[0]
                 return lport[r][dr % a].vcs[vc_dest]
             gp = gports[r]
             if c != pk.src_group:

@@ -233,11 +233,18 @@ i32 Core::ugal(i32 r, i32 pki, bool at_source, i32 dg) {
 i32 Core::route(i32 r, i32 pki) {
     Pkt* pk = &pkts[pki];
     i32 dr = pk->dst_router;
-    if (r == dr) return tvc[pk->dst];
+    if (r == dr) {
+        if (pk->src_group == pk->dst_group) return tvc[pk->dst] - vc_dest + pk->lhops;  // never left its group
+        return tvc[pk->dst];
+    }
     i32 c = r / a;
     i32 dg = pk->dst_group;
     if (c == dg) {
         i32 lp = lport[(size_t)r * a + dr % a];
+        if (c == pk->src_group) {  // the same: VC = local hops taken (0), then one local hop taken
+            pk->lhops = 1;
+            return lp * NV;
+        }
         return lp * NV + vc_dest;
     }
     i32 port;
