@@ -5,9 +5,10 @@ CODES' own director (CODES a5958cfa, ``src/surrogate/director-client.cxx``): one
 rank's iteration times to a ZeroMQ server and, for the iterations inside a window, skips them by the server's
 predictions. Here:
 
-1. :func:`policy_plan` runs the scenario's ``controller`` policy dry, per job, on a virtual clock (each job's
-   iterations take :func:`nominal_iteration_ns`; a policy that reacts to measured errors or costs sees none, so it
-   keeps its starting settings): the SIMULATE/PREDICT sequence hybridsim's own loop would start from.
+1. :func:`policy_plan` runs the scenario's ``controller`` policy's plan-ahead form (``Policy.ahead``: the policy
+   itself for a fixed schedule; ``confident``, the default, has its own, :mod:`controllers.ahead`) dry, per job, on a
+   virtual clock (each job's iterations take :func:`nominal_iteration_ns`; a policy that reacts to measured errors or
+   costs sees none, so it keeps its starting settings): the SIMULATE/PREDICT sequence the run follows.
 2. :func:`choose_windows` picks what CODES can do closest to it. CODES has at most two windows of iteration numbers
    (``start_iter``/``end_iter`` and ``second_start_iter``/``second_end_iter``), the same for every job, with at
    least one simulated iteration between them, and it does not switch a rank before it has sent iteration times
@@ -127,9 +128,11 @@ def policy_plan(scenario, nominal_ns: dict[int, float] | None = None) -> list[li
     :func:`nominal_iteration_ns`) whether simulated or predicted; a simulated iteration's truth and a predicted
     one's prediction are that length, no errors are measured and no costs accrue."""
     from controllers import load_policy
-    from controllers.base import JobView
+    from controllers.base import JobView, ahead_form
 
-    policy = load_policy(scenario.controller.policy, scenario.controller.params)
+    policy = ahead_form(load_policy(scenario.controller.policy, scenario.controller.params))
+    if policy is None:
+        raise ValueError(f"policy {scenario.controller.policy!r} has no plan-ahead form (Policy.ahead)")
     fixed = never_predicted(scenario)  # asked as usual (a policy may coordinate jobs), but simulated
     plan: list[list[Mode] | None] = [None if j.is_background else [] for j in scenario.jobs]
     lengths = {i: float((nominal_ns or {}).get(i, nominal_iteration_ns(scenario, j)))
@@ -209,6 +212,28 @@ def choose_windows(plan: list[list[Mode] | None], max_windows: int = MAX_WINDOWS
             windows.append((start, i))
             start = None
     return windows
+
+
+def truth_only_reason(scenario, plan: DirectorPlan) -> str:
+    """One line on why a hybrid plan predicts nothing CODES can predict (the run is then pure CODES)."""
+    from controllers import load_policy
+    from controllers.base import ahead_form
+
+    policy = ahead_form(load_policy(scenario.controller.policy, scenario.controller.params))
+    why = []
+    for job, p in zip(scenario.jobs, plan.plan):
+        if p is None:
+            continue
+        if job.name in plan.unpredictable:
+            why.append(f"{job.name}: no iteration marks on CODES")
+        elif (w := getattr(policy, "why_simulated", lambda *_: None)(job.name, job.iterations)) is not None:
+            why.append(w)
+        elif any(m == Mode.PREDICT for m in p):
+            why.append(f"{job.name}: its predicted iterations fit no CODES window")
+        else:
+            why.append(f"{job.name}: simulated throughout by the policy")
+    return (f"controller.policy {scenario.controller.policy} predicts nothing CODES can predict, so this hybrid run "
+            f"is pure CODES (the truth): {'; '.join(why) or 'no job with iterations'}")
 
 
 def plan_director(scenario, nominal_ns: dict[int, float] | None = None) -> DirectorPlan:

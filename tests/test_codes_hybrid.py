@@ -375,11 +375,11 @@ def test_director_keeps_its_answers_for_the_run(tmp_path):
     assert len(svc.answers[3]) == 3
 
 
-def test_a_policy_that_cannot_plan_ahead_is_refused_on_codes(tmp_path):
-    """confident (the default policy) spaces its windows by errors measured in the run; CODES' director plans its
-    windows from a dry run before CODES starts, where that policy would predict every other iteration and no window
-    fits: hybrid mode is refused before anything is written (exit 2, the reason and a policy that works named),
-    validate names it as a note, and an explicit fixed-schedule policy is accepted."""
+def test_the_default_policy_runs_on_codes_and_a_policy_without_a_plan_ahead_form_is_refused(tmp_path):
+    """confident (the default policy) spaces its windows by errors measured in the run, which CODES' director cannot
+    follow (its windows are fixed before CODES starts); its plan-ahead form (Policy.ahead) is what CODES runs, so
+    the default is accepted (validate has no refusal note). A policy that follows the run and has no plan-ahead form
+    is refused before anything is written (exit 2, the default named as what works)."""
     import subprocess
     import sys
 
@@ -392,14 +392,26 @@ def test_a_policy_that_cannot_plan_ahead_is_refused_on_codes(tmp_path):
             "jobs:\n"
             "  - {name: milc, ranks: 8, iterations: 20, workload: {kind: milc, dimension_sizes: [2, 2, 2]}}\n"
             "backend: {kind: codes}\n")
-    f = tmp_path / "conf.yaml"
-    f.write_text(text)
-    run = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(f), "--mode", "hybrid", "-o",
-                          str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path)
-    assert run.returncode == 2, run.stderr
-    assert "controller.policy: confident" in run.stderr and "policy: aligned" in run.stderr
-    assert not (tmp_path / "out").exists()
-    val = subprocess.run([sys.executable, "-m", "hybridsim", "validate", str(f)], capture_output=True, text=True)
-    assert val.returncode == 0 and "--mode hybrid is refused" in val.stderr
+    default = parse_scenario(text)
+    assert default.controller.policy == "confident" and CodesBackend.hybrid_refusal(default) is None
+    # the plan-ahead form: warm-up of probe = 8 iterations, then predicted to the end: one window [8, 20)
+    assert plan_director(default).windows == [(8, 20)]
     assert CodesBackend.hybrid_refusal(parse_scenario(text + "controller: {policy: aligned}\n")) is None
-    assert "confident" in CodesBackend.hybrid_refusal(parse_scenario(text + "controller: {policy: confident}\n"))
+    (tmp_path / "liveonly.py").write_text(
+        "from controllers.base import Policy\n"
+        "class LiveOnly(Policy):\n"
+        "    plans_ahead = False\n"
+        "    def decide(self, view):\n"
+        "        return 'simulate'\n")
+    f = tmp_path / "conf.yaml"
+    f.write_text(text + "controller: {policy: 'liveonly:LiveOnly'}\n")
+    run = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(f), "--mode", "hybrid", "-o",
+                          str(tmp_path / "out"), "--plugin-path", str(tmp_path)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "no plan-ahead form" in run.stderr and "the default, confident" in run.stderr
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "default.yaml").write_text(text)
+    val = subprocess.run([sys.executable, "-m", "hybridsim", "validate", str(tmp_path / "default.yaml")],
+                         capture_output=True, text=True)
+    assert val.returncode == 0 and "--mode hybrid is refused" not in val.stderr
