@@ -147,6 +147,9 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
             writer_options["director"] = director_section(plan.windows, standin=codes.standin,
                                                           standin_scale=codes.standin_scale)
     inputs = write_codes_inputs(scenario, codes_dir, **writer_options)
+    if director is not None and scenario.controller.sync != "rank":
+        # skew (the default) and job: every rank of a predicted job advances by the job's iteration time
+        director.service.set_groups({int(t): j for j, row in enumerate(inputs.placement) for t in row})
     t0 = time.monotonic()
     with director or contextlib.nullcontext():
         if director is not None:
