@@ -217,7 +217,7 @@ def choose_windows(plan: list[list[Mode] | None], max_windows: int = MAX_WINDOWS
 def truth_only_reason(scenario, plan: DirectorPlan) -> str:
     """One line on why a hybrid plan predicts nothing CODES can predict (the run is then pure CODES)."""
     from controllers import load_policy
-    from controllers.base import ahead_form
+    from controllers.base import Policy, ahead_form
 
     policy = ahead_form(load_policy(scenario.controller.policy, scenario.controller.params))
     why = []
@@ -226,7 +226,7 @@ def truth_only_reason(scenario, plan: DirectorPlan) -> str:
             continue
         if job.name in plan.unpredictable:
             why.append(f"{job.name}: no iteration marks on CODES")
-        elif (w := getattr(policy, "why_simulated", lambda *_: None)(job.name, job.iterations)) is not None:
+        elif isinstance(policy, Policy) and (w := policy.why_simulated(job.name, job.iterations)) is not None:
             why.append(w)
         elif any(m == Mode.PREDICT for m in p):
             why.append(f"{job.name}: its predicted iterations fit no CODES window")

@@ -100,6 +100,11 @@ class Policy(abc.ABC):
         fixed-schedule form (``confident``: :class:`controllers.ahead.ConfidentAhead`)."""
         return self if self.plans_ahead else None
 
+    def why_simulated(self, job: str, n_iterations: int | None) -> str | None:
+        """One line on why this policy never predicts job ``job`` of ``n_iterations`` whatever the run measures, for
+        a backend to say why a run it planned ahead is the truth (None: no such reason; the default)."""
+        return None
+
     def horizon(self, view: JobView) -> tuple[int, float]:
         """Asked right after :meth:`decide` answered PREDICT for ``view``: ``(n, until)``, a promise that
         :meth:`decide` would answer PREDICT for this job's next ``n`` iterations at every one of their boundaries
