@@ -161,9 +161,11 @@ def choose_windows(plan: list[list[Mode] | None], max_windows: int = MAX_WINDOWS
     iteration between two windows), the same for every job, closest to ``plan``.
 
     Closest: first the fewest *phantom* iterations, then the fewest (job, iteration) pairs whose mode differs from
-    the plan, then the fewest windows, then the earliest. A phantom is what CODES adds when a job's last iteration
-    is predicted by a window that goes on after it: the job's last mark is inside the window, so CODES waits one
-    more predicted iteration before the job ends (a window ending exactly at the job's end has none)."""
+    the plan, then the fewest windows, then the earliest. A phantom is what CODES adds when a job's last mark
+    switches it to the surrogate: a window ``[a, b)`` with ``a <= n < b`` for a job of ``n`` iterations (its last
+    iteration predicted by a window that goes on after it, or a window opening right where the job ends: its last
+    mark ``n - 1`` is the window's ``start_iter``), so CODES waits one more predicted iteration before the job ends
+    (a window ending exactly at the job's end has none)."""
     jobs = [p for p in plan if p]
     n = max((len(p) for p in jobs), default=0)
     if n == 0 or max_windows < 1:
@@ -191,8 +193,8 @@ def choose_windows(plan: list[list[Mode] | None], max_windows: int = MAX_WINDOWS
                 if prev < 0 or best[prev] is None:
                     continue
                 ph, mm, nw = best[prev]
-                if inside:
-                    cand = (ph + (int(ends[i]) if prev == s else 0), mm + int(sim[i]), nw + (prev != s))
+                if inside:   # a job whose last iteration is i - 1 ends at mark i - 1, which switches it: phantom
+                    cand = (ph + int(ends[i]), mm + int(sim[i]), nw + (prev != s))
                 else:
                     cand = (ph, mm + (int(pred[i]) if i < n else 0), nw)
                 if new[s] is None or cand < new[s]:

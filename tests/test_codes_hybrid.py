@@ -48,6 +48,17 @@ def test_windows_avoid_the_phantom_iteration_of_a_job_ending_inside_a_window():
     assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 8 + "PP")]) == [(8, 10), (11, 20)]
 
 
+def test_windows_never_open_at_a_job_s_last_mark():
+    """MILC 20 iterations predicted from 8, LAMMPS 10 simulated throughout: a window [10, 20) writes start_iter = 9,
+    LAMMPS' last mark, so CODES would switch LAMMPS there and add a predicted iteration before it ends (a phantom:
+    measured +9.1 % on the live scenario). The window opens one iteration later, MILC's 8-10 simulated instead."""
+    assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 10)]) == [(11, 20)]
+    # a job of 9: [8, 20) would both predict its iteration 8 and switch it at its last mark; [10, 20) does neither
+    assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 9)]) == [(10, 20)]
+    # a job of 7 ends before the window's start mark (7): untouched
+    assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 7)]) == [(8, 20)]
+
+
 def test_policy_plan_dry_run():
     sc = _scenario(None, "mpirun", controller={"policy": "periodic", "params": {"warmup": 8, "ft": 4, "truth": 1}})
     assert policy_plan(sc) == [_modes("SSSSSSSSPPPSPPPSPPPS")]

@@ -26,15 +26,16 @@ def test_the_defaults_run_hybrid_on_codes_and_keep_the_promise(tmp_path):
     out = tmp_path / "bench"
     _hybridsim("bench", str(scen), "-o", str(out), "--no-progress", timeout=3 * DIRECTOR_TIMEOUT_S)
     (run,) = json.loads((out / "bench.json").read_text())["runs"]
-    assert run["policy"] == "confident" and run["standin"]["mode"] == "load"
+    assert run["run"] == "00-confident" and run["standin"]["mode"] == "load"
     (hyb,) = [d for d in out.iterdir() if d.name.startswith("00-")]
     director = json.loads((hyb / "summary.json").read_text())["backend_stats"]["director"]
     # the plan-ahead form: warm-up of 8, MILC (20 iterations) predicted from there, LAMMPS (10: fewer than 8 after
-    # its warm-up) simulated throughout; CODES' windows are shared by iteration number, so the window opens after
-    # LAMMPS' last iteration (MILC 8 and 9 simulated: off the plan)
-    assert director["windows"] == [[10, 20]] and director["mismatch"] == {"milc": [8, 9], "lammps": []}
+    # its warm-up) simulated throughout; CODES' windows are shared by iteration number, and one opening at LAMMPS'
+    # last mark (9) would switch LAMMPS there (a phantom iteration), so it opens at 11 (MILC 8-10 simulated: off the
+    # plan)
+    assert director["windows"] == [[11, 20]] and director["mismatch"] == {"milc": [8, 9, 10], "lammps": []}
     assert "truth_only" not in director
-    assert run["jobs"]["milc"]["surrogate_fraction"] == 10 / 20 and run["jobs"]["lammps"]["surrogate_fraction"] == 0
+    assert run["jobs"]["milc"]["surrogate_fraction"] == 9 / 20 and run["jobs"]["lammps"]["surrogate_fraction"] == 0
     for name, job in run["jobs"].items():
         assert abs(job["completion_error_signed_pct"]) <= TARGET_PCT, (name, job["completion_error_signed_pct"])
     assert run["events_hybrid"] < run["events_pure"]
