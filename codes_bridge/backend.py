@@ -54,18 +54,19 @@ class CodesBackend(Backend):
                     "(optimistic CODES asks for predictions before it sends the records they depend on, so the "
                     "first ranks get the server's fallback, and rolled-back events ask again and may get another "
                     "answer: measured MILC +12.6 % against +0.02 % sequential, docs/codes.md)")
-        from controllers import PolicyError, policy_class
+        from controllers import PolicyError, load_policy
+        from controllers.base import ahead_form
 
         try:
-            cls_ = policy_class(scenario.controller.policy)
+            policy = load_policy(scenario.controller.policy, scenario.controller.params)
         except PolicyError:
             return None   # an unknown policy is reported where every backend checks it (preflight.check_hybrid)
-        if not getattr(cls_, "plans_ahead", True):
-            return (f"controller.policy: {scenario.controller.policy} (the default when none is named) spaces its "
-                    "truth windows by the errors it measures during the run, and CODES' director fixes its windows "
-                    "before CODES starts, from a dry run where nothing is measured; name a policy whose schedule is "
-                    "known in advance, e.g. controller: {policy: aligned, params: {ft: 16}} or {policy: surrogate, "
-                    "params: {warmup: 8}} (docs/codes.md)")
+        if ahead_form(policy) is None:
+            return (f"controller.policy: {scenario.controller.policy} follows what the run measures and has no "
+                    "plan-ahead form (Policy.ahead), and CODES' director fixes its windows before CODES starts, from "
+                    "a dry run where nothing is measured; leave the controller section out (the default, confident, "
+                    "has one) or name a policy whose schedule is known in advance, e.g. controller: {policy: "
+                    "aligned, params: {ft: 16}} (docs/codes.md)")
         from .hybrid import standin_refusal
 
         return standin_refusal(scenario)
@@ -120,15 +121,18 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     if mode == "hybrid" and (why := CodesBackend.hybrid_refusal(scenario)) is not None:
         raise CodesInputError(why)
     codes_dir = Path(run_dir) / CODES_SUBDIR
-    director, plan, startup_s = None, None, 0.0
+    director, plan, startup_s, truth_only = None, None, 0.0, None
     if mode not in ("simulate", "hybrid", "floor"):
         raise ValueError(f"mode must be simulate, hybrid or floor, got {mode!r}")
     if mode in ("hybrid", "floor"):
         from .hybrid import (STANDIN_MISSING, DirectorPlan, DirectorThread, check_standin, director_section,
-                             executable_has_standin, plan_director, standin_record)
+                             executable_has_standin, plan_director, standin_record, truth_only_reason)
         from .launcher import find_executable
 
         plan = plan_director(scenario) if mode == "hybrid" else DirectorPlan([], [], {})
+        truth_only = truth_only_reason(scenario, plan) if mode == "hybrid" and not plan.windows else None
+        if truth_only is not None and (say := _progress_log(progress) or _stderr_line) is not None:
+            say(truth_only)
         standin = scenario.backend.codes.standin
         if plan.windows and standin != "none":
             exe = find_executable(scenario.backend.codes, env)
@@ -143,6 +147,9 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
             writer_options["director"] = director_section(plan.windows, standin=codes.standin,
                                                           standin_scale=codes.standin_scale)
     inputs = write_codes_inputs(scenario, codes_dir, **writer_options)
+    if director is not None and scenario.controller.sync != "rank":
+        # skew (the default) and job: every rank of a predicted job advances by the job's iteration time
+        director.service.set_groups({int(t): j for j, row in enumerate(inputs.placement) for t in row})
     t0 = time.monotonic()
     with director or contextlib.nullcontext():
         if director is not None:
@@ -173,6 +180,8 @@ def run_codes(scenario, run_dir: Path, progress: bool | Callable = True, *, env:
     if plan is not None:
         result.stats["director"] = dict(plan.describe(), **(director.stats() if director is not None else {}),
                                         startup_s=startup_s)
+        if truth_only is not None:
+            result.stats["director"]["truth_only"] = truth_only
         result.stats["startup_s"] = startup_s
     if result.partial:
         why = "; ".join(result.stats.get("warnings", [])[:5])
@@ -191,3 +200,9 @@ def _progress_log(progress):
 
         return lambda s: print(f"codes-director: {s}", file=sys.stderr, flush=True)
     return None
+
+
+def _stderr_line(s: str) -> None:
+    import sys
+
+    print(f"codes: {s}", file=sys.stderr, flush=True)

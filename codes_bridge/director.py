@@ -293,6 +293,23 @@ class IterationTimeService:
         #: client -> every prediction answered, as sent (None: not kept; a hybrid CODES run keeps them to record
         #: the iterations CODES skipped, :data:`codes_bridge.importer.DIRECTOR_ANSWERS`)
         self.answers: dict[int, list[float]] | None = None
+        #: client -> group (a CODES rank's job), set by :meth:`set_groups`; None: every client is answered its own
+        #: prediction
+        self.groups: dict[int, int] | None = None
+        self._members: dict[int, list[int]] = {}
+        self._group_stamp: collections.Counter = collections.Counter()
+        self._group_cache: dict[int, tuple[tuple, list[float]]] = {}
+
+    def set_groups(self, groups: dict[int, int] | None) -> None:
+        """Answer every client of a group (the ranks of one job) the group's prediction: at each step the mean of
+        the model's predictions for the group's clients that have iteration times, each from its own history (the
+        job's iteration time, as the embedded engine's ``controller.sync: skew`` advances every rank of a predicted
+        job). ``None``: each client its own prediction (``sync: rank``)."""
+        self.groups = dict(groups) if groups is not None else None
+        self._members = {}
+        for c, g in (self.groups or {}).items():
+            self._members.setdefault(g, []).append(c)
+        self._group_cache.clear()
 
     def _answered(self, client: int, text: str) -> str:
         """``text`` (the predictions as sent), kept per client when :attr:`answers` is on."""
@@ -334,6 +351,8 @@ class IterationTimeService:
         if victim is None:
             victim = next(c for c in self.clients if c != keep)
         st = self.clients.pop(victim)
+        if self.groups is not None and victim in self.groups:
+            self._group_stamp[self.groups[victim]] += 1
         self.n_records -= len(st.records)
         self.fitted_clients.discard(victim)
         self.evicted_clients += 1
@@ -362,6 +381,8 @@ class IterationTimeService:
         st.records.extend(values[-keep:])
         if len(st.records) > keep:
             del st.records[:-keep]
+        if self.groups is not None and client in self.groups:
+            self._group_stamp[self.groups[client]] += 1
         self.recent.extend(values[-RECENT_RECORDS:])
         self.n_records += grow
         if values:
@@ -432,6 +453,13 @@ class IterationTimeService:
         st = self.clients.get(client)
         self._touch(client)
         n_known = (len(st.records) if st is not None else 0) + len(context)
+        if not context and self.groups is not None and client in self.groups:   # the job's answer (set_groups)
+            if self._should_refit():
+                self._fit()
+            preds = self._group_predictions(self.groups[client], steps, L)
+            if preds is not None:
+                return {"predictions": self._answered(client, " ".join(_fmt(v) for v in preds)),
+                        "client": str(client), "steps": str(steps), "model_version": str(self.version)}
         if n_known == 0:
             return self._no_history(client, steps)
         hist = (list(st.records[-L:]) if st is not None else []) + context
@@ -458,6 +486,36 @@ class IterationTimeService:
         if fallbacks:
             out["fallbacks"] = str(fallbacks)
         return out
+
+    def _group_predictions(self, group: int, steps: int, L: int) -> list[float] | None:
+        """The group's predictions for the next ``steps`` iterations (:meth:`set_groups`), recomputed only when the
+        model or a member's records changed; None when no member has iteration times."""
+        from surrogate.base import Context
+
+        key = (self.version, self._group_stamp[group], steps)
+        hit = self._group_cache.get(group)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        members = [c for c in self._members.get(group, ()) if c in self.clients and self.clients[c].records]
+        if not members:
+            return None
+        windows = np.full((len(members), L), np.nan)
+        for k, c in enumerate(members):
+            tail = np.asarray(self.clients[c].records[-L:], dtype=np.float64)
+            windows[k, L - len(tail):] = tail
+        last = np.array([w[~np.isnan(w)][-1] for w in windows])
+        n_known = min(len(self.clients[c].records) for c in members)
+        preds = []
+        for _ in range(steps):
+            ctx = Context(job=f"group-{group}", workload=self.workload, history=windows.copy(),
+                          iteration=n_known + len(preds))
+            y = np.asarray(self.model.predict(ctx), dtype=np.float64).reshape(-1)
+            y = np.where(np.isfinite(y) & (y > 0), y, last)
+            preds.append(float(y.mean()))
+            windows = np.roll(windows, -1, axis=1)
+            windows[:, -1] = last = y
+        self._group_cache[group] = (key, preds)
+        return preds
 
     def _no_history(self, client: int, steps: int) -> dict:
         """An inference for a client with no iteration time yet. CODES asks for one before sending the client's

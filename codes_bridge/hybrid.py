@@ -5,9 +5,10 @@ CODES' own director (CODES a5958cfa, ``src/surrogate/director-client.cxx``): one
 rank's iteration times to a ZeroMQ server and, for the iterations inside a window, skips them by the server's
 predictions. Here:
 
-1. :func:`policy_plan` runs the scenario's ``controller`` policy dry, per job, on a virtual clock (each job's
-   iterations take :func:`nominal_iteration_ns`; a policy that reacts to measured errors or costs sees none, so it
-   keeps its starting settings): the SIMULATE/PREDICT sequence hybridsim's own loop would start from.
+1. :func:`policy_plan` runs the scenario's ``controller`` policy's plan-ahead form (``Policy.ahead``: the policy
+   itself for a fixed schedule; ``confident``, the default, has its own, :mod:`controllers.ahead`) dry, per job, on a
+   virtual clock (each job's iterations take :func:`nominal_iteration_ns`; a policy that reacts to measured errors or
+   costs sees none, so it keeps its starting settings): the SIMULATE/PREDICT sequence the run follows.
 2. :func:`choose_windows` picks what CODES can do closest to it. CODES has at most two windows of iteration numbers
    (``start_iter``/``end_iter`` and ``second_start_iter``/``second_end_iter``), the same for every job, with at
    least one simulated iteration between them, and it does not switch a rank before it has sent iteration times
@@ -127,9 +128,11 @@ def policy_plan(scenario, nominal_ns: dict[int, float] | None = None) -> list[li
     :func:`nominal_iteration_ns`) whether simulated or predicted; a simulated iteration's truth and a predicted
     one's prediction are that length, no errors are measured and no costs accrue."""
     from controllers import load_policy
-    from controllers.base import JobView
+    from controllers.base import JobView, ahead_form
 
-    policy = load_policy(scenario.controller.policy, scenario.controller.params)
+    policy = ahead_form(load_policy(scenario.controller.policy, scenario.controller.params))
+    if policy is None:
+        raise ValueError(f"policy {scenario.controller.policy!r} has no plan-ahead form (Policy.ahead)")
     fixed = never_predicted(scenario)  # asked as usual (a policy may coordinate jobs), but simulated
     plan: list[list[Mode] | None] = [None if j.is_background else [] for j in scenario.jobs]
     lengths = {i: float((nominal_ns or {}).get(i, nominal_iteration_ns(scenario, j)))
@@ -158,9 +161,11 @@ def choose_windows(plan: list[list[Mode] | None], max_windows: int = MAX_WINDOWS
     iteration between two windows), the same for every job, closest to ``plan``.
 
     Closest: first the fewest *phantom* iterations, then the fewest (job, iteration) pairs whose mode differs from
-    the plan, then the fewest windows, then the earliest. A phantom is what CODES adds when a job's last iteration
-    is predicted by a window that goes on after it: the job's last mark is inside the window, so CODES waits one
-    more predicted iteration before the job ends (a window ending exactly at the job's end has none)."""
+    the plan, then the fewest windows, then the earliest. A phantom is what CODES adds when a job's last mark
+    switches it to the surrogate: a window ``[a, b)`` with ``a <= n < b`` for a job of ``n`` iterations (its last
+    iteration predicted by a window that goes on after it, or a window opening right where the job ends: its last
+    mark ``n - 1`` is the window's ``start_iter``), so CODES waits one more predicted iteration before the job ends
+    (a window ending exactly at the job's end has none)."""
     jobs = [p for p in plan if p]
     n = max((len(p) for p in jobs), default=0)
     if n == 0 or max_windows < 1:
@@ -188,8 +193,8 @@ def choose_windows(plan: list[list[Mode] | None], max_windows: int = MAX_WINDOWS
                 if prev < 0 or best[prev] is None:
                     continue
                 ph, mm, nw = best[prev]
-                if inside:
-                    cand = (ph + (int(ends[i]) if prev == s else 0), mm + int(sim[i]), nw + (prev != s))
+                if inside:   # a job whose last iteration is i - 1 ends at mark i - 1, which switches it: phantom
+                    cand = (ph + int(ends[i]), mm + int(sim[i]), nw + (prev != s))
                 else:
                     cand = (ph, mm + (int(pred[i]) if i < n else 0), nw)
                 if new[s] is None or cand < new[s]:
@@ -209,6 +214,28 @@ def choose_windows(plan: list[list[Mode] | None], max_windows: int = MAX_WINDOWS
             windows.append((start, i))
             start = None
     return windows
+
+
+def truth_only_reason(scenario, plan: DirectorPlan) -> str:
+    """One line on why a hybrid plan predicts nothing CODES can predict (the run is then pure CODES)."""
+    from controllers import load_policy
+    from controllers.base import Policy, ahead_form
+
+    policy = ahead_form(load_policy(scenario.controller.policy, scenario.controller.params))
+    why = []
+    for job, p in zip(scenario.jobs, plan.plan):
+        if p is None:
+            continue
+        if job.name in plan.unpredictable:
+            why.append(f"{job.name}: no iteration marks on CODES")
+        elif isinstance(policy, Policy) and (w := policy.why_simulated(job.name, job.iterations)) is not None:
+            why.append(w)
+        elif any(m == Mode.PREDICT for m in p):
+            why.append(f"{job.name}: its predicted iterations fit no CODES window")
+        else:
+            why.append(f"{job.name}: simulated throughout by the policy")
+    return (f"controller.policy {scenario.controller.policy} predicts nothing CODES can predict, so this hybrid run "
+            f"is pure CODES (the truth): {'; '.join(why) or 'no job with iterations'}")
 
 
 def plan_director(scenario, nominal_ns: dict[int, float] | None = None) -> DirectorPlan:

@@ -91,6 +91,20 @@ class Policy(abc.ABC):
     def decide(self, view: JobView) -> Mode | str:
         """Mode for ``view.iteration`` of ``view.job``."""
 
+    def ahead(self) -> "Policy | None":
+        """The form of this policy for a backend that fixes every decision before the run (CODES' director,
+        ``codes_bridge.hybrid.policy_plan``): a policy whose decisions a dry run -- every iteration of a nominal
+        length, no errors measured, no costs -- gives in advance, and which keeps this policy's promise as far as
+        a plan made before the run can. Default: the policy itself when :attr:`plans_ahead`, else None (no such
+        form: such a backend refuses it). A policy that adapts to what the run measures overrides this with its
+        fixed-schedule form (``confident``: :class:`controllers.ahead.ConfidentAhead`)."""
+        return self if self.plans_ahead else None
+
+    def why_simulated(self, job: str, n_iterations: int | None) -> str | None:
+        """One line on why this policy never predicts job ``job`` of ``n_iterations`` whatever the run measures, for
+        a backend to say why a run it planned ahead is the truth (None: no such reason; the default)."""
+        return None
+
     def horizon(self, view: JobView) -> tuple[int, float]:
         """Asked right after :meth:`decide` answered PREDICT for ``view``: ``(n, until)``, a promise that
         :meth:`decide` would answer PREDICT for this job's next ``n`` iterations at every one of their boundaries
@@ -113,3 +127,12 @@ class Policy(abc.ABC):
         reached each iteration of ``iterations`` at virtual time ``nows[k]`` (``JobView.now`` of that call), and its
         answer was PREDICT. Bring the policy's state to what those calls would have left. Default: nothing (a
         policy that keeps no state per call)."""
+
+
+def ahead_form(policy) -> "Policy | None":
+    """:meth:`Policy.ahead` of ``policy``, for a duck-typed one too (no ``ahead``: itself unless it says
+    ``plans_ahead = False``)."""
+    ahead = getattr(policy, "ahead", None)
+    if callable(ahead):
+        return ahead()
+    return policy if getattr(policy, "plans_ahead", True) else None

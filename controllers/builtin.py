@@ -661,6 +661,13 @@ class Confident(Aligned):
                 js.exempt = True
         return js.warmed or js.exempt
 
+    def ahead(self) -> Policy:
+        """Its plan-ahead form (:class:`controllers.ahead.ConfidentAhead`): the warm-up and exemptions it decides
+        before any window is scored, then every warmed job predicted to its end."""
+        from .ahead import ConfidentAhead
+
+        return ConfidentAhead(target_error=self.target, probe=self.probe)
+
     # ------------------------------------------------------------------------------------------------ decide
     def decide(self, view: JobView) -> Mode:
         mode = self._decide(view)

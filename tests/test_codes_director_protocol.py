@@ -331,3 +331,24 @@ def test_model_status_of_client_zero_or_one(args, client):
     assert rep["clients"] == f"{client}:records={client + 1},trained=0"
     assert handle_request(s, dreq("model-status", ["1", "all"]))[0]["total_clients"] == "3"
     assert handle_request(s, dreq("model-status", []))[0]["total_clients"] == "3"
+
+
+def test_a_job_s_clients_are_answered_the_job_s_iteration_time():
+    """With groups (a hybrid CODES run under controller.sync skew, the default), every client of a job gets the mean
+    of the model's predictions for the job's clients, each from its own history: ``mean`` here, so the job's answer
+    is the mean of the per-client means, hand-computed. A client of another job, and every client without groups,
+    gets its own."""
+    svc = IterationTimeService(make_model("mean"))
+    svc.send_records(["1", "2"], b"100 300")        # mean 200
+    svc.send_records(["2", "2"], b"500 700")        # mean 600
+    svc.send_records(["9", "1"], b"50")             # another job: mean 50
+    own = {c: float(svc.inference([str(c), "1"], b"")["predictions"]) for c in (1, 2, 9)}
+    assert own == {1: 200.0, 2: 600.0, 9: 50.0}
+    svc.set_groups({1: 0, 2: 0, 3: 0, 9: 1})        # client 3 (job 0) has no records yet: not in the mean
+    assert [float(svc.inference([str(c), "1"], b"")["predictions"]) for c in (1, 2, 3, 9)] == [400.0] * 3 + [50.0]
+    got = svc.inference(["1", "3"], b"")["predictions"].split()   # three steps: mean keeps its level
+    assert [float(v) for v in got] == [400.0, 400.0, 400.0]
+    svc.send_records(["3", "1"], b"1000")           # the job's answer follows its clients' new records
+    assert float(svc.inference(["2", "1"], b"")["predictions"]) == pytest.approx((200 + 600 + 1000) / 3)
+    svc.set_groups(None)
+    assert float(svc.inference(["2", "1"], b"")["predictions"]) == 600.0

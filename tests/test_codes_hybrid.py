@@ -48,6 +48,17 @@ def test_windows_avoid_the_phantom_iteration_of_a_job_ending_inside_a_window():
     assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 8 + "PP")]) == [(8, 10), (11, 20)]
 
 
+def test_windows_never_open_at_a_job_s_last_mark():
+    """MILC 20 iterations predicted from 8, LAMMPS 10 simulated throughout: a window [10, 20) writes start_iter = 9,
+    LAMMPS' last mark, so CODES would switch LAMMPS there and add a predicted iteration before it ends (a phantom:
+    measured +9.1 % on the live scenario). The window opens one iteration later, MILC's 8-10 simulated instead."""
+    assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 10)]) == [(11, 20)]
+    # a job of 9: [8, 20) would both predict its iteration 8 and switch it at its last mark; [10, 20) does neither
+    assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 9)]) == [(10, 20)]
+    # a job of 7 ends before the window's start mark (7): untouched
+    assert choose_windows([_modes("S" * 8 + "P" * 12), _modes("S" * 7)]) == [(8, 20)]
+
+
 def test_policy_plan_dry_run():
     sc = _scenario(None, "mpirun", controller={"policy": "periodic", "params": {"warmup": 8, "ft": 4, "truth": 1}})
     assert policy_plan(sc) == [_modes("SSSSSSSSPPPSPPPSPPPS")]
@@ -194,12 +205,16 @@ def _standin(b: Path, ref: Path, client: bool = True, patched: bool = True) -> N
     _script(b / "model-net-mpi-replay", body)
 
 
-def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data):
+@pytest.mark.parametrize("sync", ["skew", "rank"])
+def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data, sync):
+    """The stand-in's client sends two clients' times (0.36 and 2.1 ms) and asks each for a prediction. Both are
+    ranks of MILC (alloc.conf row 0 holds terminals 0 and 1): under ``sync: skew`` (the default) each is answered
+    the job's iteration time, the mean of the two clients' predictions; under ``rank`` each its own."""
     from hybridsim.runner import run_scenario
 
     b, mpirun = bins
     _standin(b, codes_data / "B-72node-milc" / "hf-seq")
-    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}},
+    sc = _scenario(b, mpirun, controller={"policy": "surrogate", "params": {"warmup": 8}, "sync": sync},
                    surrogate={"model": "mean"})
     before = len(_director_threads())
     rd, res, summary = run_scenario(sc, tmp_path / "run", mode="hybrid", progress=False)
@@ -216,7 +231,8 @@ def test_hybrid_run_writes_director_and_serves_codes(bins, tmp_path, codes_data)
     assert talk["endpoint"].startswith("tcp://127.0.0.1:")
     assert [r["status"] for r in talk["replies"]] == ["done"] * 5
     preds = [float(r["predictions"]) for r in talk["replies"][3:]]
-    assert preds == [pytest.approx(363600.0), pytest.approx(2100000.0)]   # the mean of each client's 5 times
+    own = [363600.0, 2100000.0]   # the mean of each client's 5 times
+    assert preds == pytest.approx(own if sync == "rank" else [sum(own) / 2] * 2)
 
     director = summary["backend_stats"]["director"]
     assert director["windows"] == [[8, 20]] and director["codes_windows"] == [[7, 19]]
@@ -375,11 +391,11 @@ def test_director_keeps_its_answers_for_the_run(tmp_path):
     assert len(svc.answers[3]) == 3
 
 
-def test_a_policy_that_cannot_plan_ahead_is_refused_on_codes(tmp_path):
-    """confident (the default policy) spaces its windows by errors measured in the run; CODES' director plans its
-    windows from a dry run before CODES starts, where that policy would predict every other iteration and no window
-    fits: hybrid mode is refused before anything is written (exit 2, the reason and a policy that works named),
-    validate names it as a note, and an explicit fixed-schedule policy is accepted."""
+def test_the_default_policy_runs_on_codes_and_a_policy_without_a_plan_ahead_form_is_refused(tmp_path):
+    """confident (the default policy) spaces its windows by errors measured in the run, which CODES' director cannot
+    follow (its windows are fixed before CODES starts); its plan-ahead form (Policy.ahead) is what CODES runs, so
+    the default is accepted (validate has no refusal note). A policy that follows the run and has no plan-ahead form
+    is refused before anything is written (exit 2, the default named as what works)."""
     import subprocess
     import sys
 
@@ -392,14 +408,26 @@ def test_a_policy_that_cannot_plan_ahead_is_refused_on_codes(tmp_path):
             "jobs:\n"
             "  - {name: milc, ranks: 8, iterations: 20, workload: {kind: milc, dimension_sizes: [2, 2, 2]}}\n"
             "backend: {kind: codes}\n")
-    f = tmp_path / "conf.yaml"
-    f.write_text(text)
-    run = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(f), "--mode", "hybrid", "-o",
-                          str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path)
-    assert run.returncode == 2, run.stderr
-    assert "controller.policy: confident" in run.stderr and "policy: aligned" in run.stderr
-    assert not (tmp_path / "out").exists()
-    val = subprocess.run([sys.executable, "-m", "hybridsim", "validate", str(f)], capture_output=True, text=True)
-    assert val.returncode == 0 and "--mode hybrid is refused" in val.stderr
+    default = parse_scenario(text)
+    assert default.controller.policy == "confident" and CodesBackend.hybrid_refusal(default) is None
+    # the plan-ahead form: warm-up of probe = 8 iterations, then predicted to the end: one window [8, 20)
+    assert plan_director(default).windows == [(8, 20)]
     assert CodesBackend.hybrid_refusal(parse_scenario(text + "controller: {policy: aligned}\n")) is None
-    assert "confident" in CodesBackend.hybrid_refusal(parse_scenario(text + "controller: {policy: confident}\n"))
+    (tmp_path / "liveonly.py").write_text(
+        "from controllers.base import Policy\n"
+        "class LiveOnly(Policy):\n"
+        "    plans_ahead = False\n"
+        "    def decide(self, view):\n"
+        "        return 'simulate'\n")
+    f = tmp_path / "conf.yaml"
+    f.write_text(text + "controller: {policy: 'liveonly:LiveOnly'}\n")
+    run = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(f), "--mode", "hybrid", "-o",
+                          str(tmp_path / "out"), "--plugin-path", str(tmp_path)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "no plan-ahead form" in run.stderr and "the default, confident" in run.stderr
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "default.yaml").write_text(text)
+    val = subprocess.run([sys.executable, "-m", "hybridsim", "validate", str(tmp_path / "default.yaml")],
+                         capture_output=True, text=True)
+    assert val.returncode == 0 and "--mode hybrid is refused" not in val.stderr

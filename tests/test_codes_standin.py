@@ -147,12 +147,13 @@ def test_executable_check_reads_the_banner_in_the_binary(tmp_path):
     assert not executable_has_standin(tmp_path / "stock") and not executable_has_standin(tmp_path / "empty")
 
 
-@pytest.mark.parametrize("case", ["default-policy", "unpatched"])
+@pytest.mark.parametrize("case", ["live-only-policy", "unpatched"])
 def test_bench_refuses_what_codes_cannot_honour_before_any_codes_run(bins, tmp_path, codes_data, case):
     """``hybridsim bench`` on CODES asks the backend's hybrid refusal of every policy case before it runs anything:
-    the default policy (confident, which cannot plan ahead) or a stand-in the CODES build lacks is refused with exit
-    2 and a policy or setting that works named, before pure CODES or the floor run starts (the stand-in CODES would
-    write standin-argv.json in any run folder it ran in) and before the bench directory exists."""
+    a policy that follows the run and has no plan-ahead form (a plug-in here; the default, confident, has one) or a
+    stand-in the CODES build lacks is refused with exit 2 and a policy or setting that works named, before pure
+    CODES or the floor run starts (the stand-in CODES would write standin-argv.json in any run folder it ran in) and
+    before the bench directory exists."""
     import subprocess
     import sys
 
@@ -161,16 +162,24 @@ def test_bench_refuses_what_codes_cannot_honour_before_any_codes_run(bins, tmp_p
     b, mpirun = bins
     _standin(b, codes_data / "B-72node-milc" / "hf-seq", patched=case != "unpatched")
     d = _hybrid(b, mpirun, "replay").model_dump(mode="json", exclude_none=True)
-    if case == "default-policy":
-        d.pop("controller")
+    extra = []
+    if case == "live-only-policy":
+        (tmp_path / "liveonly.py").write_text(
+            "from controllers.base import Policy\n"
+            "class LiveOnly(Policy):\n"
+            "    plans_ahead = False\n"
+            "    def decide(self, view):\n"
+            "        return 'simulate'\n")
+        d["controller"] = {"policy": "liveonly:LiveOnly"}
+        extra = ["--plugin-path", str(tmp_path)]
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump(d))
     run = subprocess.run([sys.executable, "-m", "hybridsim", "bench", str(f), "-o", str(tmp_path / "out"),
-                          "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
+                          "--no-progress", *extra], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 2, run.stderr
     assert "before any run" in run.stderr
-    if case == "default-policy":
-        assert "controller.policy: confident" in run.stderr and "policy: aligned" in run.stderr
+    if case == "live-only-policy":
+        assert "controller.policy: liveonly:LiveOnly" in run.stderr and "the default, confident" in run.stderr
     else:
         assert "cannot stand in" in run.stderr and "standin: none" in run.stderr
     assert not (tmp_path / "out").exists()

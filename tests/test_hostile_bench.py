@@ -72,13 +72,15 @@ def test_the_scenarios_own_bad_controller_is_refused_before_the_pure_run(tmp_pat
 
 
 def test_codes_refusal_comes_before_any_codes_run(tmp_path, capsys):
-    """The CODES director refuses a policy that measures as it goes: said before the pure and floor CODES runs."""
+    """What the CODES director cannot honour (here optimistic CODES; a policy without a plan-ahead form likewise,
+    tests/test_codes_standin.py) is said before the pure and floor CODES runs; the default policy, confident, has a
+    plan-ahead form and is not refused (tests/test_policy_ahead.py)."""
     sc = tmp_path / "s.yaml"
-    sc.write_text(TINY + "backend: {kind: codes}\n")
+    sc.write_text(TINY + "backend: {kind: codes, codes: {synch: optimistic, np: 2}}\n")
     rc = main(["bench", str(sc), "-o", str(tmp_path / "b"), "--no-progress", "--policy", "confident"])
     err = capsys.readouterr().err
     assert rc == 2, err
-    assert "--policy confident: backend codes refuses hybrid mode" in err
+    assert "--policy confident: backend codes refuses hybrid mode" in err and "synch: optimistic" in err
     assert not (tmp_path / "b").exists()
 
 

@@ -15,7 +15,7 @@ CODES_BIN_DIR = os.environ.get("CODES_BIN_DIR", "")
 
 
 #: the files of this folder that need a CODES build (test_build_codes_script.py checks the script without one)
-LIVE_FILES = ("test_codes_live.py", "test_codes_standin_live.py")
+LIVE_FILES = ("test_codes_live.py", "test_codes_standin_live.py", "test_codes_default_live.py")
 
 
 def pytest_collection_modifyitems(config, items):
