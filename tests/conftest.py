@@ -59,3 +59,16 @@ def swf_trace(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture
+def live_only_policy(tmp_path) -> str:
+    """A policy plug-in with no plan-ahead form (``Policy.ahead`` None: it decides as the run goes), written as
+    ``liveonly.py`` into ``tmp_path`` (give ``--plugin-path tmp_path``); returns its ``module:Class`` name."""
+    (tmp_path / "liveonly.py").write_text(
+        "from controllers.base import Policy\n"
+        "class LiveOnly(Policy):\n"
+        "    plans_ahead = False\n"
+        "    def decide(self, view):\n"
+        "        return 'simulate'\n")
+    return "liveonly:LiveOnly"

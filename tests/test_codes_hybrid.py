@@ -391,7 +391,7 @@ def test_director_keeps_its_answers_for_the_run(tmp_path):
     assert len(svc.answers[3]) == 3
 
 
-def test_the_default_policy_runs_on_codes_and_a_policy_without_a_plan_ahead_form_is_refused(tmp_path):
+def test_the_default_policy_runs_on_codes_and_a_policy_without_a_plan_ahead_form_is_refused(tmp_path, live_only_policy):
     """confident (the default policy) spaces its windows by errors measured in the run, which CODES' director cannot
     follow (its windows are fixed before CODES starts); its plan-ahead form (Policy.ahead) is what CODES runs, so
     the default is accepted (validate has no refusal note). A policy that follows the run and has no plan-ahead form
@@ -413,14 +413,8 @@ def test_the_default_policy_runs_on_codes_and_a_policy_without_a_plan_ahead_form
     # the plan-ahead form: warm-up of probe = 8 iterations, then predicted to the end: one window [8, 20)
     assert plan_director(default).windows == [(8, 20)]
     assert CodesBackend.hybrid_refusal(parse_scenario(text + "controller: {policy: aligned}\n")) is None
-    (tmp_path / "liveonly.py").write_text(
-        "from controllers.base import Policy\n"
-        "class LiveOnly(Policy):\n"
-        "    plans_ahead = False\n"
-        "    def decide(self, view):\n"
-        "        return 'simulate'\n")
     f = tmp_path / "conf.yaml"
-    f.write_text(text + "controller: {policy: 'liveonly:LiveOnly'}\n")
+    f.write_text(text + f"controller: {{policy: '{live_only_policy}'}}\n")
     run = subprocess.run([sys.executable, "-m", "hybridsim", "run", str(f), "--mode", "hybrid", "-o",
                           str(tmp_path / "out"), "--plugin-path", str(tmp_path)],
                          capture_output=True, text=True, cwd=tmp_path)

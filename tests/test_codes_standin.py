@@ -148,7 +148,8 @@ def test_executable_check_reads_the_banner_in_the_binary(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["live-only-policy", "unpatched"])
-def test_bench_refuses_what_codes_cannot_honour_before_any_codes_run(bins, tmp_path, codes_data, case):
+def test_bench_refuses_what_codes_cannot_honour_before_any_codes_run(bins, tmp_path, codes_data, case,
+                                                                    live_only_policy):
     """``hybridsim bench`` on CODES asks the backend's hybrid refusal of every policy case before it runs anything:
     a policy that follows the run and has no plan-ahead form (a plug-in here; the default, confident, has one) or a
     stand-in the CODES build lacks is refused with exit 2 and a policy or setting that works named, before pure
@@ -164,13 +165,7 @@ def test_bench_refuses_what_codes_cannot_honour_before_any_codes_run(bins, tmp_p
     d = _hybrid(b, mpirun, "replay").model_dump(mode="json", exclude_none=True)
     extra = []
     if case == "live-only-policy":
-        (tmp_path / "liveonly.py").write_text(
-            "from controllers.base import Policy\n"
-            "class LiveOnly(Policy):\n"
-            "    plans_ahead = False\n"
-            "    def decide(self, view):\n"
-            "        return 'simulate'\n")
-        d["controller"] = {"policy": "liveonly:LiveOnly"}
+        d["controller"] = {"policy": live_only_policy}
         extra = ["--plugin-path", str(tmp_path)]
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump(d))
