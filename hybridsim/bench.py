@@ -591,7 +591,7 @@ def preflight(scenario, *, policies=None, sweep_ft=None, surrogates=None, seeds:
 def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, argv, backend_factory, pure,
                pure_dir, prefix: str = "", counter: RunCounter | None = None) -> dict:
     counter = counter or RunCounter(count_runs(scenario, policies, sweep_ft, surrogates, 1, pure is not None))
-    from .runner import backend_class, build_controller, run_scenario
+    from .runner import backend_class, build_controller, release_memory, run_scenario
 
     mk = backend_factory or (lambda sc: None)
     pure_path = Path(pure_dir).resolve() if pure_dir is not None else rd.file(prefix + "pure")
@@ -600,6 +600,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
                                     argv=argv, backend=mk(scenario))
         pure = (res.records, psum)
         del res  # its port samples and the rest are written; only the records are judged against (memory)
+        release_memory()  # the pure run's engine, before the hybrid runs start
     runs = []
     cases, sweep_policy = bench_cases(scenario, policies, sweep_ft, surrogates)
     # a backend that runs the policy itself (CODES' director) is run as a user runs it; the hybrid machinery alone
@@ -609,6 +610,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
     if runs_policy:
         _, _, fsum = run_scenario(scenario, rd.file(prefix + "floor"), mode="floor",
                                   progress=counter.label(progress, prefix + "floor"), argv=argv, backend=mk(scenario))
+        release_memory()
         floor = {j.name: _signed(fsum["jobs"][j.name]["completion_time_ns"],
                                  pure[1]["jobs"][j.name]["completion_time_ns"])
                  for j in scenario.jobs if not j.is_background}
@@ -633,6 +635,7 @@ def _run_cases(scenario, rd: RunDir, policies, sweep_ft, surrogates, progress, a
                     m["jobs"][name][key + "_pct"] = b
             m.update(truth_bias_summary(bias, key))
         del hres, ctl, preds  # not held while the next case runs (memory: records and samples of a whole run)
+        release_memory()
         if floor is not None:
             m["perturbation_floor_pct"] = floor
         m["run"] = tag

@@ -340,6 +340,24 @@ def _run(scenario, outdir, stop, *, force, mode, progress, argv, controller, wri
         raise RunError(f"run failed: {reason} (run directory {rd.path} marked failed{_kept(rd)})") from exc
 
 
+def release_memory() -> None:
+    """Give back what a finished run left, before the next run of the same process (``hybridsim bench``): collect
+    its cycles (an embedded engine and its native core refer to each other, so only the cyclic collector frees them)
+    and, on glibc, return the freed heap to the system (``malloc_trim``: a core's many small allocations otherwise
+    stay in the process, and the next run's peak is added to them)."""
+    import gc
+
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            trim = ctypes.CDLL(None).malloc_trim   # glibc only: musl and others have none
+        except (OSError, AttributeError):
+            return
+        trim(0)
+
+
 def _ports_written(scenario, write_ports: bool | None) -> bool:
     """Whether a run writes its port samples (``ports.parquet``): ``write_ports``, else ``output.ports``, and only
     where ``sampling.ports`` takes them."""

@@ -259,6 +259,30 @@ def test_pure_run_through_the_runner_writes_the_same_tables(tmp_path):
     assert tables["native"] == tables["python"]
 
 
+
+@pytest.mark.parametrize("mode", ["simulate", "hybrid"])
+def test_a_finished_runs_engine_and_core_are_collected(tmp_path, mode):
+    """The core holds the engine's handlers and callbacks, the engine holds the core: a cycle through C++ objects,
+    which the cyclic collector frees only when it sees the core's references (a GC type). Otherwise every run's
+    whole network stays in the process, and a bench's hybrid runs add their peak to the pure run's."""
+    import gc
+    import weakref
+
+    from hybridsim.engine.cores import NativeCore, NativeMpi
+
+    sc = on_core(parse_scenario(HYBRID % ("aligned", "true", "job")), "native")
+    ctl = build_controller(sc) if mode == "hybrid" else None
+    engine = Engine(sc, progress=False)
+    _rd, res, _summary = run_scenario(sc, tmp_path / mode, mode=mode, progress=False, controller=ctl, backend=engine)
+    assert isinstance(engine.mpi, NativeMpi) and isinstance(engine.net.core, NativeCore)
+    assert gc.is_tracked(engine.net.core)   # the collector sees the core
+    alive = [weakref.ref(engine), weakref.ref(engine.mpi), weakref.ref(engine.loop), weakref.ref(engine.net)]
+    assert len(res.records) == 8 * 40 + 8 * 12   # every rank x iteration of the two jobs, predicted or not
+    del engine, ctl, res, _rd, _summary
+    gc.collect()
+    assert [r() for r in alive] == [None] * len(alive)
+
+
 # ------------------------------------------------------------------------------------------------ job streams
 STREAM = """\
 seed: 3

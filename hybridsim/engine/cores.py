@@ -17,6 +17,11 @@ background senders (:meth:`NativeMpi.start_background`).
 :func:`choose` applies ``backend.embedded.core`` (``auto`` | ``native`` | ``python``); :func:`build` makes the
 pieces. The classes below give the native core the Python pieces' interface (what :class:`~.engine.Engine` and
 :class:`~.sampling.PortSampler` use), so there is one engine, not two.
+
+The native core holds Python objects (the handlers on its heap, the ranks' op lists, :class:`NativeMpi`'s callback)
+that refer back to the pieces holding it: it is a GC type (``bindings.cpp``: ``Core::py_traverse`` / ``py_clear``),
+so a finished run's engine and core are freed by the cyclic collector like any other cycle, not kept for the life of
+the process.
 """
 
 from __future__ import annotations

@@ -36,9 +36,51 @@ i64 op_int(py::handle v, const char* what) {
     return x;
 }
 
+int Core::py_traverse(visitproc visit, void* arg) const {
+    for (const PySlot& s : pyslots) {
+        Py_VISIT(s.h.ptr());
+        Py_VISIT(s.a.ptr());
+        Py_VISIT(s.b.ptr());
+    }
+    for (const auto& r : ranks)
+        if (r) Py_VISIT(r->pyops.ptr());
+    for (const py::object* o : {&on_iteration_end, &raise_limit, &on_records, &on_pred_next, &on_parked, &smp.fallback})
+        Py_VISIT(o->ptr());
+    return 0;
+}
+
+void Core::py_clear() {  // what may refer back to the core; the slots stay (indices on the heap), emptied
+    for (PySlot& s : pyslots) s.h = s.a = s.b = py::object();
+    for (auto& r : ranks)
+        if (r) r->pyops = py::object();
+    for (py::object* o : {&on_iteration_end, &raise_limit, &on_records, &on_pred_next, &on_parked, &smp.fallback})
+        *o = py::object();
+}
+
+// the Core behind a Python object, or nullptr while its C++ object is not made yet (between allocation and __init__)
+static Core* core_of(PyObject* self) {
+    auto* inst = reinterpret_cast<py::detail::instance*>(self);
+    auto vh = py::detail::values_and_holders(inst).begin();
+    return vh->holder_constructed() ? vh->template value_ptr<Core>() : nullptr;
+}
+
 PYBIND11_MODULE(_core, m) {
     m.doc() = "Native core of hybridsim's embedded engine (event heap, network, MPI layer); see engine/cores.py";
-    py::class_<Core>(m, "Core")
+    // a GC type (Core::py_traverse, py_clear): a finished run's engine, which refers to its core and is referred to by
+    // the handlers the core holds, is collected as any other cycle
+    py::class_<Core>(m, "Core", py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+        auto* type = &heap_type->ht_type;
+        type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+        type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+            Py_VISIT(Py_TYPE(self));  // a heap type's instances own a reference to it (Python >= 3.9)
+            const Core* c = core_of(self);
+            return c ? c->py_traverse(visit, arg) : 0;
+        };
+        type->tp_clear = [](PyObject* self) {
+            if (Core* c = core_of(self)) c->py_clear();
+            return 0;
+        };
+    }))
         .def(py::init<py::dict>())
         .def("at", &Core::at, py::arg("t"), py::arg("handler"), py::arg("a") = py::none(), py::arg("b") = py::none())
         .def("stop", &Core::stop)

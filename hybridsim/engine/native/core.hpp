@@ -632,4 +632,10 @@ class Core {
     std::vector<i64> rng_state() const { return rng.state(); }
     void set_bg_rng_state(const std::vector<i64>& st) { bg_rng.set_state(st); }
     std::vector<i64> bg_rng_state() const { return bg_rng.state(); }
+    // --------------------------------------------------------------------- the cyclic garbage collector (bindings.cpp)
+    // The Python objects the core holds (the handlers on its heap, the ranks' op lists, the engine's callbacks) refer
+    // back to the objects that hold the core, so a finished run's core is in a cycle: the core is a GC type, and these
+    // two let the collector see and break it (without them the cycle, and the whole network, outlives the run).
+    int py_traverse(visitproc visit, void* arg) const;
+    void py_clear();
 };
