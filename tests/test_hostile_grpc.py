@@ -238,7 +238,7 @@ def test_operator_yaml_bounds_are_checked_by_yamlio_with_the_servers_flags():
 
 #: a client's scenario raising its own limits (hybridsim.scenario.Limits) past the server's
 RAISED = ("limits: {max_nodes: 100000000, max_ports: 1000000000, max_rank_iterations: 100000000000000, "
-          "max_samples: 100000000000, max_ops: 1000000000000000, max_packets: 1000000000000000}\n")
+          "max_samples: 1000000000000000000, max_ops: 1000000000000000, max_packets: 1000000000000000}\n")
 
 
 def test_huge_topology_and_long_runs_refused_before_anything_is_built(served):
@@ -357,7 +357,7 @@ def test_five_line_lammps_is_refused_before_a_slot_is_taken():
         assert time.monotonic() - t0 < 10 and _active_runs(stub) == 0
         # nor can the scenario lift the limit itself
         code, msg, _ = run(stub, LAMMPS_1E6 + "limits: {max_packets_per_message: 100000000, "
-                                              "max_queued_packets: 100000000}\n", timeout=20)
+                                              "max_queued_packets: 100000000, max_samples: 10000000000}\n", timeout=20)
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "limits.max_packets_per_message: 100000000" in msg, msg
 
 

@@ -609,21 +609,6 @@ def test_the_native_sampling_event_gives_the_per_window_path_and_stops_at_the_li
     assert errors[False] == errors[True] and errors[False][1] == 3 and "max_samples" in errors[False][0]
 
 
-@pytest.mark.parametrize("core", ["native", "python"])
-def test_windows_nobody_keeps_do_not_count_against_max_samples(core):
-    """limits.max_samples bounds the samples a run keeps; a run that keeps none (no reader, not written) takes the
-    same windows, events for events, and is not stopped by it (an 8,320-node run was, after 1,088 CPU-s)."""
-    if core == "native" and cores.NATIVE_MISSING is not None:
-        pytest.skip(f"native core not built: {cores.NATIVE_MISSING}")
-    free = Engine(on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), core), keep_ports=False).run()
-    sc = on_core(parse_scenario(TOPO72 % "adaptive" + MIXED), core)
-    sc.limits.max_samples = 3 * 252   # 3 windows x 252 ports
-    capped = Engine(sc, keep_ports=False).run()
-    assert capped.events == free.events and capped.end_time == free.end_time and capped.job_end == free.job_end
-    with pytest.raises(LimitExceeded):
-        Engine(sc, keep_ports=True).run()
-
-
 def test_the_tables_only_network_has_the_full_ones_tables():
     """What the native core reads from a Python network built with ``state=False`` (no VC buffers, no handlers) is
     what a full one holds: constants, per-port values, routing tables (as port ids) and the terminals' VCs."""

@@ -11,6 +11,7 @@ seed: 1
 topology: {groups: 9, routers_per_group: 4, terminals_per_router: 2, global_channels_per_router: 2}
 jobs:
   - {name: milc, ranks: 36, iterations: 4000, workload: {kind: milc, dimension_sizes: [3, 3, 2, 2], msg_size: 4915200}}
+sampling: {ports: false}   # a window every 250 us over its >= 56 s would pass limits.max_samples
 """
 
 
