@@ -535,7 +535,8 @@ class Limits(_Model):
     max_packets: StrictInt = Field(10_000_000_000, ge=1, description="packets the jobs send, estimated from the "
                                                                    "workload parameters")
     max_packets_per_message: StrictInt = Field(65_536, ge=1, description="ceil(message size / packet_size)")
-    max_samples: StrictInt = Field(20_000_000, ge=1, description="port samples of a run: windows x ports")
+    max_samples: StrictInt = Field(20_000_000, ge=1, description="port samples a run keeps: windows x ports (a run "
+                                                              "that writes and reads none is not bounded by it)")
     max_offered_load: float = Field(1.0, gt=0, le=1e6, description="what a background (uniform_random) rank "
                                     "offers, msg_size / interval, as a fraction of its terminal link's bandwidth: "
                                     "above 1 its injection queue grows for as long as it runs")
