@@ -63,31 +63,17 @@ def run_dirs(path: Path) -> list[Path]:
 def job_series(run: Path) -> list[dict]:
     """Per foreground job: ``name``, ``kind``, ``y`` (T,) job time per iteration, ``sets`` (T,) frozenset of the
     co-runners (names of the other jobs, background included) whose span covers the iteration's first rank start."""
-    from hybridsim_common.records import read_iterations
+    from hybridsim.flow_tables import job_times, run_spans
     from hybridsim_common.rundir import read_description
     from surrogate.pretrain import job_tables
 
     desc = read_description(run)
-    tab = read_iterations(run / "iterations.parquet").to_pydict()
-    jid = np.asarray(tab["job_id"], np.int64)
-    it = np.asarray(tab["iteration"], np.int64)
-    start = np.asarray(tab["start"], np.float64)
-    end = np.asarray(tab["end"], np.float64)
-    spans, starts = {}, {}
-    for k, j in enumerate(desc.jobs):
-        sel = jid == k
-        if not sel.any():
-            continue
-        spans[j.name] = (float(start[sel].min()), float(end[sel].max()))
-        if j.iterations is not None:
-            s = np.full(int(it[sel].max()) + 1, np.inf)
-            np.minimum.at(s, it[sel], start[sel])
-            starts[j.name] = s
+    by_id, firsts = run_spans(run)
+    spans = {desc.jobs[k].name: span for k, span in by_id.items()}
+    starts = {desc.jobs[k].name: s for k, s in firsts.items() if desc.jobs[k].iterations is not None}
     out = []
     for job in job_tables(run):
-        y = job["y"]
-        with np.errstate(invalid="ignore"):
-            t = np.nanmean(np.where(np.isfinite(y) & (y > 0), y, np.nan), axis=0)
+        t = job_times(job["y"])
         sets = [frozenset(n for n, (a, b) in spans.items() if n != job["name"] and a <= s < b)
                 for s in starts[job["name"]][:len(t)]]
         out.append({"name": job["name"], "kind": job["info"].workload, "y": t, "sets": sets})

@@ -53,10 +53,36 @@ class JobTable:
         return out
 
 
+def run_spans(run: Path) -> tuple[dict, dict]:
+    """From run ``run``'s iterations table, per job id with rows: its span (first start, last end) and, per iteration,
+    the earliest start over its ranks (what decides which co-runners an iteration ran beside)."""
+    from hybridsim_common.records import read_iterations
+
+    tab = read_iterations(Path(run) / "iterations.parquet").to_pydict()
+    jid = np.asarray(tab["job_id"], np.int64)
+    it = np.asarray(tab["iteration"], np.int64)
+    start = np.asarray(tab["start"], np.float64)
+    end = np.asarray(tab["end"], np.float64)
+    spans, firsts = {}, {}
+    for k in np.unique(jid).tolist():
+        sel = jid == k
+        spans[k] = (float(start[sel].min()), float(end[sel].max()))
+        s = np.full(int(it[sel].max()) + 1, np.inf)
+        np.minimum.at(s, it[sel], start[sel])
+        firsts[k] = s
+    return spans, firsts
+
+
+def job_times(y: np.ndarray) -> np.ndarray:
+    """A job's time per iteration from its (ranks, iterations) times ``y``: the mean over the ranks with a positive
+    finite time (NaN where none)."""
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(np.where(np.isfinite(y) & (y > 0), y, np.nan), axis=0)
+
+
 def run_tables(run: Path, measured: bool = True, with_parts: bool = False, **model_kw) -> list[JobTable]:
     """The :class:`JobTable` of every foreground job of pure run ``run`` (``model_kw``:
     :func:`hybridsim.flow.flow_model` options; ``with_parts``: fill :attr:`JobTable.parts`)."""
-    from hybridsim_common.records import read_iterations
     from hybridsim_common.rundir import read_description, read_manifest
     from surrogate.pretrain import job_tables
 
@@ -69,25 +95,10 @@ def run_tables(run: Path, measured: bool = True, with_parts: bool = False, **mod
     names = [j.name for j in scenario.jobs]
     terms = {j.name: j.terminals for j in desc.jobs}
     model = flow_model(scenario, [terms.get(n) for n in names], **model_kw)
-    tab = read_iterations(run / "iterations.parquet").to_pydict()
-    jid = np.asarray(tab["job_id"], np.int64)
-    it = np.asarray(tab["iteration"], np.int64)
-    start = np.asarray(tab["start"], np.float64)
-    end = np.asarray(tab["end"], np.float64)
-    spans, firsts = {}, {}
-    for k in range(len(scenario.jobs)):
-        sel = jid == k
-        if sel.any():
-            spans[k] = (float(start[sel].min()), float(end[sel].max()))
-            s = np.full(int(it[sel].max()) + 1, np.inf)
-            np.minimum.at(s, it[sel], start[sel])
-            firsts[k] = s
+    spans, firsts = run_spans(run)
     jobs = job_tables(run)
     out = []
-    ys = {}
-    for job in jobs:
-        with np.errstate(invalid="ignore"):
-            ys[job["name"]] = np.nanmean(np.where(np.isfinite(job["y"]) & (job["y"] > 0), job["y"], np.nan), axis=0)
+    ys = {job["name"]: job_times(job["y"]) for job in jobs}
     if measured:   # a co-runner's demand from its first iteration's time, as the loop sets it
         for name, y in ys.items():
             if len(y) and np.isfinite(y[0]) and y[0] > 0:
