@@ -95,12 +95,12 @@ def _duration(s: float) -> str:
 
 def estimate(scenario) -> RunEstimate:
     """The :class:`RunEstimate` of ``scenario`` (a :class:`hybridsim.scenario.Scenario`)."""
+    from hybridsim_common.units import bytes_to_ns
+
     from .workloads import WorkloadError, estimate_cost
 
     topo = scenario.topology
     ps = topo.packet_size
-    # a rank's injection bandwidth, bytes per ns (GiB/s = 2^30 B per 1e9 ns)
-    inj = topo.bandwidth.as_tuple()[0] * 2**30 / 1e9
     costs = {}
     for j in scenario.jobs:
         try:
@@ -108,12 +108,13 @@ def estimate(scenario) -> RunEstimate:
         except WorkloadError:
             costs[j.name] = None
     # the run's length: the longest job's compute and serialisation of its sends (background jobs send throughout)
-    length = 0.0
+    length, per_its = 0.0, {}
     for j in scenario.jobs:
         c = costs[j.name]
         if j.iterations is None or c is None:
             continue
-        per_it = (j.compute.delay or 0.0) + c.compute_ns + c.packets * ps / inj
+        per_it = per_its[j.name] = max((j.compute.delay or 0.0) + c.compute_ns
+                                       + bytes_to_ns(c.packets * ps, topo.bandwidth.terminal), 1e-9)
         length = max(length, (j.arrival if scenario.is_stream else 0.0) + per_it * j.iterations)
     per_job, lives, decisions = {}, {}, 0
     for j in scenario.jobs:
@@ -126,8 +127,7 @@ def estimate(scenario) -> RunEstimate:
             per_job[j.name] = j.ranks * (length / interval) * c.packets * EVENTS_PER_PACKET
             continue
         per_job[j.name] = j.ranks * j.iterations * c.packets * EVENTS_PER_PACKET
-        per_it = max((j.compute.delay or 0.0) + c.compute_ns + c.packets * ps / inj, 1e-9)
-        lives[j.name] = ((j.arrival if scenario.is_stream else 0.0), per_it, j.iterations)
+        lives[j.name] = ((j.arrival if scenario.is_stream else 0.0), per_its[j.name], j.iterations)
         decisions += j.iterations
     shares = saveable_share(lives)
     saveable = sum(per_job[n] * f for n, f in shares.items())

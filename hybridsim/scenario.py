@@ -603,11 +603,11 @@ def _lower_bound_ns(sc: "Scenario", costs: list) -> tuple[float, int]:
     terminal link takes to inject the bytes it sends (``packets`` of ``packet_size`` at the injection bandwidth),
     whichever is longer (they may overlap)."""
     lb, longest = 0.0, 0
-    inj = sc.topology.bandwidth.as_tuple()[0] * 2**30 / 1e9   # bytes per ns
     for i, (j, c) in enumerate(zip(sc.jobs, costs)):
         if j.iterations is None:
             continue
-        per_it = j.compute.delay + (max(c.compute_ns, c.packets * sc.topology.packet_size / inj)
+        per_it = j.compute.delay + (max(c.compute_ns, bytes_to_ns(c.packets * sc.topology.packet_size,
+                                                                  sc.topology.bandwidth.terminal))
                                     if c is not None else 0.0)
         end = (j.arrival if sc.is_stream else 0.0) + per_it * j.iterations
         if end > lb:
