@@ -544,15 +544,20 @@ class Confident(Aligned):
     its start, like a co-runner's end, opens a window at once unless every other running job's bound on one
     stretch, B(1), is within the budget (the model is trusted to predict the new times).
 
-    With ``shared_warmup: false`` the warm-up and the windows at a change are the job's own. A job still in its
-    warm-up is simulated and takes no part in the shared schedule: it neither holds the warm-up or a window open,
-    nor leads one, nor sets the gap, so a warm job is predicted while another still warms up (the warm-up phase
-    closes at the first decision where some job is warm), and a job that starts mid-run opens no window for the
-    others. A change of co-runners (a job's start or end) gives each warm running job whose B(1) is over the budget
-    a truth window of its own (``truth`` iterations from its next boundary, scored and tuned like a shared one)
-    while the others stay predicted. The price: a job simulated beside a predicted co-runner meets its stand-in,
-    not its packets, so its warm-up or own window measures truth biased by it (benchmarks/RESULTS.md, "Per-job
-    warm-up").
+    With ``shared_warmup: false`` a job's warm-up and its windows at a change are its own where its budget allows.
+    A job simulated beside a predicted co-runner meets the co-runner's stand-in (its mean link load), not its
+    packets, and runs up to ``standin_bias`` % fast (measured 2-10 %); a warm-up of about ``probe`` iterations beside
+    such co-runners costs a job of n iterations up to ``standin_bias`` x ``probe`` / n % of its completion time. A
+    job whose budget absorbs that (at most half of ``target_error``) warms up *alone*: simulated, taking no part in
+    the shared schedule (it neither holds the warm-up or a window open, nor leads one, nor sets the gap), so the warm
+    jobs are predicted meanwhile (the first warm-up closes at the first decision where some job is warm), and its
+    start mid-run opens no window for the others. Its model was fitted on that biased truth, so once warm it gets
+    its first window as a job does after the shared warm-up, within ``min_ft`` window lengths. Any other job's
+    warm-up is shared, as with ``shared_warmup``. A change of co-runners (a job's start or end) gives each warm
+    running job whose B(1) is over the budget a truth window of its own (``truth`` iterations from its next
+    boundary, scored and tuned like a shared one) while the others stay predicted. ``standin_bias: 0`` lets every
+    job warm up alone. Off by default: on the validation scenarios it was not better at equal error
+    (benchmarks/RESULTS.md, "Per-job warm-up").
     """
 
     name = "confident"
@@ -560,7 +565,7 @@ class Confident(Aligned):
 
     def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
                  probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3,
-                 clean: bool = False, vouch: int = 2, shared_warmup: bool = True):
+                 clean: bool = False, vouch: int = 2, shared_warmup: bool = True, standin_bias: float = 10.0):
         if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
                 or not 0 < float(target_error) < 100:
             raise ValueError(f"target_error must be a number of percent in (0, 100), got {target_error!r}")
@@ -578,6 +583,10 @@ class Confident(Aligned):
         if not isinstance(shared_warmup, bool):
             raise ValueError(f"shared_warmup must be true or false, got {shared_warmup!r}")
         self.shared_warmup = shared_warmup
+        self.standin_bias = _check_float("standin_bias", standin_bias)
+        if self.standin_bias < 0:
+            raise ValueError(f"standin_bias must be >= 0 (% of an iteration), got {standin_bias!r}")
+        self.window_len = 0.0   # virtual length of the latest window (or warm-up window) that closed
         self.joined = None   # virtual time every job had joined the current window (None: not yet)
 
     # ------------------------------------------------------------------------------------------------ the bound
@@ -623,7 +632,7 @@ class Confident(Aligned):
     def _confident(self, skip: int | None = None) -> bool:
         """Every running (not finishing) job but ``skip`` has its bound on one stretch within the budget."""
         live = [s for k, s in self.jobs.items() if k != skip and not self._finishing(s) and not s.exempt
-                and (s.warmed or self.shared_warmup)]
+                and (s.warmed or self._shared(s))]
         return bool(live) and all(s.warmed and self.bound_at(s, 1.0, s.per_window) <= self.target for s in live)
 
     def _unsure(self) -> list:
@@ -723,20 +732,30 @@ class Confident(Aligned):
         for s in self._unsure():
             s.own = self.truth
 
-    def _leader(self) -> _JobSlot | None:
-        """``aligned``'s, among the warm jobs when the warm-up is each job's own (a job still warming is simulated
-        whatever the phase and leads nothing)."""
+    def _close(self, now: float) -> None:
+        self.window_len = max(self._window_length(now), 0.0)
+        super()._close(now)
+
+    def _shared(self, s: "_ConfSlot") -> bool:
+        """Whether job ``s``'s warm-up is shared (the others simulated beside it): always with ``shared_warmup``;
+        without, when its budget cannot absorb the stand-in's bias on a warm-up beside predicted co-runners:
+        ``standin_bias`` x ``probe`` iterations > half of ``target_error`` x its iterations (open-ended: never)."""
         if self.shared_warmup:
-            return super()._leader()
-        live = [s for s in self.jobs.values() if not self._finishing(s) and (s.warmed or s.exempt)]
+            return True
+        return s.n_iterations is not None and self.standin_bias * self.probe > 0.5 * self.target * s.n_iterations
+
+    def _leader(self) -> _JobSlot | None:
+        """``aligned``'s, among the jobs not warming up on their own (such a job is simulated whatever the phase
+        and leads nothing)."""
+        live = [s for s in self.jobs.values() if not self._finishing(s) and (s.warmed or s.exempt or self._shared(s))]
         return max(live, key=lambda s: s.length) if live else None
 
     def _holds(self, s: "_ConfSlot") -> bool:
-        """Whether job ``s`` holds the warm-up or the window open. A job still in its own warm-up
-        (``shared_warmup`` off) holds only the first warm-up, and only until some job is warm."""
+        """Whether job ``s`` holds the warm-up or the window open. A job warming up on its own (not
+        :meth:`_shared`) holds only the first warm-up, and only until some job is warm."""
         if s.done or self._finishing(s):
             return False
-        if self.shared_warmup or s.warmed or s.exempt:
+        if self._shared(s) or s.warmed or s.exempt:
             return True
         return self.phase == "warmup" and not any(o.warmed and not self._finishing(o) for o in self.jobs.values())
 
@@ -750,15 +769,21 @@ class Confident(Aligned):
         js = self.jobs.get(view.job_id)
         if js is None:
             js = self.jobs[view.job_id] = _ConfSlot(view.iteration)
+            js.n_iterations = view.n_iterations   # what _shared reads
             if len(self.jobs) > 1 and self.phase == "forward":
-                if self.shared_warmup and not self._confident(skip=view.job_id):
-                    self.next_open = min(self.next_open, now)   # a co-runner starts: its warm-up runs in a window
-                elif not self.shared_warmup:
+                if self._shared(js):
+                    if not self._confident(skip=view.job_id):
+                        self.next_open = min(self.next_open, now)   # a co-runner starts: its warm-up runs in a window
+                else:
                     change = True   # the others' co-runners changed; the starter warms up on its own
         js.observe(view, now)
         self._fold(view, js)
-        if self.phase != "window":
-            self._warm_check(view, js)
+        if self.phase != "window" and not js.warmed and self._warm_check(view, js) and js.warmed \
+                and not self.shared_warmup and self.phase == "forward" \
+                and self.bound_at(js, 1.0, js.per_window) > self.target:
+            # warm on its own beside the shared schedule: its first window comes as a job's first does after the
+            # shared warm-up (the gap at min_ft), so its model meets truth beside every co-runner soon
+            self.next_open = min(self.next_open, now + (self.min_ft - 1) * self.window_len)
         change = self._job_ended(now) or change
         if self.phase == "forward" and change:
             self._changed(now)
@@ -795,7 +820,7 @@ class Confident(Aligned):
         """The jobs the shared schedule is for: running (not finishing), not exempt, and, when the warm-up is each
         job's own, warm."""
         return [s for s in self.jobs.values() if not self._finishing(s) and not s.exempt
-                and (s.warmed or self.shared_warmup)]
+                and (s.warmed or self._shared(s))]
 
     def _window_length(self, now: float) -> float:
         if self.phase == "warmup":   # one leader iteration per window
