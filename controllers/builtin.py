@@ -747,7 +747,8 @@ class Confident(Aligned):
     def _leader(self) -> _JobSlot | None:
         """``aligned``'s, among the jobs not warming up on their own (such a job is simulated whatever the phase
         and leads nothing)."""
-        live = [s for s in self.jobs.values() if not self._finishing(s) and (s.warmed or s.exempt or self._shared(s))]
+        live = [s for s in self.jobs.values()
+                if not self._finishing(s) and (s.warmed or s.exempt or self._shared(s))]
         return max(live, key=lambda s: s.length) if live else None
 
     def _holds(self, s: "_ConfSlot") -> bool:
@@ -778,11 +779,13 @@ class Confident(Aligned):
                     change = True   # the others' co-runners changed; the starter warms up on its own
         js.observe(view, now)
         self._fold(view, js)
-        if self.phase != "window" and not js.warmed and self._warm_check(view, js) and js.warmed \
-                and not self.shared_warmup and self.phase == "forward" \
+        was_warm = js.warmed
+        if self.phase != "window":
+            self._warm_check(view, js)
+        if js.warmed and not was_warm and self.phase == "forward" and not self.shared_warmup \
                 and self.bound_at(js, 1.0, js.per_window) > self.target:
-            # warm on its own beside the shared schedule: its first window comes as a job's first does after the
-            # shared warm-up (the gap at min_ft), so its model meets truth beside every co-runner soon
+            # warm beside predicted co-runners, its model fitted on their stand-in's truth: its first window comes
+            # as a job's first does after the shared warm-up (the gap at min_ft)
             self.next_open = min(self.next_open, now + (self.min_ft - 1) * self.window_len)
         change = self._job_ended(now) or change
         if self.phase == "forward" and change:
