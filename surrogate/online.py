@@ -99,6 +99,8 @@ class JobFeed:
     #: stretch, and nothing predicted is fed back): the controller may then predict the stretch in one
     #: ``Surrogate.predict_many`` call (its fast-forward)
     fixed_context: bool = False
+    #: whether :meth:`on_record` does anything (the controller calls it only then: once per simulated rank-iteration)
+    reads_records: ClassVar[bool] = False
 
     def __init__(self, model: Surrogate, job_id: int, lookback: int, volumes: np.ndarray | None = None):
         self.model = model
@@ -107,7 +109,7 @@ class JobFeed:
         self.volumes = volumes
 
     def on_record(self, rank: int, iteration: int, start: float, end: float) -> None:
-        """A simulated iteration record of this job."""
+        """A simulated iteration record of this job (called only where :attr:`reads_records` says so)."""
 
     def _mixed(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> np.ndarray:
         """The last ``lookback`` iterations before ``iteration``: truth, else the model's prediction; edges NaN."""
@@ -182,6 +184,7 @@ class GraphFeed(JobFeed):
 
     wants_samples = True
     fit_at_first_prediction = True
+    reads_records = True
 
     def __init__(self, model: Surrogate, job_id: int, lookback: int, graphs: OnlineGraphs,
                  volumes: np.ndarray | None = None):
