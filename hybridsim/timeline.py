@@ -275,7 +275,10 @@ class JobState:
     def mean(self, arr: np.ndarray, i: int) -> float | None:
         """Mean over ranks of column ``i`` of ``arr`` where known, else None."""
         col = arr[:, i]
-        return float(np.nanmean(col)) if np.isfinite(col).any() else None
+        known = np.isfinite(col)
+        if known.all():   # np.nanmean's sum and division where nothing is missing (for performance: no NaN copy)
+            return float(np.add.reduce(col) / len(col))
+        return float(np.nanmean(col)) if known.any() else None
 
     def truth_means(self, n: int) -> Lazy:
         """Mean-over-ranks truth of iterations < n (None where not simulated), computed as read."""
