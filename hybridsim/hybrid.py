@@ -163,6 +163,7 @@ class HybridController(OnlineFit, FastForward, Director):
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0,
                        "fallback_predictions": 0, "edge_corrections": 0, "refused_predictions": 0}
         self._init_fast_forward()
+        self._init_online_fit()
 
     def _feed(self, jid: int, terminals=None) -> JobFeed:
         name, _kind, _r, n_it = self.jobs[jid]
@@ -339,9 +340,8 @@ class HybridController(OnlineFit, FastForward, Director):
         model = self.models[st.job_id]
         if st.fitted:
             t0 = time.perf_counter()
-            ctx = self._context(st, iteration, ranks)
             try:
-                y = np.asarray(model.predict(ctx), dtype=np.float64).reshape(-1)
+                y = self._answer(st, iteration, ranks)
             except SurrogateError as exc:
                 # a model that cannot answer from this context (e.g. a graph model whose look-back of some rank is
                 # all window edges) fails like a non-finite answer: every rank falls back below, and it is counted

@@ -129,6 +129,11 @@ class JobFeed:
         """What the model predicts iteration ``iteration`` of ``ranks`` from."""
         raise NotImplementedError
 
+    def history_key(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> tuple | None:
+        """A key equal for two calls of :meth:`context` exactly when their ``history`` is equal, or None (no cheap
+        key: the default). The controller reuses a ``Surrogate.history_only`` model's answer under it."""
+        return None
+
     def series(self, tl: Timeline) -> OnlineSeries:
         """The series ``fit``/``tune`` get."""
         raise NotImplementedError
@@ -170,6 +175,13 @@ class HistoryFeed(JobFeed):
             cols = np.arange(max(0, iteration - self.lookback), iteration)
         return _described(Context(tl.job, tl.workload, self._pad(hist), iteration=iteration - 1), tl, cols,
                           self.lookback, iteration, ranks)
+
+    def history_key(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> tuple | None:
+        """On truth: the history's columns and rows (the truth of a visible, complete iteration never changes)."""
+        if self.history == "mixed":
+            return None
+        cols = tl.latest_visible(self.lookback, iteration, same_stretch=self.history == "window")
+        return cols.tobytes(), np.asarray(ranks, dtype=np.int64).tobytes()
 
     def series(self, tl: Timeline) -> OnlineSeries:
         y = tl.truth.copy()

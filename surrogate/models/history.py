@@ -12,6 +12,7 @@ class _Repeating(Surrogate):
     """A model whose prediction reads only ``ctx.history``: a stretch of k predictions from one context is one
     prediction repeated (:meth:`Surrogate.predict_many`, computed once)."""
     cheap_fit = True   # (Surrogate.cheap_fit)
+    history_only = True   # (Surrogate.history_only)
 
     def predict_many(self, ctx: Context, k: int) -> np.ndarray:
         y = np.asarray(self.predict(ctx), dtype=np.float64).reshape(1, -1)
