@@ -15,6 +15,11 @@ not check predictions (CODES' director scores nothing) a truth window only costs
 job from its warm-up to its end, and the surrogate is refitted on the warm-up's records. The promise
 (``target_error`` per job) is then not bounded but measured: ``hybridsim bench`` compares every job with the pure
 run (docs/codes.md section 3).
+
+The form's warm-up is each job's own, with either setting of ``confident``'s ``shared_warmup``: a plan made before
+the run has no truth to be biased by a predicted co-runner's stand-in, which is what keeps the live default's
+warm-up shared, and no co-runner changes (CODES runs every job from 0); CODES' director then makes the predicted
+windows common to all jobs in iteration numbers (``codes_bridge.hybrid.choose_windows``).
 """
 
 from __future__ import annotations

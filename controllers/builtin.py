@@ -487,7 +487,7 @@ def truth_noise(series) -> float | None:
 
 class _ConfSlot(_JobSlot):
     __slots__ = ("warmed", "warm_from", "seen", "scores", "counts", "group_it", "group_sum", "group_n", "noise",
-                 "exempt", "clean_from", "per_window", "warm_end")
+                 "exempt", "clean_from", "per_window", "warm_end", "own")
 
     def __init__(self, warm_from: int):
         super().__init__()
@@ -504,6 +504,7 @@ class _ConfSlot(_JobSlot):
         self.noise = None         # its truth's iteration-to-iteration noise, % (truth_noise of its warm-up)
         self.per_window = 1.0     # its iterations per window length (the leader's iteration)
         self.warm_end = None      # the iteration its warm-up ended at
+        self.own = 0              # iterations of a truth window of its own still to simulate (shared_warmup off)
 
 
 class Confident(Aligned):
@@ -544,6 +545,21 @@ class Confident(Aligned):
     model) and no longer waited for. A stream job starting mid-run is simulated until it passes the same test, and
     its start, like a co-runner's end, opens a window at once unless every other running job's bound on one
     stretch, B(1), is within the budget (the model is trusted to predict the new times).
+
+    With ``shared_warmup: false`` a job's warm-up and its windows at a change are its own where its budget allows.
+    A job simulated beside a predicted co-runner meets the co-runner's stand-in (its mean link load), not its
+    packets, and runs up to ``standin_bias`` % fast (measured 2-10 %); a warm-up of about ``probe`` iterations beside
+    such co-runners costs a job of n iterations up to ``standin_bias`` x ``probe`` / n % of its completion time. A
+    job whose budget absorbs that (at most half of ``target_error``) warms up *alone*: simulated, taking no part in
+    the shared schedule (it neither holds the warm-up or a window open, nor leads one, nor sets the gap), so the warm
+    jobs are predicted meanwhile (the first warm-up closes at the first decision where some job is warm), and its
+    start mid-run opens no window for the others. Its model was fitted on that biased truth, so once warm it gets
+    its first window as a job does after the shared warm-up, within ``min_ft`` window lengths. Any other job's
+    warm-up is shared, as with ``shared_warmup``. A change of co-runners (a job's start or end) gives each warm
+    running job whose B(1) is over the budget a truth window of its own (``truth`` iterations from its next
+    boundary, scored and tuned like a shared one) while the others stay predicted. ``standin_bias: 0`` lets every
+    job warm up alone. Off by default: on the validation scenarios it was not better at equal error
+    (benchmarks/RESULTS.md, "Per-job warm-up").
     """
 
     name = "confident"
@@ -551,7 +567,7 @@ class Confident(Aligned):
 
     def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
                  probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3,
-                 clean: bool = False, vouch: int = 2):
+                 clean: bool = False, vouch: int = 2, shared_warmup: bool = True, standin_bias: float = 10.0):
         if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
                 or not 0 < float(target_error) < 100:
             raise ValueError(f"target_error must be a number of percent in (0, 100), got {target_error!r}")
@@ -566,6 +582,13 @@ class Confident(Aligned):
         self.extra = _check_int("extra", extra, 0)
         self.clean = bool(clean)
         self.vouch = _check_int("vouch", vouch, 2)   # a bias and a spread need two scores
+        if not isinstance(shared_warmup, bool):
+            raise ValueError(f"shared_warmup must be true or false, got {shared_warmup!r}")
+        self.shared_warmup = shared_warmup
+        self.standin_bias = _check_float("standin_bias", standin_bias)
+        if self.standin_bias < 0:
+            raise ValueError(f"standin_bias must be >= 0 (% of an iteration), got {standin_bias!r}")
+        self.window_len = 0.0   # virtual length of the latest window (or warm-up window) that closed
         self.joined = None   # virtual time every job had joined the current window (None: not yet)
 
     # ------------------------------------------------------------------------------------------------ the bound
@@ -615,8 +638,14 @@ class Confident(Aligned):
 
     def _confident(self, skip: int | None = None) -> bool:
         """Every running (not finishing) job but ``skip`` has its bound on one stretch within the budget."""
-        live = [s for k, s in self.jobs.items() if k != skip and not self._finishing(s) and not s.exempt]
+        live = [s for k, s in self.jobs.items() if k != skip and not self._finishing(s) and not s.exempt
+                and (s.warmed or self._shared(s))]
         return bool(live) and all(s.warmed and self.bound_at(s, 1.0, s.per_window) <= self.target for s in live)
+
+    def _unsure(self) -> list:
+        """The warm running jobs whose bound on one stretch is over the budget: what a change of co-runners gives a
+        truth window of its own (``shared_warmup`` off)."""
+        return [s for s in self._live() if self.bound_at(s, 1.0, s.per_window) > self.target]
 
     def _fold(self, view: JobView, js: _ConfSlot) -> None:
         """Fold the job's new signed shadow errors on clean iterations into its window scores (contiguous iterations
@@ -670,7 +699,8 @@ class Confident(Aligned):
 
     def ahead(self) -> Policy:
         """Its plan-ahead form (:class:`controllers.ahead.ConfidentAhead`): the warm-up and exemptions it decides
-        before any window is scored, then every warmed job predicted to its end."""
+        before any window is scored, then every warmed job predicted to its end; each job's warm-up its own, with
+        either ``shared_warmup`` (the form's module docstring says why)."""
         from .ahead import ConfidentAhead
 
         return ConfidentAhead(target_error=self.target, probe=self.probe)
@@ -686,11 +716,56 @@ class Confident(Aligned):
         be completing on some ranks, and its signed error, folded at the next decision, moves the bound."""
         return super().horizon(view) if view.mode == PRED else (0, -math.inf)
 
+    def standing(self, job_id: int, until: float) -> float:
+        """``aligned``'s, and none for a job given a truth window of its own (``shared_warmup`` off)."""
+        js = self.jobs.get(job_id)
+        return -math.inf if js is not None and js.own > 0 else super().standing(job_id, until)
+
     def _open(self, now: float) -> None:
         super()._open(now)
         self.joined = None
         for s in self.jobs.values():
             s.clean_from = None
+            s.own = 0   # a shared window covers every job's own
+
+    def _changed(self, now: float) -> None:
+        """A change of co-runners (a start or an end) in the forward phase: with ``shared_warmup``, a window for
+        every job unless every one is sure (B(1) within the budget); without, a window of its own for each job
+        that is not."""
+        if self.shared_warmup:
+            if not self._confident():
+                self.next_open = min(self.next_open, now)
+            return
+        for s in self._unsure():
+            s.own = self.truth
+
+    def _close(self, now: float) -> None:
+        self.window_len = max(self._window_length(now), 0.0)
+        super()._close(now)
+
+    def _shared(self, s: "_ConfSlot") -> bool:
+        """Whether job ``s``'s warm-up is shared (the others simulated beside it): always with ``shared_warmup``;
+        without, when its budget cannot absorb the stand-in's bias on a warm-up beside predicted co-runners:
+        ``standin_bias`` x ``probe`` iterations > half of ``target_error`` x its iterations (open-ended: never)."""
+        if self.shared_warmup:
+            return True
+        return s.n_iterations is not None and self.standin_bias * self.probe > 0.5 * self.target * s.n_iterations
+
+    def _leader(self) -> _JobSlot | None:
+        """``aligned``'s, among the jobs not warming up on their own (such a job is simulated whatever the phase
+        and leads nothing)."""
+        live = [s for s in self.jobs.values()
+                if not self._finishing(s) and (s.warmed or s.exempt or self._shared(s))]
+        return max(live, key=lambda s: s.length) if live else None
+
+    def _holds(self, s: "_ConfSlot") -> bool:
+        """Whether job ``s`` holds the warm-up or the window open. A job warming up on its own (not
+        :meth:`_shared`) holds only the first warm-up, and only until some job is warm."""
+        if s.done or self._finishing(s):
+            return False
+        if self._shared(s) or s.warmed or s.exempt:
+            return True
+        return self.phase == "warmup" and not any(o.warmed and not self._finishing(o) for o in self.jobs.values())
 
     def _decide(self, view: JobView) -> Mode:
         now = float(view.now)
@@ -702,14 +777,30 @@ class Confident(Aligned):
         js = self.jobs.get(view.job_id)
         if js is None:
             js = self.jobs[view.job_id] = _ConfSlot(view.iteration)
-            if len(self.jobs) > 1 and self.phase == "forward" and not self._confident(skip=view.job_id):
-                self.next_open = min(self.next_open, now)   # a co-runner starts: its warm-up runs in a window
+            js.n_iterations = view.n_iterations   # what _shared reads
+            if len(self.jobs) > 1 and self.phase == "forward":
+                if self._shared(js):
+                    if not self._confident(skip=view.job_id):
+                        self.next_open = min(self.next_open, now)   # a co-runner starts: its warm-up runs in a window
+                else:
+                    change = True   # the others' co-runners changed; the starter warms up on its own
         js.observe(view, now)
         self._fold(view, js)
+        was_warm = js.warmed
         if self.phase != "window":
             self._warm_check(view, js)
+        if js.warmed and not was_warm and self.phase == "forward" and not self.shared_warmup \
+                and self.bound_at(js, 1.0, js.per_window) > self.target:
+            # warm beside predicted co-runners, its model fitted on their stand-in's truth: its first window comes
+            # as a job's first does after the shared warm-up (the gap at min_ft)
+            self.next_open = min(self.next_open, now + (self.min_ft - 1) * self.window_len)
         change = self._job_ended(now) or change
-        if self._fast_forward(js, now, reopen=self.phase == "forward" and change and not self._confident()):
+        if self.phase == "forward" and change:
+            self._changed(now)
+        if self._fast_forward(js, now, reopen=False):
+            if js.own > 0 and js.warmed and not js.exempt and not self._finishing(js):
+                js.own -= 1
+                return SIM
             return PRED
         if js.first is None:
             js.first = view.iteration
@@ -730,13 +821,16 @@ class Confident(Aligned):
                 js.clean_from = view.iteration
             js.done = view.iteration - js.first >= self.truth + self.extra or (
                 js.clean_from is not None and view.iteration - js.clean_from >= self.truth)
-        if all(s.done or self._finishing(s) for s in self.jobs.values()):
+        if not any(self._holds(s) for s in self.jobs.values()):
             self._close(now)
             return PRED
         return SIM
 
     def _live(self) -> list:
-        return [s for s in self.jobs.values() if not self._finishing(s) and not s.exempt]
+        """The jobs the shared schedule is for: running (not finishing), not exempt, and, when the warm-up is each
+        job's own, warm."""
+        return [s for s in self.jobs.values() if not self._finishing(s) and not s.exempt
+                and (s.warmed or self._shared(s))]
 
     def _window_length(self, now: float) -> float:
         if self.phase == "warmup":   # one leader iteration per window

@@ -101,7 +101,8 @@ def assert_fast_forward_changes_nothing(sc, stretches: bool = True):
     _same_state(ca, cb)
     # the engine's side of the skipped decisions: modes, keep_background's generations, snapshots, replay starts
     assert ea.modes == eb.modes and ea.bg_gen == eb.bg_gen and ea.replay_t0 == eb.replay_t0
-    assert {j: (t, list(b)) for j, (t, b) in ea.snap.items()} == {j: (t, list(b)) for j, (t, b) in eb.snap.items()}
+    assert {j: (t, list(b), None if w is None else list(w)) for j, (t, b, w) in ea.snap.items()} \
+        == {j: (t, list(b), None if w is None else list(w)) for j, (t, b, w) in eb.snap.items()}
     # every stretch applied by the end; a partial run may stop where a stretch's last iteration was reached and not
     # yet predicted (its ranks not all there), as the per-iteration run stops between mode_for and predict
     for first, length, reached, scheduled in eb.stretches.values():

@@ -83,6 +83,7 @@ for v in BAD_IDS + HUGE:
     call(f"count_bytes {v}", c.count_bytes, v)
     call(f"forget_bytes {v}", c.forget_bytes, v)
     call(f"job_bytes {v}", c.job_bytes, v)
+    call(f"job_work {v}", c.job_work, v)
     call(f"pred_job {v}", c.pred_job, v, 2, 1)
     call(f"forget_job {v}", c.forget_job, v)
     call(f"set_mode {v}", c.set_mode, v, 0, True)
@@ -160,6 +161,7 @@ call("set_port_loads port -1", c.set_port_loads, np.array([-1], np.int64), np.ar
 call("set_port_loads port n", c.set_port_loads, np.array([n_ports], np.int64), np.array([0.5]))
 call("set_port_loads lengths", c.set_port_loads, np.array([0, 1], np.int64), np.array([0.5]))
 call("set_port_loads dtype", c.set_port_loads, np.array([0], np.int32), np.array([0.5]))
+call("set_port_loads backlog length", c.set_port_loads, np.array([0], np.int64), np.array([0.5]), np.array([1.0, 2.0]))
 arrs = [np.zeros(n_ports), np.ones(n_ports), np.zeros((4, n_ports)), np.zeros((n_ports, NV))]
 out_ok = np.zeros((n_ports, 7 + 3 * NV), np.float32)
 call("sample_ports ok", c.sample_ports, 10.0, 1.0, *arrs, out_ok)
@@ -256,7 +258,7 @@ def test_ids_out_of_range_raise_index_or_value_errors(outcomes):
         assert outcomes[f"start_background gid={v}"] == outcomes[f"pred_ends gid={v}"] == "KeyError"
         # nothing to forget: as the Python core (dict.pop with a default); nothing counted: None
         assert outcomes[f"forget_bytes {v}"] == outcomes[f"forget_job {v}"] == outcomes[f"unpark {v}"] == "ok"
-        assert outcomes[f"cut {v}"] == outcomes[f"job_bytes {v}"] == "ok"
+        assert outcomes[f"cut {v}"] == outcomes[f"job_bytes {v}"] == outcomes[f"job_work {v}"] == "ok"
     for v in (2**63, 2**70):  # not a 64-bit integer: refused by the binding's conversion
         assert outcomes[f"stop_rank {v}"] == outcomes[f"count_bytes {v}"] == "TypeError"
     assert outcomes["set_port_loads port -1"] == outcomes["set_port_loads port n"] == "IndexError"
@@ -273,7 +275,7 @@ def test_bad_times_sizes_and_counts_raise_value_errors(outcomes):
                   "randrange 0", "randrange -5", "pred_job iters=-1", "pred_job ranks=-1", "pred_ends short lists",
                   "pred_ends end nan", "pred_ends before callbacks", "pred_ends still before callbacks",
                   "stretch before callbacks", "stretch first=-1", "stretch first=2**62", "stretch beyond",
-                  "stretch nan", "stretch wrong width", "set_port_loads lengths", "sample_ports short",
+                  "stretch nan", "stretch wrong width", "set_port_loads lengths", "set_port_loads backlog length", "sample_ports short",
                   "sample_ports out", "sample_every interval 0", "sample_every t0 nan",
                   "sample_every short", "sample_pull wrong", "set_rng_state short", "set_rng_state pos -1",
                   "set_rng_state pos 625", "set_rng_state word 2**32", "set_rng_state word -1",

@@ -659,7 +659,8 @@ def test_the_native_core_hands_predicted_records_over_as_columns():
 def test_the_native_stand_in_load_is_loaded_ports_value_for_value():
     """``set_port_loads`` (the native core's stand-in load) sets each port's ns per byte and hop delay to what
     :func:`~hybridsim.engine.network.loaded_ports` computes from the nominal values, bit for bit: loads of zero,
-    below zero, above the cap and NaN included; ports not named keep theirs."""
+    below zero, above the cap and NaN included, with and without a measured queued work; ports not named keep
+    theirs."""
     from hybridsim.engine.core import EventLoop
     from hybridsim.engine.network import MAX_BACKGROUND_UTILISATION, Network, loaded_ports
 
@@ -674,10 +675,11 @@ def test_the_native_stand_in_load_is_loaded_ports_value_for_value():
         u[rng.uniform(size=len(pids)) < 0.15] = 0.0
         u[rng.uniform(size=len(pids)) < 0.05] = np.nan
         u[rng.uniform(size=len(pids)) < 0.05] = MAX_BACKGROUND_UTILISATION
-        net.set_port_background(pids, u)
-        ref.set_port_background(pids.tolist(), u.tolist())
+        w = rng.uniform(0.0, 500.0, len(pids)) if k % 2 else None   # measured queued work (ns), every other time
+        net.set_port_background(pids, u, w)
+        ref.set_port_background(pids.tolist(), u.tolist(), None if w is None else w.tolist())
         want_s, want_d = loaded_ports(np.asarray(ref.nspb_nominal)[pids], np.asarray(ref.delay_nominal)[pids],
-                                      ref.P, u)
+                                      ref.P, u, w)
         got = net.counters()["nspb"]
         assert np.array_equal(got[pids], np.array(want_s), equal_nan=True), k
         assert np.array_equal(got, np.array(ref.nspb), equal_nan=True), k   # every port as the Python network

@@ -5,6 +5,8 @@ stand-in executable), or says in one line why it runs the truth."""
 
 from __future__ import annotations
 
+import pytest
+
 from controllers import load_policy
 from controllers.ahead import ConfidentAhead
 from controllers.base import JobView, Policy, ahead_form
@@ -61,6 +63,21 @@ def test_the_default_policy_has_a_plan_ahead_form_with_its_own_parameters():
             return S
 
     assert LiveOnly().ahead() is None and ahead_form(LiveOnly()) is None and ahead_form(Duck()) is None
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_plan_ahead_warm_up_is_per_job_with_either_warm_up_setting(shared):
+    """Two jobs dry-run together, A of 20 iterations, B of 40 at half A's iteration length: each is simulated for its
+    own ``probe`` (4) iterations and predicted after, whether the live policy's warm-up is shared or not."""
+    form = load_policy("confident", {"probe": 4, "shared_warmup": shared}).ahead()
+    assert isinstance(form, ConfidentAhead) and form.probe == 4
+    views = sorted([(10.0 * i, 0, i, 20) for i in range(20)] + [(5.0 * i, 1, i, 40) for i in range(40)])
+    got = {0: "", 1: ""}
+    for now, jid, it, n in views:
+        view = JobView(job=f"j{jid}", job_id=jid, iteration=it, n_iterations=n, mode=None, modes=(), truth=(),
+                       predicted=(), errors=(), now=now, running=(0, 1))
+        got[jid] += "P" if Mode(form.decide(view)) == P else "S"
+    assert got == {0: "S" * 4 + "P" * 16, 1: "S" * 4 + "P" * 36}
 
 
 def test_the_live_confident_decides_as_before():

@@ -269,3 +269,153 @@ def test_clean_windows_wait_for_an_iteration_beside_every_job(clean):
     else:
         assert p.decide(a(7)) == S and p.decide(b(7)) == S   # A's clean iteration 7 still running
         assert p.decide(a(8)) == P                           # closed at 80
+
+
+# ------------------------------------------------------------------------------------ per-job warm-up (issue 31)
+def test_per_job_warmup_predicts_a_warm_job_while_another_still_warms():
+    """As in test_warmup_ends_when_every_job_is_stationary, A is constant (stationary at iteration 4) and B trends
+    until its ``max_warmup`` (6). With ``shared_warmup: false`` A does not wait: the warm-up phase closes at A's
+    decision at t=40 (window length A's 10 ns, no bound yet: ft 2, next opening at 50) and A is predicted; B is
+    simulated throughout its own warm-up. At 50 A, the only warm job, leads a window of one iteration that B (not
+    warm) does not hold open: it closes at A's decision at 60, and B, warm at 6 by max_warmup, is predicted."""
+    p = load_policy("confident", {"target_error": 2, "max_warmup": 6, "shared_warmup": False, "standin_bias": 0})
+    trend = lambda i: 10.0 + i   # noqa: E731
+    for it in range(4):
+        assert p.decide(cview(0, it, 10.0 * it)) == S and p.decide(cview(1, it, 10.0 * it, truth=trend)) == S
+    assert p.decide(cview(0, 4, 40.0)) == P           # A warm: predicted at once
+    assert p.phase == "forward" and p.ft == 2 and p.next_open == pytest.approx(50.0)
+    assert p.decide(cview(1, 4, 40.0, truth=trend)) == S   # B still warming
+    assert p.decide(cview(0, 5, 50.0)) == S and p.phase == "window"   # A's first window
+    assert p.decide(cview(1, 5, 50.0, truth=trend)) == S
+    assert p.decide(cview(0, 6, 60.0)) == P and p.phase == "forward"   # B does not hold it open
+    assert p.next_open == pytest.approx(70.0)
+    assert p.decide(cview(1, 6, 60.0, truth=trend)) == P and p.jobs[1].warm_end == 6
+
+
+@pytest.mark.parametrize("n_b, alone", [(200, True), (80, True), (79, False), (None, True)])
+def test_a_job_warms_up_alone_only_when_its_budget_absorbs_the_standins_bias(n_b, alone):
+    """Per job with the default ``standin_bias`` 10 % and ``probe`` 8: a warm-up beside predicted co-runners may cost
+    a job 10 % of 8 iterations, 80 iteration-%, against half its budget, 1 % x its iterations (target 2 %). B (trending,
+    ``max_warmup`` 6) of 200 or 80 iterations (or open-ended) absorbs it: A (constant) is predicted once warm, at
+    iteration 4, as in test_per_job_warmup_predicts_a_warm_job_while_another_still_warms. B of 79 does not: its
+    warm-up is shared, and A waits in truth until B's max_warmup closes it at t=60, as with ``shared_warmup``."""
+    p = load_policy("confident", {"target_error": 2, "max_warmup": 6, "shared_warmup": False})
+    trend = lambda i: 10.0 + i   # noqa: E731
+    for it in range(4):
+        assert p.decide(cview(0, it, 10.0 * it)) == S and p.decide(cview(1, it, 10.0 * it, truth=trend, n=n_b)) == S
+    assert p.decide(cview(0, 4, 40.0)) == (P if alone else S)
+    assert p.decide(cview(1, 4, 40.0, truth=trend, n=n_b)) == S
+    assert p.decide(cview(0, 5, 50.0)) == S                            # alone: A's first window; shared: waits
+    assert p.decide(cview(1, 5, 50.0, truth=trend, n=n_b)) == S
+    assert p.decide(cview(0, 6, 60.0)) == (P if alone else S)
+    assert p.decide(cview(1, 6, 60.0, truth=trend, n=n_b)) == P         # warm by max_warmup
+    assert p.phase == "forward"
+
+
+def test_shared_warmup_and_standin_bias_are_checked():
+    from controllers.base import PolicyError
+
+    with pytest.raises(PolicyError, match="shared_warmup must be true or false, got 1"):
+        load_policy("confident", {"shared_warmup": 1})
+    with pytest.raises(PolicyError, match="standin_bias must be >= 0"):
+        load_policy("confident", {"standin_bias": -1})
+    with pytest.raises(PolicyError, match="standin_bias must be a finite number"):
+        load_policy("confident", {"standin_bias": "ten"})
+
+
+def prefix_per_job(p, sa, sb):
+    """:func:`prefix` with ``shared_warmup: false``: A, warm at iteration 4, is predicted there instead of waiting for
+    B (same opening times: 50, 70); the rest is the same schedule."""
+    for it in range(4):
+        assert p.decide(cview(0, it, 10.0 * it)) == S and p.decide(cview(1, it, 10.0 * it)) == S
+    assert p.decide(cview(0, 4, 40.0)) == P and p.decide(cview(1, 4, 40.0)) == P
+    assert p.ft == 2 and p.next_open == pytest.approx(50.0)
+    assert p.decide(cview(0, 5, 50.0)) == S and p.decide(cview(1, 5, 50.0)) == S
+    assert p.decide(cview(0, 6, 60.0, signed=[(5, sa[0])])) == S
+    assert p.decide(cview(1, 6, 60.0, signed=[(5, sb[0])])) == P
+    assert p.ft == 2 and p.next_open == pytest.approx(70.0)
+    assert p.decide(cview(0, 7, 70.0, signed=[(5, sa[0])])) == S and p.decide(cview(1, 7, 70.0)) == S
+    assert p.decide(cview(0, 8, 80.0, signed=[(5, sa[0]), (7, sa[1])])) == S
+    assert p.decide(cview(1, 8, 80.0, signed=[(5, sb[0]), (7, sb[1])])) == P
+
+
+SA, SB = (1.0, 1.0), (0.5, 0.5)   # coverage 0.5, budget 0.9: A's B(1) = 1 % (unsure), B's 0.5 % (sure)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_start_gives_an_own_window_only_to_the_unsure_job(shared):
+    """Budget 0.9 %, coverage 0.5: A's scores 1 1 (bias 1, no spread: B(1) = 1 %, over), B's 0.5 0.5 (0.5 %,
+    within). A's gap: (ft - 1) / ft <= 0.9 gives ft 10, B's any: next window at 80 + 9 * 10 = 170. C arrives at 90
+    (simulated for its own warm-up either way). Shared: not every job is sure, so A, the leader, opens a window for
+    everyone at 90 and B joins it. Per job: A alone gets a truth window of its own (one iteration, then predicted
+    again); B's promise stands, and B stays predicted."""
+    p = load_policy("confident", {"target_error": 0.9, "coverage": 0.5, "shared_warmup": shared, "standin_bias": 0})
+    (prefix if shared else prefix_per_job)(p, SA, SB)
+    assert p.ft == 10 and p.next_open == pytest.approx(170.0)
+    assert p.standing(0, 170.0) == pytest.approx(170.0) and p.standing(1, 170.0) == pytest.approx(170.0)
+    assert p.decide(cview(2, 0, 90.0, running=(0, 1, 2))) == S
+    if shared:
+        assert p.standing(1, 170.0) == pytest.approx(90.0)   # the window moved up: every promise ends
+        assert p.decide(cview(0, 9, 90.0, running=(0, 1, 2))) == S and p.phase == "window"
+        assert p.decide(cview(1, 9, 90.0, running=(0, 1, 2))) == S
+    else:
+        assert p.standing(0, 170.0) == -math.inf and p.standing(1, 170.0) == pytest.approx(170.0)
+        assert p.decide(cview(0, 9, 90.0, running=(0, 1, 2))) == S and p.phase == "forward"   # its own window
+        assert p.decide(cview(1, 9, 90.0, running=(0, 1, 2))) == P
+        assert p.decide(cview(0, 10, 100.0, running=(0, 1, 2))) == P   # one iteration (truth = 1), then predicted
+        assert p.next_open == pytest.approx(170.0)
+
+
+@pytest.mark.parametrize("target, want_b", [(2.0, P), (0.9, S)])
+def test_a_corunner_end_gives_an_own_window_per_job(target, want_b):
+    """Per job, A leaves at t=90 and B's co-runners change: within budget 2 % (B(1) 0.5 %) B stays predicted; at
+    0.9 % with B's scores 1 1 (B(1) 1 %) B gets one truth iteration of its own and is predicted again; no window
+    opens (the next stays at 170)."""
+    p = load_policy("confident", {"target_error": target, "coverage": 0.5, "shared_warmup": False, "standin_bias": 0})
+    prefix_per_job(p, SA, SA if target < 1 else SB)
+    nxt = p.next_open
+    assert p.decide(cview(1, 9, 90.0, running=(1,))) == want_b
+    assert p.decide(cview(1, 10, 100.0, running=(1,))) == P and p.phase == "forward" and p.next_open == nxt
+
+
+def test_a_job_starting_mid_run_does_not_hold_a_window_per_job():
+    """Per job, C (trending: never stationary before max_warmup 32) arrives at 90 while A and B are sure (budget
+    2 %): no window opens. The next shared window (A leads at its opening time) closes after one iteration of A
+    and B while C, still warming, is simulated beside it and holds nothing."""
+    p = load_policy("confident", {"target_error": 2.0, "coverage": 0.5, "shared_warmup": False, "max_ft": 4,
+                                  "standin_bias": 0})
+    prefix_per_job(p, SA, SB)
+    assert p.ft == 4 and p.next_open == pytest.approx(110.0)   # 80 + 3 * 10
+    trend = lambda i: 10.0 + i   # noqa: E731
+    run = (0, 1, 2)
+    assert p.decide(cview(2, 0, 90.0, running=run)) == S and p.next_open == pytest.approx(110.0)
+    assert p.decide(cview(0, 9, 90.0, running=run)) == P and p.decide(cview(1, 9, 90.0, running=run)) == P
+    assert p.decide(cview(2, 1, 100.0, truth=trend, running=run)) == S
+    assert p.decide(cview(0, 11, 110.0, running=run)) == S and p.phase == "window"
+    assert p.decide(cview(1, 11, 110.0, running=run)) == S
+    assert p.decide(cview(2, 2, 110.0, truth=trend, running=run)) == S
+    assert p.decide(cview(0, 12, 120.0, running=run)) == S
+    assert p.decide(cview(1, 12, 120.0, running=run)) == P and p.phase == "forward"   # C held nothing
+    assert p.decide(cview(2, 3, 120.0, truth=trend, running=run)) == S and not p.jobs[2].warmed
+
+
+def test_a_job_warm_on_its_own_gets_its_first_window_soon():
+    """Per job (``standin_bias`` 0), budget 2 %, coverage 0.5, ``max_ft`` 32: after the prefix A's and B's bounds
+    allow any gap, so the next window is at 80 + 31 * 10 = 390 (the last window was 10 ns long). C (constant, 100
+    iterations) arrives at 90 and warms up alone, stationary at its iteration 4 (t=130). Its model was fitted on
+    truth beside predicted co-runners and has no score yet: the next window moves to 130 + (min_ft - 1) * 10 = 140,
+    where A, the leader, opens it."""
+    p = load_policy("confident", {"target_error": 2.0, "coverage": 0.5, "shared_warmup": False, "max_ft": 32,
+                                  "standin_bias": 0})
+    prefix_per_job(p, SA, SB)
+    assert p.ft == 32 and p.next_open == pytest.approx(390.0)
+    run = (0, 1, 2)
+    for k in range(4):
+        t = 90.0 + 10 * k
+        assert p.decide(cview(0, 9 + k, t, running=run)) == P and p.decide(cview(1, 9 + k, t, running=run)) == P
+        assert p.decide(cview(2, k, t, running=run)) == S
+    assert p.next_open == pytest.approx(390.0)
+    assert p.decide(cview(0, 13, 130.0, running=run)) == P and p.decide(cview(1, 13, 130.0, running=run)) == P
+    assert p.decide(cview(2, 4, 130.0, running=run)) == P and p.jobs[2].warm_end == 4
+    assert p.next_open == pytest.approx(140.0)
+    assert p.decide(cview(0, 14, 140.0, running=run)) == S and p.phase == "window"

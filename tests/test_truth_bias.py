@@ -94,18 +94,21 @@ def test_a_one_phase_profile_between_two_snapshots_is_the_general_paths_float_fo
 def test_replayed_profile_sets_each_phase_at_the_predicted_pace_and_leaves_nothing_behind():
     """A hand-built profile on ports 0 and 3 (u = 0.5 then 0.2 on port 0, 0 then 0.6 on port 3, phases starting at
     0 and 0.25 of the iteration) replayed over a predicted iteration from t = 100 to 500 ns: the second phase starts at
-    100 + 0.25 x 400 = 200 ns; a port's serialisation is stretched by 1 / (1 - u)."""
+    100 + 0.25 x 400 = 200 ns; a port's serialisation is stretched by 1 / (1 - u); the job's measured queued work
+    (40 ns on port 0, none on port 3) is each loaded port's extra hop delay through every phase."""
     sc = parse_scenario(SC_YAML)
     eng = Engine(sc)
     loop = eng.loop = EventLoop()
     net = eng.net = Network(eng.topo, sc.topology, loop, random.Random(0))
-    eng.bg_total = np.zeros(net.n_ports)
+    eng.bg_total, eng.bg_backlog = np.zeros(net.n_ports), np.zeros(net.n_ports)
     eng.profile, eng.cur_load, eng.bg_gen, eng.replay_t0 = {}, {}, {0: 1}, {0: 100.0}
-    eng.profile[0] = (np.array([0, 3]), np.array([0.0, 0.25]), [np.array([0.5, 0.0]), np.array([0.2, 0.6])])
-    seen = {}
+    eng.profile[0] = (np.array([0, 3]), np.array([0.0, 0.25]), [np.array([0.5, 0.0]), np.array([0.2, 0.6])],
+                      np.array([40.0, 0.0]))
+    seen, waits = {}, {}
 
     def probe(t, _a=None, _b=None):
         seen[t] = (net.ports[0].nspb / net.nspb_nominal[0], net.ports[3].nspb / net.nspb_nominal[3])
+        waits[t] = (net.ports[0].delay - net.delay_nominal[0], net.ports[3].delay - net.delay_nominal[3])
 
     loop.at(100.0, lambda t, a, b: (eng._set_load(0, 0), eng._replay(0, eng.profile[0][1], 500.0)))
     for t in (150.0, 199.0, 201.0, 499.0):
@@ -113,6 +116,7 @@ def test_replayed_profile_sets_each_phase_at_the_predicted_pace_and_leaves_nothi
     loop.run()
     assert seen[150.0] == pytest.approx((2.0, 1.0)) and seen[199.0] == pytest.approx((2.0, 1.0))
     assert seen[201.0] == pytest.approx((1 / 0.8, 1 / 0.4)) and seen[499.0] == pytest.approx((1 / 0.8, 1 / 0.4))
+    assert all(waits[t] == pytest.approx((40.0, 0.0)) for t in (150.0, 199.0, 201.0, 499.0))
     eng._clear_load(0)
     assert [pt.nspb for pt in net.ports] == net.nspb_nominal and [pt.delay for pt in net.ports] == net.delay_nominal
     # a phase event of an outdated generation (the job's next decision was made) changes nothing

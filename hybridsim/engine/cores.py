@@ -215,10 +215,11 @@ class NativeNetwork:
         """As :meth:`.network.Network.bytes_in_network`."""
         return self.core.bytes_in_network()
 
-    def set_port_background(self, ports, utils) -> None:
+    def set_port_background(self, ports, utils, backlog=None) -> None:
         """As :meth:`.network.Network.set_port_background`: :func:`~.network.loaded_ports`' formula, computed by the
         core (``set_port_loads``, for performance: a predicted job's stand-in sets its ports at each decision)."""
-        self.core.set_port_loads(np.asarray(ports, dtype=np.int64), np.asarray(utils, dtype=np.float64))
+        self.core.set_port_loads(np.asarray(ports, dtype=np.int64), np.asarray(utils, dtype=np.float64),
+                                 None if backlog is None else np.asarray(backlog, dtype=np.float64))
 
 
 class NativeMpi(MessageLayer):
@@ -275,6 +276,9 @@ class NativeMpi(MessageLayer):
 
     def job_bytes(self, j: int):
         return self.core.job_bytes(j)
+
+    def job_work(self, j: int):
+        return self.core.job_work(j)
 
     def forget_bytes(self, j: int) -> None:
         self.core.forget_bytes(j)

@@ -283,7 +283,8 @@ class Engine(Backend):
         self.replay_t0: dict[int, float] = {}
         self.psnaps: dict[int, list] = {}
         self.bg_total = np.zeros(net.n_ports)
-        self.snap: dict[int, tuple[float, list]] = {}
+        self.bg_backlog = np.zeros(net.n_ports)   # their time-averaged queued work summed per port (ns)
+        self.snap: dict[int, tuple] = {}   # (time, bytes per port, queued work per port) at the job's last decision
         if self.jobs_left == 0 and emb.end_time is None and emb.max_events is None:
             raise EngineError("only background jobs: set backend.embedded.end_time (or max_events) to end the run")
 
@@ -609,7 +610,7 @@ class Engine(Backend):
                 if self.keep_bg and jb is not None:
                     self.bg_gen[j] += reached - s[2]
                     self.replay_t0[j] = t
-                    self.snap[j] = (t, list(jb))
+                    self.snap[j] = (t, list(jb), self.mpi.job_work(j))
             cut_here = cut and s[1] > reached
             if cut_here:
                 self.mpi.cut(j, reached)
@@ -719,7 +720,9 @@ class Engine(Backend):
     def _update_background(self, t, j, mode):
         """At job ``j``'s mode decision for an iteration starting at ``t`` (``keep_background``): a job that turns
         predicted leaves its last simulated iteration's load behind (the window from its previous decision to this
-        one): ``mean``, that window's mean per-port load; ``profile``, its per-port load per phase
+        one): ``mean``, that window's mean per-port load and time-averaged queued work (the wait it leaves on each
+        port instead of M/D/1's: :func:`~.network.loaded_ports`); ``profile``, its per-port load per phase (and the
+        same queued work)
         (:func:`load_profile`), replayed over each predicted iteration at the predicted pace (from the decision on, once
         the job's last rank has stopped injecting: :meth:`_predict`, :meth:`_replay`; before that its straggling
         ranks still send their own packets, and a stand-in beside them would count their traffic twice). A simulated job injects its
@@ -728,8 +731,9 @@ class Engine(Backend):
         jb = self.mpi.job_bytes(j)
         if jb is None:
             return
-        t_prev, prev = self.snap.get(j, (self.job_start.get(j, 0.0), None))
+        t_prev, prev, prev_w = self.snap.get(j, (self.job_start.get(j, 0.0), None, None))
         gen = self.bg_gen[j] = self.bg_gen.get(j, 0) + 1
+        jw = self.mpi.job_work(j)
         if mode is Mode.PREDICT:
             if j not in self.profile and t > t_prev:
                 snaps = [(ts, c) for ts, c in self.psnaps.get(j, ()) if t_prev < ts < t]
@@ -738,7 +742,12 @@ class Engine(Backend):
                 prof = load_profile(times, cum, self.net.bw_bpns, PROFILE_PHASES if self.bg_mode == "profile" else 1)
                 if prof is not None:
                     loads = prof[2] if self.bg_mode == "mean" else np.minimum(prof[2], PROFILE_MAX_LOAD)
-                    self.profile[j] = (prof[0], prof[1], list(loads))  # one array object per phase
+                    # its time-averaged queued work on those ports over the window (ns): what a packet of another
+                    # job met ahead of it there, on average (measured, where M/D/1 assumes Poisson arrivals)
+                    w = np.asarray(jw, dtype=np.float64)[prof[0]]
+                    if prev_w is not None:
+                        w = w - np.asarray(prev_w, dtype=np.float64)[prof[0]]
+                    self.profile[j] = (prof[0], prof[1], list(loads), w / (t - t_prev))  # one array per phase
             if j in self.profile:
                 self.replay_t0[j] = t  # its load starts when its last rank stops injecting (_predict)
         else:
@@ -751,7 +760,7 @@ class Engine(Backend):
                     step = (t - t_prev) / PROFILE_PHASES
                     for k in range(1, 2 * PROFILE_PHASES):  # up to twice the previous length
                         self.loop.at(t + k * step, self._profile_snapshot, j, gen)
-        self.snap[j] = (t, list(jb))
+        self.snap[j] = (t, list(jb), jw)
 
     def _profile_snapshot(self, t, j, gen):
         """A byte snapshot of simulated job ``j`` (event handler; outdated once the job's next decision is made)."""
@@ -781,14 +790,19 @@ class Engine(Backend):
     def _set_load(self, j, m):
         """Job ``j`` now loads its ports with phase ``m`` of its profile: the per-port totals change by the difference
         to what it loaded before, and only the ports whose load changed are set."""
-        ports, _, loads = self.profile[j]
+        ports, _, loads, backlog = self.profile[j]
         new = loads[m]
         cur = self.cur_load.get(j)
         if cur is not None and cur[1] is new:
             return
-        diff = new - cur[1] if cur is not None else new
+        self.cur_load[j] = (ports, new, backlog)
+        if cur is None:   # its first phase, and its queued work, held until it is cleared
+            self.bg_total[ports] += new
+            self.bg_backlog[ports] += backlog
+            self._push(ports)
+            return
+        diff = new - cur[1]
         changed = np.nonzero(diff)[0]
-        self.cur_load[j] = (ports, new)
         if len(changed):
             at = ports[changed]
             self.bg_total[at] += diff[changed]
@@ -798,14 +812,17 @@ class Engine(Backend):
         cur = self.cur_load.pop(j, None)
         if cur is not None:
             self.bg_total[cur[0]] -= cur[1]
+            self.bg_backlog[cur[0]] -= cur[2]
             self._push(cur[0])
 
     def _push(self, ports):
-        tot = self.bg_total
-        vals = tot[ports]
-        vals[vals < 1e-12] = 0.0  # what is left of sums and differences once every load is gone
-        tot[ports] = vals
-        self.net.set_port_background(ports, vals)
+        tot, held = self.bg_total, self.bg_backlog
+        vals, work = tot[ports], held[ports]
+        gone = vals < 1e-12   # what is left of sums and differences once every load is gone
+        vals[gone] = 0.0
+        work[gone | (work < 0.0)] = 0.0
+        tot[ports], held[ports] = vals, work
+        self.net.set_port_background(ports, vals, work)
 
     # ------------------------------------------------------------------------------------------------ sampling
     def _sample(self, t, _a=None, _b=None):

@@ -144,6 +144,12 @@ class MessageLayer(abc.ABC):
         """Job ``j``'s bytes per port so far (a sequence by port id), or None if not counted."""
 
     @abc.abstractmethod
+    def job_work(self, j: int):
+        """Job ``j``'s queued work per port so far (ns^2: each packet's service time s times its wait at the router
+        plus s^2 / 2, summed; over a window of length T, the increase / T is the job's time-averaged queued work
+        there), or None if not counted."""
+
+    @abc.abstractmethod
     def forget_bytes(self, j: int) -> None:
         """Stop counting job ``j``'s bytes."""
 
@@ -256,10 +262,15 @@ class MpiLayer(MessageLayer):
         self.advance(t, rs)
 
     def count_bytes(self, j: int) -> None:
-        self.jb[j] = [0] * self.net.n_ports
+        self.jb[j] = [0] * self.net.n_ports + [0.0] * self.net.n_ports   # bytes, then queued work (port_send)
 
     def job_bytes(self, j: int):
-        return self.jb.get(j)
+        jb = self.jb.get(j)
+        return None if jb is None else jb[:self.net.n_ports]
+
+    def job_work(self, j: int):
+        jb = self.jb.get(j)
+        return None if jb is None else jb[self.net.n_ports:]
 
     def forget_bytes(self, j: int) -> None:
         self.jb.pop(j, None)
@@ -334,7 +345,7 @@ class MpiLayer(MessageLayer):
         if (j, it) not in self.parked:  # the first rank there: the decision the engine would have asked for
             ff[2], ff[4] = it - ff[0] + 1, t
             jb = self.jb.get(j)
-            ff[5] = None if jb is None else list(jb)
+            ff[5] = None if jb is None else jb[:self.net.n_ports]
         full = self.park(j, it, rs.gid, t)
         if full is None:
             return

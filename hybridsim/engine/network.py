@@ -68,17 +68,19 @@ def too_many_packets(size: int, npk: int, P: int, max_packets) -> LimitExceeded:
                          f"over limits.max_packets_per_message = {max_packets}")
 
 
-def loaded_ports(nspb, delay, P: int, u) -> tuple[list, list]:
+def loaded_ports(nspb, delay, P: int, u, backlog=None) -> tuple[list, list]:
     """Ports' ns per byte and hop delay under background loads ``u`` (nominal ``nspb``, ``delay``, each a sequence
-    over the ports; packets of ``P`` bytes): see :meth:`Network.set_background`. In float64 element by element
-    (numpy, for performance: a predicted job's stand-in sets hundreds of ports at once); a load ``<= 0`` leaves a
-    port nominal. The native core computes the same expressions in the same order (``set_port_loads``;
-    tests/test_native_core.py compares them value for value)."""
+    over the ports; packets of ``P`` bytes): see :meth:`Network.set_background`. With ``backlog`` (ns, per port: the
+    predicted jobs' measured time-averaged queued work there), a packet waits that long instead of the M/D/1 mean
+    wait. In float64 element by element (numpy, for performance: a predicted job's stand-in sets hundreds of ports at
+    once); a load ``<= 0`` leaves a port nominal. The native core computes the same expressions in the same order
+    (``set_port_loads``; tests/test_native_core.py compares them value for value)."""
     nspb, delay, u = (np.asarray(x, dtype=np.float64) for x in (nspb, delay, u))
     um = np.minimum(u, MAX_BACKGROUND_UTILISATION)
     with np.errstate(divide="ignore", invalid="ignore"):
         s = np.where(u <= 0.0, nspb, nspb / (1.0 - um))
-        d = np.where(u <= 0.0, delay, delay + P * nspb * um / (2.0 * (1.0 - um)))
+        wait = P * nspb * um / (2.0 * (1.0 - um)) if backlog is None else np.asarray(backlog, dtype=np.float64)
+        d = np.where(u <= 0.0, delay, delay + wait)
     return s.tolist(), d.tolist()
 
 
@@ -90,7 +92,7 @@ class Packet:
     """
 
     __slots__ = ("msg", "size", "src", "dst", "dst_router", "dst_group", "src_group", "igroup", "nonmin", "visited",
-                 "lhops", "hops", "up", "last", "jb")
+                 "lhops", "hops", "up", "last", "jb", "t_in")
 
     def __init__(self, msg, size, src, dst, dst_router, dst_group, src_group, last, jb):
         self.msg = msg
@@ -108,6 +110,7 @@ class Packet:
         self.up = None
         self.last = last
         self.jb = jb
+        self.t_in = 0.0   # arrival at its current router (a counted job's queued work: port_send)
 
 
 class Port:
@@ -317,6 +320,7 @@ class Network:
         seq = self.loop.seq
         NV = self.nv
         P = self.P
+        n_ports = self.n_ports
         max_packets = self.max_packets
         a, p_per_r = self.a, self.p
         terms = self.terms
@@ -552,6 +556,7 @@ class Network:
             return port.vcs[vc]
 
         def router_arrive(t, r, pk):
+            pk.t_in = t
             vc = route(r, pk)
             pk.hops += 1
             port = vc.port
@@ -601,8 +606,11 @@ class Network:
             port.bytes += size
             port.pkts += 1
             jb = pk.jb
-            if jb is not None:
-                jb[port.pid] += size
+            if jb is not None:   # a counted job: [bytes per port] + [queued work per port integrated over time]
+                pid = port.pid
+                jb[pid] += size
+                sv = size * port.nspb   # its service time; its work in the queue since t_in, then draining
+                jb[n_ports + pid] += sv * (t - pk.t_in) + 0.5 * sv * sv
             heappush(heap, (end + port.delay, next(seq), h_tarrive if port.to_term else h_arrive, port.dest, pk))
             if n:
                 port.sched = True
@@ -712,12 +720,15 @@ class Network:
             pt.delay = d0
         self.set_port_background(list(util_by_port), list(util_by_port.values()))
 
-    def set_port_background(self, ports, utils) -> None:
+    def set_port_background(self, ports, utils, backlog=None) -> None:
         """:meth:`set_background` of the ports ``ports`` only (their total load ``utils``; ``<= 0``: nominal), the
-        others untouched: what a phase change of a predicted job's load costs (its own ports, not the network's)."""
+        others untouched: what a phase change of a predicted job's load costs (its own ports, not the network's).
+        ``backlog``: the queued work (ns) the predicted jobs hold there, the wait instead of M/D/1's
+        (:func:`loaded_ports`)."""
         nom_s, nom_d, pts = self.nspb_nominal, self.delay_nominal, self.ports
         ports = list(ports)
-        ns, ds = loaded_ports([nom_s[p] for p in ports], [nom_d[p] for p in ports], self.P, list(utils))
+        ns, ds = loaded_ports([nom_s[p] for p in ports], [nom_d[p] for p in ports], self.P, list(utils),
+                              None if backlog is None else list(backlog))
         for p, a, b in zip(ports, ns, ds):
             pts[p].nspb, pts[p].delay = a, b
 

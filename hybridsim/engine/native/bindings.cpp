@@ -105,7 +105,8 @@ PYBIND11_MODULE(_core, m) {
         .def("sample_stop", &Core::sample_stop)
         .def("check_invariants", &Core::check_invariants)
         .def("bytes_in_network", &Core::bytes_in_network)
-        .def("set_port_loads", &Core::set_port_loads, py::arg("pids").noconvert(), py::arg("utils").noconvert())
+        .def("set_port_loads", &Core::set_port_loads, py::arg("pids").noconvert(), py::arg("utils").noconvert(),
+             py::arg("backlog") = py::none())
         .def("add_rank", &Core::add_rank)
         .def("drop_rank", &Core::drop_rank)
         .def("stop_rank", &Core::stop_rank)
@@ -135,6 +136,7 @@ PYBIND11_MODULE(_core, m) {
         .def("count_bytes", &Core::count_bytes)
         .def("forget_bytes", &Core::forget_bytes)
         .def("job_bytes", &Core::job_bytes)
+        .def("job_work", &Core::job_work)
         .def("set_rng_state", &Core::set_rng_state)
         .def("rng_state", &Core::rng_state)
         .def("random", [](Core& c) { return c.rng.random(); })

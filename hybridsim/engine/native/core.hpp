@@ -141,6 +141,7 @@ struct Pkt {
     i32 msg, size, src, dst, dst_router, dst_group, src_group, igroup, hops, up, jb, next;
     bool nonmin, visited, last;
     i32 lhops;
+    double t_in = 0.0;  // arrival at its current router (a counted job's queued work: port_send)
 };
 
 struct Fifo {  // intrusive FIFO of packets (each packet is in at most one queue at a time)
@@ -314,6 +315,7 @@ class Core {
     Pool<Req> reqs;
     std::vector<std::unique_ptr<Rank>> ranks;  // by global id
     std::vector<std::vector<i64>> jbytes;      // per job: bytes per port (empty: not counted)
+    std::vector<std::vector<double>> jwork;    // per job: queued work per port integrated over time, ns^2
     std::vector<bool> jb_on;
     i64 messages = 0;
     py::object on_iteration_end, raise_limit;
@@ -558,13 +560,16 @@ class Core {
     void count_bytes(i64 j);
     void forget_bytes(i64 j);
     py::object job_bytes(i64 j);
+    py::object job_work(i64 j);
 
     // network.py's loaded_ports and set_port_background in one (for performance: a predicted job's stand-in load
-    // is set at each of its decisions and phases): ports ``pids`` under total loads ``utils``, from their nominal
+    // is set at each of its decisions and phases): ports ``pids`` under total loads ``utils`` (and, unless None,
+    // the predicted jobs' queued work ``backlog`` there, ns, the wait instead of M/D/1's), from their nominal
     // values, numpy's float64 expressions in the same order (a load <= 0, or NaN's comparison, as np.where picks)
     std::vector<double> nom_nspb, nom_delay;
     double max_bg = 0.0;
-    void set_port_loads(py::array_t<i64, py::array::c_style> pids_, py::array_t<double, py::array::c_style> u_);
+    void set_port_loads(py::array_t<i64, py::array::c_style> pids_, py::array_t<double, py::array::c_style> u_,
+                        py::object backlog_);
     // -------------------------------------------------------------------------------- counters (network.cpp)
     template <class T, class F>
     py::array_t<T> per_port(F f) const {

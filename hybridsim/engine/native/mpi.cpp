@@ -329,9 +329,11 @@ void Core::count_bytes(i64 j) {
     check_index(j, n_jobs, "job (of no added rank)");
     if (j >= (i64)jbytes.size()) {
         jbytes.resize(j + 1);
+        jwork.resize(j + 1);
         jb_on.resize(j + 1, false);
     }
     jbytes[j].assign(ports.size(), 0);
+    jwork[j].assign(ports.size(), 0.0);
     jb_on[j] = true;
 }
 
@@ -339,10 +341,16 @@ void Core::forget_bytes(i64 j) {
     if (j >= 0 && j < (i64)jbytes.size()) {  // a job not counted: nothing to forget (as the Python core)
         jb_on[j] = false;
         std::vector<i64>().swap(jbytes[j]);
+        std::vector<double>().swap(jwork[j]);
     }
 }
 
 py::object Core::job_bytes(i64 j) {
     if (j < 0 || j >= (i64)jbytes.size() || !jb_on[j]) return py::none();
     return py::cast(jbytes[j]);
+}
+
+py::object Core::job_work(i64 j) {
+    if (j < 0 || j >= (i64)jwork.size() || !jb_on[j]) return py::none();
+    return py::cast(jwork[j]);
 }

@@ -366,6 +366,7 @@ void Core::term_arrive(double t, i32 tid, i32 k) {
 }
 
 void Core::router_arrive(double t, i32 r, i32 k) {
+    pkts[k].t_in = t;
     i32 vi = route(r, k);
     pkts[k].hops += 1;
     i32 pid = vi / NV;
@@ -412,7 +413,11 @@ void Core::port_send(double t, i32 pid) {
     port.bytes += size;
     port.pkts += 1;
     i32 jb = pkts[k].jb;
-    if (jb >= 0 && jb_on[jb]) jbytes[jb][pid] += size;
+    if (jb >= 0 && jb_on[jb]) {
+        jbytes[jb][pid] += size;
+        const double sv = size * port.nspb;  // its service time; its work in the queue since t_in, then draining
+        jwork[jb][pid] += sv * (t - pkts[k].t_in) + 0.5 * sv * sv;
+    }
     push(end + port.delay, port.to_term ? K_TARRIVE : K_ARRIVE, port.dest, k);
     if (n) {
         port.sched = true;
@@ -469,9 +474,17 @@ void Core::credit(double t, i32 vi) {
     }
 }
 
-void Core::set_port_loads(py::array_t<i64, py::array::c_style> pids_, py::array_t<double, py::array::c_style> u_) {
+void Core::set_port_loads(py::array_t<i64, py::array::c_style> pids_, py::array_t<double, py::array::c_style> u_,
+                          py::object backlog_) {
     if (pids_.ndim() != 1 || u_.ndim() != 1 || pids_.shape(0) != u_.shape(0))
         throw py::value_error("set_port_loads: two 1-d arrays of one length expected");
+    const bool has_w = !backlog_.is_none();
+    py::array_t<double, py::array::c_style> w_;
+    if (has_w) {
+        w_ = backlog_.cast<py::array_t<double, py::array::c_style>>();
+        if (w_.ndim() != 1 || w_.shape(0) != u_.shape(0))
+            throw py::value_error("set_port_loads: backlog must be a 1-d array as long as utils");
+    }
     auto pids = pids_.unchecked<1>();
     auto u = u_.unchecked<1>();
     const double Pd = (double)P;
@@ -485,7 +498,7 @@ void Core::set_port_loads(py::array_t<i64, py::array::c_style> pids_, py::array_
         } else {
             const double um = (max_bg < ui) ? max_bg : ui;  // np.minimum (NaN stays NaN)
             ports[p].nspb = s / (1.0 - um);
-            ports[p].delay = d + Pd * s * um / (2.0 * (1.0 - um));
+            ports[p].delay = has_w ? d + w_.data()[i] : d + Pd * s * um / (2.0 * (1.0 - um));
         }
     }
 }
