@@ -434,4 +434,4 @@ def test_a_history_only_models_answers_are_reused_and_change_nothing():
     assert _records(got) == _records(ref) and got.simulated == ref.simulated and got.events == ref.events
     _same_state(ca, cb)
     assert cb.counts["inference_calls"] == ca.counts["inference_calls"] > 0
-    assert n_reuse < n_ask - 50, (n_reuse, n_ask)
+    assert n_reuse <= n_ask * 2 // 3, (n_reuse, n_ask)   # a stretch and a window's shadow per answer, about
