@@ -37,6 +37,8 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from hybridsim_common.backend import Mode
 
 from .base import JobView, Policy
@@ -623,11 +625,16 @@ class Confident(Aligned):
         terms = self._terms(js)
         if terms is None:
             return self.min_ft
-        bound, per = self._bound, js.per_window
-        for ft in range(self.max_ft, self.min_ft - 1, -1):
-            if (ft - 1) / ft * bound(terms, windows / ft, (ft - 1) * per) <= self.target:
-                return ft
-        return self.min_ft
+        # every ft at once: :meth:`_bound`'s float64 operations, element by element in the same order (IEEE, so the
+        # same values as one ft at a time; np.maximum keeps max()'s NaN), and the largest that passes (for
+        # performance: a window's close asked up to 255 bounds one by one)
+        bias, t, var_bias, tau2, sig2 = terms
+        ft = np.arange(self.min_ft, self.max_ft + 1, dtype=np.float64)
+        m = np.maximum(windows / ft, 1.0)
+        length = np.maximum((ft - 1.0) * js.per_window, 1.0)
+        ok = np.flatnonzero((ft - 1.0) / ft * (bias + t * np.sqrt(var_bias + (tau2 + sig2 / length) / m))
+                            <= self.target)
+        return int(ft[ok[-1]]) if len(ok) else self.min_ft
 
     def _confident(self, skip: int | None = None) -> bool:
         """Every running (not finishing) job but ``skip`` has its bound on one stretch within the budget."""

@@ -118,7 +118,7 @@ class FastForward:
         if math.isfinite(until):
             # as many as fit before ``until`` at the pace of the iteration just predicted, and some: a stretch that
             # ends before ``until`` is as right as a longer one (the next iteration is then asked for on its own)
-            pace = float(np.mean(st.pred[:, iteration]))
+            pace = float(np.add.reduce(st.pred[:, iteration]) / st.n_ranks)   # np.mean's sum and division
             if pace > 0:
                 n = min(n, int((until - float(ends.min())) / pace * 1.25) + 4)
         first = iteration + 1
@@ -128,17 +128,21 @@ class FastForward:
         corunners = self._corunners(job_id, Mode.PREDICT)
         load = self.corunner_feed.load(job_id, corunners)
         flow = self.corunner_feed.flow_time(job_id, corunners)
-        keep = st.load[first], st.flow[first]
-        st.load[first] = load   # the context reads the decision's co-runner load (and flow), as after mode_for
-        if flow is not None:
-            st.flow[first] = flow
-        try:
-            ctx = self._context(st, first, ranks)
-        finally:
-            st.load[first], st.flow[first] = keep
         model = self.models[job_id]
-        t0 = time.perf_counter()
-        ys = np.array(model.predict_many(ctx, n), dtype=np.float64)   # a copy: the fallback writes into it
+        if model.history_only:   # one answer repeated (Surrogate.history_only), the prediction's just made if it is
+            t0 = time.perf_counter()
+            ys = np.repeat(self._answer(st, first, ranks)[None, :], n, axis=0)
+        else:
+            keep = st.load[first], st.flow[first]
+            st.load[first] = load   # the context reads the decision's co-runner load (and flow), as after mode_for
+            if flow is not None:
+                st.flow[first] = flow
+            try:
+                ctx = self._context(st, first, ranks)
+            finally:
+                st.load[first], st.flow[first] = keep
+            t0 = time.perf_counter()
+            ys = np.array(model.predict_many(ctx, n), dtype=np.float64)   # a copy: the fallback writes into it
         self.wall["inference"] += time.perf_counter() - t0
         if ys.shape != (n, st.n_ranks):
             raise HybridError(f"surrogate {model.name!r}: predict_many gave shape {ys.shape} for {n} iterations of "

@@ -51,7 +51,7 @@ from surrogate.online import Feeds, JobFeed
 from surrogate.volumes import relative_volumes
 
 from hybridsim_common.backend import Director, Mode
-from hybridsim_common.records import IterationRecord, iteration_columns
+from hybridsim_common.records import IterationRecord, RecordRows, iteration_columns
 from .corunners import CorunnerFeed
 from .online_fit import OnlineFit, job_time
 from .fast_forward import EDGE_FLOOR, FastForward, HybridError, _job_span
@@ -163,6 +163,7 @@ class HybridController(OnlineFit, FastForward, Director):
         self.counts = {"inference_calls": 0, "tune_calls": 0, "fit_calls": 0, "deferred_fits": 0,
                        "fallback_predictions": 0, "edge_corrections": 0, "refused_predictions": 0}
         self._init_fast_forward()
+        self._init_online_fit()
 
     def _feed(self, jid: int, terminals=None) -> JobFeed:
         name, _kind, _r, n_it = self.jobs[jid]
@@ -339,9 +340,8 @@ class HybridController(OnlineFit, FastForward, Director):
         model = self.models[st.job_id]
         if st.fitted:
             t0 = time.perf_counter()
-            ctx = self._context(st, iteration, ranks)
             try:
-                y = np.asarray(model.predict(ctx), dtype=np.float64).reshape(-1)
+                y = self._answer(st, iteration, ranks)
             except SurrogateError as exc:
                 # a model that cannot answer from this context (e.g. a graph model whose look-back of some rank is
                 # all window edges) fails like a non-finite answer: every rank falls back below, and it is counted
@@ -353,7 +353,7 @@ class HybridController(OnlineFit, FastForward, Director):
         else:  # fit deferred (see _fit): every rank falls back below
             y = np.full(len(ranks), np.nan)
         y, bad = self._checked(st, iteration, y, self._last_truth(st, iteration, ranks))
-        n_bad = int(bad.sum())
+        n_bad = int(np.count_nonzero(bad))
         if n_bad:
             self.counts["fallback_predictions"] += n_bad
             st.fallbacks += n_bad
@@ -457,9 +457,10 @@ class HybridController(OnlineFit, FastForward, Director):
         the burst's per-iteration ``spans`` where the backend gives them (the same clock and timeline)."""
         t0 = time.perf_counter()
         try:
-            if simulated:
-                for rec in records:
-                    self._on_record(rec, True)
+            if simulated:   # the engine's RecordRows are read as rows (no record objects: for performance)
+                for j, rank, it, start, end in (records.rows if type(records) is RecordRows else
+                                                ((r.job_id, r.rank, r.iteration, r.start, r.end) for r in records)):
+                    self._take(j, rank, it, start, end, True)
                 return
             if not records:
                 return
@@ -503,16 +504,20 @@ class HybridController(OnlineFit, FastForward, Director):
                 st.record_spans(sps)
 
     def _on_record(self, rec: IterationRecord, simulated: bool) -> None:
-        st = self.states.get(rec.job_id)
-        if rec.end > self.now:
-            self.now = rec.end
-        if st is None or rec.iteration >= st.n_iterations:
+        self._take(rec.job_id, rec.rank, rec.iteration, rec.start, rec.end, simulated)
+
+    def _take(self, job_id: int, rank: int, it: int, start: float, end: float, simulated: bool) -> None:
+        """One record, field by field: the clock, the job's timeline, its feed (``JobFeed.reads_records``)."""
+        st = self.states.get(job_id)
+        if end > self.now:
+            self.now = end
+        if st is None or it >= st.n_iterations:
             return
-        complete = st.record(rec.rank, rec.iteration, rec.start, rec.end, simulated)
-        if simulated:
-            self.feeds[st.job_id].on_record(rec.rank, rec.iteration, rec.start, rec.end)
+        complete = st.record(rank, it, start, end, simulated)
+        if simulated and self.feeds[job_id].reads_records:
+            self.feeds[job_id].on_record(rank, it, start, end)
         if complete and simulated:
-            self._iteration_complete(st, rec.iteration)
+            self._iteration_complete(st, it)
 
     def _edges(self, st: JobState, upto: int) -> np.ndarray:
         """The window edges of ``st`` before ``upto`` (:meth:`JobState.window_edges`)."""
@@ -530,7 +535,7 @@ class HybridController(OnlineFit, FastForward, Director):
             shadow = self._predict(st, it, ranks)   # from the history before ``it``: its marks settle after
             truth = st.truth[:, it]
             st.pred[:, it] = shadow
-            st.errors.append((it, float(np.mean(np.abs(shadow - truth) / truth) * 100.0)))
+            st.errors.append((it, float(np.add.reduce(np.abs(shadow - truth) / truth) / len(truth) * 100.0)))
             jt = job_time(truth)
             st.signed.append((it, (job_time(shadow) - jt) / jt * 100.0))
             if self.drop_edges and st.clean[it]:

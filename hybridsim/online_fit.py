@@ -48,6 +48,26 @@ def job_time(per_rank: np.ndarray) -> float:
 class OnlineFit:
     """The fitting, tuning and scoring half of the hybrid controller (see the module docstring)."""
 
+    def _init_online_fit(self) -> None:
+        #: job -> (history key, answer) of the latest prediction of a ``Surrogate.history_only`` model: the same
+        #: history gets the same answer until the model's next fit or tune, which forgets it (:meth:`_answer`)
+        self._answers: dict[int, tuple] = {}
+
+    def _answer(self, st: JobState, iteration: int, ranks: np.ndarray) -> np.ndarray:
+        """The model's per-rank times for ``iteration`` of ``ranks`` (a fresh float64 array): its ``predict`` of the
+        feed's context, or, for a ``history_only`` model asked again for the history it last answered (the feed's
+        ``history_key``: a predicted stretch, its window's shadow prediction), that answer again (for performance:
+        no context and no model call; the same values)."""
+        model = self.models[st.job_id]
+        key = self.feeds[st.job_id].history_key(st, iteration, ranks) if model.history_only else None
+        got = self._answers.get(st.job_id) if key is not None else None
+        if got is not None and got[0] == key:
+            return got[1].copy()
+        y = np.asarray(model.predict(self._context(st, iteration, ranks)), dtype=np.float64).reshape(-1)
+        if key is not None:
+            self._answers[st.job_id] = (key, y.copy())
+        return y
+
     def _series(self, st: JobState) -> OnlineSeries:
         return self.feeds[st.job_id].series(st)
 
@@ -67,6 +87,7 @@ class OnlineFit:
             return
         feed.prepare_fit(st, series)
         self.models[st.job_id].fit(series, idx)
+        self._answers.pop(st.job_id, None)
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["fit_calls"] += 1
         st.fitted = True
@@ -88,6 +109,7 @@ class OnlineFit:
         if idx and feed.can_fit(series, idx):
             feed.prepare_fit(st, series)
             model.fit(series, idx)
+            self._answers.pop(st.job_id, None)
         self.wall["tuning"] += time.perf_counter() - t0
         self._score_shadow(st, it)
 
@@ -122,6 +144,7 @@ class OnlineFit:
         feed = self.feeds[st.job_id]
         series = feed.series(st)
         self.models[st.job_id].tune(series, feed.targets(st, series, idx))
+        self._answers.pop(st.job_id, None)
         self.wall["tuning"] += time.perf_counter() - t0
         self.counts["tune_calls"] += 1
 

@@ -107,7 +107,10 @@ class Director(abc.ABC):
         each in turn (the default). ``records`` is a sequence (the native core's is a
         :class:`~hybridsim_common.records.RecordBlock`, whose records are made as they are read). A backend that makes records in bursts (the embedded engine's native core hands
         over predicted iterations that way) calls it once per burst when the run's ``on_record`` is this director's
-        own (:func:`records_sink`), so a director can take the burst in one call instead of one per record.
+        own (:func:`records_sink`), so a director can take the burst in one call instead of one per record. The
+        embedded engine also hands over its simulated records so (a
+        :class:`~hybridsim_common.records.RecordRows`), those since the director's latest call, before its next one
+        (:func:`takes_bursts`): what the director sees at each call is what one call per record gives.
         ``spans`` (or None): the burst summed up per (job, iteration), in order of first appearance, as tuples
         ``(job_id, iteration, records, earliest start, latest end)``, for a director whose bookkeeping needs no more
         than that (the native core makes it while it makes the records: for performance)."""
@@ -138,6 +141,13 @@ RecordCallback = Callable[[IterationRecord, bool], None]
 SamplesCallback = Callable[[PortSamples], None]
 
 
+def takes_bursts(director, on_record: RecordCallback | None) -> bool:
+    """Whether a run's ``on_record`` is the director's own and the director a :class:`Director`: it then takes
+    records in bursts (:meth:`Director.on_records`), simulated ones too, in one call before its next other call."""
+    return (on_record is not None and isinstance(director, Director)
+            and getattr(on_record, "__self__", None) is director)
+
+
 def records_sink(director, on_record: RecordCallback | None) -> Callable[..., None] | None:
     """The batch form ``(records, simulated, spans=None)`` of a run's ``on_record`` callback, for a backend that makes records in
     bursts: the director's :meth:`Director.on_records` when ``on_record`` is the director's own ``on_record`` and
@@ -145,7 +155,7 @@ def records_sink(director, on_record: RecordCallback | None) -> Callable[..., No
     each record in turn; None without a callback."""
     if on_record is None:
         return None
-    if isinstance(director, Director) and getattr(on_record, "__self__", None) is director:
+    if takes_bursts(director, on_record):
         return director.on_records
 
     def each(records: list[IterationRecord], simulated: bool, spans=None) -> None:

@@ -219,6 +219,29 @@ class RecordBlock(_Sequence):
             yield IterationRecord(names[j], j, r, it, s, e)
 
 
+class RecordRows(_Sequence):
+    """Records held as ``(job id, rank, iteration, start, end)`` tuples (``rows``), read as :class:`IterationRecord` s
+    only where someone reads them: the embedded engine's simulated records since a director's latest call, handed
+    over in one :meth:`~hybridsim_common.backend.Director.on_records` call before its next one (a director that
+    reads ``rows`` makes no record object)."""
+
+    __slots__ = ("names", "rows")
+
+    def __init__(self, names: Sequence[str], rows: list[tuple]):
+        self.names, self.rows = names, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return list(self)[i]
+
+    def __iter__(self):
+        names = self.names
+        for j, r, it, s, e in self.rows:
+            yield IterationRecord(names[j], j, r, it, s, e)
+
+
 class _Flags(_Sequence):
     """The ``simulated`` flags of an :class:`IterationColumns`, as bools (equal to a list of the same bools)."""
 

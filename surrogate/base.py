@@ -268,6 +268,10 @@ class Surrogate(abc.ABC):
     #: ends a job's warm-up on, ``JobView.clean_signed_errors``); other models are scored on their warm-up once, at
     #: their first fit
     cheap_fit: ClassVar[bool] = False
+    #: whether :meth:`predict`'s answer is a function of ``ctx.history`` alone (not of the iteration, the load or
+    #: anything else of the context) until the next fit or tune, and :meth:`predict_many` that answer repeated: the
+    #: hybrid loop then reuses an answer for the same history (a predicted stretch, its shadow in the next window)
+    history_only: ClassVar[bool] = False
     #: whether :meth:`fit_series` fits the model from bare iteration-time series (CODES' director uses it)
     fits_series: ClassVar[bool] = False
     #: upper bounds of the numeric constructor options that size an allocation or a loop, option -> largest value

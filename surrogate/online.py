@@ -99,6 +99,8 @@ class JobFeed:
     #: stretch, and nothing predicted is fed back): the controller may then predict the stretch in one
     #: ``Surrogate.predict_many`` call (its fast-forward)
     fixed_context: bool = False
+    #: whether :meth:`on_record` does anything (the controller calls it only then: once per simulated rank-iteration)
+    reads_records: ClassVar[bool] = False
 
     def __init__(self, model: Surrogate, job_id: int, lookback: int, volumes: np.ndarray | None = None):
         self.model = model
@@ -107,7 +109,7 @@ class JobFeed:
         self.volumes = volumes
 
     def on_record(self, rank: int, iteration: int, start: float, end: float) -> None:
-        """A simulated iteration record of this job."""
+        """A simulated iteration record of this job (called only where :attr:`reads_records` says so)."""
 
     def _mixed(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> np.ndarray:
         """The last ``lookback`` iterations before ``iteration``: truth, else the model's prediction; edges NaN."""
@@ -126,6 +128,11 @@ class JobFeed:
     def context(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> Context:
         """What the model predicts iteration ``iteration`` of ``ranks`` from."""
         raise NotImplementedError
+
+    def history_key(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> tuple | None:
+        """A key equal for two calls of :meth:`context` exactly when their ``history`` is equal, or None (no cheap
+        key: the default). The controller reuses a ``Surrogate.history_only`` model's answer under it."""
+        return None
 
     def series(self, tl: Timeline) -> OnlineSeries:
         """The series ``fit``/``tune`` get."""
@@ -169,6 +176,13 @@ class HistoryFeed(JobFeed):
         return _described(Context(tl.job, tl.workload, self._pad(hist), iteration=iteration - 1), tl, cols,
                           self.lookback, iteration, ranks)
 
+    def history_key(self, tl: Timeline, iteration: int, ranks: np.ndarray) -> tuple | None:
+        """On truth: the history's columns and rows (the truth of a visible, complete iteration never changes)."""
+        if self.history == "mixed":
+            return None
+        cols = tl.latest_visible(self.lookback, iteration, same_stretch=self.history == "window")
+        return cols.tobytes(), np.asarray(ranks, dtype=np.int64).tobytes()
+
     def series(self, tl: Timeline) -> OnlineSeries:
         y = tl.truth.copy()
         y[:, tl.edges(tl.n_iterations)] = np.nan
@@ -182,6 +196,7 @@ class GraphFeed(JobFeed):
 
     wants_samples = True
     fit_at_first_prediction = True
+    reads_records = True
 
     def __init__(self, model: Surrogate, job_id: int, lookback: int, graphs: OnlineGraphs,
                  volumes: np.ndarray | None = None):

@@ -406,3 +406,32 @@ def test_the_native_stretch_state_copies_the_byte_counters_only_when_new_iterati
     sc2 = _scenario("benchmarks/scenarios/mix-72-600.yaml")
     sc2.jobs[0].iterations = 200
     assert_fast_forward_changes_nothing(sc2)
+
+
+@native
+def test_a_history_only_models_answers_are_reused_and_change_nothing():
+    """A ``Surrogate.history_only`` model (ridge) is asked once per history between fits: the stretch after a
+    prediction and the next window's shadow prediction reuse its answer (``OnlineFit._answer``). The run is the one
+    whose models are asked every time (the same models with ``history_only`` off), with fewer model calls."""
+    sc = _scenario("benchmarks/scenarios/mix-72-600.yaml", surrogate="{model: ridge}")
+    runs = {}
+    for reuse in (True, False):
+        ctl = build_controller(sc.model_copy(deep=True))
+        calls = [0]
+        for m in ctl.models.values():
+            assert m.history_only
+            if not reuse:
+                m.history_only = False
+            inner = m.predict
+
+            def counted(ctx, inner=inner):
+                calls[0] += 1
+                return inner(ctx)
+            m.predict = counted
+        res = Engine(sc.model_copy(deep=True)).run(director=ctl, on_record=ctl.on_record)
+        runs[reuse] = (res, ctl, calls[0])
+    (got, cb, n_reuse), (ref, ca, n_ask) = runs[True], runs[False]
+    assert _records(got) == _records(ref) and got.simulated == ref.simulated and got.events == ref.events
+    _same_state(ca, cb)
+    assert cb.counts["inference_calls"] == ca.counts["inference_calls"] > 0
+    assert n_reuse <= n_ask * 2 // 3, (n_reuse, n_ask)   # a stretch and a window's shadow per answer, about

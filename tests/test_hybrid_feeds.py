@@ -54,6 +54,8 @@ def test_budget_policy_sees_the_measured_simulation_cost(tmp_path, monkeypatch):
             return super().decide(view)
 
     class SlowMean(Mean):
+        history_only = False   # every prediction asks the model (and costs its 0.1 s): no answer reused
+
         def predict(self, ctx: Context) -> np.ndarray:
             clock.t += 0.1
             return super().predict(ctx)

@@ -378,6 +378,7 @@ def test_absurd_predictions_fall_back_to_last_truth(tmp_path):
             y[0] = 1e-30 if len(calls) % 2 else 1e30
             return y
         m.predict = bad
+        m.history_only = False   # its answer moves with every call: none may be reused (Surrogate.history_only)
     run_scenario(sc, tmp_path / "r", mode="hybrid", progress=False, controller=ctl, backend=FakeBackend(sc))
     assert ctl.counts["fallback_predictions"] == len(calls) > 0
     for st in ctl.states.values():

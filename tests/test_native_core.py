@@ -687,3 +687,37 @@ def test_the_native_stand_in_load_is_loaded_ports_value_for_value():
     assert np.isnan(got).any() and (got == np.array(ref.nspb_nominal)).any()
     with pytest.raises(IndexError):
         net.set_port_background([net.n_ports], [0.5])
+
+
+def test_simulated_records_in_bursts_show_each_director_call_what_one_call_per_record_does():
+    """A :class:`Director` whose own ``on_record`` is the run's gets its simulated records in one ``on_records`` call
+    (a ``RecordRows``) before each of its other calls and at the run's end: on both cores, a job stream with kills
+    and predicted iterations gives the director the same calls, records included, in the same order, as the same
+    director fed record by record (an ``on_record`` that is not its own), and the same run."""
+    from hybridsim_common.backend import Director
+    from hybridsim_common.records import RecordRows
+
+    class Bursts(Staggered, Director):
+        def __init__(self):
+            super().__init__()
+            self.rows = 0
+
+        def on_records(self, records, simulated, spans=None):
+            if type(records) is RecordRows:
+                assert simulated and len(records) == len(records.rows)
+                self.rows += len(records)
+            super().on_records(records, simulated, spans)
+
+    for core in ("native", "python"):
+        runs = {}
+        for how in ("bursts", "each"):
+            d = Bursts()
+            cb = d.on_record if how == "bursts" else (lambda rec, sim, d=d: d.on_record(rec, sim))
+            res = Engine(on_core(parse_scenario(STREAM, "s.yaml"), core)).run(director=d, on_record=cb)
+            runs[how] = (res, d)
+        (rb, db), (re_, de) = runs["bursts"], runs["each"]
+        assert records(rb) == records(re_) and rb.simulated == re_.simulated and rb.events == re_.events
+        assert db.calls == de.calls
+        n_sim = sum(1 for c in db.calls if c[0] == "record" and c[6])
+        assert n_sim > 0 and db.rows == n_sim and de.rows == 0
+        assert any(c[0] == "predict" for c in db.calls) and any(c[0] == "end" for c in db.calls)

@@ -419,3 +419,33 @@ def test_a_job_warm_on_its_own_gets_its_first_window_soon():
     assert p.decide(cview(2, 4, 130.0, running=run)) == P and p.jobs[2].warm_end == 4
     assert p.next_open == pytest.approx(140.0)
     assert p.decide(cview(0, 14, 140.0, running=run)) == S and p.phase == "window"
+
+
+def test_largest_ft_is_the_largest_ft_that_passes_one_by_one():
+    """``largest_ft`` computes every ft's test at once; it is the first ft, from ``max_ft`` down, whose
+    (ft - 1) / ft * bound(windows / ft stretches of (ft - 1) x per-window iterations) is within the budget, found one
+    ft at a time here from the policy's own bound, over random windows, noise, scores (some a single one: no bound
+    yet), unbounded jobs and NaN lengths."""
+    import random
+
+    from controllers.builtin import _ConfSlot
+
+    rnd = random.Random(3)
+    for _ in range(3000):
+        p = load_policy("confident", {"target_error": rnd.choice([0.5, 1, 2, 4, 8]), "min_ft": rnd.choice([2, 3]),
+                                      "max_ft": rnd.choice([16, 64, 256])})
+        js = _ConfSlot(0)
+        k = rnd.randint(1, 10)
+        js.scores = [rnd.gauss(rnd.uniform(-3, 3), rnd.uniform(0, 4)) for _ in range(k)]
+        js.counts = [rnd.randint(1, 20) for _ in range(k)]
+        js.noise = rnd.choice([None, 0.0, rnd.uniform(0, 10)])
+        js.per_window = rnd.choice([1.0, 3.0, rnd.uniform(1, 10)])
+        windows = rnd.choice([math.inf, math.nan, 0.0, float(rnd.randint(1, 500)), rnd.uniform(0, 2000)])
+        terms = p._terms(js)
+        want = p.min_ft
+        if terms is not None:
+            for ft in range(p.max_ft, p.min_ft - 1, -1):
+                if (ft - 1) / ft * p._bound(terms, windows / ft, (ft - 1) * js.per_window) <= p.target:
+                    want = ft
+                    break
+        assert p.largest_ft(js.scores, windows, js) == want

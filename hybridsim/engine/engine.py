@@ -30,8 +30,9 @@ from typing import Optional
 
 import numpy as np
 
-from hybridsim_common.backend import AlwaysSimulate, Backend, Director, Mode, SimulationResult, records_sink
-from hybridsim_common.records import IterationColumns, IterationRecord, RecordBlock
+from hybridsim_common.backend import (AlwaysSimulate, Backend, Director, Mode, SimulationResult, records_sink,
+                                      takes_bursts)
+from hybridsim_common.records import IterationColumns, IterationRecord, RecordBlock, RecordRows
 from .cores import build as build_core, choose as choose_core
 from .core import EngineError, LimitExceeded, RunStop, current_stop
 from .mpi import Rank
@@ -219,6 +220,10 @@ class Engine(Backend):
         self.director = director
         self.on_record = on_record
         self.on_records = records_sink(director, on_record)  # predicted records, in bursts on the native core
+        #: simulated records the director has not seen yet, as (job, rank, iteration, start, end): a director that
+        #: takes bursts gets them in one call before its next other call (:meth:`_flush`; for performance: no record
+        #: object and no call per rank-iteration); None: ``on_record`` on each as it comes
+        self._truth = [] if takes_bursts(director, on_record) else None
         self.on_samples = on_samples
         self.rng = random.Random(sc.seed)
         self.bg_rng = random.Random(background_seed(sc.seed))
@@ -362,6 +367,7 @@ class Engine(Backend):
         try:
             partial = loop.run(until=until, max_events=emb.max_events, on_check=on_check,
                                check_every=self.CHECK_EVERY)
+            self._flush()   # the director's state as the run leaves it
             if self.stretches:  # the director's state as the per-iteration protocol leaves it
                 self._settle(cut=True)
         finally:
@@ -429,6 +435,7 @@ class Engine(Backend):
         if self.stream:
             if self.stretches:
                 self._settle(cut=True)
+            self._flush()
             self.director.on_job_start(j, t, terminals)
             if self.kill_after[j] < float("inf"):
                 self.loop.at(t + self.kill_after[j], self._kill, j)
@@ -456,6 +463,7 @@ class Engine(Backend):
             self.stretches.pop(j, None)
         self.mpi.forget_job(j)
         if self.stream:
+            self._flush()
             self.director.on_job_end(j, t)
             self.sched.release(j, t)
             if self._decide_at != t:  # decide once every job ending at t has released its terminals
@@ -496,6 +504,7 @@ class Engine(Backend):
         if mode is None:
             if self.stretches:
                 self._settle(cut=False)
+            self._flush()
             mode = self.director.mode_for(j, it)
             if self.stretches:  # a decision may change what was promised for the open stretches: what is kept
                 self._kept()
@@ -536,6 +545,7 @@ class Engine(Backend):
         starts = np.array(t0s, dtype=np.float64)
         if self.stretches:
             self._settle(cut=False)
+        self._flush()
         dur = np.asarray(self.director.predict(j, it, ranks, starts), dtype=np.float64).reshape(-1)
         if dur.shape[0] != len(rss) or not np.isfinite(dur).all() or (dur < 0).any():
             raise EngineError(f"director.predict({j}, {it}) must return {len(rss)} finite durations >= 0")
@@ -573,6 +583,7 @@ class Engine(Backend):
     def _kept(self) -> None:
         """After a decision: each open stretch shortened to what the director still stands by
         (``Director.fast_forward_kept``)."""
+        self._flush()
         for j in list(self.stretches):
             s = self.stretches[j]
             h = min(s[1], max(s[2], int(self.director.fast_forward_kept(j, s[2]))))
@@ -589,6 +600,7 @@ class Engine(Backend):
         snapshot, as ``_update_background`` for a predicted iteration after a predicted one); with ``cut``, end each
         at its latest reached iteration. Called before every director call that reads or changes what a stretch
         assumed."""
+        self._flush()
         for j in list(self.stretches):
             s = self.stretches[j]
             reached, scheduled, t, jb = self.mpi.stretch_state(j, s[2])  # jb read only when reached > s[2]
@@ -624,6 +636,7 @@ class Engine(Backend):
         if self.stretches:
             self._completed_cut()
         if self.on_records is not None:  # the whole burst in one call (Director.on_records)
+            self._flush()
             self.on_records(burst, False, spans)
 
     def _completed_cut(self) -> None:
@@ -664,8 +677,19 @@ class Engine(Backend):
         if self.stretches:  # a simulated record reads the predicted spans of the others (their stretches too)
             self._settle(cut=False)
             self._completed_cut()
-        if self.on_record is not None:  # a record object only for whoever reads it
+        if self._truth is not None and simulated:   # the director's, in its next burst (_flush)
+            self._truth.append((j, rs.local, rs.it, start, end))
+        elif self.on_record is not None:  # a record object only for whoever reads it
             self.on_record(_new_record(self.job_names[j], j, rs.local, rs.it, start, end), simulated)
+
+    def _flush(self) -> None:
+        """Hand the director the simulated records it has not seen yet (``_truth``), in one
+        :meth:`Director.on_records` call: before each of its other calls and at the end of the run, so each call sees
+        what a call per record would have shown it."""
+        rows = self._truth
+        if rows:
+            self._truth = []
+            self.on_records(RecordRows(self.job_names, rows), True)
 
     def _rank_done(self, t, rs):
         self.mpi.stop_rank(rs)
@@ -816,4 +840,5 @@ class Engine(Backend):
                                 f"reach limits.max_samples = {self.scenario.limits.max_samples} at t={t:,.0f} ns")
         block = self.sampler.sample(t)
         if self.on_samples is not None:
+            self._flush()
             self.on_samples(block)

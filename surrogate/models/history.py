@@ -12,6 +12,7 @@ class _Repeating(Surrogate):
     """A model whose prediction reads only ``ctx.history``: a stretch of k predictions from one context is one
     prediction repeated (:meth:`Surrogate.predict_many`, computed once)."""
     cheap_fit = True   # (Surrogate.cheap_fit)
+    history_only = True   # (Surrogate.history_only)
 
     def predict_many(self, ctx: Context, k: int) -> np.ndarray:
         y = np.asarray(self.predict(ctx), dtype=np.float64).reshape(1, -1)
@@ -135,16 +136,21 @@ class Ridge(_Repeating):
 
     def predict(self, ctx: Context) -> np.ndarray:
         h = np.asarray(ctx.history, dtype=np.float64)
-        last = last_valid(h)
         if self.coef is None or h.shape[1] < self.k:
-            return last
+            return last_valid(h)
         x = h[:, -self.k:]
         bad = np.isnan(x).any(axis=1)
+        any_bad = bad.any()
+        # with no NaN in the last k, each row's last valid value is its last one (for performance: no search)
+        last = last_valid(h) if any_bad else x[:, -1]
         rel = x[:, :-1] / last[:, None] - 1.0
         if not np.isfinite(rel).all():   # (nan_to_num changes nothing else, and costs 5x the check: performance)
             np.nan_to_num(rel, copy=False)   # rel is this call's own array
         pred = last * (1.0 + rel @ self.coef)
-        return np.where(bad | ~np.isfinite(pred) | (pred <= 0), last, pred)
+        usable = np.isfinite(pred) & (pred > 0)
+        if not any_bad and usable.all():   # every rank's own prediction stands (pred is this call's own array)
+            return pred
+        return np.where(bad | ~usable, last, pred)
 
     def _state(self) -> dict:
         import torch  # only to save a fitted model: naming or checking one needs no torch
