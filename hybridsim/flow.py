@@ -589,7 +589,8 @@ class FlowModel:
                 self._replay(job, terms, slow)
         else:
             self.rate[job] = B.sum(axis=0)
-        self._cache.clear()
+        # only the answers of the sets ``job`` is part of change (a set without it reads none of what was set here)
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != job and job not in k[1]}
 
     def _slow(self, slot_t: np.ndarray, slot_nic: np.ndarray, phase_t: float, p: Phase, tbw: float) -> np.ndarray:
         """Per slot of a phase, the factor by which the replay slows its messages below the NIC's bandwidth:
@@ -630,6 +631,20 @@ class FlowModel:
         self.replayed[job] = (float(times[0].mean()), float(times[-1].mean()))
         self._phase_alone[job] = self._phase_time(job, np.zeros((0, routes.n_channels)))
 
+    def _set_view(self, job: int, others: list, bgs: list) -> tuple:
+        """``(cols, rows, bg)`` of ``job`` beside the iterating ``others`` and the background jobs ``bgs``: ``cols``
+        the indices into its used channels (:meth:`place`) where one of them has bytes, ``rows`` each other's
+        bytes per iteration there, ``bg`` each background job's rate there (what :meth:`_comm` reads with
+        ``cols``)."""
+        used = self._used[job][1]
+        flows = [self.bytes[m][used] for m in others]
+        rates = [self.rate[g][used] for g in bgs]
+        busy = np.zeros(len(used), dtype=bool)
+        for f in flows + rates:
+            busy |= f != 0
+        cols = np.nonzero(busy)[0]
+        return cols, [f[cols] for f in flows], [r[cols] for r in rates]
+
     def set_period(self, job: int, ns: float) -> None:
         """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on (the
         cached answers of the sets it is part of are dropped; the others stand)."""
@@ -639,34 +654,45 @@ class FlowModel:
     def __contains__(self, job: int) -> bool:
         return job in self.bytes
 
-    def _comm(self, job: int, demand: np.ndarray) -> np.ndarray:
+    def _comm(self, job: int, demand: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
         """(P,) bandwidth ns of each phase of ``job`` with the other flows' ``demand`` (n_others, n_channels) bytes
-        per ns (see :attr:`rule`); 0 for a phase without traffic."""
+        per ns (see :attr:`rule`); 0 for a phase without traffic. With ``cols`` (indices into the job's used
+        channels), ``demand`` is (n_others, len(cols)) on those channels only and every other used channel carries
+        no other flow: its share is its whole capacity, exactly what :func:`maxmin_levels` gives for zero demands
+        (the level ``(capacity - 0) / 1``), so the answer is the same to the bit."""
         has, used, B, cap, alone, tot = self._used[job]
         out = np.zeros(len(has))
         if not len(used):
             return out
-        x = maxmin_levels(cap, demand[:, used]) if len(demand) else cap
+        if cols is not None:
+            x = cap
+            if len(demand) and len(cols):
+                x = cap.copy()
+                x[cols] = maxmin_levels(cap[cols], demand)
+        else:
+            x = maxmin_levels(cap, demand[:, used]) if len(demand) else cap
         if self.rule == "max":
             out[has] = np.max(B / x[None, :], axis=1)
         else:
             out[has] = alone * (B @ (cap / x)) / tot
         return out
 
-    def _time(self, job: int, demand: np.ndarray) -> float:
+    def _time(self, job: int, demand: np.ndarray, cols: np.ndarray | None = None) -> float:
         """A job's iteration time (ns) beside ``demand``: per phase its serial compute, then its overlapped compute
         or its communication (the rank's latency + the phase's bandwidth time), whichever is longer; summed over the
-        phases for each rank; the slowest rank's (the ranks of a bulk-synchronous job wait for each other)."""
+        phases for each rank; the slowest rank's (the ranks of a bulk-synchronous job wait for each other).
+        ``cols``: see :meth:`_comm`."""
         a, b = self.scale.get(self.kind.get(job), (1.0, 1.0))
         if job in self.replayed:   # the replay alone, moved by the phases' ratio beside ``demand`` (see parts)
             steady = self.replayed[job][1]
-            return a * steady + b * steady * (self._phase_time(job, demand) / self._phase_alone[job] - 1.0)
-        return self._phase_time(job, demand, a, b)
+            return a * steady + b * steady * (self._phase_time(job, demand, cols=cols) / self._phase_alone[job] - 1.0)
+        return self._phase_time(job, demand, a, b, cols)
 
-    def _phase_time(self, job: int, demand: np.ndarray, a: float = 1.0, b: float = 1.0) -> float:
+    def _phase_time(self, job: int, demand: np.ndarray, a: float = 1.0, b: float = 1.0,
+                    cols: np.ndarray | None = None) -> float:
         """The phases' sums (see :meth:`_time`), latency scaled by ``a`` and bandwidth time by ``b``."""
         serial, overlap, lat = self.fixed[job]
-        comm = self._comm(job, demand)[:, None]
+        comm = self._comm(job, demand, cols)[:, None]
         per_rank = (serial[:, None] + np.maximum(overlap[:, None], a * lat + b * comm)).sum(axis=0)
         return float(per_rank.max() if self.ranks == "max" else per_rank.mean())
 
@@ -739,14 +765,32 @@ class FlowModel:
         if key in self._cache:
             return self._cache[key]
         jobs = [job] + [k for k in others if k in self.bytes]
-        bg = [self.rate[k] for k in others if k in self.rate]
+        bgs = [k for k in others if k in self.rate]
         none = np.zeros((0, self.routes.n_channels))
         T = {k: self._time(k, none) for k in jobs}
+        # for performance, what each job's solve reads, once per set: the channels of its own where another flow of
+        # the set has bytes (elsewhere its share is the whole capacity: see _comm), the others' bytes and the
+        # background rates there; and per job the last divisors it was solved with and the answer (a pass whose
+        # co-runners' periods are all measured repeats the same solve: its answer is reused, the same numbers)
+        view = {k: self._set_view(k, [m for m in jobs if m != k], bgs) for k in jobs}
+        last: dict = {}
         for _ in range(FIXED_POINT_PASSES):
             new = {}
             for k in jobs:
-                dem = [self.bytes[m] / max(self.period.get(m, T[m]), 1e-9) for m in jobs if m != k] + bg
-                new[k] = self._time(k, np.asarray(dem) if dem else none)
+                cols, rows, bg = view[k]
+                div = tuple(max(self.period.get(m, T[m]), 1e-9) for m in jobs if m != k)
+                memo = last.get(k)
+                if memo is not None and memo[0] == div:
+                    new[k] = memo[1]
+                    continue
+                if all(d == d for d in div):   # no NaN period: the zero-demand channels stay at full capacity
+                    dem = [r / d for r, d in zip(rows, div)] + bg
+                    new[k] = self._time(k, np.asarray(dem) if dem else none, cols)
+                else:
+                    dem = [self.bytes[m] / d for m, d in zip([m for m in jobs if m != k], div)] \
+                        + [self.rate[g] for g in bgs]
+                    new[k] = self._time(k, np.asarray(dem) if dem else none)
+                last[k] = (div, new[k])
             if len(jobs) == 1 or all(abs(new[k] - T[k]) <= 1e-5 * T[k] for k in jobs):
                 T = new  # one job beside fixed-rate traffic only: no fixed point to look for
                 break
