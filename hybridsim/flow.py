@@ -100,50 +100,70 @@ def workload_profile(workload, n_iterations: int, sample: int = SAMPLE_ITERATION
 
     R = int(workload.n_ranks)
     its = np.unique(np.linspace(0, max(int(n_iterations) - 1, 0), min(sample, max(int(n_iterations), 1))).astype(int))
-    acc: list[dict] = []
-    big: list[dict] = []             # per phase: (src, dst) -> largest message
-    serial: list[np.ndarray] = []    # per phase: (n_sampled,) slowest rank's compute before / after its first send
-    overlap: list[np.ndarray] = []
-    largest: list[float] = []
     n = len(its)
-
-    def grow(ph: int) -> None:
-        while len(acc) <= ph:
-            acc.append({})
-            big.append({})
-            serial.append(np.zeros(n))
-            overlap.append(np.zeros(n))
-            largest.append(0.0)
+    # for performance (every op of every rank of the sampled iterations passes here), per phase the sends as
+    # (rank, dst, nth, bytes) in program order, summed per (rank, dst, nth) flow at the end in that order
+    sends: list[list] = []
+    serial: list[list] = []    # per phase: (n_sampled,) slowest rank's compute before / after its first send
+    overlap: list[list] = []
+    blocking = (SEND, RECV, WAITALL)
 
     for k, it in enumerate(its):
         for r in range(R):
             ph, sent, c, nth = 0, False, 0.0, 0
-            grow(0)
+            if not sends:
+                sends.append([])
+                serial.append([0.0] * n)
+                overlap.append([0.0] * n)
+            out = sends[0]
             for op in workload.ops(r, int(it)):
                 kind = op[0]
-                if kind in (ISEND, SEND):
-                    if not sent:
-                        serial[ph][k] = max(serial[ph][k], c)
-                        sent, c = True, 0.0
-                    key = (r, int(op[1]), nth)
-                    nth += 1
-                    acc[ph][key] = acc[ph].get(key, 0.0) + op[2]
-                    big[ph][key] = max(big[ph].get(key, 0.0), float(op[2]))
-                    largest[ph] = max(largest[ph], float(op[2]))
-                elif kind == COMPUTE:
+                if kind == COMPUTE:
                     c += op[1]
-                if kind in (SEND, RECV, WAITALL):
-                    (overlap if sent else serial)[ph][k] = max((overlap if sent else serial)[ph][k], c)
+                    continue
+                if kind == ISEND or kind == SEND:
+                    if not sent:
+                        row = serial[ph]
+                        if c > row[k]:
+                            row[k] = c
+                        sent, c = True, 0.0
+                    out.append((r, op[1], nth, op[2]))
+                    nth += 1
+                if kind in blocking:
+                    row = (overlap if sent else serial)[ph]
+                    if c > row[k]:
+                        row[k] = c
                     ph, sent, c, nth = ph + 1, False, 0.0, 0
-                    grow(ph)
-            (overlap if sent else serial)[ph][k] = max((overlap if sent else serial)[ph][k], c)
+                    if len(sends) <= ph:
+                        sends.append([])
+                        serial.append([0.0] * n)
+                        overlap.append([0.0] * n)
+                    out = sends[ph]
+            row = (overlap if sent else serial)[ph]
+            if c > row[k]:
+                row[k] = c
     out = []
-    for d, b, s, o, top in zip(acc, big, serial, overlap, largest):
-        keys = np.asarray(list(d), dtype=np.int64).reshape(-1, 3)
-        w = np.asarray(list(d.values()), dtype=np.float64) / n
-        if len(w) or s.mean() > 0 or o.mean() > 0:
-            out.append(Phase(keys[:, 0], keys[:, 1], w, float(s.mean()), float(o.mean()), top,
-                             np.asarray([b[k] for k in d], dtype=np.float64), keys[:, 2]))
+    for lst, s, o in zip(sends, serial, overlap):
+        s, o = np.asarray(s, dtype=np.float64), np.asarray(o, dtype=np.float64)
+        if lst:
+            a = np.asarray(lst, dtype=np.float64).reshape(-1, 4)
+            src, dst, nth = a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64)
+            key = (src * R + dst) * (int(nth.max()) + 1) + nth
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")          # the flows in their first send's order
+            rank_of = np.empty(len(order), dtype=np.int64)
+            rank_of[order] = np.arange(len(order))
+            flow = rank_of[inv.reshape(-1)]
+            # the bytes summed in program order (bincount adds one after another), the largest message per flow
+            w = np.bincount(flow, weights=a[:, 3], minlength=len(order)) / n
+            big = np.zeros(len(order))
+            np.maximum.at(big, flow, a[:, 3])
+            f0 = first[order]
+            out.append(Phase(src[f0], dst[f0], w, float(s.mean()), float(o.mean()), float(a[:, 3].max()), big,
+                             nth[f0]))
+        elif s.mean() > 0 or o.mean() > 0:
+            out.append(Phase(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), float(s.mean()),
+                             float(o.mean()), 0.0, np.zeros(0, np.float64), np.zeros(0, np.int64)))
     return out
 
 
