@@ -246,6 +246,10 @@ class Routes:
                     lst.append(r)
         self._cache: dict[tuple[int, int], dict[int, float]] = {}
         self._hops: dict[tuple[int, int], tuple[float, float]] = {}
+        # the table of routes (_route_table): every asked router pair's channels and fractions, and where each is
+        self._rt_arrays: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.float64))
+        self._rt_off: np.ndarray | None = None
+        self._rt_len: np.ndarray | None = None
 
     def _hop(self, out: dict, r: int, nxt: int, w: float) -> None:
         ports = self._to[(r, nxt)]
@@ -284,6 +288,25 @@ class Routes:
         self._cache[key] = out
         return out
 
+    def _route_table(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each router pair ``src * n_routers + dst`` of ``pairs`` has its :meth:`router_route` in the table of
+        routes (:attr:`_rt_arrays`: every channel and fraction, pair after pair, in the route's order): (offset,
+        length) arrays; a pair's route enters the table the first time it is asked for."""
+        nr = self.topo.n_routers
+        if self._rt_off is None:
+            self._rt_off = np.full(nr * nr, -1, dtype=np.int64)
+            self._rt_len = np.zeros(nr * nr, dtype=np.int64)
+        new = np.unique(pairs[self._rt_off[pairs] < 0])
+        if len(new):
+            ch, fr = list(self._rt_arrays[0]), list(self._rt_arrays[1])
+            for k in new.tolist():
+                r = self.router_route(k // nr, k % nr)
+                self._rt_off[k], self._rt_len[k] = len(ch), len(r)
+                ch.extend(r.keys())
+                fr.extend(r.values())
+            self._rt_arrays = (np.asarray(ch, dtype=np.int64), np.asarray(fr, dtype=np.float64))
+        return self._rt_off[pairs], self._rt_len[pairs]
+
     def hops(self, src: int, dst: int, nonminimal: float | None = None) -> tuple[float, float]:
         """Expected (local, global) router-to-router hops from router ``src`` to router ``dst``: the minimal route's,
         plus, for the :attr:`nonminimal` share of an inter-group route, one global and one local hop more (a Valiant
@@ -313,17 +336,25 @@ class Routes:
         serialisation + latency (local or global), and the ejection link's; 0 for a message that stays on its
         terminal. The rest of a message follows at the bandwidth its channels leave (the flow model's bandwidth
         term)."""
+        ts, td = np.asarray(ts, dtype=np.int64), np.asarray(td, dtype=np.int64)
+        return self._traverse(ts, td, self.hop_counts(ts, td, nonminimal), size)
+
+    def hop_counts(self, ts, td, nonminimal: float | None = None) -> np.ndarray:
+        """(n, 2) (local, global) router-to-router hops (:meth:`hops`) of the flows from terminal ``ts[i]`` to
+        ``td[i]``, looked up once per router pair."""
         topo = self.topo
         ts, td = np.asarray(ts, dtype=np.int64), np.asarray(td, dtype=np.int64)
+        if not len(ts):
+            return np.zeros((0, 2))
+        nr = topo.n_routers
+        pairs, inv = np.unique((ts // topo.p) * nr + td // topo.p, return_inverse=True)
+        table = np.array([self.hops(k // nr, k % nr, nonminimal) for k in pairs.tolist()], dtype=np.float64)
+        return table[inv.reshape(-1)]
+
+    def _traverse(self, ts: np.ndarray, td: np.ndarray, hops: np.ndarray, size) -> np.ndarray:
+        """:meth:`traversal` of the flows ``ts`` -> ``td`` whose :meth:`hop_counts` are ``hops``."""
         pkt = np.clip(np.broadcast_to(np.asarray(size, np.float64), ts.shape), 1.0, self.packet_size)
         lat, rd = self.latency_ns, self.router_delay
-        hops = np.zeros((len(ts), 2))                  # (local, global) router-to-router hops of each flow
-        key: dict = {}
-        for i, (s, d) in enumerate(zip((ts // topo.p).tolist(), (td // topo.p).tolist())):
-            h = key.get((s, d))
-            if h is None:
-                h = key[(s, d)] = self.hops(s, d, nonminimal)
-            hops[i] = h
         bw = self.class_bw
         out = (2 * (pkt / bw[2] + lat[2]) + rd                     # injection + ejection, and the first router
                + hops[:, 0] * (pkt / bw[0] + lat[0] + rd) + hops[:, 1] * (pkt / bw[1] + lat[1] + rd))
@@ -341,33 +372,62 @@ class Routes:
         are ``base + (1 - q) minimal + q spread`` (:meth:`flow_bytes`): ``base`` the injection and ejection links and
         the intra-group routes, ``minimal`` the inter-group bytes routed minimally, ``spread`` the same bytes routed
         non-minimally (two global and two local hops each, spread evenly over every global and local channel)."""
+        src = np.asarray(src, dtype=np.int64)
+        if not len(src):
+            return np.zeros(self.n_channels), np.zeros(self.n_channels), np.zeros(self.n_channels)
+        base, minimal, spread = self.group_parts(np.zeros(len(src), np.int64), src, dst, w, terminals)
+        return base[0], minimal[0], spread[0]
+
+    def group_parts(self, group, src, dst, w, terminals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`flow_parts` of each group of the flows at once: (K, n_channels) each, row k the flows whose
+        ``group`` is the k-th of its sorted distinct values (a phase's slots: :meth:`FlowModel.place`).
+
+        Each row's sums are made in the order a loop over that group's flows makes them, for performance in numpy:
+        a router pair's bytes summed in flow order (bincount adds one after another), then added onto its route's
+        channels pair after pair, the pairs in the order of their first flow (np.add.at adds in index order)."""
         topo = self.topo
         terms = np.asarray(terminals, dtype=np.int64)
-        base, minimal, spread = np.zeros(self.n_channels), np.zeros(self.n_channels), np.zeros(self.n_channels)
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         w = np.asarray(w, dtype=np.float64)
+        _, g = np.unique(np.asarray(group, dtype=np.int64), return_inverse=True)
+        g = g.reshape(-1)
+        K, C = (int(g.max()) + 1 if len(g) else 0), self.n_channels
+        base, minimal, spread = np.zeros((K, C)), np.zeros((K, C)), np.zeros((K, C))
         ts, td = terms[src], terms[dst]
         keep = ts != td  # a rank pair on one terminal never enters the network
-        w, ts, td = w[keep], ts[keep], td[keep]
-        np.add.at(base, topo.n_ports + ts, w)
-        np.add.at(base, topo.terminal_port_ids[td], w)
-        rs, rd = ts // topo.p, td // topo.p
-        pair: dict = {}
-        for s, d, v in zip(rs.tolist(), rd.tolist(), w.tolist()):
-            pair[(s, d)] = pair.get((s, d), 0.0) + v
-        inter = 0.0
-        for (s, d), v in pair.items():
-            out = minimal if s // topo.a != d // topo.a else base
-            if out is minimal:
-                inter += v
-            for ch, f in self.router_route(s, d).items():
-                out[ch] += v * f
-        if inter:
+        w, ts, td, g = w[keep], ts[keep], td[keep], g[keep]
+        if not len(w):
+            return base, minimal, spread
+        np.add.at(base, (g, topo.n_ports + ts), w)
+        np.add.at(base, (g, topo.terminal_port_ids[td]), w)
+        nr = topo.n_routers
+        keys, first, inv = np.unique((g * nr + ts // topo.p) * nr + td // topo.p, return_index=True,
+                                     return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        pos = np.empty(len(order), dtype=np.int64)
+        pos[order] = np.arange(len(order))
+        v = np.bincount(pos[inv.reshape(-1)], weights=w, minlength=len(order))
+        # each (group, router pair) entry's route from the table of routes (its channels and fractions)
+        rr = keys[order] % (nr * nr)
+        off, ln = self._route_table(rr)
+        ch_all, fr_all = self._rt_arrays
+        rep = np.repeat(np.arange(len(rr)), ln)
+        at = off[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(ln) - ln, ln))
+        gk = keys[order] // (nr * nr)
+        far = (rr // nr) // topo.a != (rr % nr) // topo.a
+        inter = np.bincount(gk[far], weights=v[far], minlength=K)    # in pair order, one after another
+        rows, chans, vals, farr = gk[rep], ch_all[at], v[rep] * fr_all[at], far[rep]
+        for sel, out in ((~farr, base), (farr, minimal)):
+            if sel.any():
+                np.add.at(out, (rows[sel], chans[sel]), vals[sel])
+        if inter.any():
             pc = topo.port_class
             glob = np.nonzero((pc == GLOBAL) & (topo.peer_router >= 0))[0]
             loc = np.nonzero(pc == LOCAL)[0]
-            spread[glob] += 2 * inter / len(glob)
-            spread[loc] += 2 * inter / len(loc)
+            for k, x in enumerate(inter.tolist()):
+                if x:
+                    spread[k, glob] += 2 * x / len(glob)
+                    spread[k, loc] += 2 * x / len(loc)
         return base, minimal, spread
 
     def flow_bytes(self, src, dst, w, terminals, nonminimal: float | None = None) -> np.ndarray:
@@ -521,9 +581,10 @@ class FlowModel:
         src, ts, td = ph.src[keep], ts[keep], td[keep]
         size = np.full(len(src), ph.largest) if ph.msg is None else np.asarray(ph.msg, np.float64)[keep]
         eager = size < EAGER_THRESHOLD
+        hops = self.routes.hop_counts(ts, td, nonminimal)   # once for both traversals
         lat = np.where(eager, PROTOCOL_OFFSET + COPY_PER_BYTE * size,
-                       3 * PROTOCOL_OFFSET + 2 * self.routes.traversal(ts, td, CONTROL_SIZE, nonminimal))
-        lat = lat + self.routes.traversal(ts, td, np.minimum(size, self.routes.packet_size), nonminimal)
+                       3 * PROTOCOL_OFFSET + 2 * self.routes._traverse(ts, td, hops, CONTROL_SIZE))
+        lat = lat + self.routes._traverse(ts, td, hops, np.minimum(size, self.routes.packet_size))
         np.maximum.at(out, src, lat)
         return out
 
@@ -552,19 +613,21 @@ class FlowModel:
             # the phase's flows by their place in their rank's send order (a rank's NIC sends one message after
             # another); the phase's bytes are the slots' summed (routing is linear in the bytes)
             slot = p.slot if p.slot is not None and t[0] == "iterating" else np.zeros(len(p.w), np.int64)
-            parts = [self.routes.flow_parts(p.src[slot == k], p.dst[slot == k], p.w[slot == k], terms)
-                     for k in np.unique(slot)]
-            b0s = [base + mini for base, mini, _ in parts]
-            b1s = [base + spr for base, _, spr in parts]
+            base, mini, spr = self.routes.group_parts(slot, p.src, p.dst, p.w, terms)   # (K, C): a row per slot
+            b0s, b1s = base + mini, base + spr
             b0, b1 = np.sum(b0s, axis=0), np.sum(b1s, axis=0)
-            # per slot the busiest NIC's time (its rank's bytes of that slot at the terminal bandwidth)
-            nic = np.array([np.bincount(p.src[slot == k], weights=p.w[slot == k]).max() / tbw
-                            for k in np.unique(slot)])
+            # per slot the busiest NIC's time (its rank's bytes of that slot at the terminal bandwidth): the bytes
+            # summed per (slot, rank) in flow order, as a bincount per slot does
+            _, si = np.unique(slot, return_inverse=True)
+            si = si.reshape(-1)
+            R = int(p.src.max()) + 1
+            nic = np.bincount(si * R + p.src, weights=p.w, minlength=len(b0s) * R).reshape(len(b0s), R).max(axis=1)
+            nic = nic / tbw
             if not self.adaptive:
                 qn = self.routes.nonminimal
                 B.append(b0 + qn * (b1 - b0))
                 # each slot alone, routed as the phase is
-                st = np.array([float(np.max((x0 + qn * (x1 - x0)) / cap_all)) for x0, x1 in zip(b0s, b1s)])
+                st = np.max((b0s + qn * (b1s - b0s)) / cap_all, axis=1)
                 seq.append(float(st.sum()))
                 slow.append(self._slow(st, nic, float(np.max(B[-1] / cap_all)), p, tbw))
                 if t[0] == "iterating":
@@ -576,8 +639,8 @@ class FlowModel:
             q = SPREAD_GRID[int(np.argmin(busiest))]
             spread.append(q)
             B.append(b0 + q * (b1 - b0))
-            st = np.array([min(float(np.max((x0 + g * (x1 - x0)) / cap_all)) for g in SPREAD_GRID)
-                           for x0, x1 in zip(b0s, b1s)])
+            d01 = b1s - b0s
+            st = np.min([np.max((b0s + g * d01) / cap_all, axis=1) for g in SPREAD_GRID], axis=0)
             seq.append(float(st.sum()))
             slow.append(self._slow(st, nic, float(np.max(B[-1] / cap_all)), p, tbw))
             if t[0] == "iterating":
