@@ -510,6 +510,7 @@ class FlowModel:
         #: placed iterating job with ops -> its replayed (first, steady) iteration alone (ns, mean over the ranks)
         self.replayed: dict[int, tuple[float, float]] = {}
         self._phase_alone: dict[int, float] = {}   # replayed job -> its phases' sums alone (ns)
+        self._alone_t: dict[int, tuple] = {}      # placed job -> (its scale, its time alone): _alone_time
         #: workload kind -> (latency scale, bandwidth scale): the engine's time of a phase is about a L + b B of the
         #: model's latency L and bandwidth time B (:data:`CALIBRATION`, fitted on pure runs of a corpus:
         #: :func:`hybridsim.flow_tables.fit_calibration`); a kind not in it: (1, 1)
@@ -635,12 +636,13 @@ class FlowModel:
                 continue
             # adaptive routing: per phase the non-minimal share that drains it fastest alone (bytes and latency are
             # linear in the share: routed at 0 and 1, mixed); each slot alone takes its own
-            busiest = [np.max((b0 + q * (b1 - b0)) / cap_all) for q in SPREAD_GRID]
+            grid = np.asarray(SPREAD_GRID)
+            busiest = np.max((b0 + grid[:, None] * (b1 - b0)) / cap_all, axis=1)     # (G,): the phase at each share
             q = SPREAD_GRID[int(np.argmin(busiest))]
             spread.append(q)
             B.append(b0 + q * (b1 - b0))
-            d01 = b1s - b0s
-            st = np.min([np.max((b0s + g * d01) / cap_all, axis=1) for g in SPREAD_GRID], axis=0)
+            # (K,): each slot at its best share (the same products and quotients as one slot and share at a time)
+            st = np.max((b0s[None] + grid[:, None, None] * (b1s - b0s)[None]) / cap_all, axis=2).min(axis=0)
             seq.append(float(st.sum()))
             slow.append(self._slow(st, nic, float(np.max(B[-1] / cap_all)), p, tbw))
             if t[0] == "iterating":
@@ -672,6 +674,7 @@ class FlowModel:
                 self._replay(job, terms, slow)
         else:
             self.rate[job] = B.sum(axis=0)
+        self._alone_t.pop(job, None)
         # only the answers of the sets ``job`` is part of change (a set without it reads none of what was set here)
         self._cache = {k: v for k, v in self._cache.items() if k[0] != job and job not in k[1]}
 
@@ -713,6 +716,15 @@ class FlowModel:
         times = replay(self.ops[job], terms, trav, tbw, slow, packet_size=routes.packet_size)
         self.replayed[job] = (float(times[0].mean()), float(times[-1].mean()))
         self._phase_alone[job] = self._phase_time(job, np.zeros((0, routes.n_channels)))
+
+    def _alone_time(self, job: int) -> float:
+        """:meth:`_time` of ``job`` with nothing beside it, once per placement and :attr:`scale` (for performance:
+        every set's fixed point starts from it)."""
+        ab = self.scale.get(self.kind.get(job), (1.0, 1.0))
+        got = self._alone_t.get(job)
+        if got is None or got[0] != ab:
+            got = self._alone_t[job] = (ab, self._time(job, np.zeros((0, self.routes.n_channels))))
+        return got[1]
 
     def _set_view(self, job: int, others: list, bgs: list) -> tuple:
         """``(cols, rows, bg)`` of ``job`` beside the iterating ``others`` and the background jobs ``bgs``: ``cols``
@@ -850,7 +862,7 @@ class FlowModel:
         jobs = [job] + [k for k in others if k in self.bytes]
         bgs = [k for k in others if k in self.rate]
         none = np.zeros((0, self.routes.n_channels))
-        T = {k: self._time(k, none) for k in jobs}
+        T = {k: self._alone_time(k) for k in jobs}
         # for performance, what each job's solve reads, once per set: the channels of its own where another flow of
         # the set has bytes (elsewhere its share is the whole capacity: see _comm), the others' bytes and the
         # background rates there; and per job the last divisors it was solved with and the answer (a pass whose
