@@ -17,7 +17,7 @@ machine:
   message at the terminal bandwidth divided by its slot's ``slow`` factor (the slot: the message's place among its
   rank's sends of the phase): how much longer that slot's busiest channel takes than its busiest NIC when every rank
   sends its k-th message at once (:meth:`hybridsim.flow.FlowModel._slow`; 1 where the NICs are the bottleneck).
-* **A message's first packet** crosses the links of its minimal route (:meth:`hybridsim.flow.Routes.traversal`);
+* **A message's first packet** crosses the links of its minimal route (:meth:`hybridsim.flow_routes.Routes.traversal`);
   the rest follows at the message's rate.
 
 :func:`replay` returns the ranks' iteration times; the flow model takes the mean over the ranks of the first and of
