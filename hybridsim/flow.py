@@ -473,9 +473,11 @@ class FlowModel:
         routes = self.routes
         tbw = float(routes.class_bw[2])
 
-        # Routes.traversal's formula for one packet on its minimal route, with the hops cached per router pair (for
-        # performance: the replay asks for thousands)
-        bw, lat, rd, P, p = routes.class_bw, routes.latency_ns, routes.router_delay, routes.packet_size, routes.topo.p
+        # Routes.traversal's formula for one packet on its minimal route, with the hops cached per router pair and
+        # the link constants as Python floats (the same IEEE operations as numpy's scalars, faster; for performance:
+        # the replay asks for thousands)
+        bw, lat = routes.class_bw.tolist(), routes.latency_ns.tolist()
+        rd, P, p = float(routes.router_delay), routes.packet_size, routes.topo.p
         hops: dict = {}
 
         def trav(ts, td, size):
