@@ -360,8 +360,8 @@ class FlowModel:
         eager = size < EAGER_THRESHOLD
         hops = self.routes.hop_counts(ts, td, nonminimal)   # once for both traversals
         lat = np.where(eager, PROTOCOL_OFFSET + COPY_PER_BYTE * size,
-                       3 * PROTOCOL_OFFSET + 2 * self.routes._traverse(ts, td, hops, CONTROL_SIZE))
-        lat = lat + self.routes._traverse(ts, td, hops, np.minimum(size, self.routes.packet_size))
+                       3 * PROTOCOL_OFFSET + 2 * self.routes.traversal_by_hops(ts, td, hops, CONTROL_SIZE))
+        lat = lat + self.routes.traversal_by_hops(ts, td, hops, np.minimum(size, self.routes.packet_size))
         np.maximum.at(out, src, lat)
         return out
 

@@ -145,7 +145,7 @@ class Routes:
         terminal. The rest of a message follows at the bandwidth its channels leave (the flow model's bandwidth
         term)."""
         ts, td = np.asarray(ts, dtype=np.int64), np.asarray(td, dtype=np.int64)
-        return self._traverse(ts, td, self.hop_counts(ts, td, nonminimal), size)
+        return self.traversal_by_hops(ts, td, self.hop_counts(ts, td, nonminimal), size)
 
     def hop_counts(self, ts, td, nonminimal: float | None = None) -> np.ndarray:
         """(n, 2) (local, global) router-to-router hops (:meth:`hops`) of the flows from terminal ``ts[i]`` to
@@ -159,7 +159,7 @@ class Routes:
         table = np.array([self.hops(k // nr, k % nr, nonminimal) for k in pairs.tolist()], dtype=np.float64)
         return table[inv.reshape(-1)]
 
-    def _traverse(self, ts: np.ndarray, td: np.ndarray, hops: np.ndarray, size) -> np.ndarray:
+    def traversal_by_hops(self, ts: np.ndarray, td: np.ndarray, hops: np.ndarray, size) -> np.ndarray:
         """:meth:`traversal` of the flows ``ts`` -> ``td`` whose :meth:`hop_counts` are ``hops``."""
         pkt = np.clip(np.broadcast_to(np.asarray(size, np.float64), ts.shape), 1.0, self.packet_size)
         lat, rd = self.latency_ns, self.router_delay
