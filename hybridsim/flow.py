@@ -11,13 +11,14 @@ per communicating pair, shared links, max-min fair bandwidth) plus what the engi
    the mean over a few iterations; per phase the compute before its first send (serial) and after it (overlapped
    with the sends, as MILC's), and each flow's largest message. Background jobs (``uniform_random``) are a fixed rate
    instead: ``msg_size / interval`` per rank, to uniformly drawn peers.
-2. **Routing** (:class:`Routes`): the rank-to-rank bytes mapped to terminals by the placement and routed over the
-   Dragonfly as the engine's ``minimal`` routing draws its ports -- the injection link, a local hop to a router with a
-   global link to the destination group (unless the source router has one: then its own), the global link (spread
-   evenly over the parallel ones), a local hop, the ejection port -- and, for a non-minimal share of the inter-group
-   bytes, two global and two local hops spread over every channel (Valiant: all of it; the adaptive routings: per
-   phase the share that drains it fastest, :attr:`FlowModel.adaptive`); each job's bytes per iteration on every
-   channel (a router output port, or a terminal's injection link).
+2. **Routing** (:class:`~hybridsim.flow_routes.Routes`, :mod:`hybridsim.flow_routes`): the rank-to-rank bytes
+   mapped to terminals by the placement and routed over the Dragonfly as the engine's ``minimal`` routing draws its
+   ports -- the injection link, a local hop to a router with a global link to the destination group (unless the
+   source router has one: then its own), the global link (spread evenly over the parallel ones), a local hop, the
+   ejection port -- and, for a non-minimal share of the inter-group bytes, two global and two local hops spread over
+   every channel (Valiant: all of it; the adaptive routings: per phase the share that drains it fastest,
+   :attr:`FlowModel.adaptive`); each job's bytes per iteration on every channel (a router output port, or a
+   terminal's injection link).
 3. **Latency** (:meth:`Routes.traversal`, :meth:`FlowModel._latency`): a message's first packet crosses every link
    of its minimal route (the adaptive routings send a lone packet minimally: its queues are empty) with its
    serialisation, the router delay and the link latency; the MPI protocol adds the engine's offsets (eager: one
@@ -50,9 +51,15 @@ What it leaves out (queueing inside a phase beyond the max-min shares, the adapt
 packet, the ranks' drift beyond the replayed iterations): how close it comes: benchmarks/RESULTS.md ("A predictor
 that knows what changes before the truth does"); :mod:`surrogate.flow_correction` learns a residual on top.
 
-Why one module of this size (over 600 lines: about 800): traffic phases, routes, latency, sharing and the
-calibration are one model read together; the replay (:mod:`hybridsim.flow_replay`), the pure-run tables and the fits
-(:mod:`hybridsim.flow_tables`) live apart.
+Why one module of this size (over 600 lines: about 740): traffic phases, latency, sharing and the calibration are one
+model read together; the routes (:mod:`hybridsim.flow_routes`), the replay (:mod:`hybridsim.flow_replay`), the
+pure-run tables and the fits (:mod:`hybridsim.flow_tables`) live apart.
+
+What it keeps between calls, for its cost inside a hybrid run (issue 32: at most 10 % of the run; benchmarks/RESULTS.md,
+"Predictor cost, round two"), none of which changes an answer: each set's answers (dropped for the sets a job is part
+of when it is placed or measured), each job's time alone per placement, the routes of every router pair asked for; a
+set is solved only on the channels its jobs share, and a job's shares are not solved again in a pass where its
+co-runners' periods did not change.
 """
 
 from __future__ import annotations
@@ -61,8 +68,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hybridsim_common.topology import GLOBAL, LOCAL, Dragonfly
-from hybridsim_common.units import GIB
+from .flow_routes import Routes   # the routes' home; hybridsim.flow.Routes as before
 
 #: iterations of a job's workload averaged into its traffic matrix (evenly spread over the job)
 SAMPLE_ITERATIONS = 4
@@ -100,50 +106,70 @@ def workload_profile(workload, n_iterations: int, sample: int = SAMPLE_ITERATION
 
     R = int(workload.n_ranks)
     its = np.unique(np.linspace(0, max(int(n_iterations) - 1, 0), min(sample, max(int(n_iterations), 1))).astype(int))
-    acc: list[dict] = []
-    big: list[dict] = []             # per phase: (src, dst) -> largest message
-    serial: list[np.ndarray] = []    # per phase: (n_sampled,) slowest rank's compute before / after its first send
-    overlap: list[np.ndarray] = []
-    largest: list[float] = []
     n = len(its)
-
-    def grow(ph: int) -> None:
-        while len(acc) <= ph:
-            acc.append({})
-            big.append({})
-            serial.append(np.zeros(n))
-            overlap.append(np.zeros(n))
-            largest.append(0.0)
+    # for performance (every op of every rank of the sampled iterations passes here), per phase the sends as
+    # (rank, dst, nth, bytes) in program order, summed per (rank, dst, nth) flow at the end in that order
+    sends: list[list] = []
+    serial: list[list] = []    # per phase: (n_sampled,) slowest rank's compute before / after its first send
+    overlap: list[list] = []
+    blocking = (SEND, RECV, WAITALL)
 
     for k, it in enumerate(its):
         for r in range(R):
             ph, sent, c, nth = 0, False, 0.0, 0
-            grow(0)
+            if not sends:
+                sends.append([])
+                serial.append([0.0] * n)
+                overlap.append([0.0] * n)
+            out = sends[0]
             for op in workload.ops(r, int(it)):
                 kind = op[0]
-                if kind in (ISEND, SEND):
-                    if not sent:
-                        serial[ph][k] = max(serial[ph][k], c)
-                        sent, c = True, 0.0
-                    key = (r, int(op[1]), nth)
-                    nth += 1
-                    acc[ph][key] = acc[ph].get(key, 0.0) + op[2]
-                    big[ph][key] = max(big[ph].get(key, 0.0), float(op[2]))
-                    largest[ph] = max(largest[ph], float(op[2]))
-                elif kind == COMPUTE:
+                if kind == COMPUTE:
                     c += op[1]
-                if kind in (SEND, RECV, WAITALL):
-                    (overlap if sent else serial)[ph][k] = max((overlap if sent else serial)[ph][k], c)
+                    continue
+                if kind == ISEND or kind == SEND:
+                    if not sent:
+                        row = serial[ph]
+                        if c > row[k]:
+                            row[k] = c
+                        sent, c = True, 0.0
+                    out.append((r, op[1], nth, op[2]))
+                    nth += 1
+                if kind in blocking:
+                    row = (overlap if sent else serial)[ph]
+                    if c > row[k]:
+                        row[k] = c
                     ph, sent, c, nth = ph + 1, False, 0.0, 0
-                    grow(ph)
-            (overlap if sent else serial)[ph][k] = max((overlap if sent else serial)[ph][k], c)
+                    if len(sends) <= ph:
+                        sends.append([])
+                        serial.append([0.0] * n)
+                        overlap.append([0.0] * n)
+                    out = sends[ph]
+            row = (overlap if sent else serial)[ph]
+            if c > row[k]:
+                row[k] = c
     out = []
-    for d, b, s, o, top in zip(acc, big, serial, overlap, largest):
-        keys = np.asarray(list(d), dtype=np.int64).reshape(-1, 3)
-        w = np.asarray(list(d.values()), dtype=np.float64) / n
-        if len(w) or s.mean() > 0 or o.mean() > 0:
-            out.append(Phase(keys[:, 0], keys[:, 1], w, float(s.mean()), float(o.mean()), top,
-                             np.asarray([b[k] for k in d], dtype=np.float64), keys[:, 2]))
+    for lst, s, o in zip(sends, serial, overlap):
+        s, o = np.asarray(s, dtype=np.float64), np.asarray(o, dtype=np.float64)
+        if lst:
+            a = np.asarray(lst, dtype=np.float64).reshape(-1, 4)
+            src, dst, nth = a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64)
+            key = (src * R + dst) * (int(nth.max()) + 1) + nth
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")          # the flows in their first send's order
+            rank_of = np.empty(len(order), dtype=np.int64)
+            rank_of[order] = np.arange(len(order))
+            flow = rank_of[inv.reshape(-1)]
+            # the bytes summed in program order (bincount adds one after another), the largest message per flow
+            w = np.bincount(flow, weights=a[:, 3], minlength=len(order)) / n
+            big = np.zeros(len(order))
+            np.maximum.at(big, flow, a[:, 3])
+            f0 = first[order]
+            out.append(Phase(src[f0], dst[f0], w, float(s.mean()), float(o.mean()), float(a[:, 3].max()), big,
+                             nth[f0]))
+        elif s.mean() > 0 or o.mean() > 0:
+            out.append(Phase(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), float(s.mean()),
+                             float(o.mean()), 0.0, np.zeros(0, np.float64), np.zeros(0, np.int64)))
     return out
 
 
@@ -186,176 +212,6 @@ def maxmin_levels(capacity: np.ndarray, demands: np.ndarray) -> np.ndarray:
     level = (cap[None, :] - before) / (n - np.arange(n + 1) + 1)[:, None]         # (n+1, C)
     stop = np.vstack([d >= level[:n], np.ones((1, len(cap)), bool)])              # the last level always stands
     return level[np.argmax(stop, axis=0), np.arange(len(cap))]
-
-
-class Routes:
-    """Minimal routes of a :class:`~hybridsim_common.topology.Dragonfly`, as channel fractions.
-
-    Channels: ``0 .. n_ports-1`` router output ports (global port id ``router * radix + port``; a terminal port is its
-    terminal's ejection), ``n_ports + t`` terminal ``t``'s injection link. :attr:`capacity` is each channel's bandwidth
-    in bytes per ns."""
-
-    def __init__(self, topo: Dragonfly, bandwidth_gib=(5.25, 4.7, 5.25), nonminimal: float = 0.0, *,
-                 latency_ns=(0.0, 0.0, 0.0), router_delay: float = 0.0, packet_size: int = 4096):
-        self.topo = topo
-        #: fraction of inter-group bytes taken as routed non-minimally (Valiant, as adaptive routing does under load):
-        #: two global hops and two local hops each, spread evenly over every global and local channel
-        self.nonminimal = float(nonminimal)
-        R, a = topo.radix, topo.a
-        self.n_channels = topo.n_ports + topo.n_terminals
-        bw = np.asarray(bandwidth_gib, dtype=np.float64) * GIB / 1e9  # bytes per ns per class
-        self.capacity = np.empty(self.n_channels)
-        self.capacity[:topo.n_ports] = bw[topo.port_class]
-        self.capacity[topo.n_ports:] = bw[2]
-        #: per link class (local, global, terminal): bytes per ns, propagation latency ns; the router delay (ns) a
-        #: packet pays at every router it crosses; the packet size a message is cut into
-        self.class_bw = bw
-        self.latency_ns = np.asarray(latency_ns, dtype=np.float64)
-        self.router_delay = float(router_delay)
-        self.packet_size = int(packet_size)
-        # (router, neighbour router) -> its output ports to it; router -> group -> its global ports there
-        self._to: dict[tuple[int, int], list[int]] = {}
-        for pid in range(topo.n_ports):
-            if topo.port_class[pid] in (LOCAL, GLOBAL) and topo.peer_router[pid] >= 0:
-                self._to.setdefault((pid // R, int(topo.peer_router[pid])), []).append(pid)
-        self._gw: dict[tuple[int, int], list[int]] = {}  # (group, dst group) -> routers of group linked to it
-        for r in range(topo.n_routers):
-            for d in topo.global_targets[r]:
-                lst = self._gw.setdefault((r // a, d // a), [])
-                if r not in lst:
-                    lst.append(r)
-        self._cache: dict[tuple[int, int], dict[int, float]] = {}
-        self._hops: dict[tuple[int, int], tuple[float, float]] = {}
-
-    def _hop(self, out: dict, r: int, nxt: int, w: float) -> None:
-        ports = self._to[(r, nxt)]
-        for p in ports:
-            out[p] = out.get(p, 0.0) + w / len(ports)
-
-    def _global(self, out: dict, gw: int, dg: int, dst_router: int, w: float) -> None:
-        """From gateway router ``gw`` over its global links to group ``dg`` (evenly), then a local hop."""
-        a = self.topo.a
-        lands = [d for d in self.topo.global_targets[gw] if d // a == dg]
-        for land in dict.fromkeys(lands):
-            share = w * lands.count(land) / len(lands)
-            self._hop(out, gw, land, share)
-            if land != dst_router:
-                self._hop(out, land, dst_router, share)
-
-    def router_route(self, src: int, dst: int) -> dict[int, float]:
-        """Channel -> fraction of the bytes from router ``src`` to router ``dst`` (ejection excluded)."""
-        key = (src, dst)
-        if key in self._cache:
-            return self._cache[key]
-        a = self.topo.a
-        out: dict[int, float] = {}
-        sg, dg = src // a, dst // a
-        if src == dst:
-            pass
-        elif sg == dg:
-            self._hop(out, src, dst, 1.0)
-        elif any(d // a == dg for d in self.topo.global_targets[src]):
-            self._global(out, src, dg, dst, 1.0)  # the engine's minimal rule: own global ports first
-        else:
-            gws = self._gw[(sg, dg)]
-            for gw in gws:
-                self._hop(out, src, gw, 1.0 / len(gws))
-                self._global(out, gw, dg, dst, 1.0 / len(gws))
-        self._cache[key] = out
-        return out
-
-    def hops(self, src: int, dst: int, nonminimal: float | None = None) -> tuple[float, float]:
-        """Expected (local, global) router-to-router hops from router ``src`` to router ``dst``: the minimal route's,
-        plus, for the :attr:`nonminimal` share of an inter-group route, one global and one local hop more (a Valiant
-        path through an intermediate group)."""
-        base = self._hops.get((src, dst))
-        if base is None:   # the minimal route's, once per router pair (for performance: asked per flow)
-            pc = self.topo.port_class
-            loc = glob = 0.0
-            for ch, f in self.router_route(src, dst).items():
-                if pc[ch] == LOCAL:
-                    loc += f
-                else:
-                    glob += f
-            base = self._hops[(src, dst)] = (loc, glob)
-        loc, glob = base
-        q = self.nonminimal if nonminimal is None else float(nonminimal)
-        if src // self.topo.a != dst // self.topo.a:
-            loc += q
-            glob += q
-        return loc, glob
-
-    def traversal(self, ts, td, size, nonminimal: float | None = None) -> np.ndarray:
-        """(n,) ns for the first packet of a ``size``-byte message (a number or one per flow; at most one packet
-        counts) from terminal ``ts[i]`` to
-        terminal ``td[i]`` on an idle network, as the engine moves a packet (hybridsim.engine.network): the injection
-        link (serialisation + terminal latency), at every router crossed its delay, then the next link's
-        serialisation + latency (local or global), and the ejection link's; 0 for a message that stays on its
-        terminal. The rest of a message follows at the bandwidth its channels leave (the flow model's bandwidth
-        term)."""
-        topo = self.topo
-        ts, td = np.asarray(ts, dtype=np.int64), np.asarray(td, dtype=np.int64)
-        pkt = np.clip(np.broadcast_to(np.asarray(size, np.float64), ts.shape), 1.0, self.packet_size)
-        lat, rd = self.latency_ns, self.router_delay
-        hops = np.zeros((len(ts), 2))                  # (local, global) router-to-router hops of each flow
-        key: dict = {}
-        for i, (s, d) in enumerate(zip((ts // topo.p).tolist(), (td // topo.p).tolist())):
-            h = key.get((s, d))
-            if h is None:
-                h = key[(s, d)] = self.hops(s, d, nonminimal)
-            hops[i] = h
-        bw = self.class_bw
-        out = (2 * (pkt / bw[2] + lat[2]) + rd                     # injection + ejection, and the first router
-               + hops[:, 0] * (pkt / bw[0] + lat[0] + rd) + hops[:, 1] * (pkt / bw[1] + lat[1] + rd))
-        out[ts == td] = 0.0
-        return out
-
-    def channel_bytes(self, tm: np.ndarray, terminals) -> np.ndarray:
-        """(n_channels,) bytes per iteration of traffic matrix ``tm`` (R, R) on ranks placed on ``terminals`` (R,)."""
-        tm = np.asarray(tm, dtype=np.float64)
-        src, dst = np.nonzero(tm)
-        return self.flow_bytes(src, dst, tm[src, dst], terminals)
-
-    def flow_parts(self, src, dst, w, terminals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(base, minimal, spread)`` (n_channels,) each, so that the bytes of the flows with a non-minimal share q
-        are ``base + (1 - q) minimal + q spread`` (:meth:`flow_bytes`): ``base`` the injection and ejection links and
-        the intra-group routes, ``minimal`` the inter-group bytes routed minimally, ``spread`` the same bytes routed
-        non-minimally (two global and two local hops each, spread evenly over every global and local channel)."""
-        topo = self.topo
-        terms = np.asarray(terminals, dtype=np.int64)
-        base, minimal, spread = np.zeros(self.n_channels), np.zeros(self.n_channels), np.zeros(self.n_channels)
-        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-        w = np.asarray(w, dtype=np.float64)
-        ts, td = terms[src], terms[dst]
-        keep = ts != td  # a rank pair on one terminal never enters the network
-        w, ts, td = w[keep], ts[keep], td[keep]
-        np.add.at(base, topo.n_ports + ts, w)
-        np.add.at(base, topo.terminal_port_ids[td], w)
-        rs, rd = ts // topo.p, td // topo.p
-        pair: dict = {}
-        for s, d, v in zip(rs.tolist(), rd.tolist(), w.tolist()):
-            pair[(s, d)] = pair.get((s, d), 0.0) + v
-        inter = 0.0
-        for (s, d), v in pair.items():
-            out = minimal if s // topo.a != d // topo.a else base
-            if out is minimal:
-                inter += v
-            for ch, f in self.router_route(s, d).items():
-                out[ch] += v * f
-        if inter:
-            pc = topo.port_class
-            glob = np.nonzero((pc == GLOBAL) & (topo.peer_router >= 0))[0]
-            loc = np.nonzero(pc == LOCAL)[0]
-            spread[glob] += 2 * inter / len(glob)
-            spread[loc] += 2 * inter / len(loc)
-        return base, minimal, spread
-
-    def flow_bytes(self, src, dst, w, terminals, nonminimal: float | None = None) -> np.ndarray:
-        """(n_channels,) bytes of the rank-to-rank flows ``src`` -> ``dst`` of ``w`` bytes (arrays of one length) on
-        ranks placed on ``terminals`` (``nonminimal``: the share routed non-minimally, default :attr:`nonminimal`)."""
-        q = self.nonminimal if nonminimal is None else float(nonminimal)
-        base, minimal, spread = self.flow_parts(src, dst, w, terminals)
-        return base + (1 - q) * minimal + q * spread if q else base + minimal
 
 
 #: the non-minimal shares an adaptive routing's phase is chosen from (:attr:`FlowModel.adaptive`)
@@ -430,6 +286,7 @@ class FlowModel:
         #: placed iterating job with ops -> its replayed (first, steady) iteration alone (ns, mean over the ranks)
         self.replayed: dict[int, tuple[float, float]] = {}
         self._phase_alone: dict[int, float] = {}   # replayed job -> its phases' sums alone (ns)
+        self._alone_t: dict[int, tuple] = {}      # placed job -> (its scale, its time alone): _alone_time
         #: workload kind -> (latency scale, bandwidth scale): the engine's time of a phase is about a L + b B of the
         #: model's latency L and bandwidth time B (:data:`CALIBRATION`, fitted on pure runs of a corpus:
         #: :func:`hybridsim.flow_tables.fit_calibration`); a kind not in it: (1, 1)
@@ -501,9 +358,10 @@ class FlowModel:
         src, ts, td = ph.src[keep], ts[keep], td[keep]
         size = np.full(len(src), ph.largest) if ph.msg is None else np.asarray(ph.msg, np.float64)[keep]
         eager = size < EAGER_THRESHOLD
+        hops = self.routes.hop_counts(ts, td, nonminimal)   # once for both traversals
         lat = np.where(eager, PROTOCOL_OFFSET + COPY_PER_BYTE * size,
-                       3 * PROTOCOL_OFFSET + 2 * self.routes.traversal(ts, td, CONTROL_SIZE, nonminimal))
-        lat = lat + self.routes.traversal(ts, td, np.minimum(size, self.routes.packet_size), nonminimal)
+                       3 * PROTOCOL_OFFSET + 2 * self.routes.traversal_by_hops(ts, td, hops, CONTROL_SIZE))
+        lat = lat + self.routes.traversal_by_hops(ts, td, hops, np.minimum(size, self.routes.packet_size))
         np.maximum.at(out, src, lat)
         return out
 
@@ -532,19 +390,21 @@ class FlowModel:
             # the phase's flows by their place in their rank's send order (a rank's NIC sends one message after
             # another); the phase's bytes are the slots' summed (routing is linear in the bytes)
             slot = p.slot if p.slot is not None and t[0] == "iterating" else np.zeros(len(p.w), np.int64)
-            parts = [self.routes.flow_parts(p.src[slot == k], p.dst[slot == k], p.w[slot == k], terms)
-                     for k in np.unique(slot)]
-            b0s = [base + mini for base, mini, _ in parts]
-            b1s = [base + spr for base, _, spr in parts]
+            base, mini, spr = self.routes.group_parts(slot, p.src, p.dst, p.w, terms)   # (K, C): a row per slot
+            b0s, b1s = base + mini, base + spr
             b0, b1 = np.sum(b0s, axis=0), np.sum(b1s, axis=0)
-            # per slot the busiest NIC's time (its rank's bytes of that slot at the terminal bandwidth)
-            nic = np.array([np.bincount(p.src[slot == k], weights=p.w[slot == k]).max() / tbw
-                            for k in np.unique(slot)])
+            # per slot the busiest NIC's time (its rank's bytes of that slot at the terminal bandwidth): the bytes
+            # summed per (slot, rank) in flow order, as a bincount per slot does
+            _, si = np.unique(slot, return_inverse=True)
+            si = si.reshape(-1)
+            R = int(p.src.max()) + 1
+            nic = np.bincount(si * R + p.src, weights=p.w, minlength=len(b0s) * R).reshape(len(b0s), R).max(axis=1)
+            nic = nic / tbw
             if not self.adaptive:
                 qn = self.routes.nonminimal
                 B.append(b0 + qn * (b1 - b0))
                 # each slot alone, routed as the phase is
-                st = np.array([float(np.max((x0 + qn * (x1 - x0)) / cap_all)) for x0, x1 in zip(b0s, b1s)])
+                st = np.max((b0s + qn * (b1s - b0s)) / cap_all, axis=1)
                 seq.append(float(st.sum()))
                 slow.append(self._slow(st, nic, float(np.max(B[-1] / cap_all)), p, tbw))
                 if t[0] == "iterating":
@@ -552,12 +412,13 @@ class FlowModel:
                 continue
             # adaptive routing: per phase the non-minimal share that drains it fastest alone (bytes and latency are
             # linear in the share: routed at 0 and 1, mixed); each slot alone takes its own
-            busiest = [np.max((b0 + q * (b1 - b0)) / cap_all) for q in SPREAD_GRID]
+            grid = np.asarray(SPREAD_GRID)
+            busiest = np.max((b0 + grid[:, None] * (b1 - b0)) / cap_all, axis=1)     # (G,): the phase at each share
             q = SPREAD_GRID[int(np.argmin(busiest))]
             spread.append(q)
             B.append(b0 + q * (b1 - b0))
-            st = np.array([min(float(np.max((x0 + g * (x1 - x0)) / cap_all)) for g in SPREAD_GRID)
-                           for x0, x1 in zip(b0s, b1s)])
+            # (K,): each slot at its best share (the same products and quotients as one slot and share at a time)
+            st = np.max((b0s[None] + grid[:, None, None] * (b1s - b0s)[None]) / cap_all, axis=2).min(axis=0)
             seq.append(float(st.sum()))
             slow.append(self._slow(st, nic, float(np.max(B[-1] / cap_all)), p, tbw))
             if t[0] == "iterating":
@@ -589,7 +450,9 @@ class FlowModel:
                 self._replay(job, terms, slow)
         else:
             self.rate[job] = B.sum(axis=0)
-        self._cache.clear()
+        self._alone_t.pop(job, None)
+        # only the answers of the sets ``job`` is part of change (a set without it reads none of what was set here)
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != job and job not in k[1]}
 
     def _slow(self, slot_t: np.ndarray, slot_nic: np.ndarray, phase_t: float, p: Phase, tbw: float) -> np.ndarray:
         """Per slot of a phase, the factor by which the replay slows its messages below the NIC's bandwidth:
@@ -610,9 +473,11 @@ class FlowModel:
         routes = self.routes
         tbw = float(routes.class_bw[2])
 
-        # Routes.traversal's formula for one packet on its minimal route, with the hops cached per router pair (for
-        # performance: the replay asks for thousands)
-        bw, lat, rd, P, p = routes.class_bw, routes.latency_ns, routes.router_delay, routes.packet_size, routes.topo.p
+        # Routes.traversal's formula for one packet on its minimal route, with the hops cached per router pair and
+        # the link constants as Python floats (the same IEEE operations as numpy's scalars, faster; for performance:
+        # the replay asks for thousands)
+        bw, lat = routes.class_bw.tolist(), routes.latency_ns.tolist()
+        rd, P, p = float(routes.router_delay), routes.packet_size, routes.topo.p
         hops: dict = {}
 
         def trav(ts, td, size):
@@ -630,6 +495,29 @@ class FlowModel:
         self.replayed[job] = (float(times[0].mean()), float(times[-1].mean()))
         self._phase_alone[job] = self._phase_time(job, np.zeros((0, routes.n_channels)))
 
+    def _alone_time(self, job: int) -> float:
+        """:meth:`_time` of ``job`` with nothing beside it, once per placement and :attr:`scale` (for performance:
+        every set's fixed point starts from it)."""
+        ab = self.scale.get(self.kind.get(job), (1.0, 1.0))
+        got = self._alone_t.get(job)
+        if got is None or got[0] != ab:
+            got = self._alone_t[job] = (ab, self._time(job, np.zeros((0, self.routes.n_channels))))
+        return got[1]
+
+    def _set_view(self, job: int, others: list, bgs: list) -> tuple:
+        """``(cols, rows, bg)`` of ``job`` beside the iterating ``others`` and the background jobs ``bgs``: ``cols``
+        the indices into its used channels (:meth:`place`) where one of them has bytes, ``rows`` each other's
+        bytes per iteration there, ``bg`` each background job's rate there (what :meth:`_comm` reads with
+        ``cols``)."""
+        used = self._used[job][1]
+        flows = [self.bytes[m][used] for m in others]
+        rates = [self.rate[g][used] for g in bgs]
+        busy = np.zeros(len(used), dtype=bool)
+        for f in flows + rates:
+            busy |= f != 0
+        cols = np.nonzero(busy)[0]
+        return cols, [f[cols] for f in flows], [r[cols] for r in rates]
+
     def set_period(self, job: int, ns: float) -> None:
         """Job ``job``'s measured iteration time: its demand as a co-runner is its bytes over it from now on (the
         cached answers of the sets it is part of are dropped; the others stand)."""
@@ -639,34 +527,45 @@ class FlowModel:
     def __contains__(self, job: int) -> bool:
         return job in self.bytes
 
-    def _comm(self, job: int, demand: np.ndarray) -> np.ndarray:
+    def _comm(self, job: int, demand: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
         """(P,) bandwidth ns of each phase of ``job`` with the other flows' ``demand`` (n_others, n_channels) bytes
-        per ns (see :attr:`rule`); 0 for a phase without traffic."""
+        per ns (see :attr:`rule`); 0 for a phase without traffic. With ``cols`` (indices into the job's used
+        channels), ``demand`` is (n_others, len(cols)) on those channels only and every other used channel carries
+        no other flow: its share is its whole capacity, exactly what :func:`maxmin_levels` gives for zero demands
+        (the level ``(capacity - 0) / 1``), so the answer is the same to the bit."""
         has, used, B, cap, alone, tot = self._used[job]
         out = np.zeros(len(has))
         if not len(used):
             return out
-        x = maxmin_levels(cap, demand[:, used]) if len(demand) else cap
+        if cols is not None:
+            x = cap
+            if len(demand) and len(cols):
+                x = cap.copy()
+                x[cols] = maxmin_levels(cap[cols], demand)
+        else:
+            x = maxmin_levels(cap, demand[:, used]) if len(demand) else cap
         if self.rule == "max":
             out[has] = np.max(B / x[None, :], axis=1)
         else:
             out[has] = alone * (B @ (cap / x)) / tot
         return out
 
-    def _time(self, job: int, demand: np.ndarray) -> float:
+    def _time(self, job: int, demand: np.ndarray, cols: np.ndarray | None = None) -> float:
         """A job's iteration time (ns) beside ``demand``: per phase its serial compute, then its overlapped compute
         or its communication (the rank's latency + the phase's bandwidth time), whichever is longer; summed over the
-        phases for each rank; the slowest rank's (the ranks of a bulk-synchronous job wait for each other)."""
+        phases for each rank; the slowest rank's (the ranks of a bulk-synchronous job wait for each other).
+        ``cols``: see :meth:`_comm`."""
         a, b = self.scale.get(self.kind.get(job), (1.0, 1.0))
         if job in self.replayed:   # the replay alone, moved by the phases' ratio beside ``demand`` (see parts)
             steady = self.replayed[job][1]
-            return a * steady + b * steady * (self._phase_time(job, demand) / self._phase_alone[job] - 1.0)
-        return self._phase_time(job, demand, a, b)
+            return a * steady + b * steady * (self._phase_time(job, demand, cols=cols) / self._phase_alone[job] - 1.0)
+        return self._phase_time(job, demand, a, b, cols)
 
-    def _phase_time(self, job: int, demand: np.ndarray, a: float = 1.0, b: float = 1.0) -> float:
+    def _phase_time(self, job: int, demand: np.ndarray, a: float = 1.0, b: float = 1.0,
+                    cols: np.ndarray | None = None) -> float:
         """The phases' sums (see :meth:`_time`), latency scaled by ``a`` and bandwidth time by ``b``."""
         serial, overlap, lat = self.fixed[job]
-        comm = self._comm(job, demand)[:, None]
+        comm = self._comm(job, demand, cols)[:, None]
         per_rank = (serial[:, None] + np.maximum(overlap[:, None], a * lat + b * comm)).sum(axis=0)
         return float(per_rank.max() if self.ranks == "max" else per_rank.mean())
 
@@ -739,14 +638,32 @@ class FlowModel:
         if key in self._cache:
             return self._cache[key]
         jobs = [job] + [k for k in others if k in self.bytes]
-        bg = [self.rate[k] for k in others if k in self.rate]
+        bgs = [k for k in others if k in self.rate]
         none = np.zeros((0, self.routes.n_channels))
-        T = {k: self._time(k, none) for k in jobs}
+        T = {k: self._alone_time(k) for k in jobs}
+        # for performance, what each job's solve reads, once per set: the channels of its own where another flow of
+        # the set has bytes (elsewhere its share is the whole capacity: see _comm), the others' bytes and the
+        # background rates there; and per job the last divisors it was solved with and the answer (a pass whose
+        # co-runners' periods are all measured repeats the same solve: its answer is reused, the same numbers)
+        view = {k: self._set_view(k, [m for m in jobs if m != k], bgs) for k in jobs}
+        last: dict = {}
         for _ in range(FIXED_POINT_PASSES):
             new = {}
             for k in jobs:
-                dem = [self.bytes[m] / max(self.period.get(m, T[m]), 1e-9) for m in jobs if m != k] + bg
-                new[k] = self._time(k, np.asarray(dem) if dem else none)
+                cols, rows, bg = view[k]
+                div = tuple(max(self.period.get(m, T[m]), 1e-9) for m in jobs if m != k)
+                memo = last.get(k)
+                if memo is not None and memo[0] == div:
+                    new[k] = memo[1]
+                    continue
+                if all(d == d for d in div):   # no NaN period: the zero-demand channels stay at full capacity
+                    dem = [r / d for r, d in zip(rows, div)] + bg
+                    new[k] = self._time(k, np.asarray(dem) if dem else none, cols)
+                else:
+                    dem = [self.bytes[m] / d for m, d in zip([m for m in jobs if m != k], div)] \
+                        + [self.rate[g] for g in bgs]
+                    new[k] = self._time(k, np.asarray(dem) if dem else none)
+                last[k] = (div, new[k])
             if len(jobs) == 1 or all(abs(new[k] - T[k]) <= 1e-5 * T[k] for k in jobs):
                 T = new  # one job beside fixed-rate traffic only: no fixed point to look for
                 break

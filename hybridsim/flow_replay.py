@@ -17,7 +17,7 @@ machine:
   message at the terminal bandwidth divided by its slot's ``slow`` factor (the slot: the message's place among its
   rank's sends of the phase): how much longer that slot's busiest channel takes than its busiest NIC when every rank
   sends its k-th message at once (:meth:`hybridsim.flow.FlowModel._slow`; 1 where the NICs are the bottleneck).
-* **A message's first packet** crosses the links of its minimal route (:meth:`hybridsim.flow.Routes.traversal`);
+* **A message's first packet** crosses the links of its minimal route (:meth:`hybridsim.flow_routes.Routes.traversal`);
   the rest follows at the message's rate.
 
 :func:`replay` returns the ranks' iteration times; the flow model takes the mean over the ranks of the first and of
@@ -47,6 +47,10 @@ COPY_PER_BYTE = 0.55
 ITERATIONS = 2
 
 
+#: the replay's event kinds (what a heap entry's third field says happens at its time)
+_ADVANCE, _EAGER_POST, _RTS_POST, _RTS_ARRIVE, _ACK_POST, _DATA_POST, _ARRIVE_DATA = range(7)
+
+
 def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int = ITERATIONS,
            packet_size: int = 4096) -> np.ndarray:
     """(iterations, R) ns: each rank's time of each replayed iteration (see the module docstring).
@@ -55,16 +59,20 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
     packet's ns from terminal ``ts`` to ``td`` (a ``size``-byte packet); ``term_bw``: the NIC's bytes per ns;
     ``slow``: per phase of a rank's iteration (cut at blocking ops, as :func:`hybridsim.flow.workload_profile`
     does) and per slot (the rank's k-th send of the phase) the factor by which the message goes slower than the NIC
-    (missing: 1)."""
+    (missing: 1).
+
+    One event loop over a heap of ``(time, insertion counter, kind, ...)`` entries, ties broken by the counter; the
+    message layer's steps are inlined in it and in :func:`advance` for performance (the replay is most of a job's
+    placement cost in a hybrid run: benchmarks/RESULTS.md, issue 32, "Predictor cost, round two"). ``min`` and
+    ``max`` are written as the conditional expressions they evaluate to (``b if b < a else a``), the same numbers.
+    """
     terms = [int(t) for t in terminals]
     R = len(terms)
     slow = [np.asarray(x, np.float64).reshape(-1).tolist() for x in (slow if slow is not None else ())]
+    n_slow = len(slow)
     heap: list = []
-    tick = itertools.count()
+    tick = itertools.count().__next__
     push = heapq.heappush
-
-    def at(t, fn, *args):
-        push(heap, (t, next(tick), fn, args))
 
     nic = [0.0] * R                          # when each rank's NIC is free
     posted = [dict() for _ in range(R)]      # (src, tag) -> deque of request keys
@@ -75,6 +83,12 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
     state = [None] * R                       # [ops, pc, iteration, its start, phase, sends in the phase so far]
     times = np.zeros((iterations, R))
     trav_cache: dict = {}
+    # the module's constants as locals (for performance: read per op and per event)
+    compute_, isend_, send_, irecv_, recv_, waitall_ = COMPUTE, ISEND, SEND, IRECV, RECV, WAITALL
+    eager_threshold, eager_offset, copy_per_byte = EAGER_THRESHOLD, EAGER_OFFSET, COPY_PER_BYTE
+    control_offset, control_size = CONTROL_OFFSET, CONTROL_SIZE
+    advance_, eager_post_, rts_post_, rts_arrive_, ack_post_, arrive_data_ = (_ADVANCE, _EAGER_POST, _RTS_POST,
+                                                                              _RTS_ARRIVE, _ACK_POST, _ARRIVE_DATA)
 
     def trav(s, d, size):
         key = (s, d, size)
@@ -82,22 +96,6 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
         if v is None:
             v = trav_cache[key] = float(traversal(s, d, size))
         return v
-
-    def rate(ph, k):
-        f = slow[ph] if ph < len(slow) else ()
-        return term_bw / (f[k] if k < len(f) else 1.0)
-
-    def inject(r, t, size, v=term_bw):
-        """``size`` bytes through rank r's NIC at ``v`` bytes per ns from ``t`` on: (start, last packet's start, end
-        of injection)."""
-        start = max(nic[r], t)
-        end = start + size / v
-        nic[r] = end
-        return start, end - min(size, packet_size) / v, end
-
-    def deliver_time(r, d, start, size, v):
-        pk = min(size, packet_size)
-        return start + trav(terms[r], terms[d], pk) + max(size - pk, 0) / v
 
     def complete(r, req, tc):
         """Request ``req`` of rank r completes at ``tc`` (known now, maybe later than now: no event for it)."""
@@ -111,119 +109,103 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
             if tc > wake[r]:
                 wake[r] = tc
             if not w:
-                at(wake[r], advance, r)
+                push(heap, (wake[r], tick(), advance_, r))
 
-    # ------------------------------------------------------------------------------------------------- messages
-    def send(r, t, d, size, tag, req):
-        st = state[r]
-        v = rate(st[4], st[5])   # the phase and slot the send is posted in
-        st[5] += 1
-        if terms[r] == terms[d]:     # loopback: the protocol's software only
-            off = EAGER_OFFSET + COPY_PER_BYTE * size if size < EAGER_THRESHOLD else 3 * CONTROL_OFFSET
-            at(t + off, arrive_data, r, d, tag, size, req)
-            if req is not None:
-                complete(r, req, t + off)
-            return
-        if size < EAGER_THRESHOLD:
-            at(t + EAGER_OFFSET + COPY_PER_BYTE * size, eager_post, r, d, tag, size, req, v)
-        else:
-            at(t + CONTROL_OFFSET, rts_post, r, d, tag, (size, v), req)
-
-    def eager_post(t, r, d, tag, size, req, v):
-        start, last, _ = inject(r, t, size, v)
-        if req is not None:
-            complete(r, req, last)
-        at(deliver_time(r, d, start, size, v), arrive_data, r, d, tag, size, None)
-
-    def rts_post(t, r, d, tag, size, req):
-        start, _, _ = inject(r, t, CONTROL_SIZE)
-        at(start + trav(terms[r], terms[d], CONTROL_SIZE), rts_arrive, r, d, tag, size, req)
-
-    def rts_arrive(t, r, d, tag, size, req):
-        q = posted[d].get((r, tag))
-        if q:
-            rq = q.popleft()
-            at(t + CONTROL_OFFSET, ack_post, d, r, tag, size, req, rq)
-        else:
-            unexpected[d].setdefault((r, tag), deque()).append(("rts", size, req))
-
-    def ack_post(t, d, r, tag, size, sreq, rreq):
-        start, _, _ = inject(d, t, CONTROL_SIZE)
-        at(start + trav(terms[d], terms[r], CONTROL_SIZE) + CONTROL_OFFSET, data_post, r, d, tag, size, sreq, rreq)
-
-    def data_post(t, r, d, tag, size_v, sreq, rreq):
-        size, v = size_v
-        start, last, _ = inject(r, t, size, v)
-        if sreq is not None:
-            complete(r, sreq, last)
-        complete(d, rreq, deliver_time(r, d, start, size, v))
-
-    def arrive_data(t, r, d, tag, size, _req):
-        q = posted[d].get((r, tag))
-        if q:
-            complete(d, q.popleft(), t)
-        else:
-            unexpected[d].setdefault((r, tag), deque()).append(("eager", size, None))
-
-    def irecv(r, t, s, tag, req):
-        q = unexpected[r].get((s, tag))
-        if q:
-            kind, size, sreq = q.popleft()
-            if kind == "eager":
-                reqs[r][req] = t
-            else:
-                at(t + CONTROL_OFFSET, ack_post, r, s, tag, size, sreq, req)
-            return
-        posted[r].setdefault((s, tag), deque()).append(req)
-
-    # ------------------------------------------------------------------------------------------------- ranks
     def begin(r, t, it):
         state[r] = [list(ops(r, it)), 0, it, t, 0, 0]
         reqs[r] = {}
         advance(t, r)
 
     def advance(t, r):
+        """Rank r runs its ops from ``t`` until it blocks (or ends its iteration)."""
         st = state[r]
         o, i = st[0], st[1]
         n = len(o)
+        d_req = reqs[r]
         while i < n:
             op = o[i]
             i += 1
             k = op[0]
-            if k == ISEND:
-                reqs[r][op[4]] = None
-                send(r, t, op[1], op[2], op[3], op[4])
-            elif k == IRECV:
-                reqs[r][op[3]] = None
-                irecv(r, t, op[1], op[2], op[3])
-            elif k == COMPUTE:
+            if k == compute_:
                 if op[1] <= 0:   # nothing to wait for (LAMMPS' compute at its default speed-up)
                     continue
                 st[1] = i
-                at(t + op[1], advance, r)
+                push(heap, (t + op[1], tick(), advance_, r))
                 return
-            elif k in (WAITALL, SEND, RECV):
-                d = reqs[r]
-                if k == WAITALL:
-                    names = op[1]
+            if k == isend_ or k == send_:
+                if k == isend_:
+                    req = op[4]
                 else:
-                    names = (("b", i),)
-                    d[names[0]] = None
-                    (send(r, t, op[1], op[2], op[3], names[0]) if k == SEND else irecv(r, t, op[1], op[2], names[0]))
-                vals = [d.get(q, t) for q in names]   # a request never made counts as done
-                left = {q for q, v in zip(names, vals) if v is None}
-                known = max([v for v in vals if v is not None], default=t)
-                st[4] += 1   # the next phase
-                st[5] = 0
-                if left:
-                    waiting[r] = left
-                    wake[r] = max(t, known)
-                    st[1] = i
-                    return
-                if known > t:
-                    st[1] = i
-                    at(known, advance, r)
-                    return
+                    req = ("b", i)
+                d_req[req] = None
+                # the send: its rate from the phase and slot it is posted in
+                ph, sl = st[4], st[5]
+                f = slow[ph] if ph < n_slow else ()
+                v = term_bw / (f[sl] if sl < len(f) else 1.0)
+                st[5] = sl + 1
+                dst, size, tag = op[1], op[2], op[3]
+                if terms[r] == terms[dst]:     # loopback: the protocol's software only
+                    off = eager_offset + copy_per_byte * size if size < eager_threshold else 3 * control_offset
+                    push(heap, (t + off, tick(), arrive_data_, r, dst, tag, size))
+                    if req is not None:
+                        complete(r, req, t + off)
+                elif size < eager_threshold:
+                    push(heap, (t + eager_offset + copy_per_byte * size, tick(), eager_post_, r, dst, tag, size, req,
+                                v))
+                else:
+                    push(heap, (t + control_offset, tick(), rts_post_, r, dst, tag, (size, v), req))
+                if k == isend_:
+                    continue
+                names = (req,)
+            elif k == irecv_ or k == recv_:
+                if k == irecv_:
+                    src, tag, req = op[1], op[2], op[3]
+                else:
+                    src, tag, req = op[1], op[2], ("b", i)
+                d_req[req] = None
+                # the receive: matched against what arrived unexpected, else posted
+                q = unexpected[r].get((src, tag))
+                if q:
+                    kind, size, sreq = q.popleft()
+                    if kind == "eager":
+                        d_req[req] = t
+                    else:
+                        push(heap, (t + control_offset, tick(), ack_post_, r, src, tag, size, sreq, req))
+                else:
+                    pq = posted[r].get((src, tag))
+                    if pq is None:
+                        pq = posted[r][(src, tag)] = deque()
+                    pq.append(req)
+                if k == irecv_:
+                    continue
+                names = (req,)
+            elif k == waitall_:
+                names = op[1]
+            else:
+                continue
+            # a blocking op: the rank waits for ``names`` (a request never made counts as done)
+            left = None
+            known = t
+            for q in names:
+                v = d_req.get(q, t)
+                if v is None:
+                    if left is None:
+                        left = {q}
+                    else:
+                        left.add(q)
+                elif v > known:
+                    known = v
+            st[4] += 1   # the next phase
+            st[5] = 0
+            if left:
+                waiting[r] = left
+                wake[r] = known
+                st[1] = i
+                return
+            if known > t:
+                st[1] = i
+                push(heap, (known, tick(), advance_, r))
+                return
         it = st[2]
         times[it, r] = t - st[3]
         if it + 1 < iterations:
@@ -233,6 +215,89 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
         begin(r, 0.0, 0)
     pop = heapq.heappop
     while heap:
-        t, _, fn, args = pop(heap)
-        fn(t, *args)
+        e = pop(heap)
+        t, code = e[0], e[2]
+        if code == advance_:
+            advance(t, e[3])
+        elif code == eager_post_:   # the eager message leaves the sender's NIC
+            _, _, _, r, d, tag, size, req, v = e
+            a = nic[r]
+            start = t if t > a else a
+            end = start + size / v
+            nic[r] = end
+            pk = packet_size if packet_size < size else size
+            if req is not None:   # complete(r, req, end - pk / v), inlined (for performance: every eager message)
+                rq = reqs[r]
+                if req in rq:
+                    tc = end - pk / v
+                    rq[req] = tc
+                    w = waiting[r]
+                    if req in w:
+                        w.discard(req)
+                        if tc > wake[r]:
+                            wake[r] = tc
+                        if not w:
+                            push(heap, (wake[r], tick(), advance_, r))
+            rest = size - pk
+            key = (terms[r], terms[d], pk)
+            tv = trav_cache.get(key)
+            if tv is None:
+                tv = trav(*key)
+            push(heap, (start + tv + (0 if 0 > rest else rest) / v, tick(), arrive_data_, r, d, tag, size))
+        elif code == arrive_data_:   # an eager (or loopback) message is at its receiver
+            _, _, _, r, d, tag, size = e
+            q = posted[d].get((r, tag))
+            if q:   # complete(d, q.popleft(), t), inlined (for performance: every eager message)
+                req = q.popleft()
+                rq = reqs[d]
+                if req in rq:
+                    rq[req] = t
+                    w = waiting[d]
+                    if req in w:
+                        w.discard(req)
+                        if t > wake[d]:
+                            wake[d] = t
+                        if not w:
+                            push(heap, (wake[d], tick(), advance_, d))
+            else:
+                uq = unexpected[d].get((r, tag))
+                if uq is None:
+                    uq = unexpected[d][(r, tag)] = deque()
+                uq.append(("eager", size, None))
+        elif code == rts_post_:   # a rendezvous message's RTS leaves the sender's NIC
+            _, _, _, r, d, tag, size, req = e
+            a = nic[r]
+            start = t if t > a else a
+            nic[r] = start + control_size / term_bw
+            push(heap, (start + trav(terms[r], terms[d], control_size), tick(), rts_arrive_, r, d, tag, size, req))
+        elif code == rts_arrive_:
+            _, _, _, r, d, tag, size, req = e
+            q = posted[d].get((r, tag))
+            if q:
+                rq = q.popleft()
+                push(heap, (t + control_offset, tick(), ack_post_, d, r, tag, size, req, rq))
+            else:
+                uq = unexpected[d].get((r, tag))
+                if uq is None:
+                    uq = unexpected[d][(r, tag)] = deque()
+                uq.append(("rts", size, req))
+        elif code == ack_post_:   # the receiver's ACK leaves its NIC
+            _, _, _, d, r, tag, size, sreq, rreq = e
+            a = nic[d]
+            start = t if t > a else a
+            nic[d] = start + control_size / term_bw
+            push(heap, (start + trav(terms[d], terms[r], control_size) + control_offset, tick(), _DATA_POST, r, d, tag,
+                        size, sreq, rreq))
+        else:   # _DATA_POST: the rendezvous data leaves the sender's NIC
+            _, _, _, r, d, tag, size_v, sreq, rreq = e
+            size, v = size_v
+            a = nic[r]
+            start = t if t > a else a
+            end = start + size / v
+            nic[r] = end
+            pk = packet_size if packet_size < size else size
+            if sreq is not None:
+                complete(r, sreq, end - pk / v)
+            rest = size - pk
+            complete(d, rreq, start + trav(terms[r], terms[d], pk) + (0 if 0 > rest else rest) / v)
     return times

@@ -101,6 +101,12 @@ class _TwoChannels:
         """All of it minimal (``base`` here; nothing to spread)."""
         return self.flow_bytes(src, dst, w, terminals), np.zeros(2), np.zeros(2)
 
+    def group_parts(self, group, src, dst, w, terminals):
+        """:meth:`flow_parts` per group (a row per sorted distinct value of ``group``), as ``Routes.group_parts``."""
+        group, src, dst, w = (np.asarray(x) for x in (group, src, dst, w))
+        parts = [self.flow_parts(src[group == k], dst[group == k], w[group == k], terminals) for k in np.unique(group)]
+        return tuple(np.array(x) for x in zip(*parts))
+
 
 def test_iteration_time_beside_background_traffic_by_hand():
     """Job 0 sends 100 B per iteration on channel 0 (alone: 100 ns + 50 ns compute). Background job 1 puts 0.5 B/ns
