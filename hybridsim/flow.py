@@ -558,8 +558,14 @@ class FlowModel:
         a, b = self.scale.get(self.kind.get(job), (1.0, 1.0))
         if job in self.replayed:   # the replay alone, moved by the phases' ratio beside ``demand`` (see parts)
             steady = self.replayed[job][1]
-            return a * steady + b * steady * (self._phase_time(job, demand, cols=cols) / self._phase_alone[job] - 1.0)
+            return a * steady + b * steady * (self._phase_ratio(job, demand, cols) - 1.0)
         return self._phase_time(job, demand, a, b, cols)
+
+    def _phase_ratio(self, job: int, demand: np.ndarray, cols: np.ndarray | None = None) -> float:
+        """The phases' sums beside ``demand`` over their sums alone; 1 for a job whose phases take no time alone (a
+        one-rank job: no message, no compute modelled), which nothing beside it can slow."""
+        alone = self._phase_alone[job]
+        return self._phase_time(job, demand, cols=cols) / alone if alone > 0 else 1.0
 
     def _phase_time(self, job: int, demand: np.ndarray, a: float = 1.0, b: float = 1.0,
                     cols: np.ndarray | None = None) -> float:
@@ -581,7 +587,7 @@ class FlowModel:
         demand = np.asarray(dem) if dem else np.zeros((0, self.routes.n_channels))
         if job in self.replayed:   # the replay alone R and R (rho - 1), rho the phases' ratio beside the co-runners
             steady = self.replayed[job][1]
-            return 0.0, steady, steady * (self._phase_time(job, demand) / self._phase_alone[job] - 1.0)
+            return 0.0, steady, steady * (self._phase_ratio(job, demand) - 1.0)
         serial, overlap, lat = self.fixed[job]
         comm = self._comm(job, demand)[:, None]
         over = overlap[:, None] > lat + comm

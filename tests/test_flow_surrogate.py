@@ -143,3 +143,17 @@ def test_a_co_runner_measured_iteration_time_becomes_its_demand_and_every_record
     after = ctl.states[0].flow[0]
     assert after == pytest.approx(ctl.corunner_feed.flow.start_time(0, [1])) and after < before   # a first iteration
     assert ctl.corunner_feed.flow.start_time(0, []) < after   # b still slows a, less than it was modelled to
+
+
+def test_a_one_rank_job_beside_others_is_modelled_alone_without_error():
+    """A one-rank job (a trace's single-node job) sends nothing: its replayed phases take no time alone, and nothing
+    beside it can slow them; its modelled time beside a co-runner is its time alone (it used to divide by zero and
+    fail the whole hybrid run)."""
+    sc = parse_scenario(TWO.replace("{name: b, ranks: 4, iterations: 2, workload: {kind: nearest_neighbor, "
+                                    "dimension_sizes: [4], msg_size: 65536}}",
+                                    "{name: b, ranks: 1, iterations: 2, workload: {kind: nearest_neighbor, "
+                                    "dimension_sizes: [1], msg_size: 65536}}"))
+    ctl = build_controller(sc, placement=[np.array([0, 2, 4, 6]), np.array([1])])
+    flow = ctl.corunner_feed.flow
+    assert flow.iteration_time(1, [0]) == flow.iteration_time(1, []) >= 0.0
+    assert np.isfinite(flow.iteration_time(0, [1])) and flow.iteration_time(0, [1]) > 0
