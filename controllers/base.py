@@ -49,6 +49,8 @@ class JobView:
             scheduler places it, with no history: its first iterations must be simulated).
         running: ids of the jobs running now, in start order (a stream's arrivals and departures show here; without
             a scheduler every job of the run, which all start at 0).
+        change_error: the job's model's own expected error (%) at a co-runner change, before any truth of the new
+            mix: 68 % of its predictions there fell within it (``Surrogate.change_error``); None: it declares none.
     """
 
     job: str
@@ -66,6 +68,7 @@ class JobView:
     running: tuple[int, ...] = ()
     signed_errors: Sequence[tuple[int, float]] = ()
     clean_signed_errors: Sequence[tuple[int, float]] | None = None
+    change_error: float | None = None
 
     def run_length(self, mode: Mode) -> int:
         """How many iterations in a row, ending with the previous one, ran in ``mode``."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -487,7 +488,7 @@ def truth_noise(series) -> float | None:
 
 class _ConfSlot(_JobSlot):
     __slots__ = ("warmed", "warm_from", "seen", "scores", "counts", "group_it", "group_sum", "group_n", "noise",
-                 "exempt", "clean_from", "per_window", "warm_end", "own")
+                 "exempt", "clean_from", "per_window", "warm_end", "own", "change_error")
 
     def __init__(self, warm_from: int):
         super().__init__()
@@ -505,6 +506,7 @@ class _ConfSlot(_JobSlot):
         self.per_window = 1.0     # its iterations per window length (the leader's iteration)
         self.warm_end = None      # the iteration its warm-up ended at
         self.own = 0              # iterations of a truth window of its own still to simulate (shared_warmup off)
+        self.change_error = None  # its model's own error at a change of co-runners, % (JobView.change_error)
 
 
 class Confident(Aligned):
@@ -544,7 +546,9 @@ class Confident(Aligned):
     than ``probe`` iterations left that is not warm yet is *exempt*: simulated to its end (too short to be worth a
     model) and no longer waited for. A stream job starting mid-run is simulated until it passes the same test, and
     its start, like a co-runner's end, opens a window at once unless every other running job's bound on one
-    stretch, B(1), is within the budget (the model is trusted to predict the new times).
+    stretch, B(1), is within the budget (the model is trusted to predict the new times), or, with ``trust_changes``
+    (default), its model's own error at a change (``JobView.change_error``: the ``flow`` model declares its measured
+    68 % band per workload kind, 3.2-3.9 %), scaled to ``coverage``, is.
 
     With ``shared_warmup: false`` a job's warm-up and its windows at a change are its own where its budget allows.
     A job simulated beside a predicted co-runner meets the co-runner's stand-in (its mean link load), not its
@@ -567,7 +571,8 @@ class Confident(Aligned):
 
     def __init__(self, target_error: float = 2.0, truth: int = 1, coverage: float = 0.8, memory: int = 16,
                  probe: int = 8, max_warmup: int = 32, min_ft: int = 2, max_ft: int = 256, extra: int = 3,
-                 clean: bool = False, vouch: int = 2, shared_warmup: bool = True, standin_bias: float = 10.0):
+                 clean: bool = False, vouch: int = 2, shared_warmup: bool = True, standin_bias: float = 10.0,
+                 trust_changes: bool = True):
         if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) \
                 or not 0 < float(target_error) < 100:
             raise ValueError(f"target_error must be a number of percent in (0, 100), got {target_error!r}")
@@ -588,6 +593,11 @@ class Confident(Aligned):
         self.standin_bias = _check_float("standin_bias", standin_bias)
         if self.standin_bias < 0:
             raise ValueError(f"standin_bias must be >= 0 (% of an iteration), got {standin_bias!r}")
+        if not isinstance(trust_changes, bool):
+            raise ValueError(f"trust_changes must be true or false, got {trust_changes!r}")
+        self.trust_changes = trust_changes
+        # a 68 % band (one sigma) scaled to the two-sided coverage's quantile
+        self._band = NormalDist().inv_cdf((1.0 + self.coverage) / 2.0) / NormalDist().inv_cdf(0.84)
         self.window_len = 0.0   # virtual length of the latest window (or warm-up window) that closed
         self.joined = None   # virtual time every job had joined the current window (None: not yet)
 
@@ -640,12 +650,20 @@ class Confident(Aligned):
         """Every running (not finishing) job but ``skip`` has its bound on one stretch within the budget."""
         live = [s for k, s in self.jobs.items() if k != skip and not self._finishing(s) and not s.exempt
                 and (s.warmed or self._shared(s))]
-        return bool(live) and all(s.warmed and self.bound_at(s, 1.0, s.per_window) <= self.target for s in live)
+        return bool(live) and all(s.warmed and self._sure(s) for s in live)
+
+    def _sure(self, s: "_ConfSlot") -> bool:
+        """Whether job ``s``'s next prediction after a change of co-runners is trusted: its windows' bound on one
+        stretch is within the budget, or (``trust_changes``) its model's own error at changes
+        (``JobView.change_error``, a 68 % band) scaled to ``coverage`` is."""
+        if self.bound_at(s, 1.0, s.per_window) <= self.target:
+            return True
+        return self.trust_changes and s.change_error is not None and s.change_error * self._band <= self.target
 
     def _unsure(self) -> list:
         """The warm running jobs whose bound on one stretch is over the budget: what a change of co-runners gives a
         truth window of its own (``shared_warmup`` off)."""
-        return [s for s in self._live() if self.bound_at(s, 1.0, s.per_window) > self.target]
+        return [s for s in self._live() if not self._sure(s)]
 
     def _fold(self, view: JobView, js: _ConfSlot) -> None:
         """Fold the job's new signed shadow errors on clean iterations into its window scores (contiguous iterations
@@ -785,6 +803,7 @@ class Confident(Aligned):
                 else:
                     change = True   # the others' co-runners changed; the starter warms up on its own
         js.observe(view, now)
+        js.change_error = getattr(view, "change_error", None)
         self._fold(view, js)
         was_warm = js.warmed
         if self.phase != "window":

@@ -260,7 +260,7 @@ class HybridController(OnlineFit, FastForward, Director):
             costs={**self.wall_split(), "simulated_iterations": st.n_simulated,
                    "predicted_iterations": st.n_predicted, "simulate": self.simulate_wall()},
             now=self.now, start=self.started.get(st.job_id, 0.0), running=tuple(self.running),
-        )
+            change_error=self.models[st.job_id].change_error(st.workload))
 
     # ------------------------------------------------------------------------------------------------ director
     def mode_for(self, job_id: int, iteration: int) -> Mode:

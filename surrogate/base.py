@@ -272,6 +272,12 @@ class Surrogate(abc.ABC):
     #: anything else of the context) until the next fit or tune, and :meth:`predict_many` that answer repeated: the
     #: hybrid loop then reuses an answer for the same history (a predicted stretch, its shadow in the next window)
     history_only: ClassVar[bool] = False
+
+    def change_error(self, workload: str) -> float | None:
+        """Its own expected error (%) at a co-runner change of a job of ``workload`` kind: the error within which
+        68 % of its first predictions after a change fell, before any truth of the new mix (``JobView.change_error``,
+        which a policy may take for a window at the change); None (the default): it declares none."""
+        return None
     #: whether :meth:`fit_series` fits the model from bare iteration-time series (CODES' director uses it)
     fits_series: ClassVar[bool] = False
     #: upper bounds of the numeric constructor options that size an allocation or a loop, option -> largest value

@@ -60,13 +60,14 @@ def test_stationarity_constant_trending_noisy():
     assert not stationary([85.0, 100.0, 100.0, 100.0], 2.0)
 
 
-def cview(jid, it, now, truth=10.0, signed=(), running=(), n=100):
+def cview(jid, it, now, truth=10.0, signed=(), running=(), n=100, change_error=None):
     """Job ``jid`` before iteration ``it`` at virtual time ``now``; every earlier iteration took ``truth`` ns (a
-    callable: ``truth(i)``); ``signed``: its job-level shadow errors ``(iteration, %)``."""
+    callable: ``truth(i)``); ``signed``: its job-level shadow errors ``(iteration, %)``; ``change_error``: its
+    model's declared error at a change (%)."""
     f = truth if callable(truth) else (lambda i: truth)
     tr = tuple(f(i) for i in range(it))
     return JobView(f"j{jid}", jid, it, n, None, (), tr, (None,) * it, (), {}, now=now, running=running,
-                   signed_errors=tuple(signed))
+                   signed_errors=tuple(signed), change_error=change_error)
 
 
 def test_warmup_ends_when_every_job_is_stationary():
@@ -139,6 +140,31 @@ def test_corunner_start_opens_a_window_only_when_unsure(target, want):
     prefix(p, (1.0, 1.0), (1.0, 1.0))
     assert p.decide(cview(2, 0, 90.0, running=(0, 1, 2))) == S
     assert p.decide(cview(0, 9, 90.0, running=(0, 1, 2))) == want
+
+
+@pytest.mark.parametrize("change_error,trust,want", [(None, True, S), (1.0, True, P), (1.5, True, S),
+                                                     (1.0, False, S)])
+def test_a_change_the_model_vouches_for_opens_no_window(change_error, trust, want):
+    """Budget 0.9 %, coverage 0.5: B's windows give a one-stretch bound of 1 % (over budget), so A's end opens a
+    window (:func:`test_corunner_end_opens_a_window_only_when_unsure`) unless B's model declares an error at changes
+    whose 68 % band, scaled to the 50 % two-sided quantile (0.6745 / 0.9945 = 0.678), is within it: 1.0 % -> 0.68 %
+    (no window), 1.5 % -> 1.02 % (window); ``trust_changes: false`` ignores the model's word."""
+    p = load_policy("confident", {"target_error": 0.9, "coverage": 0.5, "trust_changes": trust})
+    prefix(p, (1.0, 1.0), (1.0, 1.0))
+    assert p.decide(cview(1, 9, 90.0, running=(1,), change_error=change_error)) == want
+
+
+def test_the_flow_model_declares_its_measured_band_at_changes():
+    """``Surrogate.change_error``: None by default (ridge); ``flow`` gives its 68 % band per kind in % (NN 3.9 %),
+    and none where it was not measured in that setting (another gain, an unknown kind)."""
+    from hybridsim.flow import UNCERTAINTY
+    from surrogate.registry import create
+
+    assert create("ridge").change_error("milc") is None
+    assert create("flow").change_error("nearest_neighbor") == pytest.approx(
+        100 * UNCERTAINTY["nearest_neighbor"]["change"])
+    assert create("flow", gain=0.5).change_error("milc") is None
+    assert create("flow").change_error("uniform_random") is None
 
 
 def test_validate_accepts_target_error_and_refuses_a_bad_one(tmp_path, capsys):

@@ -58,6 +58,14 @@ class Flow(Surrogate):
     def config(self) -> dict:
         return {"k": self.k, "mode": self.mode, "gain": self.gain, "correction": self.correction}
 
+    def change_error(self, workload: str) -> float | None:
+        """The flow model's measured 68 % band at changes for the kind (``hybridsim.flow.UNCERTAINTY``, in %), with
+        ``gain`` 1 and no correction (the setting it was measured in); None otherwise or for a kind not measured."""
+        from hybridsim.flow import UNCERTAINTY
+
+        band = UNCERTAINTY.get(workload, {}).get("change")
+        return 100.0 * band if band is not None and self.gain == 1.0 and self._corr is None else None
+
     def _residual(self, ctx: Context, flow, load, iteration) -> float:
         """``beta . x`` of one iteration (0 without a correction or the job's info; NaN for an unknown flow)."""
         if self._corr is None or ctx.info is None:
