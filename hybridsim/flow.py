@@ -68,6 +68,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from surrogate.models.flow import UNCERTAINTY   # the flow predictor's measured errors (their home: what it declares)
+
 from .flow_routes import Routes   # the routes' home; hybridsim.flow.Routes as before
 
 #: iterations of a job's workload averaged into its traffic matrix (evenly spread over the job)
@@ -694,12 +696,6 @@ FIFO = 0.0
 #: (benchmarks/RESULTS.md, issue 32: "A predictor that knows what changes")
 CALIBRATION: dict[str, tuple[float, float]] = {"lammps": (1.014, 1.0), "milc": (1.025, 1.0),
                                                "nearest_neighbor": (0.914, 1.0)}
-#: :meth:`FlowModel.uncertainty`: per workload kind the relative error within which 68 % of the start and of the
-#: change predictions fell on the validation runs (corpora/valstream-72.yaml's 12 runs, moving-72's 5 and
-#: moving-1056's 2 held-out runs; benchmarks/RESULTS.md, issue 32)
-UNCERTAINTY: dict[str, dict[str, float]] = {"lammps": {"start": 0.083, "change": 0.032},
-                                             "milc": {"start": 0.116, "change": 0.034},
-                                             "nearest_neighbor": {"start": 0.175, "change": 0.039}}
 #: :attr:`FlowModel.first` of :func:`flow_model`: per workload kind the first iteration's time over the steady one's
 FIRST: dict[str, float] = {"lammps": 1.014, "milc": 1.031, "nearest_neighbor": 1.046}   # same fit
 #: :attr:`FlowModel.replay` of :func:`flow_model`
