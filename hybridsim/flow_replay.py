@@ -226,18 +226,8 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
             end = start + size / v
             nic[r] = end
             pk = packet_size if packet_size < size else size
-            if req is not None:   # complete(r, req, end - pk / v), inlined (for performance: every eager message)
-                rq = reqs[r]
-                if req in rq:
-                    tc = end - pk / v
-                    rq[req] = tc
-                    w = waiting[r]
-                    if req in w:
-                        w.discard(req)
-                        if tc > wake[r]:
-                            wake[r] = tc
-                        if not w:
-                            push(heap, (wake[r], tick(), advance_, r))
+            if req is not None:
+                complete(r, req, end - pk / v)
             rest = size - pk
             key = (terms[r], terms[d], pk)
             tv = trav_cache.get(key)
@@ -247,18 +237,8 @@ def replay(ops, terminals, traversal, term_bw: float, slow=None, iterations: int
         elif code == arrive_data_:   # an eager (or loopback) message is at its receiver
             _, _, _, r, d, tag, size = e
             q = posted[d].get((r, tag))
-            if q:   # complete(d, q.popleft(), t), inlined (for performance: every eager message)
-                req = q.popleft()
-                rq = reqs[d]
-                if req in rq:
-                    rq[req] = t
-                    w = waiting[d]
-                    if req in w:
-                        w.discard(req)
-                        if t > wake[d]:
-                            wake[d] = t
-                        if not w:
-                            push(heap, (wake[d], tick(), advance_, d))
+            if q:
+                complete(d, q.popleft(), t)
             else:
                 uq = unexpected[d].get((r, tag))
                 if uq is None:
